@@ -1,0 +1,75 @@
+# Setpoint's build. `make run` and `make test` do all set-up on a fresh machine.
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin
+DATA  ?= $(CURDIR)/.data
+ADDR  ?= 127.0.0.1:6443
+# Race-enabled tests of the whole tree; a package past this is a bug, not slowness.
+TEST_TIMEOUT ?= 20m
+
+.PHONY: all build plugins test test-go vet lint run soak fuzz bench bench-store \
+	bench-api bench-watch bench-plugin bench-reconcile deps clean
+
+all: build plugins
+
+## build: the one binary, bin/setpoint
+build:
+	$(GO) build -o $(BIN)/setpoint ./cmd/setpoint
+
+## plugins: every guest module (first-party plugins, examples, host test guests)
+## built to .wasm with the standard Go toolchain; see docs/ABI.md.
+plugins:
+	@./.ci/build-wasm
+
+## deps: what the tests need beyond Go (browser, etcd), installed when missing
+deps:
+	@./.ci/install-deps
+
+## test: vet, then every test under the race detector, then the SDK module
+test: deps build plugins vet
+	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	@if [ -f sdk/go.mod ]; then cd sdk && $(GO) test -race ./...; fi
+
+vet:
+	$(GO) vet ./...
+	@if [ -f sdk/go.mod ]; then cd sdk && $(GO) vet ./...; fi
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+lint: vet
+
+## run: the server on the embedded store with the example kinds and plugins
+run: build plugins
+	$(BIN)/setpoint server --addr $(ADDR) --data-dir $(DATA) --examples
+
+## soak: the long crash and load runs kept out of `make test`
+soak: build
+	SETPOINT_CRASH_CYCLES=500 $(GO) test -race -timeout 120m -run 'Crash' -v ./store/...
+
+## fuzz: each fuzz target for a while (FUZZTIME per target)
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; done
+
+bench: bench-store bench-api bench-watch bench-plugin bench-reconcile
+
+bench-store:
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./store/badger/bench
+
+bench-api: build deps
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/api
+
+bench-watch: build
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/watch
+
+bench-plugin: plugins
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./host/bench
+
+bench-reconcile: build plugins
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/reconcile
+
+clean:
+	rm -rf $(BIN)

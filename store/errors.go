@@ -1,0 +1,17 @@
+package store
+
+import "errors"
+
+// The store's errors. Backends wrap them with %w; callers test with errors.Is.
+// The API maps them to HTTP codes: ErrNotFound 404, ErrAlreadyExists and
+// ErrConflict 409, ErrCompacted and ErrInvalidContinue 410.
+var (
+	ErrNotFound        = errors.New("store: not found")
+	ErrAlreadyExists   = errors.New("store: already exists")
+	ErrConflict        = errors.New("store: revision conflict")
+	ErrCompacted       = errors.New("store: revision compacted")
+	ErrFutureRevision  = errors.New("store: revision is in the future")
+	ErrInvalidContinue = errors.New("store: invalid continue token")
+	ErrWatcherTooSlow  = errors.New("store: watcher fell behind; resume from its last revision")
+	ErrClosed          = errors.New("store: closed")
+)

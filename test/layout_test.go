@@ -1,0 +1,132 @@
+package test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/setpoint-dev/setpoint"
+
+// goPackage is the part of `go list -json` the layout checks read.
+type goPackage struct {
+	ImportPath string
+	Imports    []string
+	Standard   bool
+}
+
+// listPackages returns every package of the main module with its direct imports.
+func listPackages(t *testing.T) []goPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", module+"/...")
+	cmd.Dir = ".."
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pkgs []goPackage
+	dec := json.NewDecoder(out)
+	for {
+		var p goPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	return pkgs
+}
+
+// rule says which of our own packages a set of packages must not import.
+type rule struct {
+	name   string
+	from   func(pkg string) bool
+	forbid func(imp string) bool
+}
+
+func under(prefixes ...string) func(string) bool {
+	return func(p string) bool {
+		for _, pre := range prefixes {
+			full := module + "/" + pre
+			if p == full || strings.HasPrefix(p, full+"/") {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func exactly(names ...string) func(string) bool {
+	return func(p string) bool {
+		for _, n := range names {
+			if p == module+"/"+n {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func ours(p string) bool { return p == module || strings.HasPrefix(p, module+"/") }
+
+// TestDependencyDirection enforces the arrows of DESIGN.md's package map.
+func TestDependencyDirection(t *testing.T) {
+	backends := under("store/badger", "store/etcd")
+	rules := []rule{
+		{name: "sdk/abi imports only the standard library",
+			from: under("sdk/abi"), forbid: func(imp string) bool { return strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") }},
+		{name: "store imports nothing of ours but sdk/abi",
+			from: exactly("store"), forbid: func(imp string) bool { return ours(imp) && !under("sdk/abi")(imp) }},
+		{name: "store backends never import the engine, host or cmd",
+			from: under("store"), forbid: under("engine", "host", "cmd")},
+		{name: "the engine reaches the store through its contract only",
+			from: under("engine"), forbid: func(imp string) bool { return backends(imp) || under("host", "cmd")(imp) }},
+		{name: "the host never imports the engine or the store",
+			from: under("host"), forbid: under("engine", "store", "cmd")},
+		{name: "the engine core does not import its API server",
+			from: func(p string) bool { return under("engine")(p) && !under("engine/apiserver")(p) }, forbid: under("engine/apiserver")},
+		{name: "nothing imports cmd",
+			from: func(p string) bool { return !under("cmd")(p) }, forbid: under("cmd")},
+	}
+	pkgs := listPackages(t)
+	if len(pkgs) == 0 {
+		t.Fatal("go list found no packages")
+	}
+	for _, r := range rules {
+		t.Run(r.name, func(t *testing.T) {
+			for _, p := range pkgs {
+				if !r.from(p.ImportPath) {
+					continue
+				}
+				for _, imp := range p.Imports {
+					if r.forbid(imp) {
+						t.Errorf("%s imports %s", p.ImportPath, imp)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRuleCatchesViolations keeps the rules honest: each must reject a made-up
+// import that breaks it.
+func TestRuleCatchesViolations(t *testing.T) {
+	if !under("engine")(module + "/engine/apiserver") {
+		t.Error("under(engine) misses engine/apiserver")
+	}
+	if under("store")(module + "/storex") {
+		t.Error("under(store) matches storex")
+	}
+	if !exactly("store")(module+"/store") || exactly("store")(module+"/store/badger") {
+		t.Error("exactly(store) is wrong")
+	}
+}
