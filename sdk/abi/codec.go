@@ -1,0 +1,351 @@
+package abi
+
+import "time"
+
+// Each document has:
+//   - AppendJSON(b) appending its encoding (empty members omitted),
+//   - MarshalJSON and UnmarshalJSON, so encoding/json uses the same format,
+//   - decode, the member-by-member reader; unknown members are skipped so a
+//     newer peer's additions do not break an older one.
+// Requests also have DecodeAliased, whose RawJSON members alias the input
+// instead of copying it: the guest SDK uses it on its reused input buffer.
+
+func unmarshal(b []byte, alias bool, fn func(d *decoder, key []byte) bool) error {
+	d := decoder{b: b, alias: alias}
+	d.ws()
+	if d.i >= len(d.b) || d.b[d.i] != '{' {
+		d.fail("expected an object")
+		return d.err
+	}
+	d.object(fn)
+	return d.end()
+}
+
+func millis(d time.Duration) int64 { return int64(d / time.Millisecond) }
+
+// AppendJSON appends the encoding of r to b.
+func (r *ReconcileRequest) AppendJSON(b []byte) []byte {
+	e := newEncoder(b)
+	e.raw("object", r.Object)
+	e.rawListMap("children", r.Children)
+	e.int("attempt", int64(r.Attempt))
+	e.strMap("config", r.Config)
+	return e.close()
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r *ReconcileRequest) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *ReconcileRequest) UnmarshalJSON(b []byte) error { return r.decode(b, false) }
+
+// DecodeAliased decodes b into r; r's RawJSON members alias b.
+func (r *ReconcileRequest) DecodeAliased(b []byte) error { return r.decode(b, true) }
+
+func (r *ReconcileRequest) decode(b []byte, alias bool) error {
+	*r = ReconcileRequest{}
+	return unmarshal(b, alias, func(d *decoder, k []byte) bool {
+		switch string(k) {
+		case "object":
+			r.Object = d.raw()
+		case "children":
+			r.Children = d.rawListMap()
+		case "attempt":
+			r.Attempt = int(d.int())
+		case "config":
+			r.Config = d.strMap()
+		default:
+			d.skip(0)
+		}
+		return true
+	})
+}
+
+// AppendJSON appends the encoding of r to b.
+func (r *ReconcileResponse) AppendJSON(b []byte) []byte {
+	e := newEncoder(b)
+	e.raw("status", r.Status)
+	e.rawList("children", r.Children)
+	e.int("requeueAfterMs", millis(r.RequeueAfter))
+	e.events("events", r.Events)
+	e.str("error", r.Error)
+	e.boolean("terminal", r.Terminal)
+	return e.close()
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r *ReconcileResponse) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *ReconcileResponse) UnmarshalJSON(b []byte) error {
+	*r = ReconcileResponse{}
+	return unmarshal(b, false, func(d *decoder, k []byte) bool {
+		switch string(k) {
+		case "status":
+			r.Status = d.raw()
+		case "children":
+			r.Children = d.rawList()
+		case "requeueAfterMs":
+			r.RequeueAfter = time.Duration(d.int()) * time.Millisecond
+		case "events":
+			r.Events = decodeEvents(d)
+		case "error":
+			r.Error = d.str()
+		case "terminal":
+			r.Terminal = d.boolean()
+		default:
+			d.skip(0)
+		}
+		return true
+	})
+}
+
+// AppendJSON appends the encoding of ev to b.
+func (ev *Event) AppendJSON(b []byte) []byte {
+	e := newEncoder(b)
+	e.str("type", ev.Type)
+	e.str("reason", ev.Reason)
+	e.str("message", ev.Message)
+	return e.close()
+}
+
+func (ev *Event) member(d *decoder, k []byte) bool {
+	switch string(k) {
+	case "type":
+		ev.Type = d.str()
+	case "reason":
+		ev.Reason = d.str()
+	case "message":
+		ev.Message = d.str()
+	default:
+		return false
+	}
+	return true
+}
+
+func decodeEvents(d *decoder) []Event {
+	var l []Event
+	d.array(func(d *decoder) {
+		var ev Event
+		d.object(func(d *decoder, k []byte) bool {
+			if !ev.member(d, k) {
+				d.skip(0)
+			}
+			return true
+		})
+		l = append(l, ev)
+	})
+	return l
+}
+
+// AppendJSON appends the encoding of r to b.
+func (r *AdmissionRequest) AppendJSON(b []byte) []byte {
+	e := newEncoder(b)
+	e.str("uid", r.UID)
+	if r.Kind != (GroupVersionKind{}) {
+		e.key("kind")
+		k := newEncoder(e.b)
+		k.str("group", r.Kind.Group)
+		k.str("version", r.Kind.Version)
+		k.str("kind", r.Kind.Kind)
+		e.b = k.close()
+	}
+	e.str("resource", r.Resource)
+	e.str("namespace", r.Namespace)
+	e.str("name", r.Name)
+	e.str("operation", string(r.Operation))
+	e.raw("object", r.Object)
+	e.raw("oldObject", r.OldObject)
+	e.boolean("dryRun", r.DryRun)
+	if r.User.Username != "" || r.User.UID != "" || len(r.User.Groups) != 0 {
+		e.key("userInfo")
+		u := newEncoder(e.b)
+		u.str("username", r.User.Username)
+		u.str("uid", r.User.UID)
+		u.strList("groups", r.User.Groups)
+		e.b = u.close()
+	}
+	e.strMap("config", r.Config)
+	return e.close()
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r *AdmissionRequest) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *AdmissionRequest) UnmarshalJSON(b []byte) error { return r.decode(b, false) }
+
+// DecodeAliased decodes b into r; r's RawJSON members alias b.
+func (r *AdmissionRequest) DecodeAliased(b []byte) error { return r.decode(b, true) }
+
+func (r *AdmissionRequest) decode(b []byte, alias bool) error {
+	*r = AdmissionRequest{}
+	return unmarshal(b, alias, func(d *decoder, k []byte) bool {
+		switch string(k) {
+		case "uid":
+			r.UID = d.str()
+		case "kind":
+			d.object(func(d *decoder, k []byte) bool {
+				switch string(k) {
+				case "group":
+					r.Kind.Group = d.str()
+				case "version":
+					r.Kind.Version = d.str()
+				case "kind":
+					r.Kind.Kind = d.str()
+				default:
+					d.skip(0)
+				}
+				return true
+			})
+		case "resource":
+			r.Resource = d.str()
+		case "namespace":
+			r.Namespace = d.str()
+		case "name":
+			r.Name = d.str()
+		case "operation":
+			r.Operation = Operation(d.str())
+		case "object":
+			r.Object = d.raw()
+		case "oldObject":
+			r.OldObject = d.raw()
+		case "dryRun":
+			r.DryRun = d.boolean()
+		case "userInfo":
+			d.object(func(d *decoder, k []byte) bool {
+				switch string(k) {
+				case "username":
+					r.User.Username = d.str()
+				case "uid":
+					r.User.UID = d.str()
+				case "groups":
+					r.User.Groups = d.strList()
+				default:
+					d.skip(0)
+				}
+				return true
+			})
+		case "config":
+			r.Config = d.strMap()
+		default:
+			d.skip(0)
+		}
+		return true
+	})
+}
+
+// AppendJSON appends the encoding of r to b.
+func (r *AdmissionResponse) AppendJSON(b []byte) []byte {
+	e := newEncoder(b)
+	e.boolAlways("allowed", r.Allowed)
+	e.str("message", r.Message)
+	e.int("code", int64(r.Code))
+	e.raw("patch", r.Patch)
+	e.raw("object", r.Object)
+	e.strList("warnings", r.Warnings)
+	return e.close()
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r *AdmissionResponse) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *AdmissionResponse) UnmarshalJSON(b []byte) error {
+	*r = AdmissionResponse{}
+	return unmarshal(b, false, func(d *decoder, k []byte) bool {
+		switch string(k) {
+		case "allowed":
+			r.Allowed = d.boolean()
+		case "message":
+			r.Message = d.str()
+		case "code":
+			r.Code = int(d.int())
+		case "patch":
+			r.Patch = d.raw()
+		case "object":
+			r.Object = d.raw()
+		case "warnings":
+			r.Warnings = d.strList()
+		default:
+			d.skip(0)
+		}
+		return true
+	})
+}
+
+// AppendJSON appends the encoding of r to b.
+func (r *FinalizeRequest) AppendJSON(b []byte) []byte {
+	e := newEncoder(b)
+	e.raw("object", r.Object)
+	e.rawListMap("children", r.Children)
+	e.int("attempt", int64(r.Attempt))
+	e.strMap("config", r.Config)
+	return e.close()
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r *FinalizeRequest) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *FinalizeRequest) UnmarshalJSON(b []byte) error { return r.decode(b, false) }
+
+// DecodeAliased decodes b into r; r's RawJSON members alias b.
+func (r *FinalizeRequest) DecodeAliased(b []byte) error { return r.decode(b, true) }
+
+func (r *FinalizeRequest) decode(b []byte, alias bool) error {
+	var rr ReconcileRequest
+	err := rr.decode(b, alias)
+	*r = FinalizeRequest{Object: rr.Object, Children: rr.Children, Attempt: rr.Attempt, Config: rr.Config}
+	return err
+}
+
+// AppendJSON appends the encoding of r to b.
+func (r *FinalizeResponse) AppendJSON(b []byte) []byte {
+	e := newEncoder(b)
+	e.boolAlways("done", r.Done)
+	e.int("requeueAfterMs", millis(r.RequeueAfter))
+	e.events("events", r.Events)
+	e.str("error", r.Error)
+	e.boolean("terminal", r.Terminal)
+	return e.close()
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r *FinalizeResponse) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *FinalizeResponse) UnmarshalJSON(b []byte) error {
+	*r = FinalizeResponse{}
+	return unmarshal(b, false, func(d *decoder, k []byte) bool {
+		switch string(k) {
+		case "done":
+			r.Done = d.boolean()
+		case "requeueAfterMs":
+			r.RequeueAfter = time.Duration(d.int()) * time.Millisecond
+		case "events":
+			r.Events = decodeEvents(d)
+		case "error":
+			r.Error = d.str()
+		case "terminal":
+			r.Terminal = d.boolean()
+		default:
+			d.skip(0)
+		}
+		return true
+	})
+}
+
+// MarshalJSON implements json.Marshaler.
+func (ev *Event) MarshalJSON() ([]byte, error) { return ev.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (ev *Event) UnmarshalJSON(b []byte) error {
+	*ev = Event{}
+	return unmarshal(b, false, func(d *decoder, k []byte) bool {
+		if !ev.member(d, k) {
+			d.skip(0)
+		}
+		return true
+	})
+}

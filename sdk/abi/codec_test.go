@@ -1,0 +1,171 @@
+package abi
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const widget = `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"w1","namespace":"default","uid":"u-1","labels":{"team":"a\"b"}},"spec":{"name":"gizmo","size":"small","tags":["x","y\u00e9"],"n":-1.5e3}}`
+
+// document is what every codec in this package implements.
+type document interface {
+	AppendJSON([]byte) []byte
+	UnmarshalJSON([]byte) error
+}
+
+func TestRoundTrip(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    document
+		empty func() document
+	}{
+		{"reconcile request", &ReconcileRequest{Object: RawJSON(widget), Children: map[string][]RawJSON{"ConfigMap": {RawJSON(`{"a":1}`)}}, Attempt: 3, Config: map[string]string{"k": "v\n"}}, func() document { return &ReconcileRequest{} }},
+		{"reconcile response", &ReconcileResponse{Status: RawJSON(`{"state":"Ready"}`), Children: []RawJSON{RawJSON(`{"kind":"ConfigMap"}`)}, RequeueAfter: 1500 * time.Millisecond, Events: []Event{{Type: "Normal", Reason: "Provisioned", Message: "ok"}}, Error: "e", Terminal: true}, func() document { return &ReconcileResponse{} }},
+		{"admission request", &AdmissionRequest{UID: "1", Kind: GroupVersionKind{"g", "v1", "K"}, Resource: "ks", Namespace: "ns", Name: "n", Operation: Update, Object: RawJSON(widget), OldObject: RawJSON(`{}`), DryRun: true, User: UserInfo{Username: "admin", Groups: []string{"a", "b"}}, Config: map[string]string{"x": "y"}}, func() document { return &AdmissionRequest{} }},
+		{"admission response", &AdmissionResponse{Allowed: false, Message: "missing label", Code: 422, Patch: RawJSON(`[{"op":"add","path":"/a","value":1}]`), Warnings: []string{"w"}}, func() document { return &AdmissionResponse{} }},
+		{"finalize request", &FinalizeRequest{Object: RawJSON(widget), Attempt: 1}, func() document { return &FinalizeRequest{} }},
+		{"finalize response", &FinalizeResponse{Done: true, RequeueAfter: time.Second, Events: []Event{{Type: "Warning"}}}, func() document { return &FinalizeResponse{} }},
+		{"log", &LogRequest{Level: "info", Message: "hello", Attrs: map[string]string{"a": "b"}}, func() document { return &LogRequest{} }},
+		{"get", &GetRequest{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "n"}, func() document { return &GetRequest{} }},
+		{"get response", &GetResponse{Object: RawJSON(widget), Found: true}, func() document { return &GetResponse{} }},
+		{"list", &ListRequest{APIVersion: "v1", Kind: "ConfigMap", LabelSelector: "a=b", Limit: 5}, func() document { return &ListRequest{} }},
+		{"list response", &ListResponse{Items: []RawJSON{RawJSON(`{}`), RawJSON(`[1]`)}}, func() document { return &ListResponse{} }},
+		{"event", &EmitEventRequest{Event: Event{Type: "Normal", Reason: "R", Message: "m"}, Regarding: ObjectRef{Kind: "Widget", Name: "w"}}, func() document { return &EmitEventRequest{} }},
+		{"host response", &HostResponse{Error: "denied"}, func() document { return &HostResponse{} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := tt.in.AppendJSON(nil)
+			if !json.Valid(b) {
+				t.Fatalf("invalid JSON: %s", b)
+			}
+			out := tt.empty()
+			if err := out.UnmarshalJSON(b); err != nil {
+				t.Fatalf("decode %s: %v", b, err)
+			}
+			if !reflect.DeepEqual(out, tt.in) {
+				t.Fatalf("round trip:\n got %#v\nwant %#v", out, tt.in)
+			}
+			// encoding/json goes through the same codec.
+			viaStd := tt.empty()
+			if err := json.Unmarshal(b, viaStd); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(viaStd, tt.in) {
+				t.Fatalf("encoding/json round trip differs: %#v", viaStd)
+			}
+		})
+	}
+}
+
+func TestDecodeAliased(t *testing.T) {
+	in := (&ReconcileRequest{Object: RawJSON(widget)}).AppendJSON(nil)
+	var r ReconcileRequest
+	if err := r.DecodeAliased(in); err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Object) != widget {
+		t.Fatalf("object = %s", r.Object)
+	}
+	in[len(`{"object":`)+1] = 'X'
+	if r.Object[1] != 'X' {
+		t.Fatal("DecodeAliased copied the object")
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	tests := []struct{ name, in string }{
+		{"empty", ``},
+		{"not an object", `[]`},
+		{"trailing data", `{} x`},
+		{"bad raw", `{"status":{"a":}}`},
+		{"unterminated", `{"error":"abc`},
+		{"bad escape", `{"error":"\q"}`},
+		{"control char", "{\"error\":\"a\x01\"}"},
+		{"bad number", `{"requeueAfterMs":01}`},
+		{"fraction for int", `{"requeueAfterMs":1.5}`},
+		{"bad literal", `{"terminal":tru}`},
+		{"missing colon", `{"error" "x"}`},
+		{"deep", `{"status":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r ReconcileResponse
+			if err := r.UnmarshalJSON([]byte(tt.in)); !errors.Is(err, ErrSyntax) {
+				t.Fatalf("err = %v, want ErrSyntax", err)
+			}
+		})
+	}
+}
+
+func TestUnknownMembersSkipped(t *testing.T) {
+	var r ReconcileResponse
+	in := `{"future":{"x":[1,2,{"y":null}]},"error":"e","terminal":true,"status":null}`
+	if err := r.UnmarshalJSON([]byte(in)); err != nil {
+		t.Fatal(err)
+	}
+	if r.Error != "e" || !r.Terminal || r.Status != nil {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestRawJSONAccessors(t *testing.T) {
+	obj := RawJSON(widget)
+	if got := obj.String("metadata", "labels", "team"); got != `a"b` {
+		t.Errorf("label = %q", got)
+	}
+	if got := obj.String("spec", "size"); got != "small" {
+		t.Errorf("size = %q", got)
+	}
+	if obj.Has("spec", "missing") || !obj.Has("spec", "tags") {
+		t.Error("Has is wrong")
+	}
+	if v, ok := obj.Get("spec", "tags"); !ok || string(v) != `["x","y\u00e9"]` {
+		t.Errorf("tags = %s %v", v, ok)
+	}
+	if got := (RawJSON(`{"a":{"b":42}}`)).Int("a", "b"); got != 42 {
+		t.Errorf("int = %d", got)
+	}
+	if ref := RefOf(obj); ref != (ObjectRef{APIVersion: "example.setpoint.dev/v1", Kind: "Widget", Namespace: "default", Name: "w1", UID: "u-1"}) {
+		t.Errorf("ref = %+v", ref)
+	}
+}
+
+func TestObjectBuilder(t *testing.T) {
+	o := NewObject(nil)
+	o.Str("state", "Ready\t").Int("n", -3).Bool("ok", true).Raw("x", nil).
+		Object("nested", func(o *Object) { o.Str("a", "b").StrMap("m", map[string]string{"z": "1", "a": "2"}) })
+	got := string(o.Bytes())
+	want := `{"state":"Ready\t","n":-3,"ok":true,"x":null,"nested":{"a":"b","m":{"a":"2","z":"1"}}}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if string(NewObject(nil).Bytes()) != "{}" {
+		t.Fatal("empty object")
+	}
+	if !json.Valid(NewObject(nil).Str("bad", "\xff\x00").Bytes()) {
+		t.Fatal("invalid UTF-8 produced invalid JSON")
+	}
+}
+
+// FuzzDecode checks that the validating scanner agrees with encoding/json on
+// what is well-formed, and that the decoders never panic.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{widget, `{}`, `{"a":[1,2,"\ud83d\ude00"]}`, `{"status":"\u00"}`, `[`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := RawJSON(b).Valid(), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		}
+		var r ReconcileResponse
+		_ = r.UnmarshalJSON(b)
+		var a AdmissionRequest
+		_ = a.UnmarshalJSON(b)
+		_, _ = RawJSON(b).Get("metadata", "name")
+	})
+}

@@ -1,0 +1,469 @@
+package abi
+
+import (
+	"slices"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// syntaxError says what is malformed and where; it wraps ErrSyntax.
+type syntaxError struct {
+	what   string
+	offset int
+}
+
+func (e *syntaxError) Error() string {
+	return ErrSyntax.Error() + ": " + e.what + " at offset " + strconv.Itoa(e.offset)
+}
+
+func (e *syntaxError) Unwrap() error { return ErrSyntax }
+
+// decoder reads one JSON document without reflection. The first error
+// sticks; every reader is a no-op afterwards.
+type decoder struct {
+	b   []byte
+	i   int
+	err error
+	// alias makes raw values slices of b instead of copies.
+	alias bool
+	// scratch holds an unescaped key.
+	scratch []byte
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = &syntaxError{what: what, offset: d.i}
+	}
+	d.i = len(d.b)
+}
+
+func (d *decoder) ws() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// end checks that only whitespace follows the document.
+func (d *decoder) end() error {
+	d.ws()
+	if d.err == nil && d.i != len(d.b) {
+		d.fail("data after the document")
+	}
+	return d.err
+}
+
+// null consumes a null literal if one is next.
+func (d *decoder) null() bool {
+	d.ws()
+	if d.i+4 <= len(d.b) && string(d.b[d.i:d.i+4]) == "null" {
+		d.i += 4
+		return true
+	}
+	return false
+}
+
+func (d *decoder) expect(c byte) {
+	d.ws()
+	if d.i >= len(d.b) || d.b[d.i] != c {
+		d.fail("expected " + strconv.QuoteRune(rune(c)))
+		return
+	}
+	d.i++
+}
+
+// object reads an object (or null), calling fn with each key; fn consumes the
+// value and returns false to stop early (leaving the decoder on the value
+// after the key).
+func (d *decoder) object(fn func(d *decoder, key []byte) bool) {
+	if d.null() || d.err != nil {
+		return
+	}
+	d.expect('{')
+	d.ws()
+	if d.i < len(d.b) && d.b[d.i] == '}' {
+		d.i++
+		return
+	}
+	for d.err == nil {
+		d.ws()
+		key := d.rawStr()
+		d.expect(':')
+		if d.err != nil {
+			return
+		}
+		d.ws()
+		if !fn(d, key) {
+			return
+		}
+		d.ws()
+		if d.i >= len(d.b) {
+			d.fail("unterminated object")
+			return
+		}
+		switch d.b[d.i] {
+		case ',':
+			d.i++
+		case '}':
+			d.i++
+			return
+		default:
+			d.fail("expected ',' or '}'")
+		}
+	}
+}
+
+// array reads an array (or null), calling fn to consume each element.
+func (d *decoder) array(fn func(d *decoder)) {
+	if d.null() || d.err != nil {
+		return
+	}
+	d.expect('[')
+	d.ws()
+	if d.i < len(d.b) && d.b[d.i] == ']' {
+		d.i++
+		return
+	}
+	for d.err == nil {
+		d.ws()
+		fn(d)
+		d.ws()
+		if d.i >= len(d.b) {
+			d.fail("unterminated array")
+			return
+		}
+		switch d.b[d.i] {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return
+		default:
+			d.fail("expected ',' or ']'")
+		}
+	}
+}
+
+// rawStr reads a string and returns its unescaped bytes, which alias either
+// the input (no escapes) or d.scratch (valid until the next rawStr).
+func (d *decoder) rawStr() []byte {
+	d.ws()
+	if d.i >= len(d.b) || d.b[d.i] != '"' {
+		d.fail("expected a string")
+		return nil
+	}
+	d.i++
+	start := d.i
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			s := d.b[start:d.i]
+			d.i++
+			return s
+		case c == '\\':
+			return d.unescape(start)
+		case c < 0x20:
+			d.fail("control character in string")
+			return nil
+		}
+		d.i++
+	}
+	d.fail("unterminated string")
+	return nil
+}
+
+// unescape finishes a string with escapes that began at start.
+func (d *decoder) unescape(start int) []byte {
+	out := append(d.scratch[:0], d.b[start:d.i]...)
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			d.i++
+			d.scratch = out
+			return out
+		case c < 0x20:
+			d.fail("control character in string")
+			return nil
+		case c != '\\':
+			out = append(out, c)
+			d.i++
+			continue
+		}
+		if d.i+1 >= len(d.b) {
+			break
+		}
+		e := d.b[d.i+1]
+		d.i += 2
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r := d.hex4()
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if d.i+1 < len(d.b) && d.b[d.i] == '\\' && d.b[d.i+1] == 'u' {
+					save := d.i
+					d.i += 2
+					r2 = d.hex4()
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+						r = dec
+					} else {
+						d.i = save
+						r = utf8.RuneError
+					}
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			d.fail("invalid escape")
+			return nil
+		}
+	}
+	d.fail("unterminated string")
+	return nil
+}
+
+func (d *decoder) hex4() rune {
+	if d.i+4 > len(d.b) {
+		d.fail("short \\u escape")
+		return 0
+	}
+	var r rune
+	for _, c := range d.b[d.i : d.i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			d.fail("invalid \\u escape")
+			return 0
+		}
+	}
+	d.i += 4
+	return r
+}
+
+// str reads a string or null.
+func (d *decoder) str() string {
+	if d.null() {
+		return ""
+	}
+	return string(d.rawStr())
+}
+
+// int reads an integer or null.
+func (d *decoder) int() int64 {
+	if d.null() {
+		return 0
+	}
+	d.ws()
+	start := d.i
+	d.number()
+	if d.err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(string(d.b[start:d.i]), 10, 64)
+	if err != nil {
+		d.i = start
+		d.fail("expected an integer")
+		return 0
+	}
+	return n
+}
+
+// boolean reads true, false or null.
+func (d *decoder) boolean() bool {
+	if d.null() {
+		return false
+	}
+	switch {
+	case d.i+4 <= len(d.b) && string(d.b[d.i:d.i+4]) == "true":
+		d.i += 4
+		return true
+	case d.i+5 <= len(d.b) && string(d.b[d.i:d.i+5]) == "false":
+		d.i += 5
+		return false
+	}
+	d.fail("expected a boolean")
+	return false
+}
+
+// raw reads any value; null gives nil.
+func (d *decoder) raw() RawJSON {
+	if d.null() {
+		return nil
+	}
+	d.ws()
+	start := d.i
+	d.skip(0)
+	if d.err != nil {
+		return nil
+	}
+	if d.alias {
+		return RawJSON(d.b[start:d.i:d.i])
+	}
+	return RawJSON(slices.Clone(d.b[start:d.i]))
+}
+
+func (d *decoder) strMap() map[string]string {
+	var m map[string]string
+	d.object(func(d *decoder, k []byte) bool {
+		if m == nil {
+			m = make(map[string]string)
+		}
+		key := string(k)
+		m[key] = d.str()
+		return true
+	})
+	return m
+}
+
+func (d *decoder) strList() []string {
+	var l []string
+	d.array(func(d *decoder) { l = append(l, d.str()) })
+	return l
+}
+
+func (d *decoder) rawList() []RawJSON {
+	var l []RawJSON
+	d.array(func(d *decoder) { l = append(l, d.raw()) })
+	return l
+}
+
+func (d *decoder) rawListMap() map[string][]RawJSON {
+	var m map[string][]RawJSON
+	d.object(func(d *decoder, k []byte) bool {
+		if m == nil {
+			m = make(map[string][]RawJSON)
+		}
+		key := string(k)
+		m[key] = d.rawList()
+		return true
+	})
+	return m
+}
+
+// skip consumes and validates one value.
+func (d *decoder) skip(depth int) {
+	d.ws()
+	if d.i >= len(d.b) {
+		d.fail("unexpected end of input")
+		return
+	}
+	if depth > maxDepth {
+		d.fail("nesting too deep")
+		return
+	}
+	switch c := d.b[d.i]; {
+	case c == '{':
+		d.object(func(d *decoder, _ []byte) bool { d.skip(depth + 1); return true })
+	case c == '[':
+		d.array(func(d *decoder) { d.skip(depth + 1) })
+	case c == '"':
+		d.skipStr()
+	case c == '-' || (c >= '0' && c <= '9'):
+		d.number()
+	case c == 't' || c == 'f':
+		d.boolean()
+	case c == 'n':
+		if !d.null() {
+			d.fail("invalid literal")
+		}
+	default:
+		d.fail("unexpected character")
+	}
+}
+
+// skipStr validates a string without unescaping it.
+func (d *decoder) skipStr() {
+	d.i++
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			d.i++
+			return
+		case c < 0x20:
+			d.fail("control character in string")
+			return
+		case c == '\\':
+			if d.i+1 >= len(d.b) {
+				d.fail("unterminated string")
+				return
+			}
+			switch d.b[d.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				d.i += 2
+			case 'u':
+				d.i += 2
+				d.hex4()
+			default:
+				d.fail("invalid escape")
+				return
+			}
+			continue
+		}
+		d.i++
+	}
+	d.fail("unterminated string")
+}
+
+// number validates a JSON number.
+func (d *decoder) number() {
+	digits := func() int {
+		n := 0
+		for d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9' {
+			d.i++
+			n++
+		}
+		return n
+	}
+	if d.i < len(d.b) && d.b[d.i] == '-' {
+		d.i++
+	}
+	if d.i < len(d.b) && d.b[d.i] == '0' {
+		d.i++
+	} else if digits() == 0 {
+		d.fail("invalid number")
+		return
+	}
+	if d.i < len(d.b) && d.b[d.i] == '.' {
+		d.i++
+		if digits() == 0 {
+			d.fail("invalid number")
+			return
+		}
+	}
+	if d.i < len(d.b) && (d.b[d.i] == 'e' || d.b[d.i] == 'E') {
+		d.i++
+		if d.i < len(d.b) && (d.b[d.i] == '+' || d.b[d.i] == '-') {
+			d.i++
+		}
+		if digits() == 0 {
+			d.fail("invalid number")
+		}
+	}
+}

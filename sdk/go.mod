@@ -1,0 +1,3 @@
+module github.com/setpoint-dev/setpoint/sdk
+
+go 1.26
