@@ -1,0 +1,132 @@
+package serving
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"strings"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// AdminUser is who the admin token authenticates as.
+var AdminUser = &user.DefaultInfo{
+	Name:   "setpoint-admin",
+	Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated},
+}
+
+// wsTokenPrefix marks the WebSocket subprotocol that carries a bearer token,
+// for browsers, which cannot set an Authorization header on a WebSocket.
+const wsTokenPrefix = "base64url.bearer.authorization.k8s.io."
+
+// anonymousPaths are served without a token: probes and the version.
+var anonymousPaths = []string{"/healthz", "/readyz", "/livez", "/version"}
+
+// Anonymous tells whether path is served without a token.
+func Anonymous(path string) bool {
+	for _, p := range anonymousPaths {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Authenticator checks bearer tokens. Its zero value rejects every request
+// that needs a token.
+type Authenticator struct {
+	token []byte
+	user  user.Info
+}
+
+// NewAuthenticator returns an Authenticator that accepts token as the admin
+// user.
+func NewAuthenticator(token string) *Authenticator {
+	return &Authenticator{token: []byte(token), user: AdminUser}
+}
+
+// Authenticate returns the user the request's credentials name, or false. It
+// reads the Authorization header and, on WebSocket upgrades, the bearer
+// subprotocol, which it removes from the request so it is never echoed or
+// logged.
+func (a *Authenticator) Authenticate(r *http.Request) (user.Info, bool) {
+	if len(a.token) == 0 {
+		return nil, false
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, tok, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "bearer") {
+			return nil, false
+		}
+		return a.check(strings.TrimSpace(tok))
+	}
+	if tok, ok := takeWebSocketToken(r); ok {
+		return a.check(tok)
+	}
+	return nil, false
+}
+
+func (a *Authenticator) check(tok string) (user.Info, bool) {
+	if tok == "" || subtle.ConstantTimeCompare([]byte(tok), a.token) != 1 {
+		return nil, false
+	}
+	return a.user, true
+}
+
+// takeWebSocketToken finds the bearer subprotocol in Sec-WebSocket-Protocol,
+// decodes it and rewrites the header without it.
+func takeWebSocketToken(r *http.Request) (string, bool) {
+	values := r.Header.Values("Sec-WebSocket-Protocol")
+	if len(values) == 0 {
+		return "", false
+	}
+	var token string
+	var found bool
+	var rest []string
+	for _, v := range values {
+		for _, p := range strings.Split(v, ",") {
+			p = strings.TrimSpace(p)
+			if p == "" {
+				continue
+			}
+			if enc, ok := strings.CutPrefix(p, wsTokenPrefix); ok {
+				if !found {
+					if b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(enc, "=")); err == nil {
+						token, found = string(b), true
+					}
+				}
+				continue
+			}
+			rest = append(rest, p)
+		}
+	}
+	r.Header.Del("Sec-WebSocket-Protocol")
+	if len(rest) > 0 {
+		r.Header.Set("Sec-WebSocket-Protocol", strings.Join(rest, ", "))
+	}
+	return token, found
+}
+
+// Wrap returns a handler that lets anonymous paths through, and otherwise
+// answers 401 with a meta/v1 Status unless the request carries a valid token,
+// in which case it calls next with the user in the request context
+// (request.UserFrom).
+func (a *Authenticator) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, ok := a.Authenticate(r)
+		if !ok {
+			if Anonymous(r.URL.Path) {
+				r.Header.Del("Authorization")
+				next.ServeHTTP(w, r)
+				return
+			}
+			WriteStatus(w, http.StatusUnauthorized, "Unauthorized", "Unauthorized")
+			return
+		}
+		// Credentials must not travel further than this.
+		r.Header.Del("Authorization")
+		noteUser(r.Context(), u.GetName())
+		next.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), u)))
+	})
+}

@@ -1,0 +1,17 @@
+// Package serving owns what stands between the network and Setpoint's API
+// handler: the security material kept in the data directory (a CA, a serving
+// certificate, the admin bearer token and the admin kubeconfig), bearer-token
+// authentication, Prometheus metrics, request logging and panic recovery.
+//
+// It knows nothing of objects, kinds or stores: it wraps any http.Handler. It
+// must not import the store backends, the plugin host or cmd.
+//
+// Files it keeps in the data directory (all 0600, directories 0700):
+//
+//	DIR/pki/ca.crt, DIR/pki/ca.key          the CA, created once
+//	DIR/pki/serving.crt, DIR/pki/serving.key the serving certificate, re-issued by
+//	                                         the same CA when the hosts change or
+//	                                         it nears expiry
+//	DIR/admin.token                          the admin bearer token
+//	DIR/admin.kubeconfig                     server URL, CA data and token
+package serving

@@ -1,0 +1,211 @@
+package serving
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// syncBuffer is a log sink the server's goroutines may write concurrently.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// newTestServer serves api behind NewHandler over loopback HTTP.
+func newTestServer(t *testing.T, api http.Handler) (*httptest.Server, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv := httptest.NewServer(NewHandler(HandlerOptions{API: api, Token: testToken, Logger: log}))
+	t.Cleanup(srv.Close)
+	return srv, logs
+}
+
+func do(t *testing.T, method, url, token string, header http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestMetricsCountByVerbResourceAndCode(t *testing.T) {
+	srv, _ := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/missing") {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte("{}"))
+	}))
+	do(t, "GET", srv.URL+"/api/v1/namespaces", testToken, nil)
+	do(t, "GET", srv.URL+"/api/v1/namespaces", testToken, nil)
+	do(t, "GET", srv.URL+"/apis/example.setpoint.dev/v1/namespaces/default/widgets/missing", testToken, nil)
+	do(t, "POST", srv.URL+"/apis/example.setpoint.dev/v1/namespaces/default/widgets", testToken, nil)
+	do(t, "PUT", srv.URL+"/apis/example.setpoint.dev/v1/namespaces/default/widgets/a/status", testToken, nil)
+	do(t, "GET", srv.URL+"/apis/example.setpoint.dev/v1/widgets?watch=true", testToken, nil)
+	do(t, "GET", srv.URL+"/api/v1/namespaces", "wrong", nil)
+
+	code, body := do(t, "GET", srv.URL+"/metrics", testToken, nil)
+	if code != 200 {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	for _, want := range []string{
+		`setpoint_apiserver_requests_total{code="200",resource="namespaces",subresource="",verb="list"} 2`,
+		`setpoint_apiserver_requests_total{code="404",resource="widgets",subresource="",verb="get"} 1`,
+		`setpoint_apiserver_requests_total{code="200",resource="widgets",subresource="",verb="create"} 1`,
+		`setpoint_apiserver_requests_total{code="200",resource="widgets",subresource="status",verb="update"} 1`,
+		`setpoint_apiserver_requests_total{code="200",resource="widgets",subresource="",verb="watch"} 1`,
+		`setpoint_apiserver_requests_total{code="401",resource="namespaces",subresource="",verb="list"} 1`,
+		`setpoint_apiserver_request_duration_seconds_count{code="200",resource="namespaces",subresource="",verb="list"} 2`,
+		`# TYPE setpoint_apiserver_request_duration_seconds histogram`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func TestMetricsResourceLabelIsBounded(t *testing.T) {
+	m := NewMetrics()
+	for i := range maxResourceLabels + 10 {
+		m.resourceLabel(strings.Repeat("r", i+1))
+	}
+	if got := m.resourceLabel("brand-new"); got != "other" {
+		t.Errorf("label past the cap %q, want other", got)
+	}
+	if got := m.resourceLabel("r"); got != "r" {
+		t.Errorf("known label %q, want r", got)
+	}
+}
+
+func TestPanicIsRecoveredInto500(t *testing.T) {
+	srv, logs := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/boom" {
+			panic("boom")
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	code, body := do(t, "GET", srv.URL+"/api/boom", testToken, nil)
+	if code != 500 || !strings.Contains(body, `"reason":"InternalError"`) {
+		t.Fatalf("panic answered %d %s", code, body)
+	}
+	if code, _ := do(t, "GET", srv.URL+"/api", testToken, nil); code != 200 {
+		t.Fatalf("server broken after a panic: %d", code)
+	}
+	if !strings.Contains(logs.String(), `"msg":"handler panicked"`) {
+		t.Errorf("panic not logged: %s", logs)
+	}
+}
+
+func TestRequestLogNeverHoldsTheToken(t *testing.T) {
+	var sawInfo *request.RequestInfo
+	srv, logs := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sawInfo, _ = request.RequestInfoFrom(r.Context())
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	do(t, "GET", srv.URL+"/api/v1/namespaces/default", testToken, nil)
+	do(t, "GET", srv.URL+"/api/v1/namespaces?token="+testToken, "", http.Header{"Sec-Websocket-Protocol": {wsProtocol(testToken)}})
+	do(t, "GET", srv.URL+"/api/v1/namespaces", testToken+"x", nil)
+	out := logs.String()
+	if strings.Contains(out, testToken) || strings.Contains(out, wsProtocol(testToken)) {
+		t.Fatalf("log holds the token:\n%s", out)
+	}
+	for _, want := range []string{`"msg":"request"`, `"verb":"get"`, `"resource":"namespaces"`, `"name":"default"`, `"code":204`, `"user":"setpoint-admin"`, `"code":401`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+	if sawInfo == nil || sawInfo.Verb != "list" || sawInfo.Resource != "namespaces" {
+		t.Errorf("request info in context %+v", sawInfo)
+	}
+}
+
+func TestWrappedWriterKeepsFlusherAndHijacker(t *testing.T) {
+	srv, logs := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/flush" {
+			f, ok := w.(http.Flusher)
+			if !ok {
+				t.Error("writer lost http.Flusher")
+				return
+			}
+			_, _ = w.Write([]byte("a"))
+			f.Flush()
+			return
+		}
+		hj, ok := w.(http.Hijacker)
+		if !ok {
+			t.Error("writer lost http.Hijacker")
+			return
+		}
+		conn, rw, err := hj.Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+		_ = rw.Flush()
+	}))
+	if code, body := do(t, "GET", srv.URL+"/api/flush", testToken, nil); code != 200 || body != "a" {
+		t.Fatalf("flush: %d %q", code, body)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/api/upgrade", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "test")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %d", resp.StatusCode)
+	}
+	// The log record is written after the handler returns.
+	srv.Close()
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	var found bool
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"path":"/api/upgrade"`) && strings.Contains(sc.Text(), `"code":101`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("hijacked request not logged with 101:\n%s", logs)
+	}
+}

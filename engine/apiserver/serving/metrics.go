@@ -1,0 +1,95 @@
+package serving
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// maxResourceLabels caps the distinct values of the resource label: request
+// paths come from clients, and a client must not be able to grow the metrics
+// without bound. Later resources count under "other".
+const maxResourceLabels = 512
+
+// Metrics holds the API's request metrics and serves them.
+type Metrics struct {
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	inflight prometheus.Gauge
+
+	mu        sync.Mutex // guards resources
+	resources map[string]struct{}
+}
+
+// NewMetrics returns request metrics registered in a registry of their own,
+// together with the Go runtime and process collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "setpoint",
+			Subsystem: "apiserver",
+			Name:      "requests_total",
+			Help:      "API requests by verb, resource, subresource and HTTP code.",
+		}, []string{"verb", "resource", "subresource", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "setpoint",
+			Subsystem: "apiserver",
+			Name:      "request_duration_seconds",
+			Help:      "API request latency by verb, resource, subresource and HTTP code; for watches, how long the watch lasted.",
+			Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"verb", "resource", "subresource", "code"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "setpoint",
+			Subsystem: "apiserver",
+			Name:      "inflight_requests",
+			Help:      "API requests being served, watches included.",
+		}),
+		resources: make(map[string]struct{}),
+	}
+	m.registry.MustRegister(m.requests, m.latency, m.inflight,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry is where the metrics live; other parts may register theirs.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// resourceLabel bounds the resource label's cardinality.
+func (m *Metrics) resourceLabel(resource string) string {
+	if resource == "" {
+		return ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.resources[resource]; ok {
+		return resource
+	}
+	if len(m.resources) >= maxResourceLabels {
+		return "other"
+	}
+	m.resources[resource] = struct{}{}
+	return resource
+}
+
+func (m *Metrics) observe(verb, resource, subresource string, code int, d time.Duration) {
+	resource = m.resourceLabel(resource)
+	if resource == "" || resource == "other" {
+		subresource = ""
+	}
+	c := strconv.Itoa(code)
+	m.requests.WithLabelValues(verb, resource, subresource, c).Inc()
+	m.latency.WithLabelValues(verb, resource, subresource, c).Observe(d.Seconds())
+}
