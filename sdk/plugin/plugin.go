@@ -1,0 +1,82 @@
+package plugin
+
+import (
+	"errors"
+
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+)
+
+// Host is what a plugin may ask of the server during a call. Every call is
+// checked against the plugin's permissions; a denial comes back as an error.
+type Host interface {
+	// Log writes to the server's structured log, tagged with the plugin and
+	// the object of the call. attrs are key, value pairs.
+	Log(level, msg string, attrs ...string)
+	// Get reads one object; found is false when it does not exist.
+	Get(req abi.GetRequest) (obj abi.RawJSON, found bool, err error)
+	// List reads the objects of a kind.
+	List(req abi.ListRequest) ([]abi.RawJSON, error)
+	// EmitEvent records an event, by default about the object of the call.
+	EmitEvent(ev abi.EmitEventRequest) error
+}
+
+// ReconcileFunc computes the desired state of one object.
+type ReconcileFunc func(h Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error)
+
+// AdmitFunc admits (and may mutate) one request.
+type AdmitFunc func(h Host, req *abi.AdmissionRequest) (*abi.AdmissionResponse, error)
+
+// FinalizeFunc cleans up before an object is deleted.
+type FinalizeFunc func(h Host, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error)
+
+// The registered handlers; set from init functions, read during calls.
+var (
+	reconcileFn ReconcileFunc
+	admitFn     AdmitFunc
+	finalizeFn  FinalizeFunc
+)
+
+// Handler bits reported by the setpoint_handlers export.
+const (
+	HasReconcile = 1 << iota
+	HasAdmit
+	HasFinalize
+)
+
+// HandleReconcile registers the reconcile handler.
+func HandleReconcile(fn ReconcileFunc) { reconcileFn = fn }
+
+// HandleAdmit registers the admission handler.
+func HandleAdmit(fn AdmitFunc) { admitFn = fn }
+
+// HandleFinalize registers the finalize handler.
+func HandleFinalize(fn FinalizeFunc) { finalizeFn = fn }
+
+// Handlers reports which handlers are registered, as Has* bits.
+func Handlers() int32 {
+	var h int32
+	if reconcileFn != nil {
+		h |= HasReconcile
+	}
+	if admitFn != nil {
+		h |= HasAdmit
+	}
+	if finalizeFn != nil {
+		h |= HasFinalize
+	}
+	return h
+}
+
+// ErrTerminal marks an error as not worth retrying until the object
+// changes; wrap it with Terminal.
+var ErrTerminal = errors.New("terminal")
+
+type terminalError struct{ err error }
+
+func (e terminalError) Error() string        { return e.err.Error() }
+func (e terminalError) Is(target error) bool { return target == ErrTerminal }
+func (e terminalError) Unwrap() error        { return e.err }
+
+// Terminal wraps err so the engine does not retry it until the object
+// changes.
+func Terminal(err error) error { return terminalError{err} }
