@@ -1,0 +1,248 @@
+package badger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+type writeOp uint8
+
+const (
+	opCreate writeOp = iota + 1
+	opUpdate
+	opDelete
+)
+
+// writeReq is one write waiting for the committer.
+type writeReq struct {
+	op       writeOp
+	key      string
+	value    []byte
+	expected int64
+	done     chan writeResult // buffered 1
+}
+
+type writeResult struct {
+	rev  int64
+	prev *store.KeyValue // for delete: the document as it was
+	err  error
+}
+
+// errFailed marks a store whose write path failed; it must be reopened.
+var errFailed = errors.New("store/badger: a write failed; reopen the store")
+
+// Create stores value under key at the next revision.
+func (db *DB) Create(ctx context.Context, key string, value []byte) (int64, error) {
+	r, err := db.write(ctx, opCreate, key, value, 0)
+	return r.rev, err
+}
+
+// Update replaces the document under key, comparing its revision with
+// expectedRevision when that is not 0.
+func (db *DB) Update(ctx context.Context, key string, value []byte, expectedRevision int64) (int64, error) {
+	r, err := db.write(ctx, opUpdate, key, value, expectedRevision)
+	return r.rev, err
+}
+
+// Delete removes the document under key, comparing its revision with
+// expectedRevision when that is not 0. It returns the document as it was
+// before the delete and the delete's revision.
+func (db *DB) Delete(ctx context.Context, key string, expectedRevision int64) (*store.KeyValue, int64, error) {
+	r, err := db.write(ctx, opDelete, key, nil, expectedRevision)
+	return r.prev, r.rev, err
+}
+
+func (db *DB) write(ctx context.Context, op writeOp, key string, value []byte, expected int64) (writeResult, error) {
+	if key == "" {
+		return writeResult{}, errors.New("store/badger: empty key")
+	}
+	if expected < 0 {
+		return writeResult{}, fmt.Errorf("store/badger: negative expected revision %d", expected)
+	}
+	if db.closed.Load() {
+		return writeResult{}, store.ErrClosed
+	}
+	if p := db.failed.Load(); p != nil {
+		return writeResult{}, *p
+	}
+	req := &writeReq{op: op, key: key, expected: expected, done: make(chan writeResult, 1)}
+	if op != opDelete {
+		// The committer and watchers keep the document; the caller may reuse its slice.
+		req.value = append(make([]byte, 0, len(value)), value...)
+	}
+	select {
+	case db.writeCh <- req:
+	case <-ctx.Done():
+		return writeResult{}, ctx.Err()
+	case <-db.closing:
+		return writeResult{}, store.ErrClosed
+	}
+	// Once sent, the committer always answers, even when closing.
+	r := <-req.done
+	return r, r.err
+}
+
+// keyState is what the committer knows of a key while it builds a group.
+type keyState struct {
+	kv     store.KeyValue
+	exists bool
+}
+
+// commitLoop is the committer goroutine; see the package comment. It exits
+// when the store closes, after answering every request it received.
+func (db *DB) commitLoop() {
+	defer db.loops.Done()
+	defer close(db.notifyCh)
+	batch := make([]*writeReq, 0, db.opts.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-db.writeCh:
+			batch = append(batch, r)
+		case <-db.closing:
+			return
+		}
+		size := len(batch[0].value)
+	gather:
+		for len(batch) < db.opts.MaxBatch && size < db.opts.MaxBatchBytes {
+			select {
+			case r := <-db.writeCh:
+				batch = append(batch, r)
+				size += len(r.value)
+			default:
+				break gather
+			}
+		}
+		db.commitGroup(batch)
+	}
+}
+
+// commitGroup checks, orders, writes and acknowledges one group.
+func (db *DB) commitGroup(batch []*writeReq) {
+	if p := db.failed.Load(); p != nil {
+		for _, r := range batch {
+			r.done <- writeResult{err: *p}
+		}
+		return
+	}
+	base := db.committed.Load()
+	next := base + 1
+	results := make([]writeResult, len(batch))
+	events := make([]store.Event, 0, len(batch))
+	seen := make(map[string]*keyState, len(batch))
+	txn := db.bdb.NewTransactionAt(uint64(base), false)
+	lookup := func(key string) (*keyState, error) {
+		if st, ok := seen[key]; ok {
+			return st, nil
+		}
+		st := &keyState{}
+		item, err := txn.Get(objectKey(key))
+		switch {
+		case errors.Is(err, bdg.ErrKeyNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			raw, err := item.ValueCopy(nil)
+			if err != nil {
+				return nil, err
+			}
+			c, v, err := decodeObject(raw)
+			if err != nil {
+				return nil, err
+			}
+			st.kv = store.KeyValue{Key: key, Value: v, CreateRevision: c, ModRevision: int64(item.Version())}
+			st.exists = true
+		}
+		seen[key] = st
+		return st, nil
+	}
+	var record []byte
+	for i, r := range batch {
+		st, err := lookup(r.key)
+		if err != nil {
+			results[i].err = fmt.Errorf("store/badger: read %q: %w", r.key, err)
+			continue
+		}
+		switch {
+		case r.op == opCreate && st.exists:
+			results[i].err = fmt.Errorf("store/badger: create %q: %w", r.key, store.ErrAlreadyExists)
+			continue
+		case r.op != opCreate && !st.exists:
+			results[i].err = fmt.Errorf("store/badger: %q: %w", r.key, store.ErrNotFound)
+			continue
+		case r.op != opCreate && r.expected != 0 && r.expected != st.kv.ModRevision:
+			results[i].err = fmt.Errorf("store/badger: %q at revision %d, expected %d: %w",
+				r.key, st.kv.ModRevision, r.expected, store.ErrConflict)
+			continue
+		}
+		rev := next
+		next++
+		var ev store.Event
+		switch r.op {
+		case opCreate:
+			ev = store.Event{Type: store.Added, Object: store.KeyValue{Key: r.key, Value: r.value, CreateRevision: rev, ModRevision: rev}}
+			st.kv, st.exists = ev.Object, true
+		case opUpdate:
+			prev := st.kv
+			ev = store.Event{Type: store.Modified, Prev: &prev,
+				Object: store.KeyValue{Key: r.key, Value: r.value, CreateRevision: prev.CreateRevision, ModRevision: rev}}
+			st.kv = ev.Object
+		case opDelete:
+			prev := st.kv
+			obj := prev
+			obj.ModRevision = rev
+			ev = store.Event{Type: store.Deleted, Object: obj, Prev: &prev}
+			results[i].prev = &prev
+			st.kv, st.exists = store.KeyValue{}, false
+		}
+		results[i].rev = rev
+		events = append(events, ev)
+		record = appendRecordEvent(record, &ev)
+	}
+	txn.Discard()
+
+	if len(events) > 0 {
+		last := next - 1
+		if err := db.persist(record, events, last); err != nil {
+			db.log.Error("store write failed; refusing further writes", "rev", last, "err", err)
+			ferr := fmt.Errorf("%w: %w", errFailed, err)
+			db.failed.Store(&ferr)
+			for _, r := range batch {
+				r.done <- writeResult{err: ferr}
+			}
+			return
+		}
+		db.committed.Store(last)
+	}
+	for i, r := range batch {
+		r.done <- results[i]
+	}
+	if len(events) > 0 {
+		// Blocks only while the notifier is behind by a few groups: that is
+		// the back-pressure that keeps memory bounded. Never blocks on a watcher.
+		db.notifyCh <- events
+	}
+}
+
+// persist writes a group durably: the history record first, then the index.
+func (db *DB) persist(record []byte, events []store.Event, last int64) error {
+	wb := db.bdb.NewManagedWriteBatch()
+	defer wb.Cancel()
+	if err := wb.SetEntryAt(bdg.NewEntry(historyKey(last), record), uint64(last)); err != nil {
+		return fmt.Errorf("history %d: %w", last, err)
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("history %d: %w", last, err)
+	}
+	evs := make([]recordEvent, len(events))
+	for i := range events {
+		o := &events[i].Object
+		evs[i] = recordEvent{typ: events[i].Type, rev: o.ModRevision, createRev: o.CreateRevision, key: o.Key, value: o.Value}
+	}
+	return db.applyIndex(evs, last)
+}

@@ -1,0 +1,235 @@
+package badger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+var _ store.Store = (*DB)(nil)
+
+// DB is the Badger backend. Open one with Open; it is safe for concurrent use.
+type DB struct {
+	bdb  *bdg.DB
+	opts Options
+	log  *slog.Logger
+
+	// committed is the revision of the last group that is durable and visible
+	// to reads. Written only by the committer.
+	committed atomic.Int64
+
+	writeCh  chan *writeReq     // writers to the committer; unbuffered
+	notifyCh chan []store.Event // committer to the notifier, in revision order
+	failed   atomic.Pointer[error]
+
+	hub  *hub
+	pins pins
+
+	// compactMu serializes compactions. Lock order: compactMu, then pins.mu.
+	compactMu sync.Mutex
+	// physical is the revision up to which history records are deleted and
+	// Badger may discard versions. Guarded by compactMu.
+	physical int64
+
+	// closeMu is held shared by every operation that touches Badger and
+	// exclusively by Close before it closes Badger.
+	closeMu   sync.RWMutex
+	closed    atomic.Bool
+	closing   chan struct{} // closed when Close starts
+	closeOnce sync.Once
+	closeErr  error
+	loops     sync.WaitGroup // committer, notifier, background loops
+	watchers  sync.WaitGroup // catch-up goroutines
+}
+
+// Open opens (creating if needed) the store in dir and recovers its revision
+// and history.
+func Open(dir string, opts Options) (*DB, error) {
+	opts = opts.withDefaults()
+	bo := bdg.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithNumVersionsToKeep(1).
+		WithDetectConflicts(false).
+		WithMemTableSize(opts.MemTableSize).
+		WithBlockCacheSize(opts.BlockCacheSize).
+		// Documents up to the threshold live in the LSM tree and its WAL;
+		// Badger needs it below its batch size, 15% of a memtable.
+		WithValueThreshold(min(1<<20, opts.MemTableSize/10)).
+		WithLogger(badgerLogger{opts.Logger})
+	bdb, err := bdg.OpenManaged(bo)
+	if err != nil {
+		return nil, fmt.Errorf("store/badger: open %s: %w", dir, err)
+	}
+	db := &DB{
+		bdb:      bdb,
+		opts:     opts,
+		log:      opts.Logger,
+		writeCh:  make(chan *writeReq),
+		notifyCh: make(chan []store.Event, 4),
+		closing:  make(chan struct{}),
+	}
+	rev, compacted, err := db.recover()
+	if err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
+	db.committed.Store(rev)
+	db.pins.init(compacted)
+	db.physical = compacted
+	if compacted > 0 {
+		bdb.SetDiscardTs(uint64(compacted))
+	}
+	db.hub = newHub(opts.EventRing, rev)
+	db.log.Info("store opened", "dir", dir, "rev", rev, "compacted", compacted)
+
+	db.loops.Add(2)
+	go db.commitLoop()
+	go db.notifyLoop()
+	if opts.CompactionInterval > 0 {
+		db.loops.Add(1)
+		go db.compactLoop()
+	}
+	if opts.ValueLogGCInterval > 0 {
+		db.loops.Add(1)
+		go db.valueLogGCLoop()
+	}
+	return db, nil
+}
+
+// recover finds the last revision and the compacted revision, and re-applies
+// the newest history record to the object index, repairing a crash between
+// the two requests of a group commit.
+func (db *DB) recover() (rev, compacted int64, err error) {
+	txn := db.bdb.NewTransactionAt(math.MaxUint64, false)
+	defer txn.Discard()
+	readMeta := func(k []byte) (int64, error) {
+		item, err := txn.Get(k)
+		if errors.Is(err, bdg.ErrKeyNotFound) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return 0, err
+		}
+		return decodeRev(v)
+	}
+	if rev, err = readMeta(metaRevKey); err != nil {
+		return 0, 0, fmt.Errorf("store/badger: recover: %w", err)
+	}
+	if compacted, err = readMeta(metaCompact); err != nil {
+		return 0, 0, fmt.Errorf("store/badger: recover: %w", err)
+	}
+	rev = max(rev, compacted)
+
+	it := txn.NewIterator(bdg.IteratorOptions{Reverse: true, Prefix: historyPrefix})
+	defer it.Close()
+	it.Seek(historyKey(math.MaxInt64))
+	if !it.Valid() {
+		return rev, compacted, nil
+	}
+	last, ok := historyKeyRev(it.Item().Key())
+	if !ok {
+		return 0, 0, fmt.Errorf("store/badger: recover: bad history key %x", it.Item().Key())
+	}
+	rec, err := it.Item().ValueCopy(nil)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store/badger: recover: %w", err)
+	}
+	evs, err := decodeRecord(rec, last)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store/badger: recover record %d: %w", last, err)
+	}
+	if last > rev {
+		db.opts.Logger.Info("store re-applying last history record", "rev", last, "events", len(evs))
+	}
+	if err := db.applyIndex(evs, last); err != nil {
+		return 0, 0, fmt.Errorf("store/badger: recover: %w", err)
+	}
+	return max(rev, last), compacted, nil
+}
+
+// applyIndex writes the object index entries of one group, then the last
+// revision, as one synced Badger request (or a few, if Badger splits it).
+// It is idempotent.
+func (db *DB) applyIndex(evs []recordEvent, last int64) error {
+	wb := db.bdb.NewManagedWriteBatch()
+	defer wb.Cancel()
+	for i := range evs {
+		ev := &evs[i]
+		var err error
+		if ev.typ == store.Deleted {
+			err = wb.DeleteAt(objectKey(ev.key), uint64(ev.rev))
+		} else {
+			err = wb.SetEntryAt(bdg.NewEntry(objectKey(ev.key), encodeObject(ev.createRev, ev.value)), uint64(ev.rev))
+		}
+		if err != nil {
+			return fmt.Errorf("index %d: %w", ev.rev, err)
+		}
+	}
+	if err := wb.SetEntryAt(bdg.NewEntry(metaRevKey, encodeRev(last)), uint64(last)); err != nil {
+		return fmt.Errorf("index meta: %w", err)
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("index flush: %w", err)
+	}
+	return nil
+}
+
+// CurrentRevision returns the revision of the last committed write.
+func (db *DB) CurrentRevision(ctx context.Context) (int64, error) {
+	if db.closed.Load() {
+		return 0, store.ErrClosed
+	}
+	return db.committed.Load(), nil
+}
+
+// Close stops the store's goroutines, ends every watcher with store.ErrClosed,
+// and closes Badger. It is idempotent.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() {
+		db.closed.Store(true)
+		close(db.closing)
+		db.loops.Wait()
+		db.hub.closeAll(store.ErrClosed)
+		db.watchers.Wait()
+		db.closeMu.Lock()
+		defer db.closeMu.Unlock()
+		if err := db.bdb.Close(); err != nil {
+			db.closeErr = fmt.Errorf("store/badger: close: %w", err)
+		}
+		db.log.Info("store closed", "rev", db.committed.Load())
+	})
+	return db.closeErr
+}
+
+// enter guards an operation that touches Badger against a concurrent Close.
+// The caller must call db.closeMu.RUnlock when enter returns nil.
+func (db *DB) enter() error {
+	db.closeMu.RLock()
+	if db.closed.Load() {
+		db.closeMu.RUnlock()
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// badgerLogger sends Badger's logs to slog.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any) { b.l.Error("badger", "detail", fmt.Sprintf(f, a...)) }
+func (b badgerLogger) Warningf(f string, a ...any) {
+	b.l.Warn("badger", "detail", fmt.Sprintf(f, a...))
+}
+func (b badgerLogger) Infof(f string, a ...any)  { b.l.Debug("badger", "detail", fmt.Sprintf(f, a...)) }
+func (b badgerLogger) Debugf(f string, a ...any) { b.l.Debug("badger", "detail", fmt.Sprintf(f, a...)) }

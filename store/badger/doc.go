@@ -1,0 +1,47 @@
+// Package badger is Setpoint's embedded store backend: store.Store on
+// github.com/dgraph-io/badger/v4 in a local data directory.
+//
+// # Layout on disk
+//
+// Badger runs in managed mode, and the store's revision is Badger's version
+// timestamp, so a read at revision r is a Badger read at timestamp r. Three key
+// spaces share the database:
+//
+//	"o" + key          the object index: one version per write of the object, at
+//	                   the write's revision; a delete is a tombstone at its revision.
+//	                   The value is uvarint(createRevision) followed by the document.
+//	"h" + be64(last)   the history: one record per group commit, holding every
+//	                   event of the group (revisions last-n+1 .. last).
+//	"m" + name         metadata: the last revision and the compacted revision.
+//
+// # Writes and durability
+//
+// Every write goes through one committer goroutine. It takes all the writes
+// waiting, checks their compare-and-swap conditions in arrival order, gives them
+// consecutive revisions, and writes the group in two Badger requests: first the
+// history record (one Badger entry, so it lands whole or not at all), then the
+// object index entries. Badger runs with SyncWrites, so each request is synced
+// before it returns; writers are acknowledged after both. Because the record is
+// durable before any index entry of its group is written, an index entry never
+// exists without its record: on open, the store re-applies the newest record to
+// the index (idempotently), which repairs a crash between the two requests.
+//
+// # Threads
+//
+//   - committer (commit.go): owns the next revision and is the only writer of
+//     the object index and the history. It publishes the committed revision
+//     (an atomic) only after a group is durable and visible to reads, then acks
+//     the group's writers and hands its events to the notifier.
+//   - notifier (watch.go): owns the in-memory ring of recent events and the set
+//     of live watchers (both under hub.mu); it fans each group out with
+//     non-blocking sends and ends any watcher whose buffer is full with
+//     store.ErrWatcherTooSlow, so a slow watcher never blocks a writer.
+//   - one catch-up goroutine per new watcher (watch.go): replays history from
+//     the ring or from disk into the watcher's channel, then registers it with
+//     the notifier and exits.
+//   - compactor and value-log GC (compact.go): background loops on tickers.
+//
+// Close stops them all, waits for them, and closes Badger. Lock order:
+// DB.compactMu before pins.mu; hub.mu is never held while taking another lock
+// of this package.
+package badger

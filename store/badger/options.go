@@ -1,0 +1,89 @@
+package badger
+
+import (
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Options tunes a DB. The zero value of every field gets a default.
+type Options struct {
+	// Logger receives the store's and Badger's logs. Default: discard.
+	Logger *slog.Logger
+
+	// CompactionWindow is how much recent history background compaction keeps
+	// by age. Default: 5 minutes.
+	CompactionWindow time.Duration
+	// CompactionMinRevisions is how many recent revisions background compaction
+	// keeps at least. Default: 10,000. Compaction keeps whichever of the two
+	// keeps more.
+	CompactionMinRevisions int64
+	// CompactionInterval is how often the background compactor looks for work.
+	// Default: 1 minute. Negative disables background compaction.
+	CompactionInterval time.Duration
+
+	// WatchBuffer is the capacity of each watcher's channel; a live watcher
+	// whose channel is full is ended with store.ErrWatcherTooSlow. Default: 256.
+	WatchBuffer int
+	// EventRing is how many recent events are kept in memory for watchers
+	// that start slightly behind. Default: 4096.
+	EventRing int
+
+	// MaxBatch caps the writes of one group commit. Default: 1024.
+	MaxBatch int
+	// MaxBatchBytes caps the document bytes of one group commit (a single
+	// larger write still commits alone). Default: 512 KiB.
+	MaxBatchBytes int
+
+	// ValueLogGCInterval is how often value-log garbage collection runs.
+	// Default: 10 minutes. Negative disables it.
+	ValueLogGCInterval time.Duration
+
+	// MemTableSize and BlockCacheSize size Badger's memory. Defaults: 64 MiB
+	// and 64 MiB. Tests use less.
+	MemTableSize   int64
+	BlockCacheSize int64
+
+	// Now is the clock of background compaction. Default: time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.CompactionWindow == 0 {
+		o.CompactionWindow = 5 * time.Minute
+	}
+	if o.CompactionMinRevisions == 0 {
+		o.CompactionMinRevisions = 10_000
+	}
+	if o.CompactionInterval == 0 {
+		o.CompactionInterval = time.Minute
+	}
+	if o.WatchBuffer <= 0 {
+		o.WatchBuffer = 256
+	}
+	if o.EventRing <= 0 {
+		o.EventRing = 4096
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 1024
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = 512 << 10
+	}
+	if o.ValueLogGCInterval == 0 {
+		o.ValueLogGCInterval = 10 * time.Minute
+	}
+	if o.MemTableSize <= 0 {
+		o.MemTableSize = 64 << 20
+	}
+	if o.BlockCacheSize <= 0 {
+		o.BlockCacheSize = 64 << 20
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}

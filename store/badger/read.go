@@ -1,0 +1,145 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// readAt resolves the revision of a read: 0 is the committed revision. A past
+// revision is pinned against compaction until release is called.
+func (db *DB) readAt(rev int64) (at int64, release func(), err error) {
+	cur := db.committed.Load()
+	switch {
+	case rev < 0:
+		return 0, nil, fmt.Errorf("store/badger: negative revision %d", rev)
+	case rev == 0 || rev == cur:
+		// Reads at or above the compacted revision need no pin; the committed
+		// revision never is below it.
+		return cur, func() {}, nil
+	case rev > cur:
+		return 0, nil, fmt.Errorf("store/badger: revision %d, current %d: %w", rev, cur, store.ErrFutureRevision)
+	}
+	if err := db.pins.pin(rev); err != nil {
+		return 0, nil, fmt.Errorf("store/badger: revision %d: %w", rev, err)
+	}
+	return rev, func() { db.pins.unpin(rev) }, nil
+}
+
+// Get returns the document under key, at opts.Revision when it is not 0.
+func (db *DB) Get(ctx context.Context, key string, opts store.GetOptions) (*store.KeyValue, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.closeMu.RUnlock()
+	at, release, err := db.readAt(opts.Revision)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	kv, err := db.getAt(key, at)
+	if err != nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+// getAt reads key at revision at; the caller pins at.
+func (db *DB) getAt(key string, at int64) (*store.KeyValue, error) {
+	txn := db.bdb.NewTransactionAt(uint64(at), false)
+	defer txn.Discard()
+	item, err := txn.Get(objectKey(key))
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return nil, fmt.Errorf("store/badger: get %q: %w", key, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store/badger: get %q: %w", key, err)
+	}
+	return itemKeyValue(key, item)
+}
+
+func itemKeyValue(key string, item *bdg.Item) (*store.KeyValue, error) {
+	raw, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, fmt.Errorf("store/badger: read %q: %w", key, err)
+	}
+	c, v, err := decodeObject(raw)
+	if err != nil {
+		return nil, fmt.Errorf("store/badger: read %q: %w", key, err)
+	}
+	return &store.KeyValue{Key: key, Value: v, CreateRevision: c, ModRevision: int64(item.Version())}, nil
+}
+
+// List returns the documents under prefix in key order, one page at a time.
+func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (*store.ListResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if opts.Limit < 0 {
+		return nil, fmt.Errorf("store/badger: negative limit %d", opts.Limit)
+	}
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.closeMu.RUnlock()
+
+	rev, start := opts.Revision, prefix
+	if opts.Continue != "" {
+		var err error
+		if rev, start, err = decodeContinue(opts.Continue, prefix); err != nil {
+			return nil, err
+		}
+		if rev > db.committed.Load() {
+			return nil, fmt.Errorf("store/badger: continue at revision %d: %w", rev, store.ErrInvalidContinue)
+		}
+	}
+	at, release, err := db.readAt(rev)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	txn := db.bdb.NewTransactionAt(uint64(at), false)
+	defer txn.Discard()
+	iopts := bdg.DefaultIteratorOptions
+	iopts.Prefix = objectPrefix(prefix)
+	if opts.Limit > 0 && opts.Filter == nil && opts.Limit < int64(iopts.PrefetchSize) {
+		iopts.PrefetchSize = int(opts.Limit) + 1
+	}
+	it := txn.NewIterator(iopts)
+	defer it.Close()
+
+	res := &store.ListResult{Revision: at}
+	n := 0
+	for it.Seek(objectKey(start)); it.Valid(); it.Next() {
+		if n++; n%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		item := it.Item()
+		key := string(bytes.Clone(item.Key()[1:]))
+		kv, err := itemKeyValue(key, item)
+		if err != nil {
+			return nil, err
+		}
+		if opts.Filter != nil && !opts.Filter(key, kv.Value) {
+			continue
+		}
+		if opts.Limit > 0 && int64(len(res.Items)) == opts.Limit {
+			// One more match exists: the next page starts at it.
+			res.Continue = encodeContinue(at, key)
+			break
+		}
+		res.Items = append(res.Items, *kv)
+	}
+	return res, nil
+}

@@ -1,0 +1,301 @@
+package badger
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// hub holds the ring of recent events and the live watchers. The notifier
+// goroutine is its only writer of events.
+type hub struct {
+	mu sync.Mutex
+	// ring holds the events of revisions (notified-len(ring)+1 .. notified]
+	// that happened since open, at index rev % cap.
+	ring     []store.Event
+	low      int64 // lowest revision in ring; low > notified when empty
+	notified int64 // revision of the last event fanned out
+	live     map[*watcher]struct{}
+	closed   error // set once the store closes
+}
+
+func newHub(size int, rev int64) *hub {
+	return &hub{ring: make([]store.Event, size), low: rev + 1, notified: rev, live: make(map[*watcher]struct{})}
+}
+
+// watcher is one running watch. ch is closed exactly once, by end, under
+// hub.mu.
+type watcher struct {
+	db     *DB
+	prefix string
+	ch     chan store.Event
+	// start: events at or below it are not sent. Set before the watcher
+	// goes live; read by the notifier under hub.mu.
+	start    int64
+	stopOnce sync.Once
+	stop     chan struct{} // closed by Stop
+	stopCtx  func() bool   // releases the context.AfterFunc
+	ended    bool          // guarded by hub.mu
+	err      error         // guarded by hub.mu; valid once ch is closed
+}
+
+func (w *watcher) Events() <-chan store.Event { return w.ch }
+
+func (w *watcher) Err() error {
+	w.db.hub.mu.Lock()
+	defer w.db.hub.mu.Unlock()
+	return w.err
+}
+
+func (w *watcher) Stop() {
+	w.stopOnce.Do(func() {
+		close(w.stop)
+		if w.stopCtx != nil {
+			w.stopCtx()
+		}
+		h := w.db.hub
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if _, ok := h.live[w]; ok {
+			h.endLocked(w, nil)
+		}
+		// A watcher still catching up is ended by its own goroutine.
+	})
+}
+
+// endLocked ends w with err. The caller holds h.mu.
+func (h *hub) endLocked(w *watcher, err error) {
+	if w.ended {
+		return
+	}
+	w.ended = true
+	w.err = err
+	delete(h.live, w)
+	close(w.ch)
+}
+
+// closeAll ends every live watcher with err and refuses new ones.
+func (h *hub) closeAll(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = err
+	for w := range h.live {
+		h.endLocked(w, err)
+	}
+}
+
+// publish appends a group's events to the ring and fans them out to the live
+// watchers without ever blocking.
+func (h *hub) publish(events []store.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := int64(len(h.ring))
+	for _, ev := range events {
+		h.ring[ev.Revision()%n] = ev
+	}
+	h.notified = events[len(events)-1].Revision()
+	h.low = max(h.low, h.notified-n+1)
+	for w := range h.live {
+		for _, ev := range events {
+			if ev.Revision() <= w.start || !strings.HasPrefix(ev.Object.Key, w.prefix) {
+				continue
+			}
+			select {
+			case w.ch <- ev:
+			default:
+				h.endLocked(w, store.ErrWatcherTooSlow)
+			}
+			if w.ended {
+				break
+			}
+		}
+	}
+}
+
+// notifyLoop is the notifier goroutine; see the package comment. It ends when
+// the committer closes notifyCh.
+func (db *DB) notifyLoop() {
+	defer db.loops.Done()
+	for events := range db.notifyCh {
+		db.hub.publish(events)
+	}
+}
+
+// Watch starts a watch of the keys under prefix after fromRevision.
+func (db *DB) Watch(ctx context.Context, prefix string, fromRevision int64) (store.Watcher, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if fromRevision < 0 {
+		return nil, fmt.Errorf("store/badger: negative revision %d", fromRevision)
+	}
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.closeMu.RUnlock()
+	if fromRevision == 0 {
+		fromRevision = db.committed.Load()
+	}
+	if err := db.pins.pin(fromRevision); err != nil {
+		return nil, fmt.Errorf("store/badger: watch from %d: %w", fromRevision, err)
+	}
+	w := &watcher{
+		db:     db,
+		prefix: prefix,
+		ch:     make(chan store.Event, db.opts.WatchBuffer),
+		start:  fromRevision,
+		stop:   make(chan struct{}),
+	}
+	w.stopCtx = context.AfterFunc(ctx, w.Stop)
+	db.watchers.Add(1)
+	go db.catchUp(w)
+	return w, nil
+}
+
+// catchUp is a watcher's catch-up goroutine: it sends the events after
+// w.start from the ring or from history until the watcher has seen every
+// notified event, then makes it live and exits. It holds a pin on its cursor.
+func (db *DB) catchUp(w *watcher) {
+	defer db.watchers.Done()
+	cursor := w.start
+	defer func() { db.pins.unpin(cursor) }()
+	h := db.hub
+	var buf []store.Event
+	for {
+		h.mu.Lock()
+		switch {
+		case h.closed != nil:
+			h.endLocked(w, h.closed)
+			h.mu.Unlock()
+			return
+		case isClosed(w.stop):
+			h.endLocked(w, nil)
+			h.mu.Unlock()
+			return
+		case cursor >= h.notified:
+			w.start = cursor
+			h.live[w] = struct{}{}
+			h.mu.Unlock()
+			return
+		}
+		var upto int64
+		buf = buf[:0]
+		if cursor+1 >= h.low {
+			// From the ring, in chunks so the lock is short.
+			n := int64(len(h.ring))
+			upto = min(h.notified, cursor+256)
+			for r := cursor + 1; r <= upto; r++ {
+				if ev := h.ring[r%n]; strings.HasPrefix(ev.Object.Key, w.prefix) {
+					buf = append(buf, ev)
+				}
+			}
+			h.mu.Unlock()
+		} else {
+			upto = h.low - 1
+			h.mu.Unlock()
+			var err error
+			buf, upto, err = db.replay(buf, w.prefix, cursor, upto)
+			if err != nil {
+				db.log.Error("watch replay failed", "prefix", w.prefix, "rev", cursor, "err", err)
+				h.mu.Lock()
+				h.endLocked(w, err)
+				h.mu.Unlock()
+				return
+			}
+		}
+		for _, ev := range buf {
+			select {
+			case w.ch <- ev:
+			case <-w.stop:
+			case <-db.closing:
+			}
+		}
+		if upto > cursor {
+			db.pins.move(cursor, upto)
+			cursor = upto
+		}
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// replay reads the events after cursor, up to upto, from the history on disk,
+// stopping after about 256 events; it returns the events under prefix and the
+// revision it reached.
+func (db *DB) replay(buf []store.Event, prefix string, cursor, upto int64) ([]store.Event, int64, error) {
+	if err := db.enter(); err != nil {
+		return nil, 0, err
+	}
+	defer db.closeMu.RUnlock()
+	txn := db.bdb.NewTransactionAt(math.MaxUint64, false)
+	defer txn.Discard()
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: historyPrefix})
+	defer it.Close()
+	reached := cursor
+	for it.Seek(historyKey(cursor + 1)); it.Valid() && reached < upto && reached-cursor < 256; it.Next() {
+		last, ok := historyKeyRev(it.Item().Key())
+		if !ok {
+			return nil, 0, fmt.Errorf("store/badger: bad history key %x", it.Item().Key())
+		}
+		raw, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return nil, 0, fmt.Errorf("store/badger: history %d: %w", last, err)
+		}
+		evs, err := decodeRecord(raw, last)
+		if err != nil {
+			return nil, 0, fmt.Errorf("store/badger: history %d: %w", last, err)
+		}
+		if first := evs[0].rev; first > reached+1 {
+			return nil, 0, fmt.Errorf("store/badger: history gap before %d: %w", first, store.ErrCompacted)
+		}
+		for _, re := range evs {
+			if re.rev <= reached || re.rev > upto {
+				continue
+			}
+			reached = re.rev
+			if !strings.HasPrefix(re.key, prefix) {
+				continue
+			}
+			ev, err := db.historyEvent(re)
+			if err != nil {
+				return nil, 0, err
+			}
+			buf = append(buf, ev)
+		}
+	}
+	if reached < upto && reached-cursor < 256 {
+		return nil, 0, fmt.Errorf("store/badger: history ends at %d before %d: %w", reached, upto, store.ErrCompacted)
+	}
+	return buf, reached, nil
+}
+
+// historyEvent builds a full event from a record event, reading the previous
+// document from the index at the revision before it.
+func (db *DB) historyEvent(re recordEvent) (store.Event, error) {
+	obj := store.KeyValue{Key: re.key, Value: re.value, CreateRevision: re.createRev, ModRevision: re.rev}
+	if re.typ == store.Added {
+		return store.Event{Type: store.Added, Object: obj}, nil
+	}
+	prev, err := db.getAt(re.key, re.rev-1)
+	if err != nil {
+		return store.Event{}, fmt.Errorf("store/badger: previous of %q at %d: %w", re.key, re.rev, err)
+	}
+	if re.typ == store.Deleted {
+		obj = *prev
+		obj.ModRevision = re.rev
+	}
+	return store.Event{Type: re.typ, Object: obj, Prev: prev}, nil
+}
