@@ -7,13 +7,14 @@ import (
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
-// Dispatch runs one export against the registered handlers: it decodes
+// Dispatch runs one export against the handlers: it decodes
 // input, calls the handler and appends the encoded response to out. When
 // the call fails outside the handler's own error reporting (bad input, no
 // handler, a panic) it appends a failure message instead and returns
-// failed. The Wasm glue calls it; it is exported so that the whole path,
-// codec included, can be tested and benchmarked natively.
-func Dispatch(h Host, export string, input, out []byte) (result []byte, failed bool) {
+// failed. The ABI glue (sdk/guest, sdk/extism) calls it; it is exported so
+// that the whole path, codec included, can be tested and benchmarked
+// natively.
+func (hs *Handlers) Dispatch(h Host, export string, input, out []byte) (result []byte, failed bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			result, failed = appendPanic(out[:0], r), true
@@ -21,14 +22,14 @@ func Dispatch(h Host, export string, input, out []byte) (result []byte, failed b
 	}()
 	switch export {
 	case abi.ExportReconcile:
-		if reconcileFn == nil {
+		if hs.Reconcile == nil {
 			return append(out, "plugin: no reconcile handler registered"...), true
 		}
 		var req abi.ReconcileRequest
 		if err := req.DecodeAliased(input); err != nil {
 			return append(out, "plugin: reading reconcile request: "+err.Error()...), true
 		}
-		resp, err := reconcileFn(h, &req)
+		resp, err := hs.Reconcile(h, &req)
 		if resp == nil {
 			resp = &abi.ReconcileResponse{}
 		}
@@ -37,14 +38,14 @@ func Dispatch(h Host, export string, input, out []byte) (result []byte, failed b
 		}
 		return resp.AppendJSON(out), false
 	case abi.ExportAdmit:
-		if admitFn == nil {
+		if hs.Admit == nil {
 			return append(out, "plugin: no admit handler registered"...), true
 		}
 		var req abi.AdmissionRequest
 		if err := req.DecodeAliased(input); err != nil {
 			return append(out, "plugin: reading admission request: "+err.Error()...), true
 		}
-		resp, err := admitFn(h, &req)
+		resp, err := hs.Admit(h, &req)
 		if err != nil {
 			// A handler error denies the request with its message; the
 			// failurePolicy applies only to failures of the module itself.
@@ -55,14 +56,14 @@ func Dispatch(h Host, export string, input, out []byte) (result []byte, failed b
 		}
 		return resp.AppendJSON(out), false
 	case abi.ExportFinalize:
-		if finalizeFn == nil {
+		if hs.Finalize == nil {
 			return append(out, "plugin: no finalize handler registered"...), true
 		}
 		var req abi.FinalizeRequest
 		if err := req.DecodeAliased(input); err != nil {
 			return append(out, "plugin: reading finalize request: "+err.Error()...), true
 		}
-		resp, err := finalizeFn(h, &req)
+		resp, err := hs.Finalize(h, &req)
 		if resp == nil {
 			resp = &abi.FinalizeResponse{}
 		}

@@ -26,12 +26,13 @@ func reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse
 }
 
 func TestDispatch(t *testing.T) {
-	plugin.HandleReconcile(reconcile)
-	plugin.HandleAdmit(func(h plugin.Host, req *abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
-		return nil, errors.New("nope")
-	})
-	plugin.HandleFinalize(nil)
-	if got := plugin.Handlers(); got != plugin.HasReconcile|plugin.HasAdmit {
+	hs := plugin.Handlers{
+		Reconcile: reconcile,
+		Admit: func(h plugin.Host, req *abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+			return nil, errors.New("nope")
+		},
+	}
+	if got := hs.Bits(); got != plugin.HasReconcile|plugin.HasAdmit {
 		t.Fatalf("Handlers = %b", got)
 	}
 	in := func(mode string) []byte {
@@ -55,7 +56,7 @@ func TestDispatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &plugintest.Host{}
-			out, failed := plugin.Dispatch(h, tt.export, tt.input, nil)
+			out, failed := hs.Dispatch(h, tt.export, tt.input, nil)
 			if failed != tt.wantFailed || !strings.HasPrefix(string(out), tt.want) {
 				t.Fatalf("Dispatch = %q, %v; want prefix %q, %v", out, failed, tt.want, tt.wantFailed)
 			}

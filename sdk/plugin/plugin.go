@@ -29,12 +29,12 @@ type AdmitFunc func(h Host, req *abi.AdmissionRequest) (*abi.AdmissionResponse, 
 // FinalizeFunc cleans up before an object is deleted.
 type FinalizeFunc func(h Host, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error)
 
-// The registered handlers; set from init functions, read during calls.
-var (
-	reconcileFn ReconcileFunc
-	admitFn     AdmitFunc
-	finalizeFn  FinalizeFunc
-)
+// Handlers are a plugin's handlers; a nil one is not provided.
+type Handlers struct {
+	Reconcile ReconcileFunc
+	Admit     AdmitFunc
+	Finalize  FinalizeFunc
+}
 
 // Handler bits reported by the setpoint_handlers export.
 const (
@@ -43,28 +43,19 @@ const (
 	HasFinalize
 )
 
-// HandleReconcile registers the reconcile handler.
-func HandleReconcile(fn ReconcileFunc) { reconcileFn = fn }
-
-// HandleAdmit registers the admission handler.
-func HandleAdmit(fn AdmitFunc) { admitFn = fn }
-
-// HandleFinalize registers the finalize handler.
-func HandleFinalize(fn FinalizeFunc) { finalizeFn = fn }
-
-// Handlers reports which handlers are registered, as Has* bits.
-func Handlers() int32 {
-	var h int32
-	if reconcileFn != nil {
-		h |= HasReconcile
+// Bits reports which handlers are set, as Has* bits.
+func (hs *Handlers) Bits() int32 {
+	var b int32
+	if hs.Reconcile != nil {
+		b |= HasReconcile
 	}
-	if admitFn != nil {
-		h |= HasAdmit
+	if hs.Admit != nil {
+		b |= HasAdmit
 	}
-	if finalizeFn != nil {
-		h |= HasFinalize
+	if hs.Finalize != nil {
+		b |= HasFinalize
 	}
-	return h
+	return b
 }
 
 // ErrTerminal marks an error as not worth retrying until the object

@@ -1,4 +1,4 @@
-package plugin
+package guest
 
 // hostError is an error the host returned for a host call (a denied
 // permission, an exhausted budget, a failed read).

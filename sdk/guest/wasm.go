@@ -1,12 +1,15 @@
 //go:build wasip1
 
-package plugin
+package guest
 
 import (
 	"unsafe"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
+	"github.com/setpoint-dev/setpoint/sdk/plugin"
 )
+
+var _ plugin.Host = wasmHost{}
 
 // The glue's buffers, reused across calls. The Go heap does not move, so an
 // address handed to the host stays valid while the slice is referenced here.
@@ -21,7 +24,7 @@ var (
 func abiVersion() int32 { return abi.Version }
 
 //go:wasmexport setpoint_handlers
-func handlers() int32 { return Handlers() }
+func handlerBits() int32 { return handlers.Bits() }
 
 //go:wasmexport setpoint_alloc
 func alloc(size int32) unsafe.Pointer {
@@ -50,7 +53,7 @@ func finalize(ptr unsafe.Pointer, n int32) int64 { return call(abi.ExportFinaliz
 
 func call(export string, ptr unsafe.Pointer, n int32) int64 {
 	input := unsafe.Slice((*byte)(ptr), n)
-	out, failed := Dispatch(wasmHost{}, export, input, outBuf[:0])
+	out, failed := handlers.Dispatch(wasmHost{}, export, input, outBuf[:0])
 	outBuf = out
 	if len(out) > abi.MaxDocumentLen {
 		out = append(out[:0], "plugin: output too large"...)

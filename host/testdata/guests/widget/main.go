@@ -1,0 +1,28 @@
+// Command widget is the host tests' well-behaved guest: the Widget reconcile
+// logic of host/bench/widget, an admission handler that requires spec.name
+// and a finalize handler that reports done, on the native ABI.
+package main
+
+import (
+	"github.com/setpoint-dev/setpoint/host/bench/widget"
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+	"github.com/setpoint-dev/setpoint/sdk/guest"
+	"github.com/setpoint-dev/setpoint/sdk/plugin"
+)
+
+func init() {
+	guest.Register(plugin.Handlers{Reconcile: widget.Reconcile, Admit: admit, Finalize: finalize})
+}
+
+func admit(h plugin.Host, req *abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+	if req.Operation != abi.Delete && !req.Object.Has("spec", "name") {
+		return &abi.AdmissionResponse{Message: "spec.name is required", Code: 422}, nil
+	}
+	return &abi.AdmissionResponse{Allowed: true}, nil
+}
+
+func finalize(h plugin.Host, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
+	return &abi.FinalizeResponse{Done: true}, nil
+}
+
+func main() {}

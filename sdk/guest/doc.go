@@ -1,0 +1,15 @@
+// Package guest is the native-ABI glue of the Go SDK (docs/ABI.md): the
+// setpoint_* and handler exports (//go:wasmexport), the guest allocator the
+// host writes input through, and the host-function imports of the
+// "setpoint" module (//go:wasmimport). Register the plugin's handlers from
+// an init function; outside wasip1 Register only records them, so the same
+// main package also builds natively.
+package guest
+
+import "github.com/setpoint-dev/setpoint/sdk/plugin"
+
+// handlers are set by Register from an init function and read during calls.
+var handlers plugin.Handlers
+
+// Register makes hs the plugin's handlers.
+func Register(hs plugin.Handlers) { handlers = hs }
