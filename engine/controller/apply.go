@@ -1,0 +1,89 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+)
+
+// applyChildren makes the children of parent match desired: it plans the
+// writes against the observed children and performs them, all of them even
+// when some fail.
+func (c *Controller) applyChildren(ctx context.Context, parent *unstructured.Unstructured, observed []observedChild, desired []abi.RawJSON) error {
+	want := make([]*unstructured.Unstructured, 0, len(desired))
+	for i, raw := range desired {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(raw); err != nil {
+			return fmt.Errorf("child %d: %w: %v", i, ErrInvalidChild, err)
+		}
+		want = append(want, u)
+	}
+	cur := make([]*unstructured.Unstructured, len(observed))
+	for i, o := range observed {
+		cur[i] = o.obj
+	}
+	actions, err := planChildren(parent, c.opts.For.Namespaced, c.owns, cur, want)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, a := range actions {
+		if err := c.applyChild(ctx, parent, a); err != nil {
+			errs = append(errs, fmt.Errorf("%s %s %s: %w", a.op, a.kind.Kind, Key{a.obj.GetNamespace(), a.obj.GetName()}, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) applyChild(ctx context.Context, parent *unstructured.Unstructured, a action) error {
+	cl := c.opts.Client
+	switch a.op {
+	case opCreate:
+		_, err := cl.Create(ctx, a.kind.Resource, a.obj, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		// The cache has not seen it yet, or someone else holds the name.
+		return c.updateFresh(ctx, parent, a)
+	case opUpdate:
+		_, err := cl.Update(ctx, a.kind.Resource, a.obj, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		return c.updateFresh(ctx, parent, a)
+	case opDelete:
+		uid := a.obj.GetUID()
+		err := cl.Delete(ctx, a.kind.Resource, a.obj.GetNamespace(), a.obj.GetName(), metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &uid},
+		})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	return fmt.Errorf("unknown op %v", a.op)
+}
+
+// updateFresh reads a child again and updates it if this object controls it
+// and it is not up to date.
+func (c *Controller) updateFresh(ctx context.Context, parent *unstructured.Unstructured, a action) error {
+	cl := c.opts.Client
+	cur, err := cl.Get(ctx, a.kind.Resource, a.obj.GetNamespace(), a.obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if ref, ok := controllerOf(cur); !ok || ref.UID != parent.GetUID() {
+		return ErrNotControlled
+	}
+	if childUpToDate(cur, a.want, parent.GetUID()) {
+		return nil
+	}
+	_, err = cl.Update(ctx, a.kind.Resource, mergeChild(cur, a.want, controllerRef(parent)), metav1.UpdateOptions{})
+	return err
+}

@@ -1,0 +1,250 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/setpoint-dev/setpoint/engine/workqueue"
+)
+
+// Options configures a Controller. Zero values get defaults in New.
+type Options struct {
+	// Name identifies the controller (usually its plugin's name): in logs,
+	// metrics, events and the default finalizer. Required.
+	Name string
+	// Client reaches the objects. Required.
+	Client Client
+	// For is the kind the controller reconciles. Required.
+	For Kind
+	// Owns are the kinds of the children the controller manages.
+	Owns []Kind
+	// Reconciler computes the desired state. Required.
+	Reconciler Reconciler
+	// Finalizer, when set, runs on deletion: the controller keeps
+	// FinalizerName on its objects until it reports done.
+	Finalizer Finalizer
+	// FinalizerName is the finalizer the controller owns. Default
+	// "setpoint.dev/" + Name.
+	FinalizerName string
+	// Config is handed to the plugin in every request.
+	Config map[string]string
+	// Namespace restricts the controller to one namespace; "" watches all.
+	Namespace string
+	// Workers is how many objects are reconciled at once. Default 2.
+	Workers int
+	// ResyncPeriod is how often every object is reconciled again even
+	// without a change. Default 10 minutes; negative disables it.
+	ResyncPeriod time.Duration
+	// RateLimiter decides the backoff of failed objects. Default
+	// workqueue.DefaultRateLimiter.
+	RateLimiter workqueue.RateLimiter[Key]
+	// Metrics records the controller's metrics. Default: none.
+	Metrics *Metrics
+	// Logger receives the controller's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of condition and event timestamps. Default time.Now.
+	Now func() time.Time
+}
+
+// Controller reconciles the objects of one kind through one plugin. It is
+// safe for concurrent use; Run may be called again after it returned.
+type Controller struct {
+	opts  Options
+	owns  map[schema.GroupKind]Kind
+	log   *slog.Logger
+	stats *controllerMetrics
+}
+
+// New checks opts and returns a controller ready to Run.
+func New(opts Options) (*Controller, error) {
+	switch {
+	case opts.Name == "":
+		return nil, fmt.Errorf("%w: Name is required", ErrInvalidOptions)
+	case opts.Client == nil:
+		return nil, fmt.Errorf("%w: Client is required", ErrInvalidOptions)
+	case opts.Reconciler == nil:
+		return nil, fmt.Errorf("%w: Reconciler is required", ErrInvalidOptions)
+	case opts.For.Kind == "" || opts.For.Resource.Resource == "" || opts.For.Resource.Version == "":
+		return nil, fmt.Errorf("%w: For needs a resource, version and kind", ErrInvalidOptions)
+	}
+	owns := make(map[schema.GroupKind]Kind, len(opts.Owns))
+	for _, k := range opts.Owns {
+		if k.Kind == "" || k.Resource.Resource == "" || k.Resource.Version == "" {
+			return nil, fmt.Errorf("%w: Owns needs a resource, version and kind", ErrInvalidOptions)
+		}
+		gk := k.GroupVersionKind().GroupKind()
+		if _, dup := owns[gk]; dup {
+			return nil, fmt.Errorf("%w: kind %s owned twice", ErrInvalidOptions, gk)
+		}
+		owns[gk] = k
+	}
+	if opts.FinalizerName == "" {
+		opts.FinalizerName = "setpoint.dev/" + opts.Name
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
+	if opts.ResyncPeriod == 0 {
+		opts.ResyncPeriod = 10 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Controller{
+		opts:  opts,
+		owns:  owns,
+		log:   opts.Logger.With("controller", opts.Name, "kind", opts.For.Kind),
+		stats: opts.Metrics.forController(opts.Name),
+	}, nil
+}
+
+// Name returns the controller's name.
+func (c *Controller) Name() string { return c.opts.Name }
+
+// run is the state of one Run: the caches and the queue.
+type run struct {
+	queue    *workqueue.Queue[Key]
+	primary  *informer
+	children []*informer
+}
+
+// Run starts the caches, waits for their first list, then reconciles with
+// Workers workers until ctx is done. It returns after every goroutine it
+// started has stopped.
+//
+// Threads: one goroutine per cache (list and watch of a kind), Workers
+// workers that take keys from the queue and reconcile them, and a resync
+// goroutine that enqueues every cached object each ResyncPeriod. The queue
+// is the only state the workers share with the caches; the caches own their
+// maps under their own locks.
+func (c *Controller) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := &run{queue: workqueue.New(workqueue.Options[Key]{
+		Name:        c.opts.Name,
+		RateLimiter: c.opts.RateLimiter, // nil: a fresh default per Run
+		Metrics:     c.opts.Metrics.queueProvider(),
+	})}
+	r.primary = newInformer(c.opts.For, c.opts.Client, c.opts.Namespace, c.log, func(old, cur *unstructured.Unstructured) {
+		o := cur
+		if o == nil {
+			o = old
+		}
+		r.queue.Add(Key{o.GetNamespace(), o.GetName()})
+	})
+	for _, k := range c.opts.Owns {
+		r.children = append(r.children, newInformer(k, c.opts.Client, c.opts.Namespace, c.log, func(old, cur *unstructured.Unstructured) {
+			c.enqueueOwner(r, old)
+			c.enqueueOwner(r, cur)
+		}))
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer r.queue.ShutDown()
+	defer cancel()
+	all := append([]*informer{r.primary}, r.children...)
+	for _, inf := range all {
+		wg.Go(func() { inf.run(ctx) })
+	}
+	for _, inf := range all {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-inf.synced:
+		}
+	}
+	c.log.Info("controller started", "workers", c.opts.Workers)
+	for range c.opts.Workers {
+		wg.Go(func() { c.work(ctx, r) })
+	}
+	if c.opts.ResyncPeriod > 0 {
+		wg.Go(func() { c.resync(ctx, r) })
+	}
+	<-ctx.Done()
+	c.log.Info("controller stopping")
+	return nil
+}
+
+// enqueueOwner adds the key of the object that controls child, if it is of
+// the controller's kind.
+func (c *Controller) enqueueOwner(r *run, child *unstructured.Unstructured) {
+	if child == nil {
+		return
+	}
+	ref, ok := controllerOf(child)
+	if !ok || ref.Kind != c.opts.For.Kind {
+		return
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != c.opts.For.Resource.Group {
+		return
+	}
+	ns := ""
+	if c.opts.For.Namespaced {
+		ns = child.GetNamespace()
+	}
+	r.queue.Add(Key{ns, ref.Name})
+}
+
+func (c *Controller) resync(ctx context.Context, r *run) {
+	t := time.NewTicker(c.opts.ResyncPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, k := range r.primary.keys() {
+				r.queue.Add(k)
+			}
+		}
+	}
+}
+
+// work reconciles keys until the queue shuts down.
+func (c *Controller) work(ctx context.Context, r *run) {
+	for {
+		key, shutdown := r.queue.Get()
+		if shutdown {
+			return
+		}
+		if ctx.Err() != nil {
+			r.queue.Done(key)
+			continue
+		}
+		c.process(ctx, r, key)
+		r.queue.Done(key)
+	}
+}
+
+// process reconciles key once and schedules its next reconcile.
+func (c *Controller) process(ctx context.Context, r *run, key Key) {
+	start := time.Now()
+	res := c.reconcile(ctx, r, key)
+	c.stats.observe(res, time.Since(start))
+	switch {
+	case ctx.Err() != nil:
+		return
+	case res.err != nil && !res.terminal:
+		c.log.Warn("reconcile failed", "namespace", key.Namespace, "name", key.Name, "err", res.err, "attempt", r.queue.NumRequeues(key)+1)
+		r.queue.AddRateLimited(key)
+	default:
+		if res.err != nil {
+			c.log.Warn("reconcile failed terminally", "namespace", key.Namespace, "name", key.Name, "err", res.err)
+		}
+		r.queue.Forget(key)
+		if res.requeueAfter > 0 {
+			r.queue.AddAfter(key, res.requeueAfter)
+		}
+	}
+}

@@ -1,0 +1,20 @@
+package controller
+
+import "errors"
+
+var (
+	// ErrInvalidOptions is returned by New for options it cannot run with.
+	ErrInvalidOptions = errors.New("controller: invalid options")
+	// ErrInvalidChild means a plugin returned a child the engine cannot apply:
+	// malformed, of a kind the controller does not own, in another
+	// namespace, or named twice. It is terminal: retrying gives the same
+	// answer until the object changes.
+	ErrInvalidChild = errors.New("controller: invalid child")
+	// ErrNotControlled means a desired child's name is taken by an object
+	// this object does not control.
+	ErrNotControlled = errors.New("controller: child exists and is not controlled by this object")
+	// ErrPanic wraps a panic recovered from a reconciler or finalizer.
+	ErrPanic = errors.New("controller: reconciler panicked")
+	// ErrNotDone means a finalizer asked to be called again.
+	ErrNotDone = errors.New("controller: finalize not done")
+)

@@ -1,0 +1,312 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+)
+
+// maxConflictRetries bounds how many times one reconcile starts over from
+// fresh state after a 409, before it backs off like any failure.
+const maxConflictRetries = 3
+
+// Outcomes of a reconcile, as counted in the metrics.
+const (
+	outcomeSuccess  = "success"
+	outcomeError    = "error"
+	outcomeTerminal = "terminal"
+	outcomeSkipped  = "skipped"
+)
+
+// result is what one reconcile of a key asks of the queue.
+type result struct {
+	err          error
+	terminal     bool
+	requeueAfter time.Duration
+	skipped      bool
+}
+
+func (r result) outcome() string {
+	switch {
+	case r.skipped:
+		return outcomeSkipped
+	case r.err != nil && r.terminal:
+		return outcomeTerminal
+	case r.err != nil:
+		return outcomeError
+	}
+	return outcomeSuccess
+}
+
+// reconcile brings the object under key to its desired state, starting over
+// from a fresh read when a write meets a conflict.
+func (c *Controller) reconcile(ctx context.Context, r *run, key Key) result {
+	cached, ok := r.primary.get(key)
+	if !ok {
+		return result{skipped: true} // deleted; its children are collected by ownerReference
+	}
+	obj := cached.DeepCopy()
+	for attempt := 0; ; attempt++ {
+		res := c.reconcileObject(ctx, r, key, obj)
+		if !apierrors.IsConflict(res.err) || attempt >= maxConflictRetries {
+			return res
+		}
+		fresh, err := c.opts.Client.Get(ctx, c.opts.For.Resource, key.Namespace, key.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return result{skipped: true}
+		}
+		if err != nil {
+			return result{err: fmt.Errorf("get after conflict: %w", err)}
+		}
+		obj = fresh
+	}
+}
+
+// reconcileObject reconciles obj, which the caller owns, once.
+func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *unstructured.Unstructured) result {
+	attempt := r.queue.NumRequeues(key)
+	status, _ := obj.Object["status"].(map[string]any)
+	if terminalAt(status, obj.GetGeneration()) {
+		return result{skipped: true}
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		return c.finalize(ctx, r, obj, attempt)
+	}
+	if c.opts.Finalizer != nil && !slices.Contains(obj.GetFinalizers(), c.opts.FinalizerName) {
+		obj.SetFinalizers(append(obj.GetFinalizers(), c.opts.FinalizerName))
+		updated, err := c.opts.Client.Update(ctx, c.opts.For.Resource, obj, metav1.UpdateOptions{})
+		if err != nil {
+			return result{err: fmt.Errorf("add finalizer: %w", err)}
+		}
+		obj = updated
+		status, _ = obj.Object["status"].(map[string]any)
+	}
+
+	observed := c.observedChildren(r, obj)
+	req := &abi.ReconcileRequest{
+		Children: childrenByKind(observed),
+		Attempt:  attempt,
+		Config:   c.opts.Config,
+	}
+	var err error
+	if req.Object, err = obj.MarshalJSON(); err != nil {
+		return result{err: fmt.Errorf("encode object: %w", err)}
+	}
+	resp, callErr := c.callReconcile(ctx, req)
+
+	var res result
+	ready := readyCondition{status: metav1.ConditionTrue, reason: ReasonReconciled, message: "reconciled"}
+	var pluginStatus map[string]any
+	switch {
+	case callErr != nil:
+		res.err = callErr
+		ready = readyCondition{metav1.ConditionFalse, ReasonPluginError, callErr.Error()}
+	case resp.Error != "":
+		res.err = fmt.Errorf("plugin: %s", resp.Error)
+		res.terminal = resp.Terminal
+		reason := ReasonReconcileFailed
+		if resp.Terminal {
+			reason = ReasonTerminalError
+		}
+		ready = readyCondition{metav1.ConditionFalse, reason, resp.Error}
+	default:
+		if err := c.applyChildren(ctx, obj, observed, resp.Children); err != nil {
+			if apierrors.IsConflict(err) {
+				return result{err: err}
+			}
+			res.err = err
+			reason := ReasonApplyFailed
+			if errors.Is(err, ErrInvalidChild) {
+				res.terminal = true
+				reason = ReasonTerminalError
+			}
+			ready = readyCondition{metav1.ConditionFalse, reason, err.Error()}
+		}
+		res.requeueAfter = resp.RequeueAfter
+	}
+	if resp != nil && len(resp.Status) > 0 && string(resp.Status) != "null" {
+		if err := utiljson.Unmarshal(resp.Status, &pluginStatus); err != nil || pluginStatus == nil {
+			pluginStatus = nil
+			if res.err == nil {
+				res.err = fmt.Errorf("plugin: status is not a JSON object")
+				res.terminal = true
+				ready = readyCondition{metav1.ConditionFalse, ReasonTerminalError, res.err.Error()}
+			}
+		}
+	}
+
+	if err := c.writeStatus(ctx, obj, status, pluginStatus, ready); err != nil {
+		if apierrors.IsConflict(err) {
+			return result{err: err}
+		}
+		if res.err == nil {
+			res.err = err
+		}
+	}
+	if resp != nil {
+		for _, ev := range resp.Events {
+			c.event(ctx, obj, ev.Type, ev.Reason, ev.Message)
+		}
+	}
+	return res
+}
+
+// writeStatus writes the status obj should have, if it differs from the
+// observed one, and records an event when the Ready condition changes.
+func (c *Controller) writeStatus(ctx context.Context, obj *unstructured.Unstructured, observed, fromPlugin map[string]any, ready readyCondition) error {
+	want := desiredStatus(observed, fromPlugin, obj.GetGeneration(), ready, c.opts.Now())
+	if jsonEqual(observed, want) {
+		return nil
+	}
+	out := obj.DeepCopy()
+	out.Object["status"] = want
+	if _, err := c.opts.Client.UpdateStatus(ctx, c.opts.For.Resource, out, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	before, _ := readyOf(observed)
+	if before["status"] == string(ready.status) && before["reason"] == ready.reason && before["message"] == truncate(ready.message) {
+		return nil
+	}
+	if ready.status == metav1.ConditionTrue {
+		c.event(ctx, obj, "Normal", ready.reason, ready.message)
+	} else {
+		c.event(ctx, obj, "Warning", ready.reason, ready.message)
+	}
+	return nil
+}
+
+// finalize runs the finalizer of an object being deleted and removes the
+// controller's finalizer once it is done.
+func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Unstructured, attempt int) result {
+	if c.opts.Finalizer == nil || !slices.Contains(obj.GetFinalizers(), c.opts.FinalizerName) {
+		return result{skipped: true}
+	}
+	observed := c.observedChildren(r, obj)
+	req := &abi.FinalizeRequest{Children: childrenByKind(observed), Attempt: attempt, Config: c.opts.Config}
+	var err error
+	if req.Object, err = obj.MarshalJSON(); err != nil {
+		return result{err: fmt.Errorf("encode object: %w", err)}
+	}
+	resp, err := c.callFinalize(ctx, req)
+	if resp != nil {
+		for _, ev := range resp.Events {
+			c.event(ctx, obj, ev.Type, ev.Reason, ev.Message)
+		}
+	}
+	var res result
+	var ready readyCondition
+	switch {
+	case err != nil:
+		res.err = err
+		ready = readyCondition{metav1.ConditionFalse, ReasonFinalizeFailed, err.Error()}
+	case resp.Error != "":
+		res.err = fmt.Errorf("plugin finalize: %s", resp.Error)
+		res.terminal = resp.Terminal
+		reason := ReasonFinalizeFailed
+		if resp.Terminal {
+			reason = ReasonTerminalError
+		}
+		ready = readyCondition{metav1.ConditionFalse, reason, resp.Error}
+	case !resp.Done:
+		ready = readyCondition{metav1.ConditionFalse, ReasonFinalizing, "waiting for the finalizer"}
+		if resp.RequeueAfter > 0 {
+			res.requeueAfter = resp.RequeueAfter
+		} else {
+			res.err = ErrNotDone
+		}
+	default:
+		obj.SetFinalizers(slices.DeleteFunc(obj.GetFinalizers(), func(f string) bool { return f == c.opts.FinalizerName }))
+		if _, err := c.opts.Client.Update(ctx, c.opts.For.Resource, obj, metav1.UpdateOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return result{}
+			}
+			return result{err: fmt.Errorf("remove finalizer: %w", err)}
+		}
+		c.event(ctx, obj, "Normal", "Finalized", "finalizer "+c.opts.FinalizerName+" removed")
+		return result{}
+	}
+	status, _ := obj.Object["status"].(map[string]any)
+	if err := c.writeStatus(ctx, obj, status, nil, ready); err != nil {
+		if apierrors.IsConflict(err) {
+			return result{err: err}
+		}
+		if res.err == nil {
+			res.err = err
+		}
+	}
+	return res
+}
+
+func (c *Controller) callReconcile(ctx context.Context, req *abi.ReconcileRequest) (resp *abi.ReconcileResponse, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = nil, fmt.Errorf("%w: %v", ErrPanic, p)
+		}
+	}()
+	resp, err = c.opts.Reconciler.Reconcile(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	if resp == nil {
+		return nil, errors.New("reconcile: no response")
+	}
+	return resp, nil
+}
+
+func (c *Controller) callFinalize(ctx context.Context, req *abi.FinalizeRequest) (resp *abi.FinalizeResponse, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = nil, fmt.Errorf("%w: %v", ErrPanic, p)
+		}
+	}()
+	resp, err = c.opts.Finalizer.Finalize(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("finalize: %w", err)
+	}
+	if resp == nil {
+		return nil, errors.New("finalize: no response")
+	}
+	return resp, nil
+}
+
+// observedChild is a child of the object in the cache, with its kind.
+type observedChild struct {
+	kind Kind
+	obj  *unstructured.Unstructured
+}
+
+// observedChildren returns the cached objects obj controls.
+func (c *Controller) observedChildren(r *run, obj *unstructured.Unstructured) []observedChild {
+	var out []observedChild
+	for i, inf := range r.children {
+		for _, o := range inf.controlledBy(obj.GetUID()) {
+			out = append(out, observedChild{kind: c.opts.Owns[i], obj: o})
+		}
+	}
+	return out
+}
+
+func childrenByKind(observed []observedChild) map[string][]abi.RawJSON {
+	if len(observed) == 0 {
+		return nil
+	}
+	out := make(map[string][]abi.RawJSON)
+	for _, o := range observed {
+		b, err := o.obj.MarshalJSON()
+		if err != nil {
+			continue
+		}
+		k := o.kind.ChildrenKey()
+		out[k] = append(out[k], b)
+	}
+	return out
+}

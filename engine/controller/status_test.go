@@ -1,0 +1,89 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestDesiredStatus(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Hour)
+	okReady := readyCondition{metav1.ConditionTrue, ReasonReconciled, "reconciled"}
+	failReady := readyCondition{metav1.ConditionFalse, ReasonReconcileFailed, "boom"}
+	readyAt := func(status, reason, msg string, gen int64, at time.Time) map[string]any {
+		return map[string]any{"type": "Ready", "status": status, "reason": reason, "message": msg,
+			"observedGeneration": gen, "lastTransitionTime": at.Format(time.RFC3339)}
+	}
+	tests := []struct {
+		name       string
+		observed   map[string]any
+		fromPlugin map[string]any
+		gen        int64
+		ready      readyCondition
+		want       map[string]any
+		unchanged  bool // want equals observed: no write
+	}{
+		{name: "first status", gen: 1, ready: okReady, fromPlugin: map[string]any{"state": "ok"},
+			want: map[string]any{"state": "ok", "observedGeneration": int64(1), "conditions": []any{readyAt("True", "Reconciled", "reconciled", 1, t1)}}},
+		{name: "same state again is unchanged, transition time kept", gen: 1, ready: okReady, fromPlugin: map[string]any{"state": "ok"},
+			observed:  map[string]any{"state": "ok", "observedGeneration": int64(1), "conditions": []any{readyAt("True", "Reconciled", "reconciled", 1, t0)}},
+			want:      map[string]any{"state": "ok", "observedGeneration": int64(1), "conditions": []any{readyAt("True", "Reconciled", "reconciled", 1, t0)}},
+			unchanged: true},
+		{name: "new generation bumps observedGeneration", gen: 2, ready: okReady, fromPlugin: map[string]any{"state": "ok"},
+			observed: map[string]any{"state": "ok", "observedGeneration": int64(1), "conditions": []any{readyAt("True", "Reconciled", "reconciled", 1, t0)}},
+			want:     map[string]any{"state": "ok", "observedGeneration": int64(2), "conditions": []any{readyAt("True", "Reconciled", "reconciled", 2, t0)}}},
+		{name: "failure flips Ready and its transition time, keeps plugin's state", gen: 1, ready: failReady,
+			observed: map[string]any{"state": "ok", "observedGeneration": int64(1), "conditions": []any{readyAt("True", "Reconciled", "reconciled", 1, t0)}},
+			want:     map[string]any{"state": "ok", "observedGeneration": int64(1), "conditions": []any{readyAt("False", "ReconcileFailed", "boom", 1, t1)}}},
+		{name: "plugin conditions kept beside Ready", gen: 1, ready: okReady,
+			fromPlugin: map[string]any{"conditions": []any{map[string]any{"type": "Provisioned", "status": "True"}}},
+			want: map[string]any{"observedGeneration": int64(1), "conditions": []any{
+				map[string]any{"type": "Provisioned", "status": "True"}, readyAt("True", "Reconciled", "reconciled", 1, t1)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before map[string]any
+			if tt.observed != nil {
+				before = deepCopyJSON(tt.observed).(map[string]any)
+			}
+			got := desiredStatus(tt.observed, tt.fromPlugin, tt.gen, tt.ready, t1)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			if eq := jsonEqual(tt.observed, got); eq != tt.unchanged {
+				t.Errorf("unchanged = %v, want %v", eq, tt.unchanged)
+			}
+			if diff := cmp.Diff(before, tt.observed); tt.observed != nil && diff != "" {
+				t.Errorf("observed modified:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTerminalAt(t *testing.T) {
+	status := func(reason string, gen any) map[string]any {
+		return map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": reason, "observedGeneration": gen}}}
+	}
+	tests := []struct {
+		name   string
+		status map[string]any
+		gen    int64
+		want   bool
+	}{
+		{name: "no status", gen: 1},
+		{name: "terminal at this generation", status: status(ReasonTerminalError, int64(3)), gen: 3, want: true},
+		{name: "terminal at this generation, decoded as float", status: status(ReasonTerminalError, float64(3)), gen: 3, want: true},
+		{name: "terminal at an older generation", status: status(ReasonTerminalError, int64(2)), gen: 3},
+		{name: "retryable failure", status: status(ReasonReconcileFailed, int64(3)), gen: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := terminalAt(tt.status, tt.gen); got != tt.want {
+				t.Fatalf("terminalAt = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
