@@ -1,0 +1,145 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// Options configure a Host. Zero values get defaults in New.
+type Options struct {
+	// CacheDir holds the on-disk compilation cache, so a restart does not
+	// recompile modules. Empty keeps compiled code in memory only.
+	CacheDir string
+	// Logger receives plugin logs (host function log) and host diagnostics.
+	// Default: slog.Default().
+	Logger *slog.Logger
+	// Objects serves the get and list host functions. Nil denies them.
+	Objects ObjectReader
+	// Events records events emitted by plugins. Nil logs them instead.
+	Events EventRecorder
+}
+
+// Config is the configuration of one plugin version.
+type Config struct {
+	Permissions Permissions
+	Limits      Limits
+	// DisablePreemption runs calls without close-on-context-done: faster,
+	// but a spinning guest cannot be stopped. For benchmarks only.
+	DisablePreemption bool
+}
+
+// Limits bound one plugin version. Zero values get defaults.
+type Limits struct {
+	// CallTimeout is the deadline of one call. Default 1s.
+	CallTimeout time.Duration
+	// MemoryPages caps each instance's linear memory, in 64 KiB pages.
+	// Default 1024 (64 MiB).
+	MemoryPages uint32
+	// PoolSize caps the number of instances. Default GOMAXPROCS.
+	PoolSize int
+	// IdleTimeout closes instances unused for that long. Default 1 minute.
+	IdleTimeout time.Duration
+	// MaxOutputBytes bounds a response document. Default 4 MiB.
+	MaxOutputBytes int
+	// MaxHostCalls bounds the host calls of one call. Default 1000.
+	MaxHostCalls int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.CallTimeout <= 0 {
+		l.CallTimeout = time.Second
+	}
+	if l.MemoryPages == 0 {
+		l.MemoryPages = 1024
+	}
+	if l.MemoryPages > 65536 {
+		l.MemoryPages = 65536
+	}
+	if l.PoolSize <= 0 {
+		l.PoolSize = runtime.GOMAXPROCS(0)
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = time.Minute
+	}
+	if l.MaxOutputBytes <= 0 {
+		l.MaxOutputBytes = 4 << 20
+	}
+	if l.MaxHostCalls <= 0 {
+		l.MaxHostCalls = 1000
+	}
+	return l
+}
+
+// Host loads and runs plugins. It is safe for concurrent use.
+type Host struct {
+	opts  Options
+	cache wazero.CompilationCache
+
+	mu      sync.Mutex // guards closed and plugins
+	closed  bool
+	plugins map[*Plugin]struct{} // loaded and not yet closed
+}
+
+// New returns a Host. It creates CacheDir when it does not exist.
+func New(opts Options) (*Host, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	h := &Host{opts: opts, plugins: make(map[*Plugin]struct{})}
+	if opts.CacheDir != "" {
+		if err := os.MkdirAll(opts.CacheDir, 0o700); err != nil {
+			return nil, fmt.Errorf("host: cache dir: %w", err)
+		}
+		c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("host: cache dir: %w", err)
+		}
+		h.cache = c
+	} else {
+		h.cache = wazero.NewCompilationCache()
+	}
+	return h, nil
+}
+
+func (h *Host) track(p *Plugin) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return ErrClosed
+	}
+	h.plugins[p] = struct{}{}
+	return nil
+}
+
+func (h *Host) untrack(p *Plugin) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.plugins, p)
+}
+
+// Close closes every plugin still loaded (waiting for their calls) and the
+// compilation cache. It is idempotent.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	ps := make([]*Plugin, 0, len(h.plugins))
+	for p := range h.plugins {
+		ps = append(ps, p)
+	}
+	h.mu.Unlock()
+	for _, p := range ps {
+		p.Close()
+	}
+	return h.cache.Close(context.Background())
+}

@@ -1,0 +1,292 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+	"github.com/setpoint-dev/setpoint/sdk/plugin"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// ABI is the guest ABI a module speaks.
+type ABI int
+
+const (
+	// NativeABI is Setpoint's own ABI (sdk/guest): input written straight
+	// into guest memory through the guest's allocator.
+	NativeABI ABI = iota + 1
+	// ExtismABI is the ABI of modules importing extism:host/env, run
+	// through extism/go-sdk.
+	ExtismABI
+)
+
+func (a ABI) String() string {
+	switch a {
+	case NativeABI:
+		return "native"
+	case ExtismABI:
+		return "extism"
+	}
+	return "unknown"
+}
+
+// supportedVersions are the ABI versions this host runs.
+var supportedVersions = []int{abi.Version}
+
+const extismEnv = "extism:host/env"
+
+// extismEnvFuncs are the kernel functions extism/go-sdk provides.
+var extismEnvFuncs = []string{
+	"alloc", "free", "load_u8", "input_load_u8", "store_u64", "store_u8", "input_set", "output_set",
+	"input_length", "input_offset", "output_length", "output_offset", "length", "length_unsafe", "reset",
+	"error_set", "error_get", "memory_bytes", "input_load_u64", "load_u64", "config_get", "var_get", "var_set",
+	"http_request", "http_status_code", "http_headers", "get_log_level",
+	"log_trace", "log_debug", "log_info", "log_warn", "log_error",
+}
+
+// hostFuncNames are the host functions of both ABIs, in the order listed
+// in errors.
+var hostFuncNames = []string{abi.HostLog, abi.HostGet, abi.HostList, abi.HostEmitEvent}
+
+// Digest returns the content address of a module: "sha256:" and the hex
+// digest of its bytes.
+func Digest(wasm []byte) string {
+	sum := sha256.Sum256(wasm)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Load compiles and checks a module and returns it as a plugin version
+// ready to call, with one warm instance. name identifies the plugin in
+// errors and logs. A module that cannot run here gives a *ModuleError
+// wrapping ErrInvalidModule, ErrMissingExport, ErrUnknownImport,
+// ErrUnsupportedABI or ErrMemoryLimit, with a message that says what is
+// wrong.
+func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (*Plugin, error) {
+	cfg.Limits = cfg.Limits.withDefaults()
+	p := &Plugin{name: name, digest: Digest(wasm), host: h, cfg: cfg, log: h.opts.Logger.With("plugin", name), done: make(chan struct{})}
+	refuse := func(err error, format string, args ...any) error {
+		return &ModuleError{Plugin: name, Err: err, Detail: fmt.Sprintf(format, args...)}
+	}
+
+	rcfg := wazero.NewRuntimeConfig().
+		WithCompilationCache(h.cache).
+		WithCloseOnContextDone(!cfg.DisablePreemption).
+		WithMemoryLimitPages(cfg.Limits.MemoryPages).
+		WithCustomSections(true)
+	rt := wazero.NewRuntimeWithConfig(ctx, rcfg)
+	compiled, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		rt.Close(ctx)
+		if strings.Contains(err.Error(), "over limit") || strings.Contains(err.Error(), "memory") && strings.Contains(err.Error(), "limit") {
+			return nil, refuse(ErrMemoryLimit, "%v", err)
+		}
+		return nil, refuse(ErrInvalidModule, "%v", err)
+	}
+	abiKind := NativeABI
+	for _, f := range compiled.ImportedFunctions() {
+		if mod, _, _ := f.Import(); mod == extismEnv {
+			abiKind = ExtismABI
+		}
+	}
+	if mem, ok := compiled.ExportedMemories()["memory"]; !ok {
+		rt.Close(ctx)
+		return nil, refuse(ErrMissingExport, "the module exports no memory named \"memory\"")
+	} else if mem.Min() > cfg.Limits.MemoryPages {
+		rt.Close(ctx)
+		return nil, refuse(ErrMemoryLimit, "initial memory of %d pages exceeds the limit of %d pages", mem.Min(), cfg.Limits.MemoryPages)
+	}
+	if err := checkImports(compiled, abiKind); err != nil {
+		rt.Close(ctx)
+		return nil, refuse(ErrUnknownImport, "%v", err)
+	}
+	if err := checkExports(compiled, abiKind); err != nil {
+		rt.Close(ctx)
+		return nil, refuse(ErrMissingExport, "%v", err)
+	}
+	declared, hasSection, err := versionSection(compiled)
+	if err != nil {
+		rt.Close(ctx)
+		return nil, refuse(ErrUnsupportedABI, "%v", err)
+	}
+
+	var r runner
+	switch abiKind {
+	case NativeABI:
+		r, err = newNativeRunner(ctx, p, rt, compiled)
+	case ExtismABI:
+		compiled.Close(ctx)
+		rt.Close(ctx)
+		r, err = newExtismRunner(ctx, p, rcfg, wasm)
+	}
+	if err != nil {
+		return nil, refuse(ErrInvalidModule, "%v", err)
+	}
+	p.abi = abiKind
+	p.pool = newPool(p, r)
+
+	// A first instance proves the module initializes within its limits and
+	// reports its version and handlers; it stays in the pool, warm.
+	inst, err := p.pool.get(ctx)
+	if err != nil {
+		p.pool.close()
+		var ce *CallError
+		if errors.As(err, &ce) {
+			return nil, refuse(ce.Err, "starting an instance: %s", ce.Detail)
+		}
+		return nil, refuse(ErrInvalidModule, "starting an instance: %v", err)
+	}
+	version, handlers, err := inst.describe(ctx)
+	if err != nil {
+		p.pool.put(inst, true)
+		p.pool.close()
+		return nil, refuse(ErrInvalidModule, "reading the ABI version: %v", err)
+	}
+	if hasSection {
+		version = declared
+	}
+	p.pool.put(inst, false)
+	if !slices.Contains(supportedVersions, version) {
+		p.pool.close()
+		return nil, refuse(ErrUnsupportedABI, "module speaks ABI version %d; this host supports %v", version, supportedVersions)
+	}
+	if handlers&(plugin.HasReconcile|plugin.HasAdmit) == 0 {
+		p.pool.close()
+		return nil, refuse(ErrMissingExport, "module registers neither a reconcile nor an admit handler")
+	}
+	p.handlers = handlers
+	if err := h.track(p); err != nil {
+		p.pool.close()
+		return nil, err
+	}
+	p.log.Debug("plugin loaded", "digest", p.digest, "abi", abiKind.String(), "handlers", handlers)
+	return p, nil
+}
+
+// checkImports accepts only what the host offers.
+func checkImports(m wazero.CompiledModule, kind ABI) error {
+	var unknown []string
+	for _, f := range m.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		ok := false
+		switch {
+		case mod == wasi_snapshot_preview1.ModuleName:
+			ok = true // wazero implements the whole of wasi_snapshot_preview1
+		case kind == NativeABI && mod == abi.HostModule:
+			ok = slices.Contains(hostFuncNames, name) && sigIs(f, i32x4, i32x1) ||
+				name == abi.HostResult && sigIs(f, []api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, i32x1)
+		case kind == ExtismABI && mod == extismEnv:
+			ok = slices.Contains(extismEnvFuncs, name)
+		case kind == ExtismABI && mod == abi.ExtismUserModule:
+			ok = slices.Contains(hostFuncNames, name) && sigIs(f, i64x1, i64x1)
+		}
+		if !ok {
+			unknown = append(unknown, fmt.Sprintf("%s.%s%s", mod, name, sig(f)))
+		}
+	}
+	if len(m.ImportedMemories()) > 0 {
+		unknown = append(unknown, "a memory")
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	offer := "wasi_snapshot_preview1 and setpoint.{log,get,list,emit_event} (reqPtr, reqLen, outPtr, outCap i32) -> i32, setpoint.result (i32, i32) -> i32"
+	if kind == ExtismABI {
+		offer = "wasi_snapshot_preview1, extism:host/env and extism:host/user.{log,get,list,emit_event} (i64) -> i64"
+	}
+	return fmt.Errorf("the module imports %s, which the host does not offer (it offers %s)", strings.Join(unknown, ", "), offer)
+}
+
+// checkExports checks the exports the ABI requires and their signatures.
+func checkExports(m wazero.CompiledModule, kind ABI) error {
+	ex := m.ExportedFunctions()
+	var problems []string
+	want := func(name string, params, results []api.ValueType, required bool) bool {
+		f, ok := ex[name]
+		if !ok {
+			if required {
+				problems = append(problems, "no export "+name)
+			}
+			return false
+		}
+		if !sigIs(f, params, results) {
+			problems = append(problems, fmt.Sprintf("export %s has signature %s, want %s", name, sig(f), sigString(params, results)))
+			return false
+		}
+		return true
+	}
+	var handlerParams, handlerResults []api.ValueType
+	switch kind {
+	case NativeABI:
+		want(abi.ExportVersion, nil, i32x1, true)
+		want(abi.ExportAlloc, i32x1, i32x1, true)
+		want("setpoint_handlers", nil, i32x1, false)
+		handlerParams, handlerResults = []api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}
+	case ExtismABI:
+		handlerParams, handlerResults = nil, i32x1
+	}
+	r := want(abi.ExportReconcile, handlerParams, handlerResults, false)
+	a := want(abi.ExportAdmit, handlerParams, handlerResults, false)
+	want(abi.ExportFinalize, handlerParams, handlerResults, false)
+	if !r && !a && len(problems) == 0 {
+		problems = append(problems, "exports neither reconcile nor admit")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s (%s ABI)", strings.Join(problems, "; "), kind)
+	}
+	return nil
+}
+
+// versionSection reads the optional custom section "setpoint_abi_version"
+// (the version in decimal ASCII), how modules that cannot export a function
+// for it declare their version.
+func versionSection(m wazero.CompiledModule) (version int, ok bool, err error) {
+	for _, s := range m.CustomSections() {
+		if s.Name() != abi.ExportVersion {
+			continue
+		}
+		v, err := strconv.Atoi(strings.TrimSpace(string(s.Data())))
+		if err != nil {
+			return 0, false, fmt.Errorf("custom section %s holds %q, not a version number", abi.ExportVersion, s.Data())
+		}
+		return v, true, nil
+	}
+	return 0, false, nil
+}
+
+var (
+	i32x1 = []api.ValueType{api.ValueTypeI32}
+	i32x4 = []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}
+	i64x1 = []api.ValueType{api.ValueTypeI64}
+)
+
+func sigIs(f api.FunctionDefinition, params, results []api.ValueType) bool {
+	return slices.Equal(f.ParamTypes(), params) && slices.Equal(f.ResultTypes(), results)
+}
+
+func sig(f api.FunctionDefinition) string { return sigString(f.ParamTypes(), f.ResultTypes()) }
+
+func sigString(params, results []api.ValueType) string {
+	names := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return strings.Join(s, ", ")
+	}
+	out := "(" + names(params) + ")"
+	if len(results) > 0 {
+		out += " -> " + names(results)
+	}
+	return out
+}

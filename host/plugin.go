@@ -1,0 +1,208 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+	"github.com/setpoint-dev/setpoint/sdk/plugin"
+)
+
+// Plugin is one loaded version of a plugin module, with its instance pool.
+// Its methods are safe for concurrent use.
+type Plugin struct {
+	name     string
+	digest   string
+	abi      ABI
+	handlers int32
+	host     *Host
+	cfg      Config
+	log      *slog.Logger
+	pool     *pool
+
+	calls, failures atomic.Int64
+
+	mu       sync.Mutex // guards inflight, retired, closed
+	inflight int
+	retired  bool // no new calls; closes when inflight reaches 0
+	closed   bool
+	done     chan struct{} // closed once the version is closed
+	doneOnce sync.Once
+}
+
+// errRetired is returned to a caller that reached a version after it was
+// retired; a Handle then retries on the current version.
+var errRetired = errors.New("host: plugin version retired")
+
+// Name is the plugin's name.
+func (p *Plugin) Name() string { return p.name }
+
+// Digest is the module's content address ("sha256:...").
+func (p *Plugin) Digest() string { return p.digest }
+
+// ABI is the guest ABI of the module.
+func (p *Plugin) ABI() ABI { return p.abi }
+
+// HasReconcile, HasAdmit and HasFinalize report the handlers it provides.
+func (p *Plugin) HasReconcile() bool { return p.handlers&plugin.HasReconcile != 0 }
+
+// HasAdmit reports whether the plugin provides an admission handler.
+func (p *Plugin) HasAdmit() bool { return p.handlers&plugin.HasAdmit != 0 }
+
+// HasFinalize reports whether the plugin provides a finalize handler.
+func (p *Plugin) HasFinalize() bool { return p.handlers&plugin.HasFinalize != 0 }
+
+// Stats are counters of one plugin version.
+type Stats struct {
+	Calls, Failures int64
+	IdleInstances   int
+}
+
+// Stats reports the version's counters.
+func (p *Plugin) Stats() Stats {
+	return Stats{Calls: p.calls.Load(), Failures: p.failures.Load(), IdleInstances: p.pool.size()}
+}
+
+// Reconcile calls the reconcile export.
+func (p *Plugin) Reconcile(ctx context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+	resp := new(abi.ReconcileResponse)
+	err := p.invoke(ctx, abi.ExportReconcile, plugin.HasReconcile, req.AppendJSON, func() abi.ObjectRef { return abi.RefOf(req.Object) }, resp.UnmarshalJSON)
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// Admit calls the admit export.
+func (p *Plugin) Admit(ctx context.Context, req *abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+	resp := new(abi.AdmissionResponse)
+	ref := func() abi.ObjectRef {
+		return abi.ObjectRef{APIVersion: apiVersion(req.Kind), Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
+	}
+	if err := p.invoke(ctx, abi.ExportAdmit, plugin.HasAdmit, req.AppendJSON, ref, resp.UnmarshalJSON); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// Finalize calls the finalize export.
+func (p *Plugin) Finalize(ctx context.Context, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
+	resp := new(abi.FinalizeResponse)
+	err := p.invoke(ctx, abi.ExportFinalize, plugin.HasFinalize, req.AppendJSON, func() abi.ObjectRef { return abi.RefOf(req.Object) }, resp.UnmarshalJSON)
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func apiVersion(gvk abi.GroupVersionKind) string {
+	if gvk.Group == "" {
+		return gvk.Version
+	}
+	return gvk.Group + "/" + gvk.Version
+}
+
+// invoke runs one call: it takes an instance, encodes the request into it,
+// runs the export under the call deadline and decodes the response.
+func (p *Plugin) invoke(ctx context.Context, export string, bit int32, encode func([]byte) []byte,
+	ref func() abi.ObjectRef, decode func([]byte) error) error {
+	if p.handlers&bit == 0 {
+		return &CallError{Plugin: p.name, Export: export, Err: ErrNoHandler}
+	}
+	if !p.acquire() {
+		return errRetired
+	}
+	defer p.release()
+	p.calls.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Limits.CallTimeout)
+	defer cancel()
+	in, err := p.pool.get(ctx)
+	if err != nil {
+		return p.fail(export, err)
+	}
+	scope := &callScope{p: p, export: export, object: ref()}
+	ctx = context.WithValue(ctx, scopeKey{}, scope)
+	buf := in.encodeBuffer()
+	*buf = encode((*buf)[:0])
+	out, err := in.call(ctx, export, *buf)
+	if err != nil {
+		var f *failure
+		p.pool.put(in, !(errors.As(err, &f) && f.keep))
+		return p.fail(export, err)
+	}
+	err = decode(out)
+	p.pool.put(in, err != nil)
+	if err != nil {
+		return p.fail(export, &failure{err: ErrBadOutput, detail: "the response is not a valid " + export + " document: " + err.Error()})
+	}
+	return nil
+}
+
+func (p *Plugin) fail(export string, err error) error {
+	p.failures.Add(1)
+	ce := &CallError{Plugin: p.name, Export: export, Err: err}
+	var f *failure
+	if errors.As(err, &f) {
+		ce.Err, ce.Detail = f.err, f.detail
+	}
+	return ce
+}
+
+func (p *Plugin) acquire() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.retired {
+		return false
+	}
+	p.inflight++
+	return true
+}
+
+func (p *Plugin) release() {
+	p.mu.Lock()
+	p.inflight--
+	last := p.retired && p.inflight == 0 && !p.closed
+	if last {
+		p.closed = true
+	}
+	p.mu.Unlock()
+	if last {
+		p.shutdown()
+	}
+}
+
+// retire stops new calls; the version closes once its calls are over.
+func (p *Plugin) retire() {
+	p.mu.Lock()
+	if p.retired {
+		p.mu.Unlock()
+		return
+	}
+	p.retired = true
+	last := p.inflight == 0 && !p.closed
+	if last {
+		p.closed = true
+	}
+	p.mu.Unlock()
+	if last {
+		p.shutdown()
+	}
+}
+
+func (p *Plugin) shutdown() {
+	p.pool.close()
+	p.host.untrack(p)
+	p.doneOnce.Do(func() { close(p.done) })
+}
+
+// Close stops new calls, waits for the calls in flight (each bounded by its
+// deadline) and releases the version's instances and runtime. It is
+// idempotent.
+func (p *Plugin) Close() error {
+	p.retire()
+	<-p.done
+	return nil
+}
