@@ -1,0 +1,71 @@
+// Package wswatch serves a watch stream over WebSocket (gorilla/websocket) for
+// clients that cannot read a chunked HTTP stream comfortably: browsers first.
+// The REST watch handler calls Server.Serve when a `?watch=true` request is a
+// WebSocket upgrade; the handler keeps parsing the request and starting the
+// watch, wswatch owns the connection. It imports nothing of Setpoint's: it
+// consumes a k8s.io/apimachinery watch.Interface.
+//
+// # Protocol
+//
+// Each server message is one text frame holding one JSON meta/v1 WatchEvent,
+// exactly the shape of one frame of the HTTP stream:
+//
+//	{"type":"ADDED","object":{...}}
+//
+// with type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR (whose object is a
+// meta/v1 Status; code 410 means the requested resourceVersion is gone: list
+// again and watch from the list's resourceVersion). Bookmarks are sent as on
+// HTTP: periodically when the request has allowWatchBookmarks=true (the
+// browser client always asks for them, so that it can resume from a recent
+// resourceVersion even when nothing it selects changes). An error in starting
+// the watch (a compacted resourceVersion, a bad selector) is sent the same
+// way, as one ERROR event, because a browser cannot read the HTTP status of a
+// failed handshake. Messages from the client are read and ignored.
+//
+// # Authentication and subprotocols
+//
+// A browser cannot set an Authorization header on a WebSocket, so the bearer
+// token may travel as the subprotocol
+// `base64url.bearer.authorization.k8s.io.<base64url token>`. The serving
+// layer validates it and strips it from the request before this package runs;
+// this package never selects, echoes or logs it either. The server selects the
+// first subprotocol of Options.Subprotocols the client offered
+// (`setpoint.watch.v1` by default: plain JSON text frames), or none. A
+// browser that offers the token subprotocol must offer `setpoint.watch.v1`
+// too, because a browser fails a connection whose server selects none of the
+// subprotocols it offered.
+//
+// # Origin
+//
+// A request with an Origin header is accepted when the origin is the server's
+// own (same scheme, host and port as the request) or one of
+// Options.AllowedOrigins; New refuses "*" and anything that is not a plain
+// scheme://host[:port]. Other origins get 403 before the upgrade. Requests
+// without an Origin header (non-browser clients) are accepted.
+//
+// # Close codes
+//
+//	1000 normal       the watch ended: timeoutSeconds passed, or after an
+//	                  ERROR event (act on the event first)
+//	1001 going away   the server is shutting down: reconnect with backoff and
+//	                  resume from the last resourceVersion received
+//	4008 too slow     CloseTooSlow: the client did not read fast enough and
+//	                  its per-connection buffer (Options.MaxQueuedEvents,
+//	                  MaxQueuedBytes) filled; the events still queued were
+//	                  dropped. Resume from the last resourceVersion received;
+//	                  nothing after it was lost.
+//
+// A connection that answers no ping within PingInterval+PongTimeout, or whose
+// writes stall for WriteTimeout, is closed without a close frame (the client
+// sees 1006); it too should resume from its last resourceVersion.
+//
+// # Goroutines
+//
+// For each connection, Serve runs on the request's goroutine and writes to
+// the socket (events, pings, the close frame). It starts two goroutines and
+// waits for both before it returns: the reader, which reads control frames
+// (pongs, close) and ends the session when the client goes away, and the
+// pump, which reads the watch's result channel, encodes each event and puts
+// it on the connection's bounded queue. The queue (a mutex-guarded slice,
+// empty and unallocated while idle) is the only state they share.
+package wswatch

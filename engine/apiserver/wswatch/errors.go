@@ -1,0 +1,14 @@
+package wswatch
+
+import "errors"
+
+var (
+	// ErrOrigin is returned by Serve when the request's Origin is not allowed.
+	ErrOrigin = errors.New("wswatch: origin not allowed")
+	// ErrTooSlow is returned by Serve when the client was closed with
+	// CloseTooSlow.
+	ErrTooSlow = errors.New("wswatch: client too slow")
+	// ErrBadOrigin is returned by New for an AllowedOrigins entry that is not
+	// a plain scheme://host[:port].
+	ErrBadOrigin = errors.New("wswatch: bad allowed origin")
+)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package wswatch_test
+
+const raceEnabled = false

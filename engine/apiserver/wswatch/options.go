@@ -1,0 +1,97 @@
+package wswatch
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Subprotocol is the plain JSON subprotocol the server selects by default.
+const Subprotocol = "setpoint.watch.v1"
+
+// CloseTooSlow is the close code sent to a client whose buffer filled; its
+// reason tells the client to resume from its last resourceVersion.
+const CloseTooSlow = 4008
+
+// Close reasons (each under the 123 bytes a close frame allows).
+const (
+	reasonTooSlow   = "client too slow: resume the watch from the last resourceVersion received"
+	reasonGoingAway = "server shutting down: resume the watch from the last resourceVersion received"
+	reasonEnded     = "watch ended"
+)
+
+// Options configures a Server. Zero values get defaults in New.
+type Options struct {
+	// AllowedOrigins are origins (scheme://host[:port]) accepted besides the
+	// server's own. "*" is refused.
+	AllowedOrigins []string
+	// Subprotocols the server may select, in order of preference; all carry
+	// plain JSON text frames. [Subprotocol] by default.
+	Subprotocols []string
+	// Logger gets connection logs at debug level; slog.Default() when nil.
+	Logger *slog.Logger
+	// Encode turns an event into one message; EncodeEvent by default. The
+	// REST handler passes its HTTP frame encoder so both streams match.
+	Encode func(watch.Event) ([]byte, error)
+	// MaxQueuedEvents and MaxQueuedBytes bound what one connection may have
+	// encoded but not yet written: 1024 events and 4 MiB by default.
+	MaxQueuedEvents int
+	MaxQueuedBytes  int
+	// PingInterval is how often the server pings; 30s by default.
+	PingInterval time.Duration
+	// PongTimeout is how long past PingInterval the client may stay silent
+	// before it is dropped; 30s by default.
+	PongTimeout time.Duration
+	// WriteTimeout bounds each write (a message, a ping, the close frame);
+	// 10s by default.
+	WriteTimeout time.Duration
+	// ReadLimit is the largest message the client may send; 4 KiB by default.
+	ReadLimit int64
+	// CloseGrace is how long the server waits for the client's close frame
+	// after its own; 1s by default.
+	CloseGrace time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Encode == nil {
+		o.Encode = EncodeEvent
+	}
+	if len(o.Subprotocols) == 0 {
+		o.Subprotocols = []string{Subprotocol}
+	}
+	if o.MaxQueuedEvents <= 0 {
+		o.MaxQueuedEvents = 1024
+	}
+	if o.MaxQueuedBytes <= 0 {
+		o.MaxQueuedBytes = 4 << 20
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = 30 * time.Second
+	}
+	if o.PongTimeout <= 0 {
+		o.PongTimeout = 30 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.ReadLimit <= 0 {
+		o.ReadLimit = 4 << 10
+	}
+	if o.CloseGrace <= 0 {
+		o.CloseGrace = time.Second
+	}
+}
+
+func (o *Options) validate() error {
+	for _, p := range o.Subprotocols {
+		if isTokenProtocol(p) {
+			return fmt.Errorf("wswatch: subprotocol %q carries credentials", tokenPrefix+"...")
+		}
+	}
+	return nil
+}
