@@ -1,0 +1,487 @@
+// app.js: Setpoint's web UI. Routes (in the URL hash):
+//   #/                                    kinds and plugins
+//   #/k/{group|core}/{version}/{plural}    a live table of a kind's objects
+//   #/k/{group|core}/{version}/{plural}/{namespace|_}/{name}   one object
+import { Client, APIError, watch, objectKey, resourcePath } from './setpoint.js';
+import { toYAML } from './yaml.js';
+
+const TOKEN_KEY = 'setpoint.token';
+const TABLE_ACCEPT = 'application/json;as=Table;v=v1;g=meta.k8s.io, application/json';
+const $ = (id) => document.getElementById(id);
+
+// h builds an element: h('a', {href: '#'}, 'text', child...). Text is never
+// parsed as HTML.
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function age(ts, now = Date.now()) {
+  if (!ts) return '';
+  let s = Math.max(0, Math.floor((now - Date.parse(ts)) / 1000));
+  if (s < 120) return `${s}s`;
+  let m = Math.floor(s / 60);
+  if (m < 120) return `${m}m`;
+  let hr = Math.floor(m / 60);
+  if (hr < 48) return `${hr}h`;
+  return `${Math.floor(hr / 24)}d`;
+}
+
+function readyOf(obj) {
+  const conds = (obj && obj.status && obj.status.conditions) || [];
+  return conds.find((c) => c.type === 'Ready');
+}
+
+function readyPill(obj) {
+  const c = readyOf(obj);
+  if (!c) return h('span', { class: 'pill none' }, '—');
+  return h('span', { class: `pill ${c.status}`, title: [c.reason, c.message].filter(Boolean).join(': ') }, c.status);
+}
+
+// ---- state ----
+
+const state = {
+  client: null,
+  resources: [], // discovered: {group, version, resource, kind, namespaced, verbs}
+  watchers: new Set(), // active Watchers, for the connection indicator
+  page: null, // the current page's cleanup function
+  pluginsWatch: null,
+};
+
+function track(w) {
+  state.watchers.add(w);
+  updateConn();
+  return w;
+}
+
+function untrack(w) {
+  w.stop();
+  state.watchers.delete(w);
+  updateConn();
+}
+
+const RANK = { unauthorized: 5, error: 4, reconnecting: 3, connecting: 2, live: 1 };
+
+function updateConn() {
+  let worst = 'idle';
+  for (const w of state.watchers) {
+    if ((RANK[w.state] || 0) > (RANK[worst] || 0)) worst = w.state;
+  }
+  const labels = { idle: 'Idle', live: 'Live', connecting: 'Connecting…', reconnecting: 'Reconnecting…', error: 'Error', unauthorized: 'Unauthorized' };
+  const el = $('conn');
+  el.dataset.state = worst;
+  el.querySelector('span').textContent = labels[worst] || worst;
+}
+
+function startWatch(resource, opts, handler) {
+  return track(watch(resource, { client: state.client, ...opts, onState: updateConn }, handler));
+}
+
+// ---- sign-in ----
+
+async function signIn(token) {
+  const client = new Client({ token });
+  await client.get('/api'); // 401 for a bad token
+  sessionStorage.setItem(TOKEN_KEY, token);
+  state.client = client;
+}
+
+function showSignIn(message) {
+  stopAll();
+  state.client = null;
+  $('app').hidden = true;
+  $('signout').hidden = true;
+  $('signin').hidden = false;
+  $('signin-error').textContent = message || '';
+  $('crumbs').textContent = '';
+  $('signin-token').focus();
+}
+
+function stopAll() {
+  if (state.page) state.page();
+  state.page = null;
+  if (state.pluginsWatch) untrack(state.pluginsWatch);
+  state.pluginsWatch = null;
+  for (const w of [...state.watchers]) untrack(w);
+}
+
+$('signin-form').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const token = $('signin-token').value.trim();
+  $('signin-error').textContent = '';
+  try {
+    await signIn(token);
+    $('signin-token').value = '';
+    await start();
+  } catch (err) {
+    $('signin-error').textContent = err instanceof APIError && err.status === 401
+      ? 'That token was not accepted.' : `Sign-in failed: ${err.message}`;
+  }
+});
+
+$('signout').addEventListener('click', () => {
+  sessionStorage.removeItem(TOKEN_KEY);
+  showSignIn('Signed out.');
+});
+
+// ---- discovery ----
+
+async function discover() {
+  const c = state.client;
+  const out = [];
+  const add = (group, version, list) => {
+    for (const r of list.resources || []) {
+      if (r.name.includes('/') || !(r.verbs || []).includes('list')) continue;
+      out.push({ group, version, resource: r.name, kind: r.kind, namespaced: r.namespaced, verbs: r.verbs || [] });
+    }
+  };
+  const [core, groups] = await Promise.all([c.get('/api/v1'), c.get('/apis')]);
+  add('', 'v1', core);
+  await Promise.all((groups.groups || []).map(async (g) => {
+    const v = (g.preferredVersion && g.preferredVersion.version) || (g.versions[0] && g.versions[0].version);
+    try {
+      add(g.name, v, await c.get(`/apis/${g.name}/${v}`));
+    } catch (err) {
+      console.warn('discovery', g.name, err);
+    }
+  }));
+  out.sort((a, b) => a.kind.localeCompare(b.kind) || a.group.localeCompare(b.group));
+  state.resources = out;
+  return out;
+}
+
+const routeOf = (r) => `#/k/${r.group || 'core'}/${r.version}/${r.resource}`;
+const findResource = (group, version, resource) =>
+  state.resources.find((r) => r.group === group && r.version === version && r.resource === resource);
+
+function resourceForKind(apiVersion, kind) {
+  const [g, v] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
+  return state.resources.find((r) => r.group === g && r.kind === kind && (r.version === v || true));
+}
+
+function objectRoute(r, obj) {
+  const m = obj.metadata || {};
+  return `${routeOf(r)}/${m.namespace || '_'}/${encodeURIComponent(m.name)}`;
+}
+
+function renderNav() {
+  const ul = $('kinds');
+  ul.replaceChildren(...state.resources.filter((r) => r.resource !== 'plugins').map((r) =>
+    h('li', {}, h('a', { href: routeOf(r), dataset: { route: routeOf(r) } },
+      h('span', {}, r.kind), h('span', { class: 'group' }, r.group || 'core')))));
+  const plugins = state.resources.find((r) => r.resource === 'plugins');
+  $('plugins-nav').hidden = !plugins;
+  if (plugins && !state.pluginsWatch) {
+    const list = $('plugins');
+    const draw = (_ev, w) => {
+      list.replaceChildren(...w.items().map((p) =>
+        h('li', {}, h('a', { href: objectRoute(plugins, p) }, h('span', {}, p.metadata.name), readyPill(p)))));
+      if (!w.items().length) list.replaceChildren(h('li', { class: 'muted' }, h('a', { href: routeOf(plugins) }, 'none yet')));
+    };
+    state.pluginsWatch = startWatch(resourcePath(plugins), {}, draw);
+  }
+}
+
+function markActive() {
+  const cur = location.hash.split('/').slice(0, 5).join('/');
+  for (const a of document.querySelectorAll('#kinds a')) a.classList.toggle('active', a.dataset.route === cur);
+}
+
+// ---- pages ----
+
+function crumbs(...parts) {
+  $('crumbs').replaceChildren(...parts.flatMap((p, i) => [i ? ' / ' : '', p]));
+}
+
+function homePage(main) {
+  crumbs();
+  main.replaceChildren(
+    h('h1', {}, 'Kinds'),
+    h('p', { class: 'sub' }, `${state.resources.length} kinds served. Pick one to watch its objects live.`),
+    h('table', { class: 'grid' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'Kind'), h('th', {}, 'Group'), h('th', {}, 'Version'), h('th', {}, 'Resource'), h('th', {}, 'Scope'))),
+      h('tbody', {}, state.resources.map((r) => h('tr', {},
+        h('td', {}, h('a', { href: routeOf(r) }, r.kind)), h('td', {}, r.group || 'core'), h('td', {}, r.version),
+        h('td', { class: 'mono' }, r.resource), h('td', {}, r.namespaced ? 'Namespaced' : 'Cluster'))))));
+  return () => {};
+}
+
+// kindPage shows a live table: the server's Table columns (the CRD's printer
+// columns), refreshed per object as watch events arrive, plus Ready and Age
+// from the watched objects.
+function kindPage(main, r) {
+  crumbs(h('a', { href: routeOf(r) }, r.kind));
+  const path = resourcePath(r);
+  const tbody = h('tbody');
+  const thead = h('thead');
+  const count = h('span', {}, '…');
+  const table = h('table', { class: 'grid', id: 'objects', dataset: { resource: r.resource } }, thead, tbody);
+  const empty = h('div', { class: 'empty', id: 'objects-empty', hidden: true }, `No ${r.resource} yet.`);
+  main.replaceChildren(h('h1', {}, r.kind), h('p', { class: 'sub' }, h('span', { class: 'mono' }, `${r.resource}.${r.group || 'core'}/${r.version}`), ' · ', count, ' objects'), table, empty);
+
+  let columns = null; // server columns (priority 0), without Age
+  const cells = new Map(); // key -> server cells
+  const rows = new Map(); // key -> tr
+  let stopped = false;
+
+  function header() {
+    const names = [];
+    if (r.namespaced) names.push('Namespace');
+    for (const c of columns || [{ name: 'Name' }]) names.push(c.name);
+    if (!(columns || []).some((c) => c.name === 'Ready')) names.push('Ready');
+    names.push('Age');
+    thead.replaceChildren(h('tr', {}, names.map((n) => h('th', {}, n))));
+  }
+
+  function rowFor(obj, flash) {
+    const key = objectKey(obj);
+    const server = cells.get(key);
+    const tds = [];
+    if (r.namespaced) tds.push(h('td', { dataset: { col: 'Namespace' } }, obj.metadata.namespace));
+    (columns || [{ name: 'Name' }]).forEach((c, i) => {
+      let v = server ? server[i] : c.name === 'Name' ? obj.metadata.name : '';
+      if (c.name === 'Name') v = h('a', { href: objectRoute(r, obj) }, obj.metadata.name);
+      tds.push(h('td', { dataset: { col: c.name } }, v === undefined || v === null ? '' : typeof v === 'object' && !(v instanceof Node) ? JSON.stringify(v) : v));
+    });
+    if (!(columns || []).some((c) => c.name === 'Ready')) tds.push(h('td', { dataset: { col: 'Ready' } }, readyPill(obj)));
+    tds.push(h('td', { dataset: { col: 'Age' }, class: 'age', title: obj.metadata.creationTimestamp || '' }, age(obj.metadata.creationTimestamp)));
+    const tr = h('tr', { dataset: { key, rv: obj.metadata.resourceVersion }, class: flash ? 'flash' : '' }, tds);
+    return tr;
+  }
+
+  function render() {
+    const items = w.items();
+    count.textContent = String(items.length);
+    empty.hidden = items.length > 0;
+    table.hidden = items.length === 0;
+    const want = new Set(items.map(objectKey));
+    for (const [k, tr] of rows) if (!want.has(k)) { tr.remove(); rows.delete(k); cells.delete(k); }
+    let prev = null;
+    for (const obj of items) {
+      const k = objectKey(obj);
+      let tr = rows.get(k);
+      if (!tr || tr.dataset.rv !== obj.metadata.resourceVersion || tr.dataset.stale) {
+        const fresh = rowFor(obj, !!tr);
+        if (tr) tr.replaceWith(fresh); else tbody.insertBefore(fresh, prev ? prev.nextSibling : tbody.firstChild);
+        tr = fresh;
+        rows.set(k, tr);
+      } else if ((prev ? prev.nextSibling : tbody.firstChild) !== tr) {
+        tbody.insertBefore(tr, prev ? prev.nextSibling : tbody.firstChild);
+      }
+      prev = tr;
+    }
+  }
+
+  // Server cells are fetched per changed object (the whole table past 20).
+  const dirty = new Set();
+  let timer = null;
+  function schedule(key) {
+    dirty.add(key);
+    if (!timer) timer = setTimeout(refresh, 30);
+  }
+  async function refresh() {
+    timer = null;
+    const keys = [...dirty];
+    dirty.clear();
+    if (stopped || !columns) { render(); return; }
+    try {
+      if (keys.length > 20) {
+        await loadTable();
+      } else {
+        await Promise.all(keys.map(async (k) => {
+          const obj = w.get(...splitKey(k));
+          if (!obj) return;
+          const t = await state.client.get(`${resourcePath(r, obj.metadata.namespace)}/${encodeURIComponent(obj.metadata.name)}`, { accept: TABLE_ACCEPT });
+          const row = t && t.rows && t.rows[0];
+          if (row && w.get(...splitKey(k))) cells.set(k, pick(row.cells));
+        }));
+      }
+    } catch (err) {
+      if (!(err instanceof APIError && err.status === 404)) console.warn('table refresh', err);
+    }
+    for (const k of keys) { const tr = rows.get(k); if (tr) tr.dataset.stale = '1'; }
+    if (!stopped) render();
+  }
+  const splitKey = (k) => (k.includes('/') ? k.split('/').reverse() : [k]);
+
+  let keep = [];
+  const pick = (all) => keep.map((i) => all[i]);
+  async function loadTable() {
+    const t = await state.client.get(path, { accept: TABLE_ACCEPT });
+    if (!t || t.kind !== 'Table') throw new Error('no Table output');
+    keep = [];
+    const cols = [];
+    (t.columnDefinitions || []).forEach((c, i) => {
+      if ((c.priority || 0) === 0 && c.name !== 'Age') { keep.push(i); cols.push(c); }
+    });
+    columns = cols;
+    for (const row of t.rows || []) {
+      const m = (row.object && row.object.metadata) || {};
+      cells.set(m.namespace ? `${m.namespace}/${m.name}` : m.name, pick(row.cells));
+    }
+    header();
+  }
+
+  header();
+  const w = startWatch(path, {}, (ev) => {
+    if (ev.type === 'SYNCED') { render(); return; }
+    if (ev.type === 'DELETED') { render(); return; }
+    schedule(objectKey(ev.object));
+  });
+  loadTable().then(() => { for (const k of rows.keys()) rows.get(k).dataset.stale = '1'; render(); })
+    .catch((err) => { console.warn('table', err); columns = null; header(); render(); });
+  const ticker = setInterval(() => {
+    for (const td of tbody.querySelectorAll('td.age')) td.textContent = age(td.title);
+  }, 5000);
+  return () => { stopped = true; clearInterval(ticker); clearTimeout(timer); untrack(w); };
+}
+
+// objectPage shows one object live: its YAML, owner, children and events.
+function objectPage(main, r, namespace, name) {
+  const path = resourcePath(r, namespace);
+  crumbs(h('a', { href: routeOf(r) }, r.kind), name);
+  const yaml = h('pre', { class: 'yaml mono', id: 'object-yaml' });
+  const summary = h('div', { id: 'object-summary' });
+  const owners = h('div', { id: 'object-owners' }, h('span', { class: 'muted' }, 'None'));
+  const children = h('div', { id: 'object-children' }, h('span', { class: 'muted' }, 'Looking…'));
+  const events = h('div', { id: 'object-events' }, h('span', { class: 'muted' }, 'None'));
+  main.replaceChildren(
+    h('h1', {}, name), h('p', { class: 'sub' }, `${r.kind}${namespace ? ` in ${namespace}` : ''}`),
+    h('div', { class: 'detail' },
+      h('div', {}, h('div', { class: 'card' }, h('h2', {}, 'Object'), yaml)),
+      h('div', {},
+        h('div', { class: 'card' }, h('h2', {}, 'Status'), summary),
+        h('div', { class: 'card' }, h('h2', {}, 'Owner'), owners),
+        h('div', { class: 'card' }, h('h2', {}, 'Children'), children),
+        h('div', { class: 'card' }, h('h2', {}, 'Events'), events))));
+
+  let current = null;
+  let childTimer = null;
+  const w = startWatch(resourcePath(r, namespace), { fieldSelector: `metadata.name=${name}` }, () => {
+    const obj = w.get(name, namespace);
+    if (obj === current) return;
+    current = obj;
+    if (!obj) { yaml.textContent = 'Not found (deleted?).'; summary.replaceChildren(); return; }
+    yaml.textContent = toYAML(obj);
+    const c = readyOf(obj);
+    summary.replaceChildren(h('div', {}, 'Ready: ', readyPill(obj)),
+      c && c.message ? h('p', { class: 'muted' }, c.message) : '',
+      h('div', { class: 'muted' }, `Age ${age(obj.metadata.creationTimestamp)} · resourceVersion ${obj.metadata.resourceVersion}`));
+    const refs = obj.metadata.ownerReferences || [];
+    owners.replaceChildren(refs.length ? h('ul', {}, refs.map((o) => {
+      const or = resourceForKind(o.apiVersion, o.kind);
+      const label = `${o.kind}/${o.name}${o.controller ? ' (controller)' : ''}`;
+      return h('li', {}, or ? h('a', { href: objectRoute(or, { metadata: { namespace: or.namespaced ? namespace : '', name: o.name } }) }, label) : label);
+    })) : h('span', { class: 'muted' }, 'None'));
+    clearTimeout(childTimer);
+    childTimer = setTimeout(() => findChildren(obj), 200);
+  });
+
+  async function findChildren(obj) {
+    const uid = obj.metadata.uid;
+    const found = [];
+    const candidates = state.resources.filter((x) => x.verbs.includes('list') && x.resource !== 'events').slice(0, 40);
+    await Promise.all(candidates.map(async (x) => {
+      try {
+        const list = await state.client.get(resourcePath(x, x.namespaced ? namespace : ''));
+        for (const it of list.items || []) {
+          if ((it.metadata.ownerReferences || []).some((o) => o.uid === uid)) found.push({ r: x, obj: it });
+        }
+      } catch { /* not listable here */ }
+    }));
+    found.sort((a, b) => (a.r.kind + a.obj.metadata.name).localeCompare(b.r.kind + b.obj.metadata.name));
+    children.replaceChildren(found.length ? h('ul', {}, found.map(({ r: x, obj: it }) =>
+      h('li', {}, h('a', { href: objectRoute(x, it) }, `${x.kind}/${it.metadata.name}`), ' ', readyPill(it))))
+      : h('span', { class: 'muted' }, 'None'));
+  }
+
+  let ew = null;
+  const eventsRes = findResource('', 'v1', 'events');
+  if (eventsRes && (namespace || !r.namespaced)) {
+    ew = startWatch(resourcePath(eventsRes, namespace), {}, (_ev, ww) => {
+      const mine = ww.items().filter((e) => e.involvedObject && e.involvedObject.name === name &&
+        e.involvedObject.kind === r.kind && (!current || !e.involvedObject.uid || e.involvedObject.uid === current.metadata.uid));
+      mine.sort((a, b) => String(b.lastTimestamp || b.eventTime || '').localeCompare(String(a.lastTimestamp || a.eventTime || '')));
+      events.replaceChildren(mine.length ? h('table', { class: 'events' }, h('tbody', {}, mine.slice(0, 50).map((e) => h('tr', {},
+        h('td', {}, h('span', { class: `pill ${e.type === 'Warning' ? 'False' : 'True'}` }, e.reason || e.type || '')),
+        h('td', { class: 'msg' }, e.message || '', e.count > 1 ? h('span', { class: 'muted' }, ` ×${e.count}`) : ''),
+        h('td', { class: 'muted' }, age(e.lastTimestamp || e.eventTime || e.metadata.creationTimestamp))))))
+        : h('span', { class: 'muted' }, 'None'));
+    });
+  }
+  return () => { clearTimeout(childTimer); untrack(w); if (ew) untrack(ew); };
+}
+
+// ---- router ----
+
+async function route() {
+  if (!state.client) return;
+  if (state.page) state.page();
+  state.page = null;
+  const main = $('main');
+  const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  markActive();
+  if (parts[0] === 'k' && parts.length >= 4) {
+    const r = findResource(parts[1] === 'core' ? '' : parts[1], parts[2], parts[3]);
+    if (!r) {
+      main.replaceChildren(h('h1', {}, 'Not served'), h('p', { class: 'sub' }, `${parts[3]} is not served by this server.`));
+      return;
+    }
+    if (parts.length >= 6) {
+      state.page = objectPage(main, r, parts[4] === '_' ? '' : parts[4], parts[5]);
+    } else {
+      state.page = kindPage(main, r);
+    }
+    return;
+  }
+  state.page = homePage(main);
+}
+
+async function start() {
+  $('signin').hidden = true;
+  $('app').hidden = false;
+  $('signout').hidden = false;
+  try {
+    await discover();
+  } catch (err) {
+    if (err instanceof APIError && err.status === 401) {
+      sessionStorage.removeItem(TOKEN_KEY);
+      showSignIn('Your token is no longer accepted.');
+      return;
+    }
+    $('main').replaceChildren(h('p', { class: 'error' }, `Discovery failed: ${err.message}`));
+    return;
+  }
+  renderNav();
+  await route();
+}
+
+window.addEventListener('hashchange', route);
+
+// Discovery changes as kinds are registered; refresh the navigation now and
+// then without disturbing the page.
+setInterval(async () => {
+  if (!state.client || document.hidden) return;
+  const before = state.resources.map(routeOf).join();
+  try { await discover(); } catch { return; }
+  if (state.resources.map(routeOf).join() !== before) { renderNav(); markActive(); }
+}, 10000);
+
+const saved = sessionStorage.getItem(TOKEN_KEY);
+if (saved) {
+  state.client = new Client({ token: saved });
+  start();
+} else {
+  showSignIn();
+}
