@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -135,6 +137,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		Metrics:     c.opts.Metrics.queueProvider(),
 	})}
 	r.primary = newInformer(c.opts.For, c.opts.Client, c.opts.Namespace, c.log, func(old, cur *unstructured.Unstructured) {
+		if !changeMatters(old, cur) {
+			return
+		}
 		o := cur
 		if o == nil {
 			o = old
@@ -173,6 +178,23 @@ func (c *Controller) Run(ctx context.Context) error {
 	<-ctx.Done()
 	c.log.Info("controller stopping")
 	return nil
+}
+
+// changeMatters reports whether a change of an object of the controller's
+// kind calls for a reconcile. A change of status alone does not: it is
+// usually the controller's own write, and reconciling on it would call the
+// plugin twice per change and defeat backoff. Status edited by someone else
+// is put right at the next resync.
+func changeMatters(old, cur *unstructured.Unstructured) bool {
+	if old == nil || cur == nil {
+		return true
+	}
+	return old.GetGeneration() != cur.GetGeneration() ||
+		!old.GetDeletionTimestamp().Equal(cur.GetDeletionTimestamp()) ||
+		!slices.Equal(old.GetFinalizers(), cur.GetFinalizers()) ||
+		!maps.Equal(old.GetLabels(), cur.GetLabels()) ||
+		!maps.Equal(old.GetAnnotations(), cur.GetAnnotations()) ||
+		old.GetUID() != cur.GetUID()
 }
 
 // enqueueOwner adds the key of the object that controls child, if it is of

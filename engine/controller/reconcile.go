@@ -148,6 +148,9 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 		if apierrors.IsConflict(err) {
 			return result{err: err}
 		}
+		if apierrors.IsNotFound(err) {
+			return result{skipped: true} // deleted meanwhile
+		}
 		if res.err == nil {
 			res.err = err
 		}
@@ -190,9 +193,21 @@ func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Uns
 	if c.opts.Finalizer == nil || !slices.Contains(obj.GetFinalizers(), c.opts.FinalizerName) {
 		return result{skipped: true}
 	}
+	// The cache may lag behind a finalizer removal that just happened:
+	// read the object fresh so that a finished finalizer is not called again.
+	fresh, err := c.opts.Client.Get(ctx, c.opts.For.Resource, obj.GetNamespace(), obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return result{skipped: true}
+	}
+	if err != nil {
+		return result{err: fmt.Errorf("get before finalize: %w", err)}
+	}
+	if fresh.GetUID() != obj.GetUID() || !slices.Contains(fresh.GetFinalizers(), c.opts.FinalizerName) {
+		return result{skipped: true}
+	}
+	obj = fresh
 	observed := c.observedChildren(r, obj)
 	req := &abi.FinalizeRequest{Children: childrenByKind(observed), Attempt: attempt, Config: c.opts.Config}
-	var err error
 	if req.Object, err = obj.MarshalJSON(); err != nil {
 		return result{err: fmt.Errorf("encode object: %w", err)}
 	}
@@ -238,6 +253,9 @@ func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Uns
 	if err := c.writeStatus(ctx, obj, status, nil, ready); err != nil {
 		if apierrors.IsConflict(err) {
 			return result{err: err}
+		}
+		if apierrors.IsNotFound(err) {
+			return result{skipped: true}
 		}
 		if res.err == nil {
 			res.err = err
