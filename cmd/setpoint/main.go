@@ -17,11 +17,22 @@ var version = "dev"
 
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "setpoint",
-		Short:         "Setpoint: a control plane you program with WebAssembly",
+		Use:   "setpoint",
+		Short: "Setpoint: a control plane you program with WebAssembly",
+		Long: `Setpoint: a control plane you program with WebAssembly.
+
+` + "`setpoint server`" + ` runs the control plane; the other verbs talk to a running one,
+found through --server and --token, then SETPOINT_SERVER and SETPOINT_TOKEN, then
+the kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/config) — the admin.kubeconfig
+the server writes in its data directory works for setpoint and kubectl alike.
+
+` + exitCodeHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError("%v; see `%s --help`", err, c.CommandPath())
+	})
 	root.AddCommand(newVersionCommand())
 	for _, add := range subcommands {
 		root.AddCommand(add())
@@ -33,21 +44,9 @@ func newRootCommand() *cobra.Command {
 // lives in a file of its own.
 var subcommands []func() *cobra.Command
 
-func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the client version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "Client Version: %s\n", version)
-			return err
-		},
-	}
-}
-
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
+		fmt.Fprintln(os.Stderr, paletteFor(os.Stderr).red("error:"), err)
+		os.Exit(exitCode(err))
 	}
 }

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+)
+
+// Environment variables that name the server and the token; they come after
+// the flags and before the kubeconfig.
+const (
+	envServer = "SETPOINT_SERVER"
+	envToken  = "SETPOINT_TOKEN"
+)
+
+// clientOptions are the connection flags every client verb takes.
+type clientOptions struct {
+	server     string
+	token      string
+	kubeconfig string
+	context    string
+	namespace  string
+	caFile     string
+	insecure   bool
+	timeout    time.Duration
+}
+
+// addClientFlags adds the connection flags to cmd.
+func addClientFlags(cmd *cobra.Command, o *clientOptions) {
+	f := cmd.Flags()
+	f.StringVar(&o.server, "server", "", "server URL, https://HOST:PORT (default: $"+envServer+", then the kubeconfig)")
+	f.StringVar(&o.token, "token", "", "bearer token (default: $"+envToken+", then the kubeconfig)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file, such as DATA-DIR/admin.kubeconfig written by `setpoint server` (default: $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&o.context, "context", "", "kubeconfig context to use (default: the current context)")
+	f.StringVar(&o.caFile, "certificate-authority", "", "PEM file of the CA that signed the server's certificate (default: the kubeconfig's)")
+	f.BoolVar(&o.insecure, "insecure-skip-tls-verify", false, "do not verify the server's certificate (unsafe)")
+	f.DurationVar(&o.timeout, "request-timeout", 30*time.Second, "how long a single request may take; 0 means no limit (watches are never cut)")
+}
+
+// addNamespaceFlag adds -n/--namespace.
+func addNamespaceFlag(cmd *cobra.Command, o *clientOptions) {
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "namespace (default: the kubeconfig context's, then \"default\")")
+}
+
+// client is a connection to a server: the REST configuration, a dynamic
+// client and a RESTMapper fed by discovery.
+type client struct {
+	config     *rest.Config
+	namespace  string // the namespace to use when none is given
+	explicitNS bool   // namespace came from -n
+	dynamic    dynamic.Interface
+	discovery  discovery.CachedDiscoveryInterface
+	mapper     meta.ResettableRESTMapper
+}
+
+// connect resolves the connection: flags, then SETPOINT_SERVER and
+// SETPOINT_TOKEN, then the kubeconfig (--kubeconfig or KUBECONFIG).
+func (o *clientOptions) connect() (*client, error) {
+	// client-go reports some failures through klog as well as through the
+	// errors it returns; the errors are explained to the user, the log lines
+	// would only repeat them.
+	klog.SetLogger(logr.Discard())
+	server := firstNonEmpty(o.server, os.Getenv(envServer))
+	token := firstNonEmpty(o.token, os.Getenv(envToken))
+
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.context}
+	if server != "" {
+		overrides.ClusterInfo.Server = server
+	}
+	if token != "" {
+		overrides.AuthInfo.Token = token
+	}
+	if o.caFile != "" {
+		overrides.ClusterInfo.CertificateAuthority = o.caFile
+	}
+	if o.insecure {
+		overrides.ClusterInfo.InsecureSkipTLSVerify = true
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	cfg, err := loader.ClientConfig()
+	switch {
+	case err == nil:
+	case o.kubeconfig != "" && errors.Is(err, fs.ErrNotExist):
+		return nil, exitError(exitUsage, fmt.Errorf("kubeconfig %s: %w", o.kubeconfig, err))
+	case clientcmd.IsEmptyConfig(err) && server != "":
+		cfg = &rest.Config{Host: server, BearerToken: token}
+		cfg.TLSClientConfig.CAFile = o.caFile
+		cfg.TLSClientConfig.Insecure = o.insecure
+	case clientcmd.IsEmptyConfig(err):
+		return nil, exitError(exitUsage, errors.New("no server configured: pass --server (and --token), set "+envServer+" and "+envToken+
+			", or point --kubeconfig or KUBECONFIG at the admin.kubeconfig that `setpoint server` wrote in its data directory"))
+	default:
+		return nil, exitError(exitUsage, fmt.Errorf("load kubeconfig: %w", err))
+	}
+	if o.caFile != "" {
+		cfg.TLSClientConfig.CAData = nil
+	}
+	if o.insecure {
+		cfg.TLSClientConfig.CAData, cfg.TLSClientConfig.CAFile = nil, ""
+	}
+	if token != "" {
+		cfg.BearerTokenFile = ""
+	}
+	cfg.Timeout = o.timeout
+	cfg.UserAgent = "setpoint/" + version
+	cfg.QPS, cfg.Burst = 50, 100
+	// Table output and the like come back as warnings otherwise.
+	cfg.WarningHandler = rest.NoWarnings{}
+
+	ns := o.namespace
+	if ns == "" {
+		if ns, _, err = loader.Namespace(); err != nil || ns == "" {
+			ns = "default"
+		}
+	}
+	c, err := newClient(cfg, ns)
+	if err != nil {
+		return nil, err
+	}
+	c.explicitNS = o.namespace != ""
+	return c, nil
+}
+
+// newClient builds the clients for cfg; namespace is the one to use when
+// none is given.
+func newClient(cfg *rest.Config, namespace string) (*client, error) {
+	c := &client{config: cfg, namespace: namespace}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	c.discovery = memory.NewMemCacheClient(dc)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(c.discovery)
+	c.mapper = restmapper.NewShortcutExpander(mapper, c.discovery, nil).(meta.ResettableRESTMapper)
+	// Watches must not be cut by the request timeout.
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.Timeout = 0
+	if c.dynamic, err = dynamic.NewForConfig(wcfg); err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	return c, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// resource is a resolved resource argument.
+type resource struct {
+	gvr        schema.GroupVersionResource
+	gvk        schema.GroupVersionKind
+	namespaced bool
+}
+
+// qualified is how kubectl names a resource in messages: widgets.example.setpoint.dev.
+func (r resource) qualified() string {
+	return schema.GroupResource{Group: r.gvr.Group, Resource: r.gvr.Resource}.String()
+}
+
+// objectName is the TYPE/NAME form `-o name` prints: widget.example.setpoint.dev/foo.
+func (r resource) objectName(name string) string {
+	kind := strings.ToLower(r.gvk.Kind)
+	if r.gvk.Group != "" {
+		kind += "." + r.gvk.Group
+	}
+	return kind + "/" + name
+}
+
+// resolve maps a resource as a person types it — plural, singular, kind,
+// short name, optionally with .group or .version.group — to what the server
+// serves.
+func (c *client) resolve(arg string) (resource, error) {
+	r, err := c.resolveOnce(arg)
+	if err != nil && meta.IsNoMatchError(err) {
+		// A kind registered a moment ago: read discovery again.
+		c.mapper.Reset()
+		r, err = c.resolveOnce(arg)
+	}
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return resource{}, exitError(exitNotFound, fmt.Errorf("the server does not serve a resource named %q; `setpoint kinds` lists what it serves", arg))
+		}
+		return resource{}, c.explain(err)
+	}
+	return r, nil
+}
+
+func (c *client) resolveOnce(arg string) (resource, error) {
+	var gvr schema.GroupVersionResource
+	full, gr := schema.ParseResourceArg(arg)
+	var err error
+	if full != nil {
+		gvr, err = c.mapper.ResourceFor(*full)
+		if err != nil {
+			gvr, err = c.mapper.ResourceFor(gr.WithVersion(""))
+		}
+	} else {
+		gvr, err = c.mapper.ResourceFor(gr.WithVersion(""))
+	}
+	if err != nil {
+		return resource{}, err
+	}
+	return c.resourceFor(gvr)
+}
+
+func (c *client) resourceFor(gvr schema.GroupVersionResource) (resource, error) {
+	gvk, err := c.mapper.KindFor(gvr)
+	if err != nil {
+		return resource{}, err
+	}
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return resource{}, err
+	}
+	return resource{gvr: m.Resource, gvk: gvk, namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
+}
+
+// resourceForKind maps an apiVersion and kind from a manifest.
+func (c *client) resourceForKind(gvk schema.GroupVersionKind) (resource, error) {
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil && meta.IsNoMatchError(err) {
+		c.mapper.Reset()
+		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		return resource{}, err
+	}
+	return resource{gvr: m.Resource, gvk: gvk, namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
+}
+
+// resourceInterface is the dynamic client for r in namespace ns (ignored for
+// cluster-scoped resources; "" lists all namespaces).
+func (c *client) resourceInterface(r resource, ns string) dynamic.ResourceInterface {
+	if r.namespaced {
+		return c.dynamic.Resource(r.gvr).Namespace(ns)
+	}
+	return c.dynamic.Resource(r.gvr)
+}

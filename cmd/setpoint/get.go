@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+func init() { subcommands = append(subcommands, newGetCommand) }
+
+type getOptions struct {
+	client        clientOptions
+	allNamespaces bool
+	selector      string
+	fieldSelector string
+	output        string
+	watch         bool
+	watchOnly     bool
+	watchEvents   bool
+	noHeaders     bool
+}
+
+func newGetCommand() *cobra.Command {
+	o := &getOptions{}
+	cmd := &cobra.Command{
+		Use:   "get RESOURCE [NAME...]",
+		Short: "List objects, or show some by name",
+		Long: `List the objects of a resource, or show the named ones. RESOURCE is what kubectl
+accepts: the plural (widgets), the singular (widget), the kind (Widget), a short
+name (wd), optionally qualified by group (widgets.example.setpoint.dev);
+RESOURCE/NAME works too. ` + "`setpoint kinds`" + ` lists them.
+
+The table has the columns the server declares for the kind (a
+CustomResourceDefinition's additionalPrinterColumns) and AGE; -o wide adds the
+columns of lower priority. -w keeps watching and prints each change.
+
+` + exitCodeHelp,
+		Example: `  setpoint get widgets
+  setpoint get widget foo -o yaml
+  setpoint get wd -A -l 'env in (dev,prod)'
+  setpoint get widgets -o jsonpath='{.items[*].metadata.name}'
+  setpoint get widgets -w`,
+		Args: rangeArgs(1, -1, "RESOURCE [NAME...]"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runGet(ctx, o, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	addClientFlags(cmd, &o.client)
+	cmd.ValidArgsFunction = completeResources(&o.client)
+	addNamespaceFlag(cmd, &o.client)
+	f := cmd.Flags()
+	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list across all namespaces")
+	f.StringVarP(&o.selector, "selector", "l", "", "label selector: key=value, key!=value, key in (a,b), key notin (a,b), key, !key")
+	f.StringVar(&o.fieldSelector, "field-selector", "", "field selector on metadata.name or metadata.namespace")
+	f.StringVarP(&o.output, "output", "o", "", outputHelp)
+	f.BoolVarP(&o.watch, "watch", "w", false, "after listing, watch for changes and print each")
+	f.BoolVar(&o.watchOnly, "watch-only", false, "watch for changes without listing first")
+	f.BoolVar(&o.watchEvents, "output-watch-events", false, "with --watch, print the event type (ADDED, MODIFIED, DELETED) of each change")
+	f.BoolVar(&o.noHeaders, "no-headers", false, "print tables without their header")
+	return cmd
+}
+
+// splitResourceArgs accepts RESOURCE NAME... and RESOURCE/NAME forms.
+func splitResourceArgs(args []string) (string, []string, error) {
+	if res, name, ok := strings.Cut(args[0], "/"); ok {
+		if name == "" || len(args) > 1 {
+			return "", nil, usageError("use either RESOURCE NAME... or RESOURCE/NAME")
+		}
+		return res, []string{name}, nil
+	}
+	return args[0], args[1:], nil
+}
+
+func runGet(ctx context.Context, o *getOptions, args []string, stdout, stderr io.Writer) error {
+	out, err := parseOutput(o.output)
+	if err != nil {
+		return err
+	}
+	resArg, names, err := splitResourceArgs(args)
+	if err != nil {
+		return err
+	}
+	if o.allNamespaces && len(names) > 0 {
+		return usageError("-A lists; it cannot be combined with names")
+	}
+	if o.watchOnly {
+		o.watch = true
+	}
+	if o.watch && len(names) > 1 {
+		return usageError("--watch takes at most one name")
+	}
+	c, err := o.client.connect()
+	if err != nil {
+		return err
+	}
+	r, err := c.resolve(resArg)
+	if err != nil {
+		return err
+	}
+	ns := c.namespace
+	if o.allNamespaces || !r.namespaced {
+		ns = ""
+	}
+	opts := metav1.ListOptions{LabelSelector: o.selector, FieldSelector: o.fieldSelector}
+	tp := &tablePrinter{w: stdout, wide: out.format == "wide", withNamespace: o.allNamespaces && r.namespaced,
+		withEvent: o.watchEvents, noHeaders: o.noHeaders, now: time.Now}
+
+	rv := ""
+	if !o.watchOnly {
+		if rv, err = getOnce(ctx, c, r, ns, names, opts, out, tp, stdout, stderr); err != nil {
+			return err
+		}
+	}
+	if !o.watch {
+		return nil
+	}
+	if len(names) == 1 {
+		sel := fields.OneTermEqualSelector("metadata.name", names[0]).String()
+		if opts.FieldSelector != "" {
+			sel = opts.FieldSelector + "," + sel
+		}
+		opts.FieldSelector = sel
+	}
+	return watchAndPrint(ctx, c, r, ns, opts, rv, out, tp, stdout)
+}
+
+// getOnce prints the current state and returns the revision it was read at.
+func getOnce(ctx context.Context, c *client, r resource, ns string, names []string, opts metav1.ListOptions,
+	out output, tp *tablePrinter, stdout, stderr io.Writer) (string, error) {
+	ri := c.resourceInterface(r, ns)
+	switch out.format {
+	case "table", "wide":
+		if len(names) == 0 {
+			t, err := c.table(ctx, r, ns, "", opts)
+			if err != nil {
+				return "", err
+			}
+			if len(t.Rows) == 0 {
+				fmt.Fprintln(stderr, noneFound(r, ns))
+			} else if err := tp.print(t, "ADDED"); err != nil {
+				return "", err
+			}
+			return t.ResourceVersion, nil
+		}
+		var firstErr error
+		for _, name := range names {
+			t, err := c.table(ctx, r, ns, name, opts)
+			if err != nil {
+				fmt.Fprintf(stderr, "%s %v\n", paletteFor(stderr).red("error:"), err)
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			if err := tp.print(t, "ADDED"); err != nil {
+				return "", err
+			}
+		}
+		if firstErr != nil {
+			return "", exitError(exitCode(firstErr), silent{errors.New("some objects could not be read")})
+		}
+		return "", nil
+	}
+
+	var items []unstructured.Unstructured
+	rv := ""
+	if len(names) == 0 {
+		list, err := ri.List(ctx, opts)
+		if err != nil {
+			return "", c.explain(err)
+		}
+		items, rv = list.Items, list.GetResourceVersion()
+		if len(items) == 0 && out.format == "name" {
+			fmt.Fprintln(stderr, noneFound(r, ns))
+		}
+	} else {
+		for _, name := range names {
+			obj, err := ri.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return "", c.explain(err)
+			}
+			items = append(items, *obj)
+		}
+	}
+	if out.format == "name" {
+		for _, it := range items {
+			fmt.Fprintln(stdout, r.objectName(it.GetName()))
+		}
+		return rv, nil
+	}
+	if len(names) == 1 {
+		cleanForOutput(&items[0])
+		return rv, printObject(stdout, out, items[0].Object)
+	}
+	return rv, printObject(stdout, out, listObject(items))
+}
+
+func noneFound(r resource, ns string) string {
+	if r.namespaced && ns != "" {
+		return fmt.Sprintf("No resources found in %s namespace.", ns)
+	}
+	return "No resources found"
+}
+
+// watchAndPrint follows changes from rv until ctx ends, resuming after a
+// dropped connection and listing again when the revision is gone.
+func watchAndPrint(ctx context.Context, c *client, r resource, ns string, opts metav1.ListOptions, rv string,
+	out output, tp *tablePrinter, stdout io.Writer) error {
+	ri := c.resourceInterface(r, ns)
+	rows := map[string]*metav1.Table{} // last row printed per object, for deletes
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	<-retry.C
+	for {
+		wopts := opts
+		wopts.ResourceVersion = rv
+		wopts.AllowWatchBookmarks = true
+		w, err := ri.Watch(ctx, wopts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return c.explain(err)
+		}
+		gone := false
+		for ev := range w.ResultChan() {
+			switch ev.Type {
+			case watch.Bookmark:
+				if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+					rv = u.GetResourceVersion()
+				}
+				continue
+			case watch.Error:
+				if st := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(st) || apierrors.IsGone(st) {
+					gone = true
+				}
+				continue
+			}
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			rv = u.GetResourceVersion()
+			if err := printEvent(ctx, c, r, ev.Type, u, out, tp, rows, stdout); err != nil {
+				w.Stop()
+				return err
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if gone {
+			rv = "" // the revision was compacted: start from now
+		}
+		retry.Reset(time.Second)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-retry.C:
+		}
+	}
+}
+
+func printEvent(ctx context.Context, c *client, r resource, typ watch.EventType, u *unstructured.Unstructured,
+	out output, tp *tablePrinter, rows map[string]*metav1.Table, stdout io.Writer) error {
+	key := u.GetNamespace() + "/" + u.GetName()
+	switch out.format {
+	case "table", "wide":
+		t := rows[key]
+		if typ != watch.Deleted {
+			fresh, err := c.table(ctx, r, u.GetNamespace(), u.GetName(), metav1.ListOptions{})
+			if err == nil {
+				t = fresh
+			} else if t == nil {
+				t = &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{{Name: "Name", Type: "string"}},
+					Rows: []metav1.TableRow{{Cells: []any{u.GetName()}}}}
+			}
+			rows[key] = t
+		} else {
+			delete(rows, key)
+			if t == nil {
+				t = &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{{Name: "Name", Type: "string"}},
+					Rows: []metav1.TableRow{{Cells: []any{u.GetName()}}}}
+			}
+		}
+		return tp.print(t, string(typ))
+	case "name":
+		prefix := ""
+		if tp.withEvent {
+			prefix = string(typ) + " "
+		}
+		_, err := fmt.Fprintln(stdout, prefix+r.objectName(u.GetName()))
+		return err
+	case "yaml":
+		cleanForOutput(u)
+		if _, err := fmt.Fprintln(stdout, "---"); err != nil {
+			return err
+		}
+		return printObject(stdout, out, eventObject(typ, u, tp.withEvent))
+	default:
+		cleanForOutput(u)
+		if out.format == "json" {
+			out.format = "json"
+		}
+		return printObject(stdout, out, eventObject(typ, u, tp.withEvent))
+	}
+}
+
+func eventObject(typ watch.EventType, u *unstructured.Unstructured, withEvent bool) map[string]any {
+	if withEvent {
+		return map[string]any{"type": string(typ), "object": u.Object}
+	}
+	return u.Object
+}
