@@ -622,3 +622,94 @@ func TestFakeInformerRelistsAfterExpiry(t *testing.T) {
 		}
 	})
 }
+
+func TestFakeInformerResumesAfterWatchEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := controllertest.New()
+		_, stop := runManager(t, newController(t, c, "widget", &widgetPlugin{}, func(o *controller.Options) { o.ResyncPeriod = -1 }))
+		defer stop()
+		create(t, c, widgets, newWidget("w1", "small"))
+		synctest.Wait()
+		started := c.Watches()
+		c.EndWatches()
+		synctest.Wait()
+		if c.Watches() != started+2 {
+			t.Errorf("watches = %d, want %d (both caches resumed)", c.Watches(), started+2)
+		}
+		create(t, c, widgets, newWidget("w2", "small"))
+		synctest.Wait()
+		if s, _, _ := ready(get(t, c, widgets, "w2")); s != "True" {
+			t.Errorf("w2 Ready = %q after the watch resumed", s)
+		}
+	})
+}
+
+// toggleElector leads when told to, and loses leadership when told to.
+type toggleElector struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	leads  chan struct{}
+	rounds atomic.Int64
+}
+
+func (e *toggleElector) Lead(ctx context.Context) (context.Context, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-e.leads:
+	}
+	e.rounds.Add(1)
+	lctx, cancel := context.WithCancel(ctx)
+	e.mu.Lock()
+	e.cancel = cancel
+	e.mu.Unlock()
+	return lctx, nil
+}
+
+func (e *toggleElector) lose() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cancel()
+}
+
+func TestFakeManagerFollowsLeadership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := controllertest.New()
+		el := &toggleElector{leads: make(chan struct{})}
+		m := controller.NewManager(controller.ManagerOptions{Elector: el, Logger: quietLogger()})
+		m.Put(newController(t, c, "widget", &widgetPlugin{}, nil))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+
+		create(t, c, widgets, newWidget("w1", "small"))
+		synctest.Wait()
+		if s, _, _ := ready(get(t, c, widgets, "w1")); s != "" {
+			t.Fatalf("reconciled before leading: Ready = %q", s)
+		}
+		el.leads <- struct{}{}
+		synctest.Wait()
+		if s, _, _ := ready(get(t, c, widgets, "w1")); s != "True" {
+			t.Fatalf("Ready = %q while leading", s)
+		}
+		el.lose()
+		synctest.Wait()
+		create(t, c, widgets, newWidget("w2", "small"))
+		synctest.Wait()
+		if s, _, _ := ready(get(t, c, widgets, "w2")); s != "" {
+			t.Fatalf("reconciled after losing leadership: Ready = %q", s)
+		}
+		el.leads <- struct{}{}
+		synctest.Wait()
+		if s, _, _ := ready(get(t, c, widgets, "w2")); s != "True" {
+			t.Fatalf("Ready = %q after leading again", s)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if n := el.rounds.Load(); n != 2 {
+			t.Errorf("led %d times, want 2", n)
+		}
+	})
+}

@@ -42,6 +42,7 @@ type Client struct {
 	history   []change
 	compacted int64
 	watchers  map[*watcher]struct{}
+	watches   int
 	writes    map[string]int
 }
 
@@ -82,6 +83,23 @@ func (c *Client) Compact() {
 		w.expire()
 		delete(c.watchers, w)
 	}
+}
+
+// EndWatches ends every watch without an error, as a server closing its
+// streams would; clients resume from their last resourceVersion.
+func (c *Client) EndWatches() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for w := range c.watchers {
+		w.cancel()
+	}
+}
+
+// Watches returns how many watches were started.
+func (c *Client) Watches() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.watches
 }
 
 func (c *Client) fail(verb string, gvr schema.GroupVersionResource, ns, name string) error {
@@ -365,6 +383,7 @@ func (c *Client) Watch(ctx context.Context, gvr schema.GroupVersionResource, nam
 		}
 	}
 	c.watchers[w] = struct{}{}
+	c.watches++
 	go func() {
 		w.pump(ctx)
 		c.mu.Lock()
