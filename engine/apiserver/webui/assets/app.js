@@ -186,7 +186,7 @@ function renderNav() {
     const list = $('plugins');
     const draw = (_ev, w) => {
       list.replaceChildren(...w.items().map((p) =>
-        h('li', {}, h('a', { href: objectRoute(plugins, p) }, h('span', {}, p.metadata.name), readyPill(p)))));
+        h('li', {}, h('a', { class: 'row', href: objectRoute(plugins, p) }, h('span', {}, p.metadata.name), readyPill(p)))));
       if (!w.items().length) list.replaceChildren(h('li', { class: 'muted' }, h('a', { href: routeOf(plugins) }, 'none yet')));
     };
     state.pluginsWatch = startWatch(resourcePath(plugins), {}, draw);
