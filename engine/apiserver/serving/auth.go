@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"slices"
 	"strings"
 
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -23,9 +24,12 @@ const wsTokenPrefix = "base64url.bearer.authorization.k8s.io."
 // anonymousPaths are served without a token: probes and the version.
 var anonymousPaths = []string{"/healthz", "/readyz", "/livez", "/version"}
 
-// Anonymous tells whether path is served without a token.
-func Anonymous(path string) bool {
-	for _, p := range anonymousPaths {
+// Anonymous tells whether path is one of the probes or /version, which are
+// served without a token.
+func Anonymous(path string) bool { return under(path, anonymousPaths) }
+
+func under(path string, prefixes []string) bool {
+	for _, p := range prefixes {
 		if path == p || strings.HasPrefix(path, p+"/") {
 			return true
 		}
@@ -36,14 +40,24 @@ func Anonymous(path string) bool {
 // Authenticator checks bearer tokens. Its zero value rejects every request
 // that needs a token.
 type Authenticator struct {
-	token []byte
-	user  user.Info
+	token  []byte
+	user   user.Info
+	public []string // anonymousPaths and the caller's public paths
 }
 
 // NewAuthenticator returns an Authenticator that accepts token as the admin
-// user.
-func NewAuthenticator(token string) *Authenticator {
-	return &Authenticator{token: []byte(token), user: AdminUser}
+// user. public are further paths (with their subpaths) served without a
+// token, such as static files that hold no secrets.
+func NewAuthenticator(token string, public ...string) *Authenticator {
+	return &Authenticator{token: []byte(token), user: AdminUser, public: append(slices.Clone(anonymousPaths), public...)}
+}
+
+// isPublic tells whether path is served without a token.
+func (a *Authenticator) isPublic(path string) bool {
+	if a.public == nil {
+		return Anonymous(path)
+	}
+	return under(path, a.public)
 }
 
 // Authenticate returns the user the request's credentials name, or false. It
@@ -116,7 +130,7 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, ok := a.Authenticate(r)
 		if !ok {
-			if Anonymous(r.URL.Path) {
+			if a.isPublic(r.URL.Path) {
 				r.Header.Del("Authorization")
 				next.ServeHTTP(w, r)
 				return

@@ -41,6 +41,9 @@ func TestAuthenticator(t *testing.T) {
 		{name: "version is open", path: "/version", wantCode: 200},
 		{name: "healthz with a wrong token is open", path: "/healthz", header: http.Header{"Authorization": {"Bearer nope"}}, wantCode: 200},
 		{name: "look-alike path is not open", path: "/healthzz", wantCode: 401},
+		{name: "public path is open", path: "/ui/index.html", wantCode: 200},
+		{name: "public path root is open", path: "/ui", wantCode: 200},
+		{name: "public look-alike is not open", path: "/uix", wantCode: 401},
 		{name: "websocket subprotocol token", path: "/api/v1/namespaces",
 			header:   http.Header{"Sec-Websocket-Protocol": {"v4.channel.k8s.io, " + wsProtocol(testToken)}},
 			wantCode: 200, wantUser: true, wantWS: "v4.channel.k8s.io"},
@@ -56,7 +59,7 @@ func TestAuthenticator(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var sawUser bool
 			var sawWS string
-			h := NewAuthenticator(testToken).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := NewAuthenticator(testToken, "/ui").Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if u, ok := request.UserFrom(r.Context()); ok {
 					sawUser = true
 					if u.GetName() != AdminUser.Name || !slices.Contains(u.GetGroups(), "system:masters") {

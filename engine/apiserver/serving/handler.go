@@ -13,6 +13,10 @@ type HandlerOptions struct {
 	Token string
 	// Logger gets the request log; slog.Default when nil.
 	Logger *slog.Logger
+	// PublicPaths are served without a token besides the probes and
+	// /version, with their subpaths: static files that hold no secrets, such
+	// as the web UI's.
+	PublicPaths []string
 	// Metrics are recorded and served at /metrics; NewMetrics() when nil.
 	Metrics *Metrics
 }
@@ -38,5 +42,5 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		}
 		api.ServeHTTP(w, r)
 	})
-	return Instrument(NewAuthenticator(opts.Token).Wrap(routes), InstrumentOptions{Logger: opts.Logger, Metrics: m})
+	return Instrument(NewAuthenticator(opts.Token, opts.PublicPaths...).Wrap(routes), InstrumentOptions{Logger: opts.Logger, Metrics: m})
 }
