@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// Operation is the kind of write admission sees.
+type Operation string
+
+// The operations.
+const (
+	OpCreate Operation = "CREATE"
+	OpUpdate Operation = "UPDATE"
+	OpDelete Operation = "DELETE"
+)
+
+// AdmissionRequest describes one write to the admission chain.
+type AdmissionRequest struct {
+	Operation   Operation
+	Resource    schema.GroupVersionResource
+	Kind        schema.GroupVersionKind
+	Subresource string
+	Namespace   string
+	Name        string
+	// Object is the object being written (nil on delete). Mutate may change
+	// it in place.
+	Object *unstructured.Unstructured
+	// OldObject is the stored object on update and delete.
+	OldObject *unstructured.Unstructured
+	DryRun    bool
+	// User is the authenticated user of the request, when there is one.
+	User user.Info
+}
+
+// Admitter is the admission seam. The engine calls it on every write in
+// Kubernetes' order: Mutate, then the kind's schema validation, then Validate.
+// An error denies the write; a *errors.StatusError reaches the client as is,
+// any other error becomes 403 Forbidden.
+type Admitter interface {
+	Mutate(ctx context.Context, req *AdmissionRequest) error
+	Validate(ctx context.Context, req *AdmissionRequest) error
+}
+
+func (s *Service) admitter() Admitter {
+	if b := s.adm.Load(); b != nil {
+		return b.a
+	}
+	return nil
+}
+
+func newAdmissionRequest(ctx context.Context, op Operation, sv *served, sub string, obj, old *unstructured.Unstructured, dry bool) *AdmissionRequest {
+	req := &AdmissionRequest{
+		Operation: op, Resource: sv.GVR, Kind: sv.GVK(), Subresource: sub,
+		Object: obj, OldObject: old, DryRun: dry,
+	}
+	src := obj
+	if src == nil {
+		src = old
+	}
+	if src != nil {
+		req.Namespace, req.Name = src.GetNamespace(), src.GetName()
+	}
+	if u, ok := request.UserFrom(ctx); ok {
+		req.User = u
+	}
+	return req
+}
+
+func (s *Service) mutate(ctx context.Context, req *AdmissionRequest) error {
+	a := s.admitter()
+	if a == nil {
+		return nil
+	}
+	return admissionError(req, a.Mutate(ctx, req))
+}
+
+func (s *Service) validateAdmission(ctx context.Context, req *AdmissionRequest) error {
+	a := s.admitter()
+	if a == nil {
+		return nil
+	}
+	return admissionError(req, a.Validate(ctx, req))
+}
+
+func admissionError(req *AdmissionRequest, err error) error {
+	if err == nil {
+		return nil
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return err
+	}
+	return apierrors.NewForbidden(req.Resource.GroupResource(), req.Name, err)
+}

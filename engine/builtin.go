@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// The built-in resources.
+var (
+	NamespaceResource = corev1.SchemeGroupVersion.WithResource("namespaces")
+	EventResource     = corev1.SchemeGroupVersion.WithResource("events")
+)
+
+// DefaultNamespace exists from the start and cannot be deleted.
+const DefaultNamespace = "default"
+
+// builtinStrategy is the strategy of the kinds Setpoint serves without a CRD.
+type builtinStrategy struct {
+	namespaced bool
+	hasStatus  bool
+	// statusOnly makes this the strategy of the /status subresource.
+	statusOnly bool
+	nameFn     apivalidation.ValidateNameFunc
+	validate   func(ctx context.Context, obj, old *unstructured.Unstructured) field.ErrorList
+}
+
+func (b builtinStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	u := obj.(*unstructured.Unstructured)
+	if b.hasStatus {
+		delete(u.Object, "status")
+	}
+	u.SetGeneration(1)
+}
+
+func (b builtinStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	u, o := obj.(*unstructured.Unstructured), old.(*unstructured.Unstructured)
+	if b.statusOnly {
+		status, ok := u.Object["status"]
+		*u = *o.DeepCopy()
+		if ok {
+			u.Object["status"] = status
+		} else {
+			delete(u.Object, "status")
+		}
+		return
+	}
+	if b.hasStatus {
+		if st, ok := o.Object["status"]; ok {
+			u.Object["status"] = st
+		} else {
+			delete(u.Object, "status")
+		}
+	}
+	if !equality.Semantic.DeepEqual(withoutMeta(u.Object), withoutMeta(o.Object)) {
+		u.SetGeneration(o.GetGeneration() + 1)
+	} else {
+		u.SetGeneration(o.GetGeneration())
+	}
+}
+
+func withoutMeta(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != "metadata" && k != "status" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (b builtinStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	u := obj.(*unstructured.Unstructured)
+	errs := apivalidation.ValidateObjectMetaAccessor(u, b.namespaced, b.nameFn, field.NewPath("metadata"))
+	if b.validate != nil {
+		errs = append(errs, b.validate(ctx, u, nil)...)
+	}
+	return errs
+}
+
+func (b builtinStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	u, o := obj.(*unstructured.Unstructured), old.(*unstructured.Unstructured)
+	errs := apivalidation.ValidateObjectMetaAccessor(u, b.namespaced, b.nameFn, field.NewPath("metadata"))
+	errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(u, o, field.NewPath("metadata"))...)
+	if b.validate != nil && !b.statusOnly {
+		errs = append(errs, b.validate(ctx, u, o)...)
+	}
+	return errs
+}
+
+func newBuiltin(gvr schema.GroupVersionResource, kind, singular string, namespaced, hasStatus bool,
+	nameFn apivalidation.ValidateNameFunc, validate func(context.Context, *unstructured.Unstructured, *unstructured.Unstructured) field.ErrorList,
+	columns []apiextensionsv1.CustomResourceColumnDefinition, typed any, hooks kindHooks, shortNames ...string) *served {
+	st := builtinStrategy{namespaced: namespaced, hasStatus: hasStatus, nameFn: nameFn, validate: validate}
+	sst := st
+	sst.statusOnly = true
+	columns = append(columns, apiextensionsv1.CustomResourceColumnDefinition{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"})
+	table, _ := tableconvertor.New(columns)
+	return &served{
+		Resource: Resource{
+			GVR: gvr, Kind: kind, ListKind: kind + "List", Singular: singular,
+			ShortNames: shortNames, Namespaced: namespaced, Status: hasStatus, Builtin: true,
+		},
+		strategy:       st,
+		statusStrategy: sst,
+		table:          table,
+		strategicPatch: typed,
+		hooks:          hooks,
+	}
+}
+
+func builtins() []*served {
+	return []*served{
+		newBuiltin(NamespaceResource, "Namespace", "namespace", false, true, apivalidation.ValidateNamespaceName, nil,
+			[]apiextensionsv1.CustomResourceColumnDefinition{{Name: "Status", Type: "string", JSONPath: ".status.phase"}},
+			&corev1.Namespace{}, namespaceHooks{}, "ns"),
+		newBuiltin(EventResource, "Event", "event", true, false, apivalidation.NameIsDNSSubdomain, nil,
+			[]apiextensionsv1.CustomResourceColumnDefinition{
+				{Name: "Type", Type: "string", JSONPath: ".type"},
+				{Name: "Reason", Type: "string", JSONPath: ".reason"},
+				{Name: "Object", Type: "string", JSONPath: ".involvedObject.name"},
+				{Name: "Message", Type: "string", JSONPath: ".message"},
+			}, &corev1.Event{}, nil, "ev"),
+		newBuiltin(CRDResource, "CustomResourceDefinition", "customresourcedefinition", false, true, apivalidation.NameIsDNSSubdomain, validateCRD,
+			[]apiextensionsv1.CustomResourceColumnDefinition{{Name: "Created At", Type: "date", JSONPath: ".metadata.creationTimestamp"}},
+			nil, crdHooks{}, "crd", "crds"),
+	}
+}
+
+// namespaceHooks gives namespaces their phase and protects the default one.
+type namespaceHooks struct{}
+
+func (namespaceHooks) prepare(_ context.Context, _ *Service, obj, old map[string]any) error {
+	if old == nil {
+		return unstructured.SetNestedField(obj, string(corev1.NamespaceActive), "status", "phase")
+	}
+	return nil
+}
+
+func (namespaceHooks) committed(_ context.Context, s *Service, obj, _ map[string]any) {
+	if obj == nil {
+		s.kickGC() // objects in a deleted namespace are swept
+	}
+}
+
+func (namespaceHooks) deleting(_ context.Context, _ *Service, obj map[string]any) error {
+	name, _, _ := unstructured.NestedString(obj, "metadata", "name")
+	if name == DefaultNamespace {
+		return apierrors.NewForbidden(NamespaceResource.GroupResource(), name, fmt.Errorf("this namespace may not be deleted"))
+	}
+	return nil
+}

@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	extvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured/unstructuredscheme"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// CRDResource is the resource of CustomResourceDefinitions.
+var CRDResource = apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
+
+// crdFromMap decodes a CRD and applies the API's defaults to it.
+func crdFromMap(obj map[string]any) (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, crd); err != nil {
+		return nil, fmt.Errorf("decode CustomResourceDefinition: %w", err)
+	}
+	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(crd)
+	return crd, nil
+}
+
+func crdToInternal(crd *apiextensionsv1.CustomResourceDefinition) (*apiextensions.CustomResourceDefinition, error) {
+	out := &apiextensions.CustomResourceDefinition{}
+	if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(crd, out, nil); err != nil {
+		return nil, fmt.Errorf("convert CustomResourceDefinition: %w", err)
+	}
+	return out, nil
+}
+
+// validateCRD runs the apiextensions validation of a CRD (and of an update).
+func validateCRD(ctx context.Context, obj, old *unstructured.Unstructured) field.ErrorList {
+	crd, err := crdFromMap(obj.Object)
+	if err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath("spec"), nil, err.Error())}
+	}
+	in, err := crdToInternal(crd)
+	if err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath("spec"), nil, err.Error())}
+	}
+	if old == nil {
+		return extvalidation.ValidateCustomResourceDefinition(ctx, in)
+	}
+	oldCRD, err := crdFromMap(old.Object)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+	}
+	oldIn, err := crdToInternal(oldCRD)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+	}
+	return extvalidation.ValidateCustomResourceDefinitionUpdate(ctx, in, oldIn)
+}
+
+// buildCRD turns a CRD into the resources it serves, one per served version.
+func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) {
+	names := crd.Status.AcceptedNames
+	if names.Plural == "" {
+		names = crd.Spec.Names
+	}
+	namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
+	var out []*served
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: names.Plural}
+		gvk := gvr.GroupVersion().WithKind(names.Kind)
+
+		val, err := apihelpers.GetSchemaForVersion(crd, v.Name)
+		if err != nil {
+			return nil, fmt.Errorf("crd %s version %s: %w", crd.Name, v.Name, err)
+		}
+		var props *apiextensions.JSONSchemaProps
+		var structural *structuralschema.Structural
+		if val != nil {
+			in := &apiextensions.CustomResourceValidation{}
+			if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, in, nil); err != nil {
+				return nil, fmt.Errorf("crd %s version %s: convert schema: %w", crd.Name, v.Name, err)
+			}
+			props = in.OpenAPIV3Schema
+			s, err := structuralschema.NewStructural(props)
+			if err != nil {
+				return nil, fmt.Errorf("crd %s version %s: structural schema: %w", crd.Name, v.Name, err)
+			}
+			structural = s.DeepCopy()
+			if err := structuraldefaulting.PruneDefaults(structural); err != nil {
+				return nil, fmt.Errorf("crd %s version %s: prune defaults: %w", crd.Name, v.Name, err)
+			}
+		}
+		validator, _, err := apiservervalidation.NewSchemaValidator(props)
+		if err != nil {
+			return nil, fmt.Errorf("crd %s version %s: schema validator: %w", crd.Name, v.Name, err)
+		}
+
+		subs, err := apihelpers.GetSubresourcesForVersion(crd, v.Name)
+		if err != nil {
+			return nil, fmt.Errorf("crd %s version %s: %w", crd.Name, v.Name, err)
+		}
+		var statusSpec *apiextensions.CustomResourceSubresourceStatus
+		var scaleSpec *apiextensions.CustomResourceSubresourceScale
+		var scaleV1 *apiextensionsv1.CustomResourceSubresourceScale
+		var statusValidator apiservervalidation.SchemaValidator
+		if subs != nil && subs.Status != nil {
+			statusSpec = &apiextensions.CustomResourceSubresourceStatus{}
+			if props != nil {
+				if st, ok := props.Properties["status"]; ok {
+					if statusValidator, _, err = apiservervalidation.NewSchemaValidator(&st); err != nil {
+						return nil, fmt.Errorf("crd %s version %s: status validator: %w", crd.Name, v.Name, err)
+					}
+				}
+			}
+		}
+		if subs != nil && subs.Scale != nil {
+			scaleV1 = subs.Scale.DeepCopy()
+			scaleSpec = &apiextensions.CustomResourceSubresourceScale{}
+			if err := apiextensionsv1.Convert_v1_CustomResourceSubresourceScale_To_apiextensions_CustomResourceSubresourceScale(subs.Scale, scaleSpec, nil); err != nil {
+				return nil, fmt.Errorf("crd %s version %s: scale: %w", crd.Name, v.Name, err)
+			}
+		}
+
+		columns := v.AdditionalPrinterColumns
+		if len(columns) == 0 {
+			columns = []apiextensionsv1.CustomResourceColumnDefinition{{
+				Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
+				Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"],
+			}}
+		}
+		table, _ := tableconvertor.New(columns) // on error it still returns the default convertor
+
+		st := customresource.NewStrategy(unstructuredscheme.NewUnstructuredObjectTyper(), namespaced, gvk,
+			validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
+		out = append(out, &served{
+			Resource: Resource{
+				GVR:        gvr,
+				Kind:       names.Kind,
+				ListKind:   names.ListKind,
+				Singular:   names.Singular,
+				ShortNames: slices.Clone(names.ShortNames),
+				Categories: slices.Clone(names.Categories),
+				Namespaced: namespaced,
+				Status:     statusSpec != nil,
+				Scale:      scaleSpec != nil,
+				CRD:        crd.Name,
+			},
+			strategy:        st,
+			statusStrategy:  customresource.NewStatusStrategy(st),
+			structural:      structural,
+			preserveUnknown: crd.Spec.PreserveUnknownFields,
+			table:           table,
+			scale:           scaleV1,
+		})
+	}
+	return out, nil
+}
+
+// crdHooks keeps the registry in step with CRD writes.
+type crdHooks struct{}
+
+// prepare sets the CRD's defaults and server-owned status: accepted names,
+// the NamesAccepted and Established conditions and the stored versions.
+func (crdHooks) prepare(_ context.Context, s *Service, obj, _ map[string]any) error {
+	crd, err := crdFromMap(obj)
+	if err != nil {
+		return err
+	}
+	conflict := s.namesConflict(crd)
+	now := metav1.Now()
+	if conflict == "" {
+		crd.Status.AcceptedNames = crd.Spec.Names
+		apihelpers.SetCRDCondition(crd, apiextensionsv1.CustomResourceDefinitionCondition{
+			Type: apiextensionsv1.NamesAccepted, Status: apiextensionsv1.ConditionTrue,
+			Reason: "NoConflicts", Message: "no conflicts found", LastTransitionTime: now,
+		})
+		apihelpers.SetCRDCondition(crd, apiextensionsv1.CustomResourceDefinitionCondition{
+			Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue,
+			Reason: "InitialNamesAccepted", Message: "the initial names have been accepted", LastTransitionTime: now,
+		})
+	} else {
+		apihelpers.SetCRDCondition(crd, apiextensionsv1.CustomResourceDefinitionCondition{
+			Type: apiextensionsv1.NamesAccepted, Status: apiextensionsv1.ConditionFalse,
+			Reason: "NameConflict", Message: conflict, LastTransitionTime: now,
+		})
+		if !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+			apihelpers.SetCRDCondition(crd, apiextensionsv1.CustomResourceDefinitionCondition{
+				Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionFalse,
+				Reason: "NotAccepted", Message: "not all names are accepted", LastTransitionTime: now,
+			})
+		}
+	}
+	if sv, err := apihelpers.GetCRDStorageVersion(crd); err == nil && !slices.Contains(crd.Status.StoredVersions, sv) {
+		crd.Status.StoredVersions = append(crd.Status.StoredVersions, sv)
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
+	if err != nil {
+		return fmt.Errorf("encode CustomResourceDefinition: %w", err)
+	}
+	meta := obj["metadata"]
+	clear(obj)
+	for k, v := range m {
+		obj[k] = v
+	}
+	obj["metadata"] = meta
+	return nil
+}
+
+func (crdHooks) committed(_ context.Context, s *Service, obj, old map[string]any) {
+	if obj == nil {
+		if name, _, _ := unstructured.NestedString(old, "metadata", "name"); name != "" {
+			s.reg.removeCRD(name)
+		}
+		return
+	}
+	s.serveCRD(obj)
+}
+
+func (crdHooks) deleting(ctx context.Context, s *Service, obj map[string]any) error {
+	crd, err := crdFromMap(obj)
+	if err != nil {
+		return err
+	}
+	s.reg.removeCRD(crd.Name)
+	return s.purgeResource(ctx, crd.Spec.Group, crd.Status.AcceptedNames.Plural)
+}
+
+// serveCRD registers the resources of a stored CRD, when its names were
+// accepted. A CRD that cannot be built is logged and not served.
+func (s *Service) serveCRD(obj map[string]any) {
+	crd, err := crdFromMap(obj)
+	if err != nil {
+		s.log.Error("decode stored CustomResourceDefinition", "err", err)
+		return
+	}
+	if !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+		return
+	}
+	ss, err := buildCRD(crd)
+	if err != nil {
+		s.log.Error("serve CustomResourceDefinition", "crd", crd.Name, "err", err)
+		return
+	}
+	s.reg.setCRD(crd, ss)
+}
+
+// namesConflict reports a clash of crd's names with another CRD of its group.
+func (s *Service) namesConflict(crd *apiextensionsv1.CustomResourceDefinition) string {
+	n := crd.Spec.Names
+	for _, other := range s.reg.allCRDs() {
+		if other.Name == crd.Name || other.Spec.Group != crd.Spec.Group {
+			continue
+		}
+		on := other.Status.AcceptedNames
+		switch {
+		case on.Kind == n.Kind:
+			return fmt.Sprintf("%q is already in use", n.Kind)
+		case on.ListKind == n.ListKind:
+			return fmt.Sprintf("%q is already in use", n.ListKind)
+		case on.Singular == n.Singular || on.Plural == n.Singular:
+			return fmt.Sprintf("%q is already in use", n.Singular)
+		}
+		for _, sn := range n.ShortNames {
+			if slices.Contains(on.ShortNames, sn) {
+				return fmt.Sprintf("%q is already in use", sn)
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// Delete deletes an object, honouring preconditions (uid, resourceVersion:
+// 409 Conflict on mismatch), finalizers (the object gets a deletionTimestamp
+// and stays until they are removed) and the propagation policy: Background
+// (the default: the garbage collector deletes dependents afterwards),
+// Foreground (the object waits with the foregroundDeletion finalizer until
+// its blocking dependents are gone) or Orphan (dependents lose their owner
+// reference).
+func (s *Service) Delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) error {
+	_, _, err := s.DeleteObject(ctx, gvr, namespace, name, opts)
+	return err
+}
+
+// DeleteObject is Delete returning the object: as it was when it was removed
+// (deleted true), or as it is now, waiting for finalizers (deleted false).
+func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) (obj *unstructured.Unstructured, deleted bool, err error) {
+	sv, err := s.lookup(gvr, namespace, false)
+	if err != nil {
+		return nil, false, err
+	}
+	dry, err := dryRun(opts.DryRun)
+	if err != nil {
+		return nil, false, err
+	}
+	policy := metav1.DeletePropagationBackground
+	if opts.OrphanDependents != nil && *opts.OrphanDependents {
+		policy = metav1.DeletePropagationOrphan
+	}
+	if opts.PropagationPolicy != nil {
+		policy = *opts.PropagationPolicy
+	}
+	switch policy {
+	case metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan:
+	default:
+		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("unknown propagationPolicy %q", policy))
+	}
+	gr := gvr.GroupResource()
+	k := key(sv, namespace, name)
+	for attempt := 1; ; attempt++ {
+		kv, err := s.store.Get(ctx, k, store.GetOptions{})
+		if err != nil {
+			return nil, false, storeError(err, gr, name)
+		}
+		cur, err := decode(sv, kv)
+		if err != nil {
+			return nil, false, err
+		}
+		if p := opts.Preconditions; p != nil {
+			if p.UID != nil && *p.UID != cur.GetUID() {
+				return nil, false, apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", *p.UID, cur.GetUID()))
+			}
+			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+				return nil, false, apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s", *p.ResourceVersion, cur.GetResourceVersion()))
+			}
+		}
+		req := newAdmissionRequest(ctx, OpDelete, sv, "", nil, cur, dry)
+		if err := s.validateAdmission(ctx, req); err != nil {
+			return nil, false, err
+		}
+		if sv.hooks != nil {
+			if err := sv.hooks.deleting(ctx, s, cur.Object); err != nil {
+				return nil, false, err
+			}
+		}
+		if dry {
+			return cur, true, nil
+		}
+
+		upd := cur.DeepCopy()
+		fins := upd.GetFinalizers()
+		switch policy {
+		case metav1.DeletePropagationOrphan:
+			fins = addFinalizer(fins, metav1.FinalizerOrphanDependents)
+			fins = slices.DeleteFunc(fins, func(f string) bool { return f == metav1.FinalizerDeleteDependents })
+		case metav1.DeletePropagationForeground:
+			fins = addFinalizer(fins, metav1.FinalizerDeleteDependents)
+			fins = slices.DeleteFunc(fins, func(f string) bool { return f == metav1.FinalizerOrphanDependents })
+		}
+		if len(fins) == 0 {
+			_, rev, err := s.store.Delete(ctx, k, kv.ModRevision)
+			if errors.Is(err, store.ErrConflict) && attempt < maxPatchAttempts {
+				continue
+			}
+			if err != nil {
+				return nil, false, storeError(err, gr, name)
+			}
+			cur.SetResourceVersion(fmt.Sprint(rev))
+			if sv.hooks != nil {
+				sv.hooks.committed(ctx, s, nil, cur.Object)
+			}
+			s.kickGC()
+			return cur, true, nil
+		}
+		if cur.GetDeletionTimestamp() != nil && slices.Equal(fins, cur.GetFinalizers()) {
+			return cur, false, nil // already waiting for its finalizers
+		}
+		upd.SetFinalizers(fins)
+		if upd.GetDeletionTimestamp() == nil {
+			now := metav1.NewTime(s.opts.Now())
+			upd.SetDeletionTimestamp(&now)
+			zero := int64(0)
+			upd.SetDeletionGracePeriodSeconds(&zero)
+		}
+		b, err := encode(upd)
+		if err != nil {
+			return nil, false, err
+		}
+		rev, err := s.store.Update(ctx, k, b, kv.ModRevision)
+		if errors.Is(err, store.ErrConflict) && attempt < maxPatchAttempts {
+			continue
+		}
+		if err != nil {
+			return nil, false, storeError(err, gr, name)
+		}
+		upd.SetResourceVersion(fmt.Sprint(rev))
+		s.kickGC()
+		return upd, false, nil
+	}
+}
+
+func addFinalizer(fins []string, f string) []string {
+	if slices.Contains(fins, f) {
+		return fins
+	}
+	return append(slices.Clone(fins), f)
+}
+
+// DeleteCollection deletes every object the list options select and returns
+// them as deleted or as waiting for finalizers.
+func (s *Service) DeleteCollection(ctx context.Context, gvr schema.GroupVersionResource, namespace string, del metav1.DeleteOptions, list metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	l, err := s.List(ctx, gvr, namespace, list)
+	if err != nil {
+		return nil, err
+	}
+	out := &unstructured.UnstructuredList{Object: l.Object}
+	for i := range l.Items {
+		it := &l.Items[i]
+		obj, _, err := s.DeleteObject(ctx, gvr, it.GetNamespace(), it.GetName(), del)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out.Items = append(out.Items, *obj)
+	}
+	return out, nil
+}
+
+// purgeResource removes every stored object of a group/resource, bypassing
+// finalizers: what deleting its CRD does.
+func (s *Service) purgeResource(ctx context.Context, group, resource string) error {
+	prefix := store.ResourcePrefix(group, resource, "")
+	for {
+		res, err := s.store.List(ctx, prefix, store.ListOptions{Limit: 500})
+		if err != nil {
+			return storeError(err, schema.GroupResource{Group: group, Resource: resource}, "")
+		}
+		for _, kv := range res.Items {
+			if _, _, err := s.store.Delete(ctx, kv.Key, 0); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return storeError(err, schema.GroupResource{Group: group, Resource: resource}, kv.Key)
+			}
+		}
+		if len(res.Items) == 0 || res.Continue == "" {
+			return nil
+		}
+	}
+}

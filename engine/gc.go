@@ -1,0 +1,252 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// The garbage collector is a mark-and-sweep over every stored object, run
+// after deletes (debounced) and every GCInterval. It deletes dependents
+// whose owners are all gone, drops owner references to owners that are gone
+// while others remain, removes the owner references of an owner deleted with
+// Orphan and then its orphan finalizer, deletes the dependents of an owner
+// deleted with Foreground and removes its foregroundDeletion finalizer once
+// no blocking dependent is left, and deletes objects whose namespace is gone.
+// An owner missing from the sweep is looked up again before anything is
+// deleted, so an object created during the sweep is never collected.
+
+// gcDebounce batches the deletes that trigger one sweep.
+const gcDebounce = 50 * time.Millisecond
+
+// gcMaxRounds bounds the cascade of sweeps one trigger runs.
+const gcMaxRounds = 20
+
+func (s *Service) runGC(ctx context.Context) {
+	t := time.NewTicker(s.opts.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.gcKick:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(gcDebounce):
+			}
+		}
+		for round := 0; round < gcMaxRounds && ctx.Err() == nil; round++ {
+			changed, err := s.sweep(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("garbage collection sweep failed", "err", err)
+				}
+				break
+			}
+			if !changed {
+				break
+			}
+		}
+	}
+}
+
+type gcObject struct {
+	sv  *served
+	obj *unstructured.Unstructured
+}
+
+// sweep runs one mark-and-sweep and reports whether it changed anything.
+func (s *Service) sweep(ctx context.Context) (bool, error) {
+	byUID := map[types.UID]*gcObject{}
+	var all []*gcObject
+	namespaces := map[string]bool{}
+	for _, sv := range s.reg.groupResources() {
+		opts := store.ListOptions{Limit: 1000}
+		for {
+			res, err := s.store.List(ctx, store.ResourcePrefix(sv.GVR.Group, sv.GVR.Resource, ""), opts)
+			if err != nil {
+				return false, err
+			}
+			for i := range res.Items {
+				u, err := decode(sv, &res.Items[i])
+				if err != nil {
+					continue
+				}
+				o := &gcObject{sv: sv, obj: u}
+				byUID[u.GetUID()] = o
+				all = append(all, o)
+				if sv.GVR == NamespaceResource {
+					namespaces[u.GetName()] = true
+				}
+			}
+			if res.Continue == "" {
+				break
+			}
+			opts.Continue = res.Continue
+		}
+	}
+	dependents := map[types.UID][]*gcObject{}
+	for _, o := range all {
+		for _, ref := range o.obj.GetOwnerReferences() {
+			dependents[ref.UID] = append(dependents[ref.UID], o)
+		}
+	}
+	changed := false
+	for _, o := range all {
+		c, err := s.collect(ctx, o, byUID, dependents, namespaces)
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			s.log.Warn("garbage collection", "kind", o.sv.Kind, "namespace", o.obj.GetNamespace(), "name", o.obj.GetName(), "err", err)
+		}
+		changed = changed || c || apierrors.IsConflict(err)
+	}
+	return changed, nil
+}
+
+func (s *Service) collect(ctx context.Context, o *gcObject, byUID map[types.UID]*gcObject, dependents map[types.UID][]*gcObject, namespaces map[string]bool) (bool, error) {
+	obj, sv := o.obj, o.sv
+	gvr, ns, name := sv.GVR, obj.GetNamespace(), obj.GetName()
+	background := metav1.DeletePropagationBackground
+	// Objects in a namespace that is gone.
+	if sv.Namespaced && !namespaces[ns] {
+		if _, err := s.store.Get(ctx, store.ObjectKey("", NamespaceResource.Resource, "", ns), store.GetOptions{}); apierrors.IsNotFound(storeError(err, NamespaceResource.GroupResource(), ns)) {
+			_, _, err := s.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{PropagationPolicy: &background})
+			return err == nil, err
+		}
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		fins := obj.GetFinalizers()
+		deps := dependents[obj.GetUID()]
+		if slices.Contains(fins, metav1.FinalizerOrphanDependents) {
+			for _, d := range deps {
+				if err := s.dropOwnerRefs(ctx, d, func(r metav1.OwnerReference) bool { return r.UID == obj.GetUID() }); err != nil {
+					return false, err
+				}
+			}
+			return true, s.removeFinalizer(ctx, o, metav1.FinalizerOrphanDependents)
+		}
+		if slices.Contains(fins, metav1.FinalizerDeleteDependents) {
+			blocking, deleted := false, false
+			fg := metav1.DeletePropagationForeground
+			for _, d := range deps {
+				if d.obj.GetDeletionTimestamp() == nil {
+					if _, _, err := s.DeleteObject(ctx, d.sv.GVR, d.obj.GetNamespace(), d.obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
+						return deleted, err
+					}
+					deleted = true
+				}
+				for _, r := range d.obj.GetOwnerReferences() {
+					if r.UID == obj.GetUID() && r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion {
+						blocking = true
+					}
+				}
+			}
+			if !blocking {
+				return true, s.removeFinalizer(ctx, o, metav1.FinalizerDeleteDependents)
+			}
+			return deleted, nil
+		}
+	}
+	refs := obj.GetOwnerReferences()
+	if len(refs) == 0 {
+		return false, nil
+	}
+	gone := map[types.UID]bool{}
+	for _, r := range refs {
+		if byUID[r.UID] != nil || !s.ownerGone(ctx, ns, r) {
+			continue
+		}
+		gone[r.UID] = true
+	}
+	switch {
+	case len(gone) == 0:
+		return false, nil
+	case len(gone) == len(refs):
+		if obj.GetDeletionTimestamp() != nil {
+			return false, nil
+		}
+		_, _, err := s.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{
+			PropagationPolicy: &background,
+			Preconditions:     &metav1.Preconditions{UID: ptrUID(obj.GetUID())},
+		})
+		return err == nil, err
+	default:
+		return true, s.dropOwnerRefs(ctx, o, func(r metav1.OwnerReference) bool { return gone[r.UID] })
+	}
+}
+
+func ptrUID(u types.UID) *types.UID { return &u }
+
+// ownerGone checks with a live read that the owner a reference names is
+// absent (or replaced by an object with another uid). An owner of a kind that
+// is not served is never considered gone.
+func (s *Service) ownerGone(ctx context.Context, ns string, r metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(r.APIVersion)
+	if err != nil {
+		return false
+	}
+	sv, ok := s.reg.byKind(gv.WithKind(r.Kind))
+	if !ok {
+		return false
+	}
+	if !sv.Namespaced {
+		ns = ""
+	}
+	kv, err := s.store.Get(ctx, key(sv, ns, r.Name), store.GetOptions{})
+	if err != nil {
+		return apierrors.IsNotFound(storeError(err, sv.GVR.GroupResource(), r.Name))
+	}
+	cur, err := decode(sv, kv)
+	return err == nil && cur.GetUID() != r.UID
+}
+
+// dropOwnerRefs removes the owner references drop selects from o.
+func (s *Service) dropOwnerRefs(ctx context.Context, o *gcObject, drop func(metav1.OwnerReference) bool) error {
+	return s.modify(ctx, o, func(u *unstructured.Unstructured) bool {
+		refs := u.GetOwnerReferences()
+		kept := slices.DeleteFunc(slices.Clone(refs), drop)
+		if len(kept) == len(refs) {
+			return false
+		}
+		u.SetOwnerReferences(kept)
+		return true
+	})
+}
+
+func (s *Service) removeFinalizer(ctx context.Context, o *gcObject, f string) error {
+	return s.modify(ctx, o, func(u *unstructured.Unstructured) bool {
+		fins := u.GetFinalizers()
+		if !slices.Contains(fins, f) {
+			return false
+		}
+		u.SetFinalizers(slices.DeleteFunc(slices.Clone(fins), func(x string) bool { return x == f }))
+		return true
+	})
+}
+
+// modify updates the current version of o with change, retrying conflicts.
+func (s *Service) modify(ctx context.Context, o *gcObject, change func(*unstructured.Unstructured) bool) error {
+	for attempt := 1; ; attempt++ {
+		cur, err := s.Get(ctx, o.sv.GVR, o.obj.GetNamespace(), o.obj.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.GetUID() != o.obj.GetUID() || !change(cur) {
+			return nil
+		}
+		_, err = s.Update(ctx, o.sv.GVR, cur, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
+			continue
+		}
+		return err
+	}
+}

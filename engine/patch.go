@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// maxPatchAttempts bounds the retries of a patch that lost a race.
+const maxPatchAttempts = 5
+
+// Patch applies a merge patch (application/merge-patch+json), a JSON patch
+// (application/json-patch+json), or, for built-in kinds, a strategic merge
+// patch to an object, or to its status with the subresource "status". A patch
+// that carries a resourceVersion is a precondition; one that does not is
+// retried on conflict against the fresh object.
+func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*unstructured.Unstructured, error) {
+	sv, err := s.lookup(gvr, namespace, false)
+	if err != nil {
+		return nil, err
+	}
+	sub := ""
+	switch {
+	case len(subresources) == 0:
+	case len(subresources) == 1 && subresources[0] == "status" && sv.Status:
+		sub = "status"
+	case len(subresources) == 1 && subresources[0] == "scale" && sv.Scale:
+		return s.patchScale(ctx, sv, namespace, name, pt, data, opts)
+	default:
+		return nil, notServed(gvr)
+	}
+	uopts := metav1.UpdateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation}
+	for attempt := 1; ; attempt++ {
+		kv, err := s.store.Get(ctx, key(sv, namespace, name), store.GetOptions{})
+		if err != nil {
+			return nil, storeError(err, gvr.GroupResource(), name)
+		}
+		old, err := decode(sv, kv)
+		if err != nil {
+			return nil, err
+		}
+		obj, err := applyPatch(sv, old, pt, data)
+		if err != nil {
+			return nil, err
+		}
+		rv := obj.GetResourceVersion()
+		pinned := rv != old.GetResourceVersion()
+		if pinned && rv != "" {
+			return nil, apierrors.NewConflict(gvr.GroupResource(), name, errors.New(conflictMessage))
+		}
+		out, err := s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, uopts, sub)
+		if apierrors.IsConflict(err) && !pinned && attempt < maxPatchAttempts {
+			continue
+		}
+		return out, err
+	}
+}
+
+// applyPatch returns old with the patch applied.
+func applyPatch(sv *served, old *unstructured.Unstructured, pt types.PatchType, data []byte) (*unstructured.Unstructured, error) {
+	cur, err := old.MarshalJSON()
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	var patched []byte
+	switch pt {
+	case types.MergePatchType:
+		patched, err = jsonpatch.MergePatch(cur, data)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid merge patch: %v", err))
+		}
+	case types.JSONPatchType:
+		p, derr := jsonpatch.DecodePatch(data)
+		if derr != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid JSON patch: %v", derr))
+		}
+		patched, err = p.Apply(cur)
+		if err != nil {
+			return nil, apierrors.NewGenericServerResponse(422, "patch", sv.GVR.GroupResource(), old.GetName(),
+				fmt.Sprintf("the JSON patch could not be applied: %v", err), 0, false)
+		}
+	case types.StrategicMergePatchType:
+		if sv.strategicPatch == nil {
+			return nil, unsupportedPatch(pt, sv)
+		}
+		patched, err = strategicpatch.StrategicMergePatch(cur, data, sv.strategicPatch)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid strategic merge patch: %v", err))
+		}
+	default:
+		return nil, unsupportedPatch(pt, sv)
+	}
+	var m map[string]any
+	if err := utiljson.Unmarshal(patched, &m); err != nil || m == nil {
+		return nil, apierrors.NewBadRequest("the patched object is not a JSON object")
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func unsupportedPatch(pt types.PatchType, sv *served) error {
+	return apierrors.NewGenericServerResponse(415, "patch", sv.GVR.GroupResource(), "",
+		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json (got %s)", pt), 0, false)
+}

@@ -1,0 +1,216 @@
+package engine
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/registry/rest"
+)
+
+// Resource describes one served resource at one version: what routing,
+// discovery and kubectl need to know about it.
+type Resource struct {
+	GVR        schema.GroupVersionResource
+	Kind       string
+	ListKind   string
+	Singular   string
+	ShortNames []string
+	Categories []string
+	Namespaced bool
+	// Status and Scale say which subresources the resource serves.
+	Status bool
+	Scale  bool
+	// Builtin is true for the kinds Setpoint serves without a CRD.
+	Builtin bool
+	// CRD is the name of the CustomResourceDefinition that registered the
+	// resource; empty for built-in kinds.
+	CRD string
+}
+
+// GVK returns the resource's kind at its version.
+func (r Resource) GVK() schema.GroupVersionKind {
+	return r.GVR.GroupVersion().WithKind(r.Kind)
+}
+
+// strategy is the part of a Kubernetes REST strategy the engine calls. The
+// custom resource strategies of k8s.io/apiextensions-apiserver implement it,
+// and so do the strategies of the built-in kinds.
+type strategy interface {
+	PrepareForCreate(ctx context.Context, obj runtime.Object)
+	PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
+	Validate(ctx context.Context, obj runtime.Object) field.ErrorList
+	ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList
+}
+
+// served is a Resource with everything the engine needs to serve it.
+type served struct {
+	Resource
+	strategy       strategy
+	statusStrategy strategy
+	// structural is the version's structural schema, nil when it has none.
+	structural      *structuralschema.Structural
+	preserveUnknown bool
+	table           rest.TableConvertor
+	scale           *apiextensionsv1.CustomResourceSubresourceScale
+	// strategicPatch is the typed object strategic merge patches are computed
+	// against; nil when the kind only takes merge and JSON patches.
+	strategicPatch any
+	// hooks are the kind-specific steps of built-in kinds.
+	hooks kindHooks
+}
+
+// kindHooks lets a built-in kind take part in writes.
+type kindHooks interface {
+	// prepare fills server-set fields of obj before validation; old is nil on create.
+	prepare(ctx context.Context, s *Service, obj, old map[string]any) error
+	// committed runs after a successful, non-dry-run write; obj is nil after a delete.
+	committed(ctx context.Context, s *Service, obj, old map[string]any)
+	// deleting runs before the object is removed from the store and may refuse.
+	deleting(ctx context.Context, s *Service, obj map[string]any) error
+}
+
+// registry is the set of served resources. It is safe for concurrent use.
+type registry struct {
+	mu sync.RWMutex // guards everything below
+	// byGVR holds every served resource version.
+	byGVR map[schema.GroupVersionResource]*served
+	// crds holds the CRDs that registered resources, by name.
+	crds map[string]*apiextensionsv1.CustomResourceDefinition
+	// generation counts changes, so that callers can cache derived documents.
+	generation int64
+}
+
+func newRegistry() *registry {
+	return &registry{
+		byGVR: map[schema.GroupVersionResource]*served{},
+		crds:  map[string]*apiextensionsv1.CustomResourceDefinition{},
+	}
+}
+
+func (r *registry) get(gvr schema.GroupVersionResource) (*served, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.byGVR[gvr]
+	return s, ok
+}
+
+func (r *registry) add(ss ...*served) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range ss {
+		r.byGVR[s.GVR] = s
+	}
+	r.generation++
+}
+
+// setCRD replaces the resources registered by the CRD named crd.Name.
+func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*served) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removeLocked(crd.Name)
+	r.crds[crd.Name] = crd
+	for _, s := range ss {
+		r.byGVR[s.GVR] = s
+	}
+	r.generation++
+}
+
+// removeCRD stops serving the resources registered by the CRD name.
+func (r *registry) removeCRD(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removeLocked(name)
+	r.generation++
+}
+
+func (r *registry) removeLocked(name string) {
+	delete(r.crds, name)
+	for gvr, s := range r.byGVR {
+		if s.CRD == name {
+			delete(r.byGVR, gvr)
+		}
+	}
+}
+
+func (r *registry) crd(name string) (*apiextensionsv1.CustomResourceDefinition, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c, ok := r.crds[name]
+	return c, ok
+}
+
+// resources returns every served resource, sorted by group, resource and
+// version priority (the preferred version first within a resource).
+func (r *registry) resources() []Resource {
+	r.mu.RLock()
+	out := make([]Resource, 0, len(r.byGVR))
+	for _, s := range r.byGVR {
+		out = append(out, s.Resource)
+	}
+	r.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].GVR, out[j].GVR
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Resource != b.Resource {
+			return a.Resource < b.Resource
+		}
+		return version.CompareKubeAwareVersionStrings(a.Version, b.Version) > 0
+	})
+	return out
+}
+
+// byKind finds the served resource of a group/version/kind.
+func (r *registry) byKind(gvk schema.GroupVersionKind) (*served, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, s := range r.byGVR {
+		if s.GVR.Group == gvk.Group && s.GVR.Version == gvk.Version && s.Kind == gvk.Kind {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
+// groupResources returns one served version of every group/resource: what a
+// sweep over all stored objects walks.
+func (r *registry) groupResources() []*served {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	seen := map[schema.GroupResource]bool{}
+	var out []*served
+	for _, s := range r.byGVR {
+		gr := s.GVR.GroupResource()
+		if !seen[gr] {
+			seen[gr] = true
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GVR.String() < out[j].GVR.String() })
+	return out
+}
+
+func (r *registry) gen() int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.generation
+}
+
+func (r *registry) allCRDs() []*apiextensionsv1.CustomResourceDefinition {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(r.crds))
+	for _, c := range r.crds {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

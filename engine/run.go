@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// Run runs the engine's background loops, the CRD follower and the garbage
+// collector, until ctx is done, and returns after both have stopped.
+func (s *Service) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		s.followCRDs(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.runGC(ctx)
+	}()
+	wg.Wait()
+	return nil
+}
+
+func (s *Service) kickGC() {
+	select {
+	case s.gcKick <- struct{}{}:
+	default:
+	}
+}
+
+var crdPrefix = store.ResourcePrefix(CRDResource.Group, CRDResource.Resource, "")
+
+// loadCRDs serves every stored CRD and returns the revision it read at.
+func (s *Service) loadCRDs(ctx context.Context) (int64, error) {
+	opts := store.ListOptions{Limit: 500}
+	var rev int64
+	seen := map[string]bool{}
+	for {
+		res, err := s.store.List(ctx, crdPrefix, opts)
+		if err != nil {
+			return 0, err
+		}
+		rev = res.Revision
+		for _, kv := range res.Items {
+			u, err := decodeMap(kv.Value)
+			if err != nil {
+				s.log.Error("decode stored CustomResourceDefinition", "key", kv.Key, "err", err)
+				continue
+			}
+			seen[(&unstructured.Unstructured{Object: u}).GetName()] = true
+			s.serveCRD(u)
+		}
+		if res.Continue == "" {
+			break
+		}
+		opts.Continue = res.Continue
+	}
+	for _, c := range s.reg.allCRDs() {
+		if !seen[c.Name] {
+			s.reg.removeCRD(c.Name)
+		}
+	}
+	return rev, nil
+}
+
+// followCRDs keeps the registry in step with CRD writes made by anyone, so
+// that several replicas on one store serve the same kinds.
+func (s *Service) followCRDs(ctx context.Context) {
+	for ctx.Err() == nil {
+		rev, err := s.loadCRDs(ctx)
+		if err == nil {
+			err = s.watchCRDs(ctx, rev)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("crd follower restarts", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (s *Service) watchCRDs(ctx context.Context, rev int64) error {
+	w, err := s.store.Watch(ctx, crdPrefix, rev)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for ev := range w.Events() {
+		u, err := decodeMap(ev.Object.Value)
+		if err != nil {
+			continue
+		}
+		if ev.Type == store.Deleted {
+			s.reg.removeCRD((&unstructured.Unstructured{Object: u}).GetName())
+			continue
+		}
+		s.serveCRD(u)
+	}
+	if err := w.Err(); err != nil && !errors.Is(err, store.ErrClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func scalePath(p string) []string { return strings.Split(strings.TrimPrefix(p, "."), ".") }
+
+// scaleOf renders the autoscaling/v1 Scale of obj.
+func scaleOf(sv *served, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	spec, _, _ := unstructured.NestedInt64(obj.Object, scalePath(sv.scale.SpecReplicasPath)...)
+	status, _, _ := unstructured.NestedInt64(obj.Object, scalePath(sv.scale.StatusReplicasPath)...)
+	sel := ""
+	if sv.scale.LabelSelectorPath != nil {
+		sel, _, _ = unstructured.NestedString(obj.Object, scalePath(*sv.scale.LabelSelectorPath)...)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "autoscaling/v1",
+		"kind":       "Scale",
+		"metadata": map[string]any{
+			"name": obj.GetName(), "namespace": obj.GetNamespace(), "uid": string(obj.GetUID()),
+			"resourceVersion": obj.GetResourceVersion(), "creationTimestamp": obj.GetCreationTimestamp().UTC().Format("2006-01-02T15:04:05Z"),
+		},
+		"spec":   map[string]any{"replicas": spec},
+		"status": map[string]any{"replicas": status},
+	}}
+	if sel != "" {
+		_ = unstructured.SetNestedField(u.Object, sel, "status", "selector")
+	}
+	if obj.GetNamespace() == "" {
+		unstructured.RemoveNestedField(u.Object, "metadata", "namespace")
+	}
+	return u
+}
+
+func (s *Service) scaleResource(gvr schema.GroupVersionResource, namespace string) (*served, error) {
+	sv, err := s.lookup(gvr, namespace, false)
+	if err != nil {
+		return nil, err
+	}
+	if !sv.Scale || sv.scale == nil {
+		return nil, notServed(gvr)
+	}
+	return sv, nil
+}
+
+// GetScale returns the autoscaling/v1 Scale of an object whose kind declares
+// the scale subresource.
+func (s *Service) GetScale(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	sv, err := s.scaleResource(gvr, namespace)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := s.Get(ctx, gvr, namespace, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return scaleOf(sv, obj), nil
+}
+
+// UpdateScale sets the replicas of an object from an autoscaling/v1 Scale.
+// A resourceVersion in the Scale is a precondition.
+func (s *Service) UpdateScale(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, scale *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+	sv, err := s.scaleResource(gvr, namespace)
+	if err != nil {
+		return nil, err
+	}
+	replicas, found, err := unstructured.NestedInt64(scale.Object, "spec", "replicas")
+	if err != nil || !found {
+		return nil, apierrors.NewBadRequest("spec.replicas of the Scale must be an integer")
+	}
+	obj, err := s.Get(ctx, gvr, namespace, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if rv := scale.GetResourceVersion(); rv != "" && rv != obj.GetResourceVersion() {
+		return nil, apierrors.NewConflict(gvr.GroupResource(), name, fmt.Errorf("%s", conflictMessage))
+	}
+	if err := unstructured.SetNestedField(obj.Object, replicas, scalePath(sv.scale.SpecReplicasPath)...); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	out, err := s.Update(ctx, gvr, obj, opts)
+	if err != nil {
+		return nil, err
+	}
+	return scaleOf(sv, out), nil
+}
+
+func (s *Service) patchScale(ctx context.Context, sv *served, namespace, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*unstructured.Unstructured, error) {
+	cur, err := s.GetScale(ctx, sv.GVR, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	patched, err := applyPatch(sv, cur, pt, data)
+	if err != nil {
+		return nil, err
+	}
+	return s.UpdateScale(ctx, sv.GVR, namespace, name, patched, metav1.UpdateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager})
+}

@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// Options configures a Service. Zero values get defaults in New.
+type Options struct {
+	// Store holds the objects. Required.
+	Store store.Store
+	// Logger receives the engine's logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// Admitter, when set, is called on every write (see Admitter).
+	Admitter Admitter
+	// GCInterval is the period of the garbage collector's full sweep; 30s by default.
+	GCInterval time.Duration
+	// BookmarkInterval is how often a watch that allows bookmarks gets one; 15s by default.
+	BookmarkInterval time.Duration
+	// Now is the clock; time.Now by default.
+	Now func() time.Time
+}
+
+// Service is the object layer. Every write (REST, controllers, the garbage
+// collector) goes through it. It is safe for concurrent use.
+type Service struct {
+	store store.Store
+	log   *slog.Logger
+	reg   *registry
+	adm   atomic.Pointer[admitterBox]
+	opts  Options
+
+	gcKick  chan struct{}
+	runOnce sync.Once
+}
+
+type admitterBox struct{ a Admitter }
+
+// New returns a Service on opts.Store: it serves the built-in kinds and every
+// CRD already stored, and makes sure the default namespace exists.
+func New(ctx context.Context, opts Options) (*Service, error) {
+	if opts.Store == nil {
+		return nil, errors.New("engine: Options.Store is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.GCInterval <= 0 {
+		opts.GCInterval = 30 * time.Second
+	}
+	if opts.BookmarkInterval <= 0 {
+		opts.BookmarkInterval = 15 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Service{
+		store:  opts.Store,
+		log:    opts.Logger,
+		reg:    newRegistry(),
+		opts:   opts,
+		gcKick: make(chan struct{}, 1),
+	}
+	s.SetAdmitter(opts.Admitter)
+	s.reg.add(builtins()...)
+	if _, err := s.loadCRDs(ctx); err != nil {
+		return nil, err
+	}
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(DefaultNamespace)
+	if _, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("engine: create default namespace: %w", err)
+	}
+	return s, nil
+}
+
+// SetAdmitter replaces the admission chain; nil removes it. Writes already
+// past admission are not affected.
+func (s *Service) SetAdmitter(a Admitter) {
+	s.adm.Store(&admitterBox{a: a})
+}
+
+// Resources returns every served resource version, sorted by group, resource
+// and version priority.
+func (s *Service) Resources() []Resource { return s.reg.resources() }
+
+// Resource returns the served resource gvr.
+func (s *Service) Resource(gvr schema.GroupVersionResource) (Resource, bool) {
+	sv, ok := s.reg.get(gvr)
+	if !ok {
+		return Resource{}, false
+	}
+	return sv.Resource, true
+}
+
+// ResourceForKind returns the served resource of a kind.
+func (s *Service) ResourceForKind(gvk schema.GroupVersionKind) (Resource, bool) {
+	sv, ok := s.reg.byKind(gvk)
+	if !ok {
+		return Resource{}, false
+	}
+	return sv.Resource, true
+}
+
+// CRDs returns the CustomResourceDefinitions being served.
+func (s *Service) CRDs() []*apiextensionsv1.CustomResourceDefinition { return s.reg.allCRDs() }
+
+// Generation changes whenever the set of served resources changes, so that
+// callers can cache documents derived from it (discovery, OpenAPI).
+func (s *Service) Generation() int64 { return s.reg.gen() }
+
+// ConvertToTable renders obj (an object or a list) of gvr as a meta/v1 Table
+// with the kind's printer columns.
+func (s *Service) ConvertToTable(ctx context.Context, gvr schema.GroupVersionResource, obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error) {
+	sv, ok := s.reg.get(gvr)
+	if !ok {
+		return nil, notServed(gvr)
+	}
+	var tc rest.TableConvertor = sv.table
+	t, err := tc.ConvertToTable(ctx, obj, opts)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("table of %s: %w", gvr.Resource, err))
+	}
+	return t, nil
+}
+
+// lookup finds a served resource and checks the namespace against its scope.
+// all allows an empty namespace for a namespaced resource (list and watch).
+func (s *Service) lookup(gvr schema.GroupVersionResource, namespace string, all bool) (*served, error) {
+	sv, ok := s.reg.get(gvr)
+	if !ok {
+		return nil, notServed(gvr)
+	}
+	if !sv.Namespaced && namespace != "" {
+		return nil, notServed(gvr)
+	}
+	if sv.Namespaced && namespace == "" && !all {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s is namespaced: a namespace is required", gvr.Resource))
+	}
+	return sv, nil
+}
+
+func key(sv *served, namespace, name string) string {
+	return store.ObjectKey(sv.GVR.Group, sv.GVR.Resource, namespace, name)
+}
+
+// decode turns a stored document into the object served at sv's version.
+func decode(sv *served, kv *store.KeyValue) (*unstructured.Unstructured, error) {
+	var m map[string]any
+	if err := utiljson.Unmarshal(kv.Value, &m); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: %w", kv.Key, err))
+	}
+	if m == nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: not an object", kv.Key))
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(sv.GVR.GroupVersion().String())
+	u.SetKind(sv.Kind)
+	u.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
+	return u, nil
+}
+
+// encode returns the stored form of obj: JSON without resourceVersion.
+func encode(obj *unstructured.Unstructured) ([]byte, error) {
+	c := obj.DeepCopy()
+	c.SetResourceVersion("")
+	c.SetSelfLink("")
+	b, err := c.MarshalJSON()
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
+	}
+	return b, nil
+}
+
+// parseRV parses a resourceVersion; "" and "0" give 0.
+func parseRV(rv string) (int64, error) {
+	if rv == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil || n < 0 {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q", rv))
+	}
+	return n, nil
+}
+
+// notOlderThan waits for nothing: it checks that the store has reached rv.
+func (s *Service) notOlderThan(ctx context.Context, rv int64) error {
+	if rv == 0 {
+		return nil
+	}
+	cur, err := s.store.CurrentRevision(ctx)
+	if err != nil {
+		return storeError(err, schema.GroupResource{}, "")
+	}
+	if cur < rv {
+		return apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", rv, cur), 1)
+	}
+	return nil
+}
+
+// Get returns one object.
+func (s *Service) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.GetOptions) (*unstructured.Unstructured, error) {
+	sv, err := s.lookup(gvr, namespace, false)
+	if err != nil {
+		return nil, err
+	}
+	rv, err := parseRV(opts.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.notOlderThan(ctx, rv); err != nil {
+		return nil, err
+	}
+	kv, err := s.store.Get(ctx, key(sv, namespace, name), store.GetOptions{})
+	if err != nil {
+		return nil, storeError(err, gvr.GroupResource(), name)
+	}
+	return decode(sv, kv)
+}
+
+func decodeMap(b []byte) (map[string]any, error) {
+	var m map[string]any
+	if err := utiljson.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("engine: stored document is not an object")
+	}
+	return m, nil
+}

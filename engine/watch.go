@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// InitialEventsEndAnnotation marks the bookmark that ends the initial events
+// of a watch with sendInitialEvents.
+const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
+
+// Watch streams the changes to the objects of gvr in namespace ("" for all
+// namespaces) that opts selects. From resourceVersion "" or "0", or with
+// sendInitialEvents, it first sends the current objects as ADDED events
+// (then, with sendInitialEvents, a bookmark carrying
+// k8s.io/initial-events-end); from a resourceVersion N it sends every change
+// after N. An object that stops or starts matching the selectors is sent as
+// DELETED or ADDED. With allowWatchBookmarks it sends BOOKMARK events
+// periodically. It ends after timeoutSeconds, when ctx is done or on Stop;
+// when the store cuts it off or the revision is compacted it sends an ERROR
+// event with a 410 Expired status and ends.
+func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
+	sv, err := s.lookup(gvr, namespace, true)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := parseSelector(gvr, opts.LabelSelector, opts.FieldSelector)
+	if err != nil {
+		return nil, err
+	}
+	from, err := parseRV(opts.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	initial := opts.ResourceVersion == "" || opts.ResourceVersion == "0"
+	if opts.SendInitialEvents != nil {
+		initial = *opts.SendInitialEvents
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, time.Duration(*opts.TimeoutSeconds)*time.Second)
+		prev := cancel
+		cancel = func() { c2(); prev() }
+	}
+	prefix := store.ResourcePrefix(gvr.Group, gvr.Resource, namespace)
+
+	var initialItems []unstructured.Unstructured
+	if initial {
+		list, err := s.List(ctx, gvr, namespace, metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		initialItems = list.Items
+		from, _ = strconv.ParseInt(list.GetResourceVersion(), 10, 64)
+	} else if err := s.notOlderThan(ctx, from); err != nil {
+		cancel()
+		return nil, err
+	}
+	w, err := s.store.Watch(ctx, prefix, from)
+	if err != nil {
+		cancel()
+		return nil, storeError(err, gvr.GroupResource(), "")
+	}
+	ow := &objectWatch{
+		ch:     make(chan watch.Event),
+		cancel: cancel,
+		done:   make(chan struct{}),
+	}
+	go ow.run(ctx, s, sv, w, sel, initialItems, from, opts, initial && opts.SendInitialEvents != nil)
+	return ow, nil
+}
+
+// objectWatch is a running Watch. Its goroutine owns the store watcher.
+type objectWatch struct {
+	ch     chan watch.Event
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (w *objectWatch) ResultChan() <-chan watch.Event { return w.ch }
+
+// Stop ends the watch and waits for its goroutine. It is idempotent.
+func (w *objectWatch) Stop() {
+	w.cancel()
+	<-w.done
+}
+
+func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.Watcher, sel *selector,
+	initial []unstructured.Unstructured, rev int64, opts metav1.ListOptions, endMarker bool) {
+	defer close(w.done)
+	defer close(w.ch)
+	defer sw.Stop()
+	defer w.cancel()
+
+	send := func(ev watch.Event) bool {
+		select {
+		case w.ch <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	bookmark := func(rev int64, end bool) watch.Event {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(sv.GVR.GroupVersion().String())
+		u.SetKind(sv.Kind)
+		u.SetResourceVersion(strconv.FormatInt(rev, 10))
+		if end {
+			u.SetAnnotations(map[string]string{InitialEventsEndAnnotation: "true"})
+		}
+		return watch.Event{Type: watch.Bookmark, Object: u}
+	}
+	for i := range initial {
+		if !send(watch.Event{Type: watch.Added, Object: &initial[i]}) {
+			return
+		}
+	}
+	if endMarker && opts.AllowWatchBookmarks {
+		if !send(bookmark(rev, true)) {
+			return
+		}
+	}
+	var tick <-chan time.Time
+	if opts.AllowWatchBookmarks {
+		t := time.NewTicker(s.opts.BookmarkInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			if !send(bookmark(rev, false)) {
+				return
+			}
+		case ev, ok := <-sw.Events():
+			if !ok {
+				if err := sw.Err(); err != nil && !errors.Is(err, store.ErrClosed) {
+					st := storeError(err, sv.GVR.GroupResource(), "").(apierrors.APIStatus).Status()
+					send(watch.Event{Type: watch.Error, Object: &st})
+				}
+				return
+			}
+			rev = ev.Revision()
+			out, ok := convertEvent(sv, sel, ev)
+			if !ok {
+				continue
+			}
+			if !send(out) {
+				return
+			}
+		}
+	}
+}
+
+// convertEvent turns a store event into the watch event a client with sel
+// sees, if any.
+func convertEvent(sv *served, sel *selector, ev store.Event) (watch.Event, bool) {
+	obj, err := decode(sv, &ev.Object)
+	if err != nil {
+		st := err.(apierrors.APIStatus).Status()
+		return watch.Event{Type: watch.Error, Object: &st}, true
+	}
+	now := sel.matches(obj.Object)
+	was := false
+	if ev.Prev != nil && !sel.empty() {
+		if prev, err := decode(sv, ev.Prev); err == nil {
+			was = sel.matches(prev.Object)
+		}
+	} else {
+		was = now
+	}
+	switch ev.Type {
+	case store.Added:
+		return watch.Event{Type: watch.Added, Object: obj}, now
+	case store.Deleted:
+		return watch.Event{Type: watch.Deleted, Object: obj}, was || now
+	default:
+		switch {
+		case now && was:
+			return watch.Event{Type: watch.Modified, Object: obj}, true
+		case now:
+			return watch.Event{Type: watch.Added, Object: obj}, true
+		case was:
+			return watch.Event{Type: watch.Deleted, Object: obj}, true
+		}
+	}
+	return watch.Event{}, false
+}

@@ -1,0 +1,337 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
+	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/storage/names"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// dryRun checks the dryRun option: only "All" is known.
+func dryRun(values []string) (bool, error) {
+	for _, v := range values {
+		if v != metav1.DryRunAll {
+			return false, apierrors.NewBadRequest(fmt.Sprintf("invalid dryRun value %q: only %q is supported", v, metav1.DryRunAll))
+		}
+	}
+	return len(values) > 0, nil
+}
+
+// checkType fills an object's apiVersion and kind, or rejects a mismatch.
+func checkType(sv *served, obj *unstructured.Unstructured) error {
+	gv := sv.GVR.GroupVersion().String()
+	if av := obj.GetAPIVersion(); av == "" {
+		obj.SetAPIVersion(gv)
+	} else if av != gv {
+		return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", av, gv))
+	}
+	if k := obj.GetKind(); k == "" {
+		obj.SetKind(sv.Kind)
+	} else if k != sv.Kind {
+		return apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", k, sv.Kind))
+	}
+	return nil
+}
+
+// coerce defaults and prunes obj by its kind's structural schema, as the
+// Kubernetes decoder does, and returns the paths of the unknown fields it
+// dropped.
+func coerce(sv *served, obj *unstructured.Unstructured) ([]string, error) {
+	apiVersion, kind := obj.GetAPIVersion(), obj.GetKind()
+	objectMeta, found, unknown, err := schemaobjectmeta.GetObjectMetaWithOptions(obj.Object, schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: true})
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
+	}
+	if sv.structural == nil {
+		return unknown, nil
+	}
+	structuraldefaulting.Default(obj.Object, sv.structural)
+	if !sv.preserveUnknown {
+		unknown = append(unknown, structuralpruning.PruneWithOptions(obj.Object, sv.structural, true,
+			structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
+		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, sv.structural)
+	}
+	ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, obj.Object, sv.structural, false,
+		schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: true})
+	if ferr != nil {
+		return nil, apierrors.NewBadRequest(ferr.Error())
+	}
+	unknown = append(unknown, paths...)
+	obj.SetAPIVersion(apiVersion)
+	obj.SetKind(kind)
+	if found {
+		if err := schemaobjectmeta.SetObjectMeta(obj.Object, objectMeta); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
+		}
+	}
+	return unknown, nil
+}
+
+// strictFields applies fieldValidation=Strict to the unknown fields found.
+func strictFields(sv *served, fieldValidation string, unknown []string) error {
+	if fieldValidation != metav1.FieldValidationStrict || len(unknown) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(unknown))
+	for i, p := range unknown {
+		msgs[i] = fmt.Sprintf("unknown field %q", p)
+	}
+	return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s",
+		sv.Kind, sv.GVR.Version, sv.Kind, strings.Join(msgs, ", ")))
+}
+
+func invalid(sv *served, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(sv.GVK().GroupKind(), name, errs)
+}
+
+func validFieldValidation(v string) error {
+	switch v {
+	case "", metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict:
+		return nil
+	}
+	return apierrors.NewBadRequest(fmt.Sprintf("invalid fieldValidation %q", v))
+}
+
+// Create stores a new object. Its namespace is the object's; server-owned
+// metadata (uid, creationTimestamp, resourceVersion, generation, deletion
+// fields) is set by the server whatever the client sent.
+func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
+	if obj == nil || obj.Object == nil {
+		return nil, apierrors.NewBadRequest("no object to create")
+	}
+	sv, err := s.lookup(gvr, obj.GetNamespace(), false)
+	if err != nil {
+		return nil, err
+	}
+	dry, err := dryRun(opts.DryRun)
+	if err != nil {
+		return nil, err
+	}
+	if err := validFieldValidation(opts.FieldValidation); err != nil {
+		return nil, err
+	}
+	obj = obj.DeepCopy()
+	if err := checkType(sv, obj); err != nil {
+		return nil, err
+	}
+	ns := obj.GetNamespace()
+	if sv.Namespaced && gvr != NamespaceResource {
+		if _, err := s.store.Get(ctx, store.ObjectKey("", "namespaces", "", ns), store.GetOptions{}); err != nil {
+			return nil, storeError(err, NamespaceResource.GroupResource(), ns)
+		}
+	}
+	generated := obj.GetName() == "" && obj.GetGenerateName() != ""
+	if generated {
+		obj.SetName(names.SimpleNameGenerator.GenerateName(obj.GetGenerateName()))
+	}
+	obj.SetUID(uuid.NewUUID())
+	obj.SetCreationTimestamp(metav1.NewTime(s.opts.Now()))
+	obj.SetResourceVersion("")
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	obj.SetManagedFields(nil)
+	obj.SetSelfLink("")
+
+	unknown, err := coerce(sv, obj)
+	if err != nil {
+		return nil, err
+	}
+	req := newAdmissionRequest(ctx, OpCreate, sv, "", obj, nil, dry)
+	if err := s.mutate(ctx, req); err != nil {
+		return nil, err
+	}
+	if _, err := coerce(sv, obj); err != nil {
+		return nil, err
+	}
+	sv.strategy.PrepareForCreate(ctx, obj)
+	if sv.hooks != nil {
+		if err := sv.hooks.prepare(ctx, s, obj.Object, nil); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+	}
+	if obj.GetName() == "" {
+		return nil, invalid(sv, "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
+	}
+	if err := invalid(sv, obj.GetName(), sv.strategy.Validate(ctx, obj)); err != nil {
+		return nil, err
+	}
+	if err := strictFields(sv, opts.FieldValidation, unknown); err != nil {
+		return nil, err
+	}
+	if err := s.validateAdmission(ctx, req); err != nil {
+		return nil, err
+	}
+	if dry {
+		return obj, nil
+	}
+	for attempt := 0; ; attempt++ {
+		b, err := encode(obj)
+		if err != nil {
+			return nil, err
+		}
+		rev, err := s.store.Create(ctx, key(sv, ns, obj.GetName()), b)
+		if errors.Is(err, store.ErrAlreadyExists) && generated && attempt < 3 {
+			obj.SetName(names.SimpleNameGenerator.GenerateName(obj.GetGenerateName()))
+			continue
+		}
+		if err != nil {
+			return nil, storeError(err, gvr.GroupResource(), obj.GetName())
+		}
+		obj.SetResourceVersion(strconv.FormatInt(rev, 10))
+		break
+	}
+	if sv.hooks != nil {
+		sv.hooks.committed(ctx, s, obj.Object, nil)
+	}
+	return obj, nil
+}
+
+// Update replaces an object. A non-empty resourceVersion must be the stored
+// one (409 Conflict otherwise); an empty one updates unconditionally. When the
+// kind has a status subresource, status is kept as stored.
+func (s *Service) Update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+	return s.update(ctx, gvr, obj, opts, "")
+}
+
+// UpdateStatus replaces the status of an object through its /status
+// subresource; everything else is kept as stored.
+func (s *Service) UpdateStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+	return s.update(ctx, gvr, obj, opts, "status")
+}
+
+func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string) (*unstructured.Unstructured, error) {
+	if obj == nil || obj.Object == nil {
+		return nil, apierrors.NewBadRequest("no object to update")
+	}
+	sv, err := s.lookup(gvr, obj.GetNamespace(), false)
+	if err != nil {
+		return nil, err
+	}
+	if sub == "status" && !sv.Status {
+		return nil, notServed(gvr)
+	}
+	obj = obj.DeepCopy()
+	if err := checkType(sv, obj); err != nil {
+		return nil, err
+	}
+	kv, err := s.store.Get(ctx, key(sv, obj.GetNamespace(), obj.GetName()), store.GetOptions{})
+	if err != nil {
+		return nil, storeError(err, gvr.GroupResource(), obj.GetName())
+	}
+	old, err := decode(sv, kv)
+	if err != nil {
+		return nil, err
+	}
+	if rv := obj.GetResourceVersion(); rv != "" && rv != old.GetResourceVersion() {
+		return nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), errors.New(conflictMessage))
+	}
+	return s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, opts, sub)
+}
+
+// applyUpdate runs the update pipeline of obj over old (stored at rev).
+func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured.Unstructured, rev int64, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string) (*unstructured.Unstructured, error) {
+	dry, err := dryRun(opts.DryRun)
+	if err != nil {
+		return nil, err
+	}
+	if err := validFieldValidation(opts.FieldValidation); err != nil {
+		return nil, err
+	}
+	if obj.GetName() != old.GetName() {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name of the stored object (%s)", obj.GetName(), old.GetName()))
+	}
+	if uid := obj.GetUID(); uid != "" && uid != old.GetUID() {
+		return nil, apierrors.NewConflict(sv.GVR.GroupResource(), obj.GetName(),
+			fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, old.GetUID()))
+	}
+	obj.SetNamespace(old.GetNamespace())
+	obj.SetUID(old.GetUID())
+	obj.SetCreationTimestamp(old.GetCreationTimestamp())
+	obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
+	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
+	obj.SetGeneration(old.GetGeneration())
+	obj.SetManagedFields(nil)
+	obj.SetSelfLink("")
+	obj.SetResourceVersion(old.GetResourceVersion())
+
+	unknown, err := coerce(sv, obj)
+	if err != nil {
+		return nil, err
+	}
+	req := newAdmissionRequest(ctx, OpUpdate, sv, sub, obj, old, dry)
+	if err := s.mutate(ctx, req); err != nil {
+		return nil, err
+	}
+	if _, err := coerce(sv, obj); err != nil {
+		return nil, err
+	}
+	st := sv.strategy
+	if sub == "status" {
+		st = sv.statusStrategy
+	}
+	st.PrepareForUpdate(ctx, obj, old)
+	obj.SetResourceVersion(old.GetResourceVersion())
+	if sv.hooks != nil {
+		if err := sv.hooks.prepare(ctx, s, obj.Object, old.Object); err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+	}
+	if err := invalid(sv, obj.GetName(), st.ValidateUpdate(ctx, obj, old)); err != nil {
+		return nil, err
+	}
+	if err := strictFields(sv, opts.FieldValidation, unknown); err != nil {
+		return nil, err
+	}
+	if err := s.validateAdmission(ctx, req); err != nil {
+		return nil, err
+	}
+	if equality.Semantic.DeepEqual(obj.Object, old.Object) || dry {
+		return obj, nil // nothing to write: the resourceVersion stays
+	}
+	b, err := encode(obj)
+	if err != nil {
+		return nil, err
+	}
+	k := key(sv, obj.GetNamespace(), obj.GetName())
+	newRev, err := s.store.Update(ctx, k, b, rev)
+	if err != nil {
+		return nil, storeError(err, sv.GVR.GroupResource(), obj.GetName())
+	}
+	obj.SetResourceVersion(strconv.FormatInt(newRev, 10))
+	if sv.hooks != nil {
+		sv.hooks.committed(ctx, s, obj.Object, old.Object)
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		if len(obj.GetFinalizers()) == 0 {
+			// The last finalizer is gone: the object goes.
+			if _, _, err := s.store.Delete(ctx, k, newRev); err == nil {
+				if sv.hooks != nil {
+					sv.hooks.committed(ctx, s, nil, obj.Object)
+				}
+			} else if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+				return nil, storeError(err, sv.GVR.GroupResource(), obj.GetName())
+			}
+		}
+		s.kickGC()
+	}
+	return obj, nil
+}
