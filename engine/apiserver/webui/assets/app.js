@@ -167,7 +167,8 @@ const findResource = (group, version, resource) =>
 
 function resourceForKind(apiVersion, kind) {
   const [g, v] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
-  return state.resources.find((r) => r.group === g && r.kind === kind && (r.version === v || true));
+  const same = state.resources.filter((r) => r.group === g && r.kind === kind);
+  return same.find((r) => r.version === v) || same[0];
 }
 
 function objectRoute(r, obj) {
