@@ -72,6 +72,12 @@ func Digest(wasm []byte) string {
 // ErrUnsupportedABI or ErrMemoryLimit, with a message that says what is
 // wrong.
 func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (*Plugin, error) {
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	p := &Plugin{name: name, digest: Digest(wasm), host: h, cfg: cfg, log: h.opts.Logger.With("plugin", name), done: make(chan struct{})}
 	refuse := func(err error, format string, args ...any) error {

@@ -215,16 +215,18 @@ func classify(ctx context.Context, err error, out *tailBuffer, l Limits) *failur
 	switch {
 	case isExit && exit.ExitCode() == sys.ExitCodeDeadlineExceeded,
 		errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return &failure{err: ErrTimeout, detail: fmt.Sprintf("the call ran past its deadline of %v and was stopped", l.CallTimeout)}
+		return &failure{err: ErrTimeout, detail: fmt.Sprintf("the call ran past its deadline (call timeout %v) and was stopped", l.CallTimeout)}
 	case isExit && exit.ExitCode() == sys.ExitCodeContextCanceled, errors.Is(ctx.Err(), context.Canceled):
 		return &failure{err: context.Canceled, detail: "the caller canceled the call"}
 	case errors.Is(err, errBudget):
 		return &failure{err: ErrHostCallLimit, detail: fmt.Sprintf("more than %d host calls in one call", l.MaxHostCalls)}
 	}
 	tail := out.String()
-	if strings.Contains(tail, "out of memory") {
+	if i := strings.Index(tail, "out of memory"); i >= 0 {
+		line := tail[strings.LastIndexByte(tail[:i], '\n')+1:]
+		line, _, _ = strings.Cut(line, "\n")
 		return &failure{err: ErrMemoryLimit, detail: fmt.Sprintf("the guest ran out of memory under its cap of %d pages (%d MiB): %s",
-			l.MemoryPages, l.MemoryPages/16, lastLines(tail, 3))}
+			l.MemoryPages, l.MemoryPages/16, line)}
 	}
 	if isExit {
 		return &failure{err: ErrTrap, detail: fmt.Sprintf("the guest exited with code %d: %s", exit.ExitCode(), lastLines(tail, 6))}

@@ -1,6 +1,6 @@
 // Command faulty is the host tests' misbehaving guest (native ABI). Its
 // reconcile handler does what the request's config "mode" says: ok, loop
-// (spin forever), alloc (allocate without bound), panic, huge (a 8 MiB
+// (spin forever), alloc (allocate without bound), panic, huge (a 2 MiB
 // status), badjson (an invalid status document), flood (log without
 // end), or get (read the object named by config kind/name through the host).
 package main
@@ -34,7 +34,7 @@ func reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse
 		var m map[string]int
 		m["boom"]++
 	case "huge":
-		return &abi.ReconcileResponse{Status: abi.NewObject(nil).Str("blob", strings.Repeat("x", 8<<20)).Bytes()}, nil
+		return &abi.ReconcileResponse{Status: abi.NewObject(nil).Str("blob", strings.Repeat("x", 2<<20)).Bytes()}, nil
 	case "badjson":
 		return &abi.ReconcileResponse{Status: abi.RawJSON(`{"state":`)}, nil
 	case "flood":
