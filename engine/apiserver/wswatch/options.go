@@ -49,6 +49,9 @@ type Options struct {
 	WriteTimeout time.Duration
 	// ReadLimit is the largest message the client may send; 4 KiB by default.
 	ReadLimit int64
+	// EncodeCacheSize is how many encoded events are kept for other
+	// connections to reuse; 4096 by default.
+	EncodeCacheSize int
 	// CloseGrace is how long the server waits for the client's close frame
 	// after its own; 1s by default.
 	CloseGrace time.Duration
@@ -81,6 +84,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.ReadLimit <= 0 {
 		o.ReadLimit = 4 << 10
+	}
+	if o.EncodeCacheSize <= 0 {
+		o.EncodeCacheSize = 4096
 	}
 	if o.CloseGrace <= 0 {
 		o.CloseGrace = time.Second

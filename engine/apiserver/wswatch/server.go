@@ -22,6 +22,7 @@ type Server struct {
 	opts     Options
 	allowed  map[string]bool
 	upgrader websocket.Upgrader
+	cache    *encodeCache
 }
 
 // New returns a Server; it fails on a malformed or wildcard allowed origin.
@@ -34,7 +35,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, allowed: allowed}
+	s := &Server{opts: opts, allowed: allowed, cache: newEncodeCache(opts.EncodeCacheSize)}
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: opts.WriteTimeout,
 		// A small read buffer: clients send only pongs and close frames.
@@ -195,7 +196,7 @@ func (ss *session) pump(ctx context.Context, wi watch.Interface, done chan<- str
 				ss.q.end()
 				return
 			}
-			msg, err := ss.s.opts.Encode(ev)
+			msg, err := ss.s.cache.encode(ev, ss.s.opts.Encode)
 			if err != nil {
 				if msg, err = ss.s.opts.Encode(errorEvent(err)); err == nil {
 					ss.q.push(msg)

@@ -1,0 +1,85 @@
+package wswatch
+
+import (
+	"strconv"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+func obj(apiVersion, name, rv string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind("Widget")
+	u.SetNamespace("default")
+	u.SetName(name)
+	u.SetResourceVersion(rv)
+	u.Object["spec"] = map[string]any{"size": "small"}
+	return u
+}
+
+func TestEncodeCache(t *testing.T) {
+	c := newEncodeCache(2)
+	calls := 0
+	enc := func(ev watch.Event) ([]byte, error) { calls++; return EncodeEvent(ev) }
+	st := metav1.Status{Code: 410}
+	bookmarkEnd := obj("example.setpoint.dev/v1", "", "9")
+	bookmarkEnd.SetAnnotations(map[string]string{"k8s.io/initial-events-end": "true"})
+	tests := []struct {
+		name      string
+		ev        watch.Event
+		wantCalls int
+	}{
+		{name: "first", ev: watch.Event{Type: watch.Added, Object: obj("example.setpoint.dev/v1", "a", "5")}, wantCalls: 1},
+		{name: "same event", ev: watch.Event{Type: watch.Added, Object: obj("example.setpoint.dev/v1", "a", "5")}, wantCalls: 0},
+		{name: "other type", ev: watch.Event{Type: watch.Deleted, Object: obj("example.setpoint.dev/v1", "a", "5")}, wantCalls: 1},
+		{name: "other version", ev: watch.Event{Type: watch.Added, Object: obj("example.setpoint.dev/v2", "a", "5")}, wantCalls: 1},
+		{name: "evicted", ev: watch.Event{Type: watch.Added, Object: obj("example.setpoint.dev/v1", "a", "5")}, wantCalls: 1},
+		{name: "error", ev: watch.Event{Type: watch.Error, Object: &st}, wantCalls: 1},
+		{name: "error again", ev: watch.Event{Type: watch.Error, Object: &st}, wantCalls: 1},
+		{name: "end bookmark", ev: watch.Event{Type: watch.Bookmark, Object: bookmarkEnd}, wantCalls: 1},
+		{name: "end bookmark again", ev: watch.Event{Type: watch.Bookmark, Object: bookmarkEnd}, wantCalls: 1},
+	}
+	for _, tc := range tests {
+		before := calls
+		b, err := c.encode(tc.ev, enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := EncodeEvent(tc.ev)
+		if string(b) != string(want) {
+			t.Fatalf("%s: got %s, want %s", tc.name, b, want)
+		}
+		if got := calls - before; got != tc.wantCalls {
+			t.Fatalf("%s: %d encodings, want %d", tc.name, got, tc.wantCalls)
+		}
+	}
+}
+
+func BenchmarkEncodeFanOut(b *testing.B) {
+	const watchers = 1000
+	for _, cached := range []bool{false, true} {
+		b.Run("cached="+strconv.FormatBool(cached), func(b *testing.B) {
+			c := newEncodeCache(4096)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				// One event delivered to 1,000 watchers, each with its own
+				// decoded copy, as the engine hands them out.
+				for w := 0; w < watchers; w++ {
+					ev := watch.Event{Type: watch.Modified, Object: obj("example.setpoint.dev/v1", "a", strconv.Itoa(i))}
+					var err error
+					if cached {
+						_, err = c.encode(ev, EncodeEvent)
+					} else {
+						_, err = EncodeEvent(ev)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
