@@ -3,6 +3,7 @@ package wswatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -78,7 +79,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, start StartFunc) 
 	sess := &session{
 		s:          s,
 		c:          c,
-		shutdown:   r.Context().Done(),
+		shutdown:   r.Context(),
 		q:          newQueue(s.opts.MaxQueuedEvents, s.opts.MaxQueuedBytes),
 		readerDone: make(chan struct{}),
 	}
@@ -95,7 +96,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, start StartFunc) 
 type session struct {
 	s          *Server
 	c          *websocket.Conn
-	shutdown   <-chan struct{} // the request's context: the server stopping
+	shutdown   context.Context // the request's: done when the server stops or the request times out
 	q          *queue
 	readerDone chan struct{}
 }
@@ -147,8 +148,8 @@ func (ss *session) run(ctx context.Context, cancel context.CancelFunc, start Sta
 		select {
 		case <-ss.readerDone:
 			return 0, "", nil
-		case <-ss.shutdown:
-			return websocket.CloseGoingAway, reasonGoingAway, nil
+		case <-ss.shutdown.Done():
+			return ss.endCode()
 		case <-ping.C:
 			if err := ss.c.WriteControl(websocket.PingMessage, nil, time.Now().Add(o.WriteTimeout)); err != nil {
 				return 0, "", fmt.Errorf("wswatch: ping: %w", err)
@@ -164,15 +165,20 @@ func (ss *session) run(ctx context.Context, cancel context.CancelFunc, start Sta
 				}
 			}
 			if ended {
-				select {
-				case <-ss.shutdown:
-					return websocket.CloseGoingAway, reasonGoingAway, nil
-				default:
-				}
-				return websocket.CloseNormalClosure, reasonEnded, nil
+				return ss.endCode()
 			}
 		}
 	}
+}
+
+// endCode is the close code for a watch that ended while the client was
+// still there: 1001 when the server is stopping (the request's context was
+// canceled), 1000 otherwise (the watch or the request timed out).
+func (ss *session) endCode() (int, string, error) {
+	if err := ss.shutdown.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return websocket.CloseGoingAway, reasonGoingAway, nil
+	}
+	return websocket.CloseNormalClosure, reasonEnded, nil
 }
 
 func (ss *session) write(msg []byte) error {

@@ -457,3 +457,29 @@ func TestSilentClientIsDropped(t *testing.T) {
 	case <-time.After(400 * time.Millisecond):
 	}
 }
+
+func TestRequestTimeoutClosesNormally(t *testing.T) {
+	ws, err := wswatch.New(wswatch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newChanWatch(1)
+	results := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 200*time.Millisecond)
+		defer cancel()
+		results <- ws.Serve(rw, r.WithContext(ctx), func(context.Context) (watch.Interface, error) { return w, nil })
+	}))
+	defer srv.Close()
+	c, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if code, _ := readClose(t, c); code != websocket.CloseNormalClosure {
+		t.Fatalf("close code %d after the request timed out, want 1000", code)
+	}
+	if err := <-results; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
