@@ -713,3 +713,37 @@ func TestFakeManagerFollowsLeadership(t *testing.T) {
 		}
 	})
 }
+
+func TestFakeTerminalFinalizeErrorIsNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := controllertest.New()
+		var calls atomic.Int64
+		fin := controller.FinalizerFunc(func(context.Context, *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
+			calls.Add(1)
+			return &abi.FinalizeResponse{Error: "volume is attached elsewhere", Terminal: true}, nil
+		})
+		_, stop := runManager(t, newController(t, c, "widget", &widgetPlugin{}, func(o *controller.Options) {
+			o.Finalizer = fin
+			o.ResyncPeriod = time.Minute
+		}))
+		defer stop()
+		create(t, c, widgets, newWidget("w", "small"))
+		synctest.Wait()
+		if err := c.Delete(context.Background(), widgets, "default", "w", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if n := calls.Load(); n != 1 {
+			t.Errorf("finalize calls = %d, want 1", n)
+		}
+		w := get(t, c, widgets, "w")
+		if s, r, _ := ready(w); s != "False" || r != controller.ReasonFinalizeTerminal {
+			t.Errorf("Ready = %s/%s, want False/%s", s, r, controller.ReasonFinalizeTerminal)
+		}
+		if len(w.GetFinalizers()) != 1 {
+			t.Errorf("finalizers = %v, want the controller's kept", w.GetFinalizers())
+		}
+	})
+}

@@ -75,11 +75,14 @@ func (c *Controller) reconcile(ctx context.Context, r *run, key Key) result {
 func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *unstructured.Unstructured) result {
 	attempt := r.queue.NumRequeues(key)
 	status, _ := obj.Object["status"].(map[string]any)
-	if terminalAt(status, obj.GetGeneration()) {
-		return result{skipped: true}
-	}
 	if obj.GetDeletionTimestamp() != nil {
+		if terminalAt(status, obj.GetGeneration(), ReasonFinalizeTerminal) {
+			return result{skipped: true}
+		}
 		return c.finalize(ctx, r, obj, attempt)
+	}
+	if terminalAt(status, obj.GetGeneration(), ReasonTerminalError) {
+		return result{skipped: true}
 	}
 	if c.opts.Finalizer != nil && !slices.Contains(obj.GetFinalizers(), c.opts.FinalizerName) {
 		obj.SetFinalizers(append(obj.GetFinalizers(), c.opts.FinalizerName))
@@ -228,7 +231,7 @@ func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Uns
 		res.terminal = resp.Terminal
 		reason := ReasonFinalizeFailed
 		if resp.Terminal {
-			reason = ReasonTerminalError
+			reason = ReasonFinalizeTerminal
 		}
 		ready = readyCondition{metav1.ConditionFalse, reason, resp.Error}
 	case !resp.Done:

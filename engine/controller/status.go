@@ -27,6 +27,10 @@ const (
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonFinalizeFailed: the finalizer reported or met an error.
 	ReasonFinalizeFailed = "FinalizeFailed"
+	// ReasonFinalizeTerminal: the finalizer reported an error not worth
+	// retrying; the object stays until its generation changes or someone
+	// removes the finalizer.
+	ReasonFinalizeTerminal = "FinalizeTerminalError"
 	// ReasonFinalizing: the object is being deleted and the finalizer is not
 	// done yet.
 	ReasonFinalizing = "Finalizing"
@@ -112,11 +116,12 @@ func readyOf(status map[string]any) (map[string]any, bool) {
 	return nil, false
 }
 
-// terminalAt reports whether status records a terminal error for generation:
-// such an object is not reconciled again until its generation changes.
-func terminalAt(status map[string]any, generation int64) bool {
+// terminalAt reports whether status records a terminal error (of the given
+// reason) for generation: such an object is not reconciled again until its
+// generation changes.
+func terminalAt(status map[string]any, generation int64, reason string) bool {
 	c, ok := readyOf(status)
-	if !ok || c["reason"] != ReasonTerminalError {
+	if !ok || c["reason"] != reason {
 		return false
 	}
 	g, ok := number(c["observedGeneration"])

@@ -81,7 +81,7 @@ func TestTerminalAt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := terminalAt(tt.status, tt.gen); got != tt.want {
+			if got := terminalAt(tt.status, tt.gen, ReasonTerminalError); got != tt.want {
 				t.Fatalf("terminalAt = %v, want %v", got, tt.want)
 			}
 		})
