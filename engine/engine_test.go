@@ -133,7 +133,9 @@ func TestCreateValidation(t *testing.T) {
 			code: 422, reason: metav1.StatusReasonInvalid, field: "spec.size"},
 		{name: "missing required", mutate: func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "name") },
 			code: 422, reason: metav1.StatusReasonInvalid, field: "spec.name"},
-		{name: "wrong type", mutate: func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, int64(3), "spec", "name") },
+		{name: "wrong type", mutate: func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(3), "spec", "name")
+		},
 			code: 422, reason: metav1.StatusReasonInvalid, field: "spec.name"},
 		{name: "CEL rule", mutate: func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, fmt.Sprintf("%070d", 0), "spec", "name")
@@ -186,7 +188,9 @@ func TestCreateValidation(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0) }
+func contains(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
+}
 
 func indexOf(s, sub string) int {
 	for i := 0; i+len(sub) <= len(s); i++ {

@@ -89,7 +89,7 @@ func (s *Service) followCRDs(ctx context.Context) {
 }
 
 func (s *Service) watchCRDs(ctx context.Context, rev int64) error {
-	w, err := s.store.Watch(ctx, crdPrefix, rev)
+	w, err := storeWatch(ctx, s.store, crdPrefix, rev)
 	if err != nil {
 		return err
 	}

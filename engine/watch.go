@@ -68,7 +68,7 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 		cancel()
 		return nil, err
 	}
-	w, err := s.store.Watch(ctx, prefix, from)
+	w, err := storeWatch(ctx, s.store, prefix, from)
 	if err != nil {
 		cancel()
 		return nil, storeError(err, gvr.GroupResource(), "")

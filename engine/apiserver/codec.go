@@ -1,0 +1,259 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/yaml"
+)
+
+// writeJSON writes v as JSON with code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeStatus(w, http.StatusInternalServerError, "InternalError", fmt.Sprintf("encode response: %v", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// writeStatus writes a failure meta/v1 Status.
+func writeStatus(w http.ResponseWriter, code int, reason, message string) {
+	writeJSON(w, code, &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Code: int32(code),
+		Reason: metav1.StatusReason(reason), Message: message,
+	})
+}
+
+// statusOf returns the meta/v1 Status that reports err.
+func statusOf(err error) metav1.Status {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		st = apierrors.NewInternalError(err)
+	}
+	out := st.Status()
+	out.Kind, out.APIVersion = "Status", "v1"
+	if out.Code == 0 {
+		out.Code = http.StatusInternalServerError
+	}
+	return out
+}
+
+// writeError writes err as a Status with its code.
+func writeError(w http.ResponseWriter, err error) {
+	st := statusOf(err)
+	writeJSON(w, int(st.Code), &st)
+}
+
+// wantsYAML tells whether the client prefers YAML to JSON.
+func wantsYAML(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mt {
+		case "application/yaml":
+			return true
+		case "application/json", "*/*", "application/*":
+			return false
+		}
+	}
+	return false
+}
+
+// acceptParams returns the parameters of the first Accept media type whose
+// "as" parameter is as, or nil.
+func acceptParams(r *http.Request, as string) map[string]string {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil || mt != "application/json" {
+			continue
+		}
+		if params["as"] == as {
+			return params
+		}
+	}
+	return nil
+}
+
+// writeObject writes an API object in the format the client asked for.
+func writeObject(w http.ResponseWriter, r *http.Request, code int, v any) {
+	if !wantsYAML(r) {
+		writeJSON(w, code, v)
+		return
+	}
+	b, err := json.Marshal(v)
+	if err == nil {
+		b, err = yaml.JSONToYAML(b)
+	}
+	if err != nil {
+		writeError(w, apierrors.NewInternalError(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// readBody reads a request body of at most max bytes.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the request body is larger than %d bytes", max))
+	}
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("read request body: %v", err))
+	}
+	return b, nil
+}
+
+// mediaType returns the media type of the request body.
+func mediaType(r *http.Request) string {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return "application/json"
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return ct
+	}
+	return mt
+}
+
+func unsupportedMediaType(mt string) error {
+	return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "",
+		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got %q)", mt), 0, false)
+}
+
+// toJSON returns a JSON or YAML body as JSON, refusing bodies nested deeper
+// than MaxDepth.
+func toJSON(mt string, body []byte) ([]byte, error) {
+	switch mt {
+	case "application/json", "application/merge-patch+json", "application/json-patch+json", "application/strategic-merge-patch+json":
+	case "application/yaml", "application/apply-patch+yaml":
+		if err := checkYAMLDepth(body); err != nil {
+			return nil, err
+		}
+		j, err := yaml.YAMLToJSON(body)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid YAML: %v", err))
+		}
+		body = j
+	default:
+		return nil, unsupportedMediaType(mt)
+	}
+	if err := checkJSONDepth(body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// decodeObject decodes a request body into an object.
+func decodeObject(r *http.Request, body []byte) (*unstructured.Unstructured, error) {
+	j, err := toJSON(mediaType(r), body)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := utiljson.Unmarshal(j, &m); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid JSON object: %v", err))
+	}
+	if m == nil {
+		return nil, apierrors.NewBadRequest("the request body is not an object")
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func tooDeep() error {
+	return apierrors.NewBadRequest(fmt.Sprintf("the request body nests deeper than %d levels", MaxDepth))
+}
+
+// checkJSONDepth refuses JSON nested deeper than MaxDepth, without parsing it.
+func checkJSONDepth(b []byte) error {
+	depth, inString, escaped := 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			if depth > MaxDepth {
+				return tooDeep()
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return nil
+}
+
+// maxYAMLAliases caps alias references in a YAML body ("billion laughs").
+const maxYAMLAliases = 100
+
+// checkYAMLDepth refuses YAML whose indentation or flow nesting goes deeper
+// than MaxDepth, or that uses too many aliases, before a parser sees it.
+func checkYAMLDepth(b []byte) error {
+	aliases := 0
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		indent := 0
+		for indent < len(line) && (line[indent] == ' ' || line[indent] == '-') {
+			indent++
+		}
+		if indent/2 > MaxDepth {
+			return tooDeep()
+		}
+		flow := 0
+		for i, c := range line {
+			switch c {
+			case '{', '[':
+				flow++
+				if flow+indent/2 > MaxDepth {
+					return tooDeep()
+				}
+			case '}', ']':
+				flow--
+			case '*':
+				if i+1 < len(line) && line[i+1] != ' ' {
+					aliases++
+				}
+			}
+		}
+	}
+	if aliases > maxYAMLAliases {
+		return apierrors.NewBadRequest(fmt.Sprintf("the request body uses more than %d YAML aliases", maxYAMLAliases))
+	}
+	return nil
+}
+
+func jsonMarshal(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return b, nil
+}

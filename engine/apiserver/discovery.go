@@ -1,0 +1,184 @@
+package apiserver
+
+import (
+	"net/http"
+	"sort"
+
+	"github.com/go-chi/chi/v5"
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/setpoint-dev/setpoint/engine"
+)
+
+// aggregatedType is the media type of aggregated discovery documents.
+const aggregatedType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+var (
+	objectVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+	subVerbs    = metav1.Verbs{"get", "patch", "update"}
+)
+
+// wantsAggregated tells whether the client asked for aggregated discovery.
+func wantsAggregated(r *http.Request) bool {
+	p := acceptParams(r, "APIGroupDiscoveryList")
+	return p != nil && p["g"] == "apidiscovery.k8s.io" && p["v"] == "v2"
+}
+
+// groupVersions returns the served groups, each with its versions in
+// priority order (the preferred first) and their resources.
+func (s *Server) groupVersions() (groups []string, versions map[string][]string, resources map[schema.GroupVersion][]engine.Resource) {
+	versions = map[string][]string{}
+	resources = map[schema.GroupVersion][]engine.Resource{}
+	for _, res := range s.eng.Resources() {
+		gv := res.GVR.GroupVersion()
+		if _, ok := resources[gv]; !ok {
+			if _, ok := versions[gv.Group]; !ok {
+				groups = append(groups, gv.Group)
+			}
+			versions[gv.Group] = append(versions[gv.Group], gv.Version)
+		}
+		resources[gv] = append(resources[gv], res)
+	}
+	for g := range versions {
+		vs := versions[g]
+		sort.Slice(vs, func(i, j int) bool { return version.CompareKubeAwareVersionStrings(vs[i], vs[j]) > 0 })
+	}
+	sort.Strings(groups)
+	return groups, versions, resources
+}
+
+func (s *Server) serveCoreVersions(w http.ResponseWriter, r *http.Request) {
+	if wantsAggregated(r) {
+		s.writeAggregated(w, func(g string) bool { return g == "" })
+		return
+	}
+	writeJSON(w, http.StatusOK, &metav1.APIVersions{
+		TypeMeta:                   metav1.TypeMeta{Kind: "APIVersions"},
+		Versions:                   []string{"v1"},
+		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host}},
+	})
+}
+
+func apiGroup(g string, vs []string) metav1.APIGroup {
+	out := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: g}
+	for _, v := range vs {
+		out.Versions = append(out.Versions, metav1.GroupVersionForDiscovery{GroupVersion: g + "/" + v, Version: v})
+	}
+	if len(out.Versions) > 0 {
+		out.PreferredVersion = out.Versions[0]
+	}
+	return out
+}
+
+func (s *Server) serveGroups(w http.ResponseWriter, r *http.Request) {
+	if wantsAggregated(r) {
+		s.writeAggregated(w, func(g string) bool { return g != "" })
+		return
+	}
+	groups, versions, _ := s.groupVersions()
+	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
+	for _, g := range groups {
+		if g != "" {
+			list.Groups = append(list.Groups, apiGroup(g, versions[g]))
+		}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request) {
+	g := chi.URLParam(r, "group")
+	_, versions, _ := s.groupVersions()
+	vs, ok := versions[g]
+	if !ok || g == "" {
+		writeError(w, notFoundResource(schema.GroupVersionResource{Group: g}))
+		return
+	}
+	ag := apiGroup(g, vs)
+	writeJSON(w, http.StatusOK, &ag)
+}
+
+func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeError(w, methodNotAllowed(r))
+		return
+	}
+	gv := requestGV(r)
+	_, _, resources := s.groupVersions()
+	rs, ok := resources[gv]
+	if !ok {
+		writeError(w, notFoundResource(gv.WithResource("")))
+		return
+	}
+	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
+	for _, res := range rs {
+		list.APIResources = append(list.APIResources, metav1.APIResource{
+			Name: res.GVR.Resource, SingularName: res.Singular, Namespaced: res.Namespaced, Kind: res.Kind,
+			Verbs: objectVerbs, ShortNames: res.ShortNames, Categories: res.Categories,
+		})
+		if res.Status {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: res.GVR.Resource + "/status", Namespaced: res.Namespaced, Kind: res.Kind, Verbs: subVerbs,
+			})
+		}
+		if res.Scale {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: res.GVR.Resource + "/scale", Namespaced: res.Namespaced, Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: subVerbs,
+			})
+		}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// writeAggregated writes the aggregated discovery document of the groups keep selects.
+func (s *Server) writeAggregated(w http.ResponseWriter, keep func(string) bool) {
+	groups, versions, resources := s.groupVersions()
+	list := &apidiscoveryv2.APIGroupDiscoveryList{
+		TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: "apidiscovery.k8s.io/v2"},
+		Items:    []apidiscoveryv2.APIGroupDiscovery{},
+	}
+	for _, g := range groups {
+		if !keep(g) {
+			continue
+		}
+		gd := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g}}
+		for _, v := range versions[g] {
+			vd := apidiscoveryv2.APIVersionDiscovery{Version: v, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+			for _, res := range resources[schema.GroupVersion{Group: g, Version: v}] {
+				scope := apidiscoveryv2.ScopeCluster
+				if res.Namespaced {
+					scope = apidiscoveryv2.ScopeNamespace
+				}
+				kind := &metav1.GroupVersionKind{Group: g, Version: v, Kind: res.Kind}
+				rd := apidiscoveryv2.APIResourceDiscovery{
+					Resource: res.GVR.Resource, ResponseKind: kind, Scope: scope, SingularResource: res.Singular,
+					Verbs: objectVerbs, ShortNames: res.ShortNames, Categories: res.Categories,
+				}
+				if res.Status {
+					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+						Subresource: "status", ResponseKind: kind, Verbs: subVerbs,
+					})
+				}
+				if res.Scale {
+					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+						Subresource: "scale", ResponseKind: &metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}, Verbs: subVerbs,
+					})
+				}
+				vd.Resources = append(vd.Resources, rd)
+			}
+			gd.Versions = append(gd.Versions, vd)
+		}
+		list.Items = append(list.Items, gd)
+	}
+	w.Header().Set("Vary", "Accept")
+	b, err := jsonMarshal(list)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", aggregatedType)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}

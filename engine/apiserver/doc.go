@@ -1,0 +1,16 @@
+// Package apiserver serves Setpoint's Kubernetes-compatible REST API over an
+// engine.Service: the /api and /apis resource paths (namespaced,
+// cluster-scoped and all-namespaces forms, the /status and /scale
+// subresources), watch over chunked HTTP and, with an Upgrade header, over
+// WebSocket (package wswatch), legacy and aggregated discovery, the OpenAPI
+// v2 and v3 documents built from the CRD schemas, Table responses, meta/v1
+// Status errors, /version, the probes and the web UI (package webui).
+//
+// It owns no authentication, TLS or metrics: the serving package wraps the
+// handler with them. It reads the authenticated user, when one is set, from
+// the request context (k8s.io/apiserver/pkg/endpoints/request.UserFrom) and
+// hands it to the engine's admission.
+//
+// It imports engine and store (the contract) and nothing else of Setpoint's
+// but its own subpackages.
+package apiserver

@@ -1,0 +1,157 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/apiserver/webui"
+	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// DefaultMaxBodyBytes caps request bodies: larger ones get 413.
+const DefaultMaxBodyBytes = 3 << 20
+
+// MaxDepth caps the nesting of JSON and YAML request bodies: deeper ones get 400.
+const MaxDepth = 100
+
+// Options configures New. Zero values get defaults.
+type Options struct {
+	// Store holds the objects; required unless Engine is set.
+	Store store.Store
+	// Engine is the object service to serve; New builds one on Store when nil.
+	Engine *engine.Service
+	// Logger receives the server's logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// AllowedOrigins are the browser origins, besides the server's own, that
+	// may open a WebSocket watch.
+	AllowedOrigins []string
+	// MaxBodyBytes caps request bodies; DefaultMaxBodyBytes when zero.
+	MaxBodyBytes int64
+	// Version is what /version reports.
+	Version version.Info
+}
+
+// Server is the API handler. It is safe for concurrent use.
+type Server struct {
+	eng    *engine.Service
+	log    *slog.Logger
+	opts   Options
+	router chi.Router
+	ws     *wswatch.Server
+
+	openapiMu sync.Mutex // guards openapi
+	openapi   *openapiCache
+
+	runOnce sync.Once
+}
+
+// New returns the API handler over opts.Engine, or over a new engine on
+// opts.Store.
+func New(opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Version.GitVersion == "" {
+		opts.Version = version.Info{
+			Major: "1", Minor: "32", GitVersion: "v1.32.0-setpoint",
+			GoVersion: runtime.Version(), Compiler: runtime.Compiler,
+			Platform: runtime.GOOS + "/" + runtime.GOARCH,
+		}
+	}
+	eng := opts.Engine
+	if eng == nil {
+		if opts.Store == nil {
+			return nil, errors.New("apiserver: Options.Store or Options.Engine is required")
+		}
+		var err error
+		eng, err = engine.New(context.Background(), engine.Options{Store: opts.Store, Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("apiserver: %w", err)
+		}
+	}
+	ws, err := wswatch.New(wswatch.Options{AllowedOrigins: opts.AllowedOrigins, Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
+	s := &Server{eng: eng, log: opts.Logger, opts: opts, ws: ws}
+	s.router = s.routes()
+	return s, nil
+}
+
+// Engine returns the object service the server serves.
+func (s *Server) Engine() *engine.Service { return s.eng }
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Run runs the engine's background loops (the CRD follower and the garbage
+// collector) until ctx is done and returns after they stopped. Call it once.
+func (s *Server) Run(ctx context.Context) error {
+	err := errors.New("apiserver: Run called twice")
+	s.runOnce.Do(func() { err = s.eng.Run(ctx) })
+	return err
+}
+
+func (s *Server) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(recoverPanics(s.log))
+	ok := func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	}
+	r.Get("/healthz", ok)
+	r.Get("/readyz", ok)
+	r.Get("/livez", ok)
+	r.Get("/version", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.opts.Version) })
+	r.Get("/api", s.serveCoreVersions)
+	r.Get("/apis", s.serveGroups)
+	r.Get("/apis/{group}", s.serveGroup)
+	r.Get("/openapi/v2", s.serveOpenAPIV2)
+	r.Get("/openapi/v3", s.serveOpenAPIV3Index)
+	r.Get("/openapi/v3/*", s.serveOpenAPIV3)
+	ui := webui.New()
+	r.Handle(webui.Prefix+"*", ui)
+	r.Handle("/ui", ui)
+	r.HandleFunc("/api/{version}", s.serveResourceList)
+	r.HandleFunc("/api/{version}/*", s.serveResource)
+	r.HandleFunc("/apis/{group}/{version}", s.serveResourceList)
+	r.HandleFunc("/apis/{group}/{version}/*", s.serveResource)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, http.StatusMethodNotAllowed, "MethodNotAllowed", fmt.Sprintf("%s is not supported here", r.Method))
+	})
+	return r
+}
+
+// recoverPanics turns a panic in a handler into a 500 Status.
+func recoverPanics(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				if v := recover(); v != nil {
+					if v == http.ErrAbortHandler {
+						panic(v)
+					}
+					log.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+					writeStatus(w, http.StatusInternalServerError, "InternalError", "internal error")
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}

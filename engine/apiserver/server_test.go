@@ -1,0 +1,363 @@
+package apiserver
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/setpoint-dev/setpoint/store/badger"
+)
+
+// testServer is the API on a real Badger store, served over plain HTTP on
+// loopback, with its background loops running.
+type testServer struct {
+	*httptest.Server
+	api *Server
+	db  *badger.DB
+}
+
+func newTestServer(t *testing.T) *testServer {
+	t.Helper()
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := New(Options{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = api.Run(ctx) }()
+	hs := httptest.NewServer(api)
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		cancel()
+		<-done
+		db.Close()
+	})
+	return &testServer{Server: hs, api: api, db: db}
+}
+
+type request struct {
+	method, path, contentType, accept, body string
+}
+
+func (ts *testServer) do(t *testing.T, rq request) (int, []byte, http.Header) {
+	t.Helper()
+	if rq.method == "" {
+		rq.method = http.MethodGet
+	}
+	req, err := http.NewRequest(rq.method, ts.URL+rq.path, strings.NewReader(rq.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rq.contentType != "" {
+		req.Header.Set("Content-Type", rq.contentType)
+	} else if rq.body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if rq.accept != "" {
+		req.Header.Set("Accept", rq.accept)
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
+}
+
+// mustDo is do that fails the test on an unexpected code.
+func (ts *testServer) mustDo(t *testing.T, want int, rq request) []byte {
+	t.Helper()
+	code, b, _ := ts.do(t, rq)
+	if code != want {
+		t.Fatalf("%s %s = %d %s, want %d", rq.method, rq.path, code, b, want)
+	}
+	return b
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+const widgetsPath = "/apis/example.setpoint.dev/v1/namespaces/default/widgets"
+
+func (ts *testServer) registerWidget(t *testing.T) {
+	t.Helper()
+	ts.mustDo(t, http.StatusCreated, request{method: "POST", path: crdPath, contentType: "application/yaml",
+		body: readFile(t, "../../examples/widget/crd.yaml")})
+}
+
+func widgetJSON(name, size string, labels map[string]string) string {
+	l, _ := json.Marshal(labels)
+	return fmt.Sprintf(`{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":%q,"labels":%s},"spec":{"name":"W","size":%q}}`, name, l, size)
+}
+
+func status(t *testing.T, b []byte) metav1.Status {
+	t.Helper()
+	var st metav1.Status
+	if err := json.Unmarshal(b, &st); err != nil || st.Kind != "Status" {
+		t.Fatalf("not a Status: %s", b)
+	}
+	return st
+}
+
+func TestErrors(t *testing.T) {
+	ts := newTestServer(t)
+	ts.registerWidget(t)
+	ts.mustDo(t, http.StatusCreated, request{method: "POST", path: widgetsPath, body: widgetJSON("a", "small", nil)})
+	deep := strings.Repeat(`{"a":`, MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1)
+	deepYAML := ""
+	for i := 0; i <= MaxDepth; i++ {
+		deepYAML += strings.Repeat("  ", i) + "a:\n"
+	}
+	tests := []struct {
+		name   string
+		rq     request
+		code   int
+		reason metav1.StatusReason
+		causes []string
+	}{
+		{name: "unknown resource", rq: request{path: "/apis/example.setpoint.dev/v1/gadgets"}, code: 404, reason: metav1.StatusReasonNotFound},
+		{name: "unknown object", rq: request{path: widgetsPath + "/nope"}, code: 404, reason: metav1.StatusReasonNotFound},
+		{name: "unknown subresource", rq: request{path: widgetsPath + "/a/scale"}, code: 404, reason: metav1.StatusReasonNotFound},
+		{name: "method", rq: request{method: "PUT", path: widgetsPath}, code: 405, reason: metav1.StatusReasonMethodNotAllowed},
+		{name: "too large", rq: request{method: "POST", path: widgetsPath, body: `{"x":"` + strings.Repeat("x", DefaultMaxBodyBytes) + `"}`}, code: 413, reason: metav1.StatusReasonRequestEntityTooLarge},
+		{name: "media type", rq: request{method: "POST", path: widgetsPath, contentType: "text/plain", body: "x"}, code: 415, reason: metav1.StatusReasonUnsupportedMediaType},
+		{name: "apply patch", rq: request{method: "PATCH", path: widgetsPath + "/a", contentType: "application/apply-patch+yaml", body: "{}"}, code: 415, reason: metav1.StatusReasonUnsupportedMediaType},
+		{name: "deep JSON", rq: request{method: "POST", path: widgetsPath, body: deep}, code: 400, reason: metav1.StatusReasonBadRequest},
+		{name: "deep YAML", rq: request{method: "POST", path: widgetsPath, contentType: "application/yaml", body: deepYAML}, code: 400, reason: metav1.StatusReasonBadRequest},
+		{name: "malformed JSON", rq: request{method: "POST", path: widgetsPath, body: `{"a":`}, code: 400, reason: metav1.StatusReasonBadRequest},
+		{name: "invalid", rq: request{method: "POST", path: widgetsPath, body: `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"b"},"spec":{"size":"huge"}}`},
+			code: 422, reason: metav1.StatusReasonInvalid, causes: []string{"spec.size", "spec.name"}},
+		{name: "exists", rq: request{method: "POST", path: widgetsPath, body: widgetJSON("a", "small", nil)}, code: 409, reason: metav1.StatusReasonAlreadyExists},
+		{name: "conflict", rq: request{method: "PUT", path: widgetsPath + "/a", body: strings.Replace(widgetJSON("a", "large", nil), `"name":"a"`, `"name":"a","resourceVersion":"1"`, 1)},
+			code: 409, reason: metav1.StatusReasonConflict},
+		{name: "namespace mismatch", rq: request{method: "POST", path: widgetsPath, body: strings.Replace(widgetJSON("c", "small", nil), `"name":"c"`, `"name":"c","namespace":"other"`, 1)},
+			code: 400, reason: metav1.StatusReasonBadRequest},
+		{name: "watch from a compacted revision", rq: request{path: widgetsPath + "?watch=true&resourceVersion=1"}, code: 200},
+	}
+	rev, _ := ts.db.CurrentRevision(context.Background())
+	if err := ts.db.Compact(context.Background(), rev); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, b, _ := ts.do(t, tt.rq)
+			if code != tt.code {
+				t.Fatalf("code = %d (%s), want %d", code, b, tt.code)
+			}
+			if tt.code == 200 {
+				var ev struct {
+					Type   string
+					Object metav1.Status
+				}
+				if err := json.Unmarshal(b, &ev); err != nil || ev.Type != "ERROR" || ev.Object.Code != 410 {
+					t.Fatalf("watch = %s, want an ERROR event with a 410 Status", b)
+				}
+				return
+			}
+			st := status(t, b)
+			if st.Reason != tt.reason || int(st.Code) != tt.code {
+				t.Errorf("status = %d %s, want %d %s", st.Code, st.Reason, tt.code, tt.reason)
+			}
+			for _, f := range tt.causes {
+				found := false
+				for _, c := range st.Details.Causes {
+					found = found || c.Field == f
+				}
+				if !found {
+					t.Errorf("no cause for %s in %s", f, b)
+				}
+			}
+		})
+	}
+}
+
+func TestDiscovery(t *testing.T) {
+	ts := newTestServer(t)
+	ts.registerWidget(t)
+	b := ts.mustDo(t, 200, request{path: "/apis"})
+	if !strings.Contains(string(b), `"example.setpoint.dev/v1"`) || !strings.Contains(string(b), `"apiextensions.k8s.io/v1"`) {
+		t.Errorf("/apis = %s", b)
+	}
+	code, b, h := ts.do(t, request{path: "/apis", accept: "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"})
+	if code != 200 || h.Get("Content-Type") != aggregatedType || !strings.Contains(string(b), `"shortNames":["wg"]`) {
+		t.Errorf("aggregated /apis = %d %s %s", code, h.Get("Content-Type"), b)
+	}
+	b = ts.mustDo(t, 200, request{path: "/api", accept: "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"})
+	if !strings.Contains(string(b), `"namespaces"`) {
+		t.Errorf("aggregated /api = %s", b)
+	}
+	b = ts.mustDo(t, 200, request{path: "/apis/example.setpoint.dev/v1"})
+	if !strings.Contains(string(b), `"widgets/status"`) {
+		t.Errorf("resource list = %s", b)
+	}
+	ts.mustDo(t, 200, request{path: "/apis/example.setpoint.dev"})
+	ts.mustDo(t, 200, request{path: "/api/v1"})
+	ts.mustDo(t, 200, request{path: "/version"})
+	for _, p := range []string{"/healthz", "/readyz", "/livez"} {
+		ts.mustDo(t, 200, request{path: p})
+	}
+	b = ts.mustDo(t, 200, request{path: "/openapi/v3"})
+	var idx v3Index
+	if err := json.Unmarshal(b, &idx); err != nil || idx.Paths["apis/example.setpoint.dev/v1"].ServerRelativeURL == "" {
+		t.Fatalf("/openapi/v3 = %s", b)
+	}
+	b = ts.mustDo(t, 200, request{path: idx.Paths["apis/example.setpoint.dev/v1"].ServerRelativeURL})
+	if !strings.Contains(string(b), `"lastProvisioned"`) {
+		t.Errorf("openapi v3 lacks the widget schema")
+	}
+	ts.mustDo(t, 200, request{path: "/openapi/v2", accept: protoV2Type})
+	b = ts.mustDo(t, 200, request{path: "/openapi/v2"})
+	if !strings.Contains(string(b), "dev.setpoint.example.v1.Widget") {
+		t.Errorf("openapi v2 lacks the Widget definition")
+	}
+	// Deleting the CRD stops serving the kind.
+	ts.mustDo(t, 200, request{method: "DELETE", path: crdPath + "/widgets.example.setpoint.dev"})
+	ts.mustDo(t, 404, request{path: widgetsPath})
+	if b := ts.mustDo(t, 200, request{path: "/apis"}); strings.Contains(string(b), "example.setpoint.dev") {
+		t.Errorf("/apis still lists the group: %s", b)
+	}
+}
+
+func TestTableAndYAML(t *testing.T) {
+	ts := newTestServer(t)
+	ts.registerWidget(t)
+	ts.mustDo(t, 201, request{method: "POST", path: widgetsPath, body: widgetJSON("a", "small", nil)})
+	b := ts.mustDo(t, 200, request{path: widgetsPath, accept: "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"})
+	var tbl metav1.Table
+	if err := json.Unmarshal(b, &tbl); err != nil || tbl.Kind != "Table" || len(tbl.Rows) != 1 {
+		t.Fatalf("table = %s", b)
+	}
+	var cols []string
+	for _, c := range tbl.ColumnDefinitions {
+		cols = append(cols, c.Name)
+	}
+	if got := strings.Join(cols, ","); got != "Name,Display,Size,State,Provisioned,Age" {
+		t.Errorf("columns = %s", got)
+	}
+	if tbl.Rows[0].Cells[2] != "small" {
+		t.Errorf("cells = %v", tbl.Rows[0].Cells)
+	}
+	b = ts.mustDo(t, 200, request{path: widgetsPath + "/a", accept: "application/yaml"})
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil || m["kind"] != "Widget" {
+		t.Errorf("yaml = %s", b)
+	}
+}
+
+func TestWatchHTTP(t *testing.T) {
+	ts := newTestServer(t)
+	ts.registerWidget(t)
+	req, _ := http.NewRequest("GET", ts.URL+widgetsPath+"?watch=true&labelSelector=env%3Ddev&timeoutSeconds=10", nil)
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	next := func() (string, string) {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("watch ended: %v", lines.Err())
+		}
+		var ev struct {
+			Type   string
+			Object struct{ Metadata metav1.ObjectMeta }
+		}
+		if err := json.Unmarshal(lines.Bytes(), &ev); err != nil {
+			t.Fatalf("event %s: %v", lines.Bytes(), err)
+		}
+		return ev.Type, ev.Object.Metadata.Name
+	}
+	ts.mustDo(t, 201, request{method: "POST", path: widgetsPath, body: widgetJSON("other", "small", map[string]string{"env": "prod"})})
+	ts.mustDo(t, 201, request{method: "POST", path: widgetsPath, body: widgetJSON("a", "small", map[string]string{"env": "dev"})})
+	ts.mustDo(t, 200, request{method: "PATCH", path: widgetsPath + "/a", contentType: "application/merge-patch+json", body: `{"spec":{"size":"large"}}`})
+	ts.mustDo(t, 200, request{method: "DELETE", path: widgetsPath + "/a"})
+	for _, want := range []string{"ADDED a", "MODIFIED a", "DELETED a"} {
+		if typ, name := next(); typ+" "+name != want {
+			t.Fatalf("event %s %s, want %s", typ, name, want)
+		}
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); resp.Body.Close() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing the watch hung")
+	}
+}
+
+// TestKubectl runs the real kubectl against the API over plain HTTP on
+// loopback: what kubectl needs from discovery, OpenAPI and Tables.
+func TestKubectl(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/kubectl"); err != nil {
+		t.Skip("no /usr/bin/kubectl")
+	}
+	ts := newTestServer(t)
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	cfg := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: %s\ncontexts:\n- name: s\n  context:\n    cluster: s\n    user: u\n    namespace: default\nusers:\n- name: u\n  user: {}\ncurrent-context: s\n", ts.URL)
+	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl := func(stdin string, args ...string) (string, error) {
+		cmd := exec.Command("/usr/bin/kubectl", append([]string{"--kubeconfig", kc, "--cache-dir", filepath.Join(dir, "cache")}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	steps := []struct {
+		stdin   string
+		args    []string
+		want    string
+		wantErr bool
+	}{
+		{args: []string{"apply", "-f", "../../examples/widget/crd.yaml"}, want: "created"},
+		{args: []string{"wait", "--for=condition=Established", "crd/widgets.example.setpoint.dev", "--timeout=10s"}, want: "condition met"},
+		{stdin: "apiVersion: example.setpoint.dev/v1\nkind: Widget\nmetadata:\n  name: foo\n  labels: {env: dev}\nspec:\n  name: Foo\n  size: small\n",
+			args: []string{"apply", "-f", "-"}, want: "widget.example.setpoint.dev/foo created"},
+		{args: []string{"get", "wg"}, want: "foo"},
+		{args: []string{"get", "widgets", "-l", "env in (dev,prod)", "-o", "jsonpath={.items[*].metadata.name}"}, want: "foo"},
+		{args: []string{"explain", "widget.spec"}, want: "size"},
+		{args: []string{"api-resources"}, want: "widgets"},
+		{args: []string{"get", "ns"}, want: "default"},
+		{stdin: "apiVersion: example.setpoint.dev/v1\nkind: Widget\nmetadata:\n  name: bad\nspec:\n  name: Bad\n  size: huge\n",
+			args: []string{"apply", "-f", "-"}, want: `spec.size: Unsupported value: "huge"`, wantErr: true},
+		{stdin: "apiVersion: example.setpoint.dev/v1\nkind: Widget\nmetadata:\n  name: bad\nspec:\n  name: Bad\n  size: small\n  bogus: 1\n",
+			args: []string{"apply", "--validate=strict", "-f", "-"}, want: `unknown field "spec.bogus"`, wantErr: true},
+		{args: []string{"label", "widget", "foo", "team=a"}, want: "labeled"},
+		{args: []string{"patch", "widget", "foo", "--type=json", "-p", `[{"op":"replace","path":"/spec/size","value":"large"}]`}, want: "patched"},
+		{args: []string{"delete", "widgets", "-l", "env=dev"}, want: "deleted"},
+	}
+	for _, st := range steps {
+		out, err := kubectl(st.stdin, st.args...)
+		if (err != nil) != st.wantErr || !strings.Contains(out, st.want) {
+			t.Fatalf("kubectl %s: err %v, output:\n%s\nwant %q", strings.Join(st.args, " "), err, out, st.want)
+		}
+	}
+}
