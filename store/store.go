@@ -81,7 +81,9 @@ type Store interface {
 	// watches from them give ErrCompacted afterwards.
 	Compact(ctx context.Context, revision int64) error
 
-	// CurrentRevision returns the revision of the last committed write.
+	// CurrentRevision returns the revision of the last committed write. A new
+	// store starts at revision 1 (as etcd does), so a revision returned by a
+	// read is never 0, which Watch takes as "now".
 	CurrentRevision(ctx context.Context) (int64, error)
 
 	// Close releases the store and waits for its goroutines. It is idempotent.

@@ -77,6 +77,11 @@ func Open(dir string, opts Options) (*DB, error) {
 		closing:  make(chan struct{}),
 	}
 	rev, compacted, err := db.recover()
+	if err == nil && rev == 0 {
+		// A new store starts at revision 1, so that no read ever reports
+		// revision 0, which Watch takes as "now".
+		rev, err = 1, db.applyIndex(nil, 1)
+	}
 	if err != nil {
 		_ = bdb.Close()
 		return nil, err

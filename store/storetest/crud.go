@@ -13,6 +13,13 @@ func (s suite) testCreateGet(t *testing.T) {
 	ctx := testCtx(t)
 	st := s.open(t)
 	rev0 := mustRev(t, ctx, st)
+	if rev0 < 1 {
+		t.Errorf("a new store is at revision %d; it must start at 1 or more", rev0)
+	}
+	empty, err := st.List(ctx, widgets, store.ListOptions{})
+	if err != nil || empty.Revision != rev0 || len(empty.Items) != 0 {
+		t.Errorf("List of a new store: %v, %+v; want no items at revision %d", err, empty, rev0)
+	}
 	rev := mustCreate(t, ctx, st, key(1), doc("a"))
 	if rev != rev0+1 {
 		t.Errorf("Create revision %d, want %d", rev, rev0+1)
