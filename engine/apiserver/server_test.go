@@ -351,13 +351,122 @@ func TestKubectl(t *testing.T) {
 		{stdin: "apiVersion: example.setpoint.dev/v1\nkind: Widget\nmetadata:\n  name: bad\nspec:\n  name: Bad\n  size: small\n  bogus: 1\n",
 			args: []string{"apply", "--validate=strict", "-f", "-"}, want: `unknown field "spec.bogus"`, wantErr: true},
 		{args: []string{"label", "widget", "foo", "team=a"}, want: "labeled"},
+		{args: []string{"annotate", "widget", "foo", "note=hi"}, want: "annotated"},
+		{args: []string{"patch", "widget", "foo", "--type=merge", "-p", `{"spec":{"size":"medium"}}`}, want: "patched"},
 		{args: []string{"patch", "widget", "foo", "--type=json", "-p", `[{"op":"replace","path":"/spec/size","value":"large"}]`}, want: "patched"},
+		{args: []string{"get", "widget", "foo", "-o", "yaml"}, want: "size: large"},
+		{args: []string{"get", "widget", "foo", "-o", "json"}, want: `"team": "a"`},
+		{stdin: "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n", args: []string{"apply", "-f", "-"}, want: "namespace/team-a created"},
+		{args: []string{"label", "ns", "team-a", "x=y"}, want: "labeled"},
+		{args: []string{"delete", "ns", "team-a"}, want: "deleted"},
 		{args: []string{"delete", "widgets", "-l", "env=dev"}, want: "deleted"},
+		{args: []string{"get", "widgets"}, want: "No resources found"},
 	}
 	for _, st := range steps {
 		out, err := kubectl(st.stdin, st.args...)
 		if (err != nil) != st.wantErr || !strings.Contains(out, st.want) {
 			t.Fatalf("kubectl %s: err %v, output:\n%s\nwant %q", strings.Join(st.args, " "), err, out, st.want)
+		}
+	}
+}
+
+// TestKubectlApplyWatchWait covers kubectl's three-way apply, get -w and
+// wait against the API over plain HTTP on loopback.
+func TestKubectlApplyWatchWait(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/kubectl"); err != nil {
+		t.Skip("no /usr/bin/kubectl")
+	}
+	ts := newTestServer(t)
+	ts.registerWidget(t)
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	cfg := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: %s\ncontexts:\n- name: s\n  context:\n    cluster: s\n    user: u\n    namespace: default\nusers:\n- name: u\n  user: {}\ncurrent-context: s\n", ts.URL)
+	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--kubeconfig", kc, "--cache-dir", filepath.Join(dir, "cache")}
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("/usr/bin/kubectl", append(base, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	manifest := filepath.Join(dir, "w.yaml")
+	write := func(size, labels string) {
+		m := fmt.Sprintf("apiVersion: example.setpoint.dev/v1\nkind: Widget\nmetadata:\n  name: foo\n  labels: {%s}\nspec:\n  name: Foo\n  size: %s\n", labels, size)
+		if err := os.WriteFile(manifest, []byte(m), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// get -w in the background, from before the widget exists.
+	watchCmd := exec.Command("/usr/bin/kubectl", append(base, "get", "widgets", "-w", "--output-watch-events")...)
+	stdout, _ := watchCmd.StdoutPipe()
+	if err := watchCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = watchCmd.Process.Kill(); _ = watchCmd.Wait() }()
+	events := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			events <- sc.Text()
+		}
+		close(events)
+	}()
+	time.Sleep(500 * time.Millisecond) // let the watch start
+
+	write("small", "env: dev, team: a")
+	if out := kubectl("apply", "-f", manifest); !strings.Contains(out, "created") {
+		t.Fatalf("apply: %s", out)
+	}
+	rv := kubectl("get", "widget", "foo", "-o", "jsonpath={.metadata.resourceVersion}")
+	if out := kubectl("apply", "-f", manifest); !strings.Contains(out, "unchanged") {
+		t.Fatalf("re-apply unchanged: %s", out)
+	}
+	if rv2 := kubectl("get", "widget", "foo", "-o", "jsonpath={.metadata.resourceVersion}"); rv2 != rv {
+		t.Fatalf("resourceVersion %s -> %s after an unchanged apply", rv, rv2)
+	}
+	write("large", "env: dev")
+	if out := kubectl("apply", "-f", manifest); !strings.Contains(out, "configured") {
+		t.Fatalf("re-apply changed: %s", out)
+	}
+	if got := kubectl("get", "widget", "foo", "-o", "jsonpath={.spec.size} {.metadata.labels}"); got != `large {"env":"dev"}` {
+		t.Fatalf("after the three-way apply: %s", got)
+	}
+
+	// wait --for=condition=Ready sees a condition written through /status.
+	waitCmd := exec.Command("/usr/bin/kubectl", append(base, "wait", "--for=condition=Ready", "widget/foo", "--timeout=20s")...)
+	var waitOut strings.Builder
+	waitCmd.Stdout, waitCmd.Stderr = &waitOut, &waitOut
+	if err := waitCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	ts.mustDo(t, 200, request{method: "PATCH", path: widgetsPath + "/foo/status", contentType: "application/merge-patch+json",
+		body: `{"status":{"state":"Ready","conditions":[{"type":"Ready","status":"True","reason":"Provisioned","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`})
+	if err := waitCmd.Wait(); err != nil || !strings.Contains(waitOut.String(), "condition met") {
+		t.Fatalf("wait: %v %s", err, waitOut.String())
+	}
+	if out := kubectl("delete", "-f", manifest); !strings.Contains(out, "deleted") {
+		t.Fatalf("delete -f: %s", out)
+	}
+
+	seen := map[string]bool{}
+	deadline := time.After(10 * time.Second)
+	for !(seen["ADDED"] && seen["MODIFIED"] && seen["DELETED"]) {
+		select {
+		case line, ok := <-events:
+			if !ok {
+				t.Fatalf("kubectl get -w ended; saw %v", seen)
+			}
+			if f := strings.Fields(line); len(f) > 1 && f[1] == "foo" {
+				seen[f[0]] = true
+			}
+		case <-deadline:
+			t.Fatalf("kubectl get -w saw %v, want ADDED, MODIFIED and DELETED", seen)
 		}
 	}
 }
