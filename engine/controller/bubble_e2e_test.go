@@ -597,3 +597,28 @@ func TestManagerFollowsLeadership(t *testing.T) {
 		}
 	})
 }
+
+func TestRequeueAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := instrument(newEngine(t))
+		var mu sync.Mutex
+		var at []time.Duration
+		start := time.Now()
+		r := controller.ReconcilerFunc(func(context.Context, *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			at = append(at, time.Since(start))
+			return &abi.ReconcileResponse{RequeueAfter: 30 * time.Second}, nil
+		})
+		_, stop := runManager(t, newController(t, c, "poller", r, func(o *controller.Options) { o.ResyncPeriod = -1 }))
+		defer stop()
+		create(t, c, widgets, newWidget("w", "small"))
+		time.Sleep(95 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if fmt.Sprint(at) != "[0s 30s 1m0s 1m30s]" {
+			t.Errorf("reconciled at %v, want [0s 30s 1m0s 1m30s]", at)
+		}
+	})
+}

@@ -114,6 +114,11 @@ func (i *informer) run(ctx context.Context) {
 				needList = true
 				continue
 			}
+			if err == nil && !progressed && ctx.Err() == nil {
+				// Ended at once with nothing: do not spin on a server that
+				// closes watches immediately.
+				err = errors.New("watch ended without events")
+			}
 		}
 		if err == nil {
 			delay = informerBaseDelay
