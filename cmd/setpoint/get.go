@@ -129,6 +129,15 @@ func runGet(ctx context.Context, o *getOptions, args []string, stdout, stderr io
 	if !o.watch {
 		return nil
 	}
+	if rv == "" {
+		// Start the watch at the current revision: a watch without one
+		// would first replay every object as ADDED.
+		list, err := c.resourceInterface(r, ns).List(ctx, metav1.ListOptions{Limit: 1, LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector})
+		if err != nil {
+			return c.explain(err)
+		}
+		rv = list.GetResourceVersion()
+	}
 	if len(names) == 1 {
 		sel := fields.OneTermEqualSelector("metadata.name", names[0]).String()
 		if opts.FieldSelector != "" {
@@ -160,6 +169,9 @@ func getOnce(ctx context.Context, c *client, r resource, ns string, names []stri
 		var firstErr error
 		for _, name := range names {
 			t, err := c.table(ctx, r, ns, name, opts)
+			if err != nil && len(names) == 1 {
+				return "", err
+			}
 			if err != nil {
 				fmt.Fprintf(stderr, "%s %v\n", paletteFor(stderr).red("error:"), err)
 				if firstErr == nil {
@@ -315,9 +327,6 @@ func printEvent(ctx context.Context, c *client, r resource, typ watch.EventType,
 		return printObject(stdout, out, eventObject(typ, u, tp.withEvent))
 	default:
 		cleanForOutput(u)
-		if out.format == "json" {
-			out.format = "json"
-		}
 		return printObject(stdout, out, eventObject(typ, u, tp.withEvent))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"path"
 	"strconv"
@@ -12,10 +13,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/rest"
 )
@@ -23,22 +24,45 @@ import (
 // tableAccept asks for a meta/v1 Table and takes JSON when the server has none.
 const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
-// rawClient returns a REST client for absolute paths whose errors decode
-// into API statuses.
-func (c *client) rawClient() (*rest.RESTClient, error) {
-	scheme := runtime.NewScheme()
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	cfg := rest.CopyConfig(c.config)
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	cfg.GroupVersion = &schema.GroupVersion{Version: "v1"}
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	rc, err := rest.UnversionedRESTClientFor(cfg)
+// getRaw GETs path (with query) with the Accept header given and returns the
+// body; a failure status becomes an API status error, as client-go's are.
+func (c *client) getRaw(ctx context.Context, path string, query url.Values, accept string) ([]byte, error) {
+	hc, err := rest.HTTPClientFor(c.config)
 	if err != nil {
-		return nil, fmt.Errorf("REST client: %w", err)
+		return nil, fmt.Errorf("HTTP client: %w", err)
 	}
-	return rc, nil
+	if c.config.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.config.Timeout)
+		defer cancel()
+	}
+	u := strings.TrimRight(c.config.Host, "/") + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", c.config.UserAgent)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		var st metav1.Status
+		if json.Unmarshal(body, &st) == nil && st.Kind == "Status" {
+			return nil, &apierrors.StatusError{ErrStatus: st}
+		}
+		return nil, apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{}, "", strings.TrimSpace(string(body)), 0, false)
+	}
+	return body, nil
 }
 
 // resourcePath is the REST path of r in ns (all namespaces when empty), and of
@@ -60,18 +84,14 @@ func resourcePath(r resource, ns, name string) string {
 
 // table fetches the server's Table for r (one object when name is set).
 func (c *client) table(ctx context.Context, r resource, ns, name string, opts metav1.ListOptions) (*metav1.Table, error) {
-	rc, err := c.rawClient()
-	if err != nil {
-		return nil, err
-	}
-	req := rc.Get().AbsPath(resourcePath(r, ns, name)).SetHeader("Accept", tableAccept).Param("includeObject", "Metadata")
+	q := url.Values{"includeObject": {"Metadata"}}
 	if opts.LabelSelector != "" {
-		req = req.Param("labelSelector", opts.LabelSelector)
+		q.Set("labelSelector", opts.LabelSelector)
 	}
 	if opts.FieldSelector != "" {
-		req = req.Param("fieldSelector", opts.FieldSelector)
+		q.Set("fieldSelector", opts.FieldSelector)
 	}
-	body, err := req.Do(ctx).Raw()
+	body, err := c.getRaw(ctx, resourcePath(r, ns, name), q, tableAccept)
 	if err != nil {
 		return nil, c.explain(err)
 	}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
+	"github.com/setpoint-dev/setpoint/store/badger"
+)
+
+func init() { subcommands = append(subcommands, newServerCommand) }
+
+// serverOptions are `setpoint server`'s flags.
+type serverOptions struct {
+	addr            string
+	dataDir         string
+	tlsCertFile     string
+	tlsKeyFile      string
+	logLevel        string
+	logFormat       string
+	examples        bool
+	examplesDir     string
+	shutdownTimeout time.Duration
+}
+
+func newServerCommand() *cobra.Command {
+	o := &serverOptions{}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the Setpoint control plane",
+		Long: `Run the Setpoint control plane: the Kubernetes-compatible API over HTTPS on the
+embedded store kept in the data directory.
+
+On first start the server creates, in the data directory, a CA and a serving
+certificate for 127.0.0.1, ::1, localhost and the host of --addr (unless you
+pass your own with --tls-cert-file and --tls-private-key-file), an admin bearer
+token, and DIR/admin.kubeconfig, which kubectl and setpoint use as is.
+Restarting with the same data directory keeps the CA, certificate, token and
+data. Every request but /healthz, /readyz, /livez and /version needs the token.
+/metrics serves Prometheus metrics.
+
+SIGTERM or SIGINT shuts the server down gracefully: it stops accepting
+connections, ends watches, lets in-flight requests finish within
+--shutdown-timeout, stops its background loops and closes the store. A second
+signal exits at once.`,
+		Example: `  # Start a server and use it with kubectl
+  setpoint server --addr 127.0.0.1:6443 --data-dir ./.data
+  KUBECONFIG=./.data/admin.kubeconfig kubectl get namespaces
+
+  # Serve with your own certificate
+  setpoint server --data-dir ./.data --tls-cert-file tls.crt --tls-private-key-file tls.key`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return runServer(ctx, stop, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.addr, "addr", "127.0.0.1:6443", "address (host:port) to serve HTTPS on; port 0 picks a free one")
+	f.StringVar(&o.dataDir, "data-dir", "", "directory for the store, the security material and admin.kubeconfig (required; created if missing)")
+	f.StringVar(&o.tlsCertFile, "tls-cert-file", "", "PEM serving certificate (the chain after the leaf) to use instead of a generated one; needs --tls-private-key-file")
+	f.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
+	f.StringVar(&o.logLevel, "log-level", "info", "least severe log level written to stderr: debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	f.BoolVar(&o.examples, "examples", false, "also register the example kinds: apply every CustomResourceDefinition in the YAML and JSON files under --examples-dir once the server is up (example objects and plugins are left to the walkthroughs; a missing directory is logged and skipped)")
+	f.StringVar(&o.examplesDir, "examples-dir", "examples", "where --examples looks for the example manifests")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests before closing their connections")
+	_ = cmd.MarkFlagRequired("data-dir")
+	return cmd
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", format)
+	}
+}
+
+// serverURL is how clients reach ln, listening on host (as --addr gave it):
+// a wildcard address is reached on loopback.
+func serverURL(host string, ln net.Listener) string {
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	switch ip := net.ParseIP(host); {
+	case host == "", ip != nil && ip.IsUnspecified() && ip.To4() != nil:
+		host = "127.0.0.1"
+	case ip != nil && ip.IsUnspecified():
+		host = "::1"
+	}
+	return "https://" + net.JoinHostPort(host, port)
+}
+
+// watchStopper ends long-running watches when shutdown starts, since
+// http.Server.Shutdown waits for them otherwise.
+type watchStopper struct {
+	ctx  context.Context
+	stop context.CancelFunc
+}
+
+func (ws *watchStopper) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if info, ok := request.RequestInfoFrom(r.Context()); ok && info.Verb == "watch" {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			unhook := context.AfterFunc(ws.ctx, cancel)
+			defer unhook()
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout, stderr io.Writer) (err error) {
+	log, err := newLogger(stderr, o.logLevel, o.logFormat)
+	if err != nil {
+		return err
+	}
+	if o.dataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	host, _, err := net.SplitHostPort(o.addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %w", o.addr, err)
+	}
+	material, err := serving.Prepare(serving.Options{
+		DataDir:  o.dataDir,
+		Hosts:    []string{host},
+		CertFile: o.tlsCertFile,
+		KeyFile:  o.tlsKeyFile,
+	})
+	if err != nil {
+		return err
+	}
+
+	st, err := badger.Open(filepath.Join(o.dataDir, "store"), badger.Options{Logger: log.With("component", "store")})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil {
+			log.Error("close store", "err", cerr)
+			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
+		}
+		if err == nil {
+			log.Info("stopped")
+		}
+	}()
+
+	api, err := newAPI(st, log)
+	if err != nil {
+		return fmt.Errorf("build API server: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.addr, err)
+	}
+	url := serverURL(host, ln)
+	kubeconfig, err := material.WriteKubeconfig(url)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+
+	watches := &watchStopper{}
+	watches.ctx, watches.stop = context.WithCancel(context.Background())
+	defer watches.stop()
+	handler := serving.NewHandler(serving.HandlerOptions{
+		API:    watches.wrap(api),
+		Token:  material.Token,
+		Logger: log,
+		// The web UI's static files hold no secrets; a browser loads them
+		// first and then signs in with the token.
+		PublicPaths: []string{"/ui"},
+	})
+	srv := &http.Server{
+		Handler:           handler,
+		TLSConfig:         material.TLSConfig(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	// The API's background loops run until loopsCtx ends, after the HTTP
+	// server has drained.
+	loopsCtx, stopLoops := context.WithCancel(context.Background())
+	defer stopLoops()
+	var wg sync.WaitGroup
+	loopsErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		loopsErr <- api.Run(loopsCtx)
+	}()
+	serveErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		serveErr <- srv.ServeTLS(ln, "", "")
+	}()
+
+	log.Info("serving", "url", url, "kubeconfig", kubeconfig, "data_dir", o.dataDir)
+	fmt.Fprintf(stdout, "Setpoint is serving at %s\nAdmin kubeconfig: %s\n  export KUBECONFIG=%s\n  kubectl get namespaces\n",
+		url, kubeconfig, shellQuote(kubeconfig))
+	if o.examples {
+		go loadExamples(loopsCtx, log, o.examplesDir, url, material)
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "reason", context.Cause(ctx))
+	case e := <-serveErr:
+		runErr = fmt.Errorf("serve: %w", e)
+		serveErr <- nil
+	case e := <-loopsErr:
+		if e == nil {
+			e = errors.New("stopped unexpectedly")
+		}
+		runErr = fmt.Errorf("API background loops: %w", e)
+		loopsErr <- nil
+	}
+	// A second signal kills the process the default way.
+	stopSignals()
+
+	watches.stop()
+	drainCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(drainCtx); err != nil {
+		log.Warn("requests still running at the shutdown deadline; closing their connections", "err", err)
+		_ = srv.Close()
+	}
+	stopLoops()
+	wg.Wait()
+	if e := <-serveErr; e != nil && !errors.Is(e, http.ErrServerClosed) && runErr == nil {
+		runErr = fmt.Errorf("serve: %w", e)
+	}
+	if e := <-loopsErr; e != nil && !errors.Is(e, context.Canceled) && runErr == nil {
+		runErr = fmt.Errorf("API background loops: %w", e)
+	}
+	return runErr
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
