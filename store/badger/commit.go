@@ -229,20 +229,12 @@ func (db *DB) commitGroup(batch []*writeReq) {
 	}
 }
 
-// persist writes a group durably: the history record first, then the index.
+// persist writes a group durably; see writeGroup.
 func (db *DB) persist(record []byte, events []store.Event, last int64) error {
-	wb := db.bdb.NewManagedWriteBatch()
-	defer wb.Cancel()
-	if err := wb.SetEntryAt(bdg.NewEntry(historyKey(last), record), uint64(last)); err != nil {
-		return fmt.Errorf("history %d: %w", last, err)
-	}
-	if err := wb.Flush(); err != nil {
-		return fmt.Errorf("history %d: %w", last, err)
-	}
 	evs := make([]recordEvent, len(events))
 	for i := range events {
 		o := &events[i].Object
 		evs[i] = recordEvent{typ: events[i].Type, rev: o.ModRevision, createRev: o.CreateRevision, key: o.Key, value: o.Value}
 	}
-	return db.applyIndex(evs, last)
+	return db.writeGroup(record, evs, last)
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	bdg "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/pb"
 
 	"github.com/setpoint-dev/setpoint/store"
 )
@@ -165,31 +166,50 @@ func (db *DB) recover() (rev, compacted int64, err error) {
 }
 
 // applyIndex writes the object index entries of one group, then the last
-// revision, as one synced Badger request (or a few, if Badger splits it).
-// It is idempotent.
+// revision, synced. It is idempotent: recovery re-applies the newest group.
 func (db *DB) applyIndex(evs []recordEvent, last int64) error {
-	wb := db.bdb.NewManagedWriteBatch()
-	defer wb.Cancel()
+	return db.writeGroup(nil, evs, last)
+}
+
+// writeGroup writes a group in one ordered, synced Badger request: the
+// history record (when not nil) first, then the index entries, then the last
+// revision. Badger's KVLoader keeps the entries in order in the write-ahead
+// log (a transaction or WriteBatch would not: they hold writes in a map), and
+// recovery replays a prefix of that log, so an index entry is never on disk
+// without its record. A group too large for one request is split into several,
+// still in order.
+func (db *DB) writeGroup(record []byte, evs []recordEvent, last int64) error {
+	l := db.bdb.NewKVLoader(1)
+	if record != nil {
+		if err := l.Set(&pb.KV{Key: historyKey(last), Value: record, Version: uint64(last)}); err != nil {
+			return fmt.Errorf("history %d: %w", last, err)
+		}
+	}
 	for i := range evs {
 		ev := &evs[i]
-		var err error
+		kv := &pb.KV{Key: objectKey(ev.key), Version: uint64(ev.rev)}
 		if ev.typ == store.Deleted {
-			err = wb.DeleteAt(objectKey(ev.key), uint64(ev.rev))
+			// Badger's own backup format marks a delete this way.
+			kv.Meta = []byte{badgerDeleteBit}
 		} else {
-			err = wb.SetEntryAt(bdg.NewEntry(objectKey(ev.key), encodeObject(ev.createRev, ev.value)), uint64(ev.rev))
+			kv.Value = encodeObject(ev.createRev, ev.value)
 		}
-		if err != nil {
+		if err := l.Set(kv); err != nil {
 			return fmt.Errorf("index %d: %w", ev.rev, err)
 		}
 	}
-	if err := wb.SetEntryAt(bdg.NewEntry(metaRevKey, encodeRev(last)), uint64(last)); err != nil {
-		return fmt.Errorf("index meta: %w", err)
+	if err := l.Set(&pb.KV{Key: metaRevKey, Value: encodeRev(last), Version: uint64(last)}); err != nil {
+		return fmt.Errorf("meta %d: %w", last, err)
 	}
-	if err := wb.Flush(); err != nil {
-		return fmt.Errorf("index flush: %w", err)
+	if err := l.Finish(); err != nil {
+		return fmt.Errorf("group %d: %w", last, err)
 	}
 	return nil
 }
+
+// badgerDeleteBit is the pb.KV meta byte of a deleted key in Badger's backup
+// format, which KVLoader reads.
+const badgerDeleteBit = 1
 
 // CurrentRevision returns the revision of the last committed write.
 func (db *DB) CurrentRevision(ctx context.Context) (int64, error) {
