@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	bdg "github.com/dgraph-io/badger/v4"
 
@@ -18,7 +19,7 @@ const (
 	opDelete
 )
 
-// writeReq is one write waiting for the committer.
+// writeReq is one write waiting for a group commit.
 type writeReq struct {
 	op       writeOp
 	key      string
@@ -31,6 +32,7 @@ type writeResult struct {
 	rev  int64
 	prev *store.KeyValue // for delete: the document as it was
 	err  error
+	lead bool // not a result: the receiver is the new leader
 }
 
 // errFailed marks a store whose write path failed; it must be reopened.
@@ -64,62 +66,100 @@ func (db *DB) write(ctx context.Context, op writeOp, key string, value []byte, e
 	if expected < 0 {
 		return writeResult{}, fmt.Errorf("store/badger: negative expected revision %d", expected)
 	}
-	if db.closed.Load() {
-		return writeResult{}, store.ErrClosed
+	if err := ctx.Err(); err != nil {
+		return writeResult{}, err
 	}
 	if p := db.failed.Load(); p != nil {
 		return writeResult{}, *p
 	}
 	req := &writeReq{op: op, key: key, expected: expected, done: make(chan writeResult, 1)}
 	if op != opDelete {
-		// The committer and watchers keep the document; the caller may reuse its slice.
+		// The store and its watchers keep the document; the caller may reuse its slice.
 		req.value = append(make([]byte, 0, len(value)), value...)
 	}
-	select {
-	case db.writeCh <- req:
-	case <-ctx.Done():
-		return writeResult{}, ctx.Err()
-	case <-db.closing:
+	q := &db.queue
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
 		return writeResult{}, store.ErrClosed
 	}
-	// Once sent, the committer always answers, even when closing.
-	r := <-req.done
+	q.pending = append(q.pending, req)
+	lead := !q.leading
+	q.leading = true
+	q.mu.Unlock()
+	// Once queued, a write is always committed or failed: the context no
+	// longer cancels it.
+	if !lead {
+		r := <-req.done
+		if !r.lead {
+			return r, r.err
+		}
+	}
+	r := db.lead(req)
 	return r, r.err
 }
 
-// keyState is what the committer knows of a key while it builds a group.
+// writeQueue holds the writes waiting for a group commit. At most one writer
+// goroutine, the leader, commits at a time: it takes the pending writes,
+// commits them as one group, and goes on until its own write is done; then it
+// hands the lead to the oldest waiting writer. A single writer thus commits
+// its own write with no goroutine switch.
+type writeQueue struct {
+	mu      sync.Mutex
+	cond    sync.Cond // on mu; broadcast when leading becomes false
+	pending []*writeReq
+	leading bool
+	closed  bool
+}
+
+// lead commits groups until self is committed, then passes the lead on.
+func (db *DB) lead(self *writeReq) writeResult {
+	q := &db.queue
+	done := false
+	for {
+		q.mu.Lock()
+		if done {
+			if len(q.pending) == 0 {
+				q.leading = false
+				q.cond.Broadcast()
+				q.mu.Unlock()
+			} else {
+				next := q.pending[0]
+				q.mu.Unlock()
+				next.done <- writeResult{lead: true}
+			}
+			return <-self.done
+		}
+		n, size := 0, 0
+		for n < len(q.pending) && n < db.opts.MaxBatch && (n == 0 || size < db.opts.MaxBatchBytes) {
+			size += len(q.pending[n].value)
+			n++
+		}
+		batch := append([]*writeReq(nil), q.pending[:n]...)
+		q.pending = append(q.pending[:0], q.pending[n:]...)
+		q.mu.Unlock()
+		db.commitGroup(batch)
+		for _, r := range batch {
+			done = done || r == self
+		}
+	}
+}
+
+// stopWrites refuses new writes and waits until every queued one is done.
+func (db *DB) stopWrites() {
+	q := &db.queue
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	for q.leading {
+		q.cond.Wait()
+	}
+}
+
+// keyState is what the leader knows of a key while it builds a group.
 type keyState struct {
 	kv     store.KeyValue
 	exists bool
-}
-
-// commitLoop is the committer goroutine; see the package comment. It exits
-// when the store closes, after answering every request it received.
-func (db *DB) commitLoop() {
-	defer db.loops.Done()
-	defer close(db.notifyCh)
-	batch := make([]*writeReq, 0, db.opts.MaxBatch)
-	for {
-		batch = batch[:0]
-		select {
-		case r := <-db.writeCh:
-			batch = append(batch, r)
-		case <-db.closing:
-			return
-		}
-		size := len(batch[0].value)
-	gather:
-		for len(batch) < db.opts.MaxBatch && size < db.opts.MaxBatchBytes {
-			select {
-			case r := <-db.writeCh:
-				batch = append(batch, r)
-				size += len(r.value)
-			default:
-				break gather
-			}
-		}
-		db.commitGroup(batch)
-	}
 }
 
 // commitGroup checks, orders, writes and acknowledges one group.

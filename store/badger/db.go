@@ -24,11 +24,11 @@ type DB struct {
 	log  *slog.Logger
 
 	// committed is the revision of the last group that is durable and visible
-	// to reads. Written only by the committer.
+	// to reads. Written only by the leader of the write queue.
 	committed atomic.Int64
 
-	writeCh  chan *writeReq     // writers to the committer; unbuffered
-	notifyCh chan []store.Event // committer to the notifier, in revision order
+	queue    writeQueue
+	notifyCh chan []store.Event // write leader to the notifier, in revision order
 	failed   atomic.Pointer[error]
 
 	hub  *hub
@@ -47,7 +47,7 @@ type DB struct {
 	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once
 	closeErr  error
-	loops     sync.WaitGroup // committer, notifier, background loops
+	loops     sync.WaitGroup // notifier, background loops
 	watchers  sync.WaitGroup // catch-up goroutines
 }
 
@@ -73,7 +73,6 @@ func Open(dir string, opts Options) (*DB, error) {
 		bdb:      bdb,
 		opts:     opts,
 		log:      opts.Logger,
-		writeCh:  make(chan *writeReq),
 		notifyCh: make(chan []store.Event, 4),
 		closing:  make(chan struct{}),
 	}
@@ -96,8 +95,8 @@ func Open(dir string, opts Options) (*DB, error) {
 	db.hub = newHub(opts.EventRing, rev)
 	db.log.Info("store opened", "dir", dir, "rev", rev, "compacted", compacted)
 
-	db.loops.Add(2)
-	go db.commitLoop()
+	db.queue.cond.L = &db.queue.mu
+	db.loops.Add(1)
 	go db.notifyLoop()
 	if opts.CompactionInterval > 0 {
 		db.loops.Add(1)
@@ -225,6 +224,8 @@ func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		db.closed.Store(true)
 		close(db.closing)
+		db.stopWrites()
+		close(db.notifyCh)
 		db.loops.Wait()
 		db.hub.closeAll(store.ErrClosed)
 		db.watchers.Wait()

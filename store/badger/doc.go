@@ -16,22 +16,24 @@
 //
 // # Writes and durability
 //
-// Every write goes through one committer goroutine. It takes all the writes
-// waiting, checks their compare-and-swap conditions in arrival order, gives them
-// consecutive revisions, and writes the group in two Badger requests: first the
-// history record (one Badger entry, so it lands whole or not at all), then the
-// object index entries. Badger runs with SyncWrites, so each request is synced
-// before it returns; writers are acknowledged after both. Because the record is
-// durable before any index entry of its group is written, an index entry never
-// exists without its record: on open, the store re-applies the newest record to
-// the index (idempotently), which repairs a crash between the two requests.
+// Writes are committed in groups by one leader at a time (commit.go): the
+// first writer to find no leader becomes it, takes every write waiting, checks
+// their compare-and-swap conditions in arrival order, gives them consecutive
+// revisions, and writes the group as one synced Badger request, in order: the
+// history record, then the object index entries, then the last revision. Then
+// it acknowledges the group's writers, hands the events to the notifier, and
+// goes on until its own write is done, when it passes the lead to the oldest
+// waiting writer. Badger replays its write-ahead log as a prefix, and the
+// record comes first, so an index entry is never on disk without its record:
+// on open, the store re-applies the newest record to the index
+// (idempotently), which completes a group a crash cut short.
 //
 // # Threads
 //
-//   - committer (commit.go): owns the next revision and is the only writer of
-//     the object index and the history. It publishes the committed revision
-//     (an atomic) only after a group is durable and visible to reads, then acks
-//     the group's writers and hands its events to the notifier.
+//   - the write leader (commit.go) is a writer's own goroutine while it leads;
+//     it owns the next revision and is the only writer of the object index and
+//     the history. It publishes the committed revision (an atomic) only after a
+//     group is durable and visible to reads.
 //   - notifier (watch.go): owns the in-memory ring of recent events and the set
 //     of live watchers (both under hub.mu); it fans each group out with
 //     non-blocking sends and ends any watcher whose buffer is full with

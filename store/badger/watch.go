@@ -119,7 +119,7 @@ func (h *hub) publish(events []store.Event) {
 }
 
 // notifyLoop is the notifier goroutine; see the package comment. It ends when
-// the committer closes notifyCh.
+// Close closes notifyCh, after the last write.
 func (db *DB) notifyLoop() {
 	defer db.loops.Done()
 	for events := range db.notifyCh {
