@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/storage/names"
+	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/setpoint-dev/setpoint/store"
 )
@@ -83,9 +84,17 @@ func coerce(sv *served, obj *unstructured.Unstructured) ([]string, error) {
 	return unknown, nil
 }
 
-// strictFields applies fieldValidation=Strict to the unknown fields found.
-func strictFields(sv *served, fieldValidation string, unknown []string) error {
-	if fieldValidation != metav1.FieldValidationStrict || len(unknown) == 0 {
+// strictFields applies fieldValidation to the unknown fields found: Strict
+// rejects them, Warn (the default) reports each as a warning through the
+// context's warning recorder, Ignore drops them silently.
+func strictFields(ctx context.Context, sv *served, fieldValidation string, unknown []string) error {
+	if len(unknown) == 0 || fieldValidation == metav1.FieldValidationIgnore {
+		return nil
+	}
+	if fieldValidation != metav1.FieldValidationStrict {
+		for _, p := range unknown {
+			warning.AddWarning(ctx, "", fmt.Sprintf("unknown field %q", p))
+		}
 		return nil
 	}
 	msgs := make([]string, len(unknown))
@@ -130,6 +139,7 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 		return nil, err
 	}
 	obj = obj.DeepCopy()
+	normalizeNumbers(obj.Object)
 	if err := checkType(sv, obj); err != nil {
 		return nil, err
 	}
@@ -159,6 +169,7 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err := s.mutate(ctx, req); err != nil {
 		return nil, err
 	}
+	normalizeNumbers(obj.Object)
 	if _, err := coerce(sv, obj); err != nil {
 		return nil, err
 	}
@@ -174,7 +185,7 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err := invalid(sv, obj.GetName(), sv.strategy.Validate(ctx, obj)); err != nil {
 		return nil, err
 	}
-	if err := strictFields(sv, opts.FieldValidation, unknown); err != nil {
+	if err := strictFields(ctx, sv, opts.FieldValidation, unknown); err != nil {
 		return nil, err
 	}
 	if err := s.validateAdmission(ctx, req); err != nil {
@@ -230,6 +241,7 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 		return nil, notServed(gvr)
 	}
 	obj = obj.DeepCopy()
+	normalizeNumbers(obj.Object)
 	if err := checkType(sv, obj); err != nil {
 		return nil, err
 	}
@@ -281,6 +293,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	if err := s.mutate(ctx, req); err != nil {
 		return nil, err
 	}
+	normalizeNumbers(obj.Object)
 	if _, err := coerce(sv, obj); err != nil {
 		return nil, err
 	}
@@ -298,7 +311,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	if err := invalid(sv, obj.GetName(), st.ValidateUpdate(ctx, obj, old)); err != nil {
 		return nil, err
 	}
-	if err := strictFields(sv, opts.FieldValidation, unknown); err != nil {
+	if err := strictFields(ctx, sv, opts.FieldValidation, unknown); err != nil {
 		return nil, err
 	}
 	if err := s.validateAdmission(ctx, req); err != nil {
@@ -334,4 +347,31 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 		s.kickGC()
 	}
 	return obj, nil
+}
+
+// normalizeNumbers converts integral float64 values to int64 in place, as the
+// API's JSON decoder does, so that an object built by a caller with
+// encoding/json validates like one decoded from a request.
+func normalizeNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalizeNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = normalizeNumbers(e)
+		}
+	case float64:
+		if x == float64(int64(x)) && x >= -(1<<53) && x <= 1<<53 {
+			return int64(x)
+		}
+	case float32:
+		return normalizeNumbers(float64(x))
+	case int:
+		return int64(x)
+	case int32:
+		return int64(x)
+	}
+	return v
 }

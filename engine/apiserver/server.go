@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"strconv"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/webui"
@@ -107,7 +109,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(recoverPanics(s.log))
+	r.Use(recoverPanics(s.log), recordWarnings)
 	ok := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))
@@ -154,4 +156,35 @@ func recoverPanics(log *slog.Logger) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// recordWarnings lets the engine add Warning headers to the response.
+func recordWarnings(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &headerWarnings{h: w.Header()}
+		next.ServeHTTP(w, r.WithContext(warning.WithWarningRecorder(r.Context(), rec)))
+	})
+}
+
+// headerWarnings adds warnings as RFC 7234 Warning headers, as Kubernetes
+// does; it keeps at most maxWarnings.
+type headerWarnings struct {
+	mu   sync.Mutex
+	h    http.Header
+	seen map[string]bool
+}
+
+const maxWarnings = 50
+
+func (hw *headerWarnings) AddWarning(_, text string) {
+	hw.mu.Lock()
+	defer hw.mu.Unlock()
+	if hw.seen == nil {
+		hw.seen = map[string]bool{}
+	}
+	if hw.seen[text] || len(hw.seen) >= maxWarnings {
+		return
+	}
+	hw.seen[text] = true
+	hw.h.Add("Warning", "299 - "+strconv.Quote(text))
 }

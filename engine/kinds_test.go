@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/warning"
+)
+
+// gadgetCRD is cluster-scoped, served at two versions with conversion None,
+// and declares the status and scale subresources.
+const gadgetCRD = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.test.setpoint.dev
+spec:
+  group: test.setpoint.dev
+  scope: Cluster
+  names: {plural: gadgets, singular: gadget, kind: Gadget, shortNames: [gd]}
+  versions:
+  - name: v1beta1
+    served: true
+    storage: false
+    schema: &schema
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              replicas: {type: integer, minimum: 0}
+              extra: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+              selector: {type: string}
+    subresources: &subs
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.selector}
+  - name: v1
+    served: true
+    storage: true
+    schema: *schema
+    subresources: *subs
+`
+
+var (
+	gadgetsV1      = schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1", Resource: "gadgets"}
+	gadgetsV1beta1 = schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1beta1", Resource: "gadgets"}
+)
+
+func TestClusterScopedVersionsAndScale(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	if _, err := s.Create(ctx, CRDResource, fromYAML(t, gadgetCRD), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	g := fromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Gadget\nmetadata: {name: g1}\nspec:\n  replicas: 2\n  extra: {anything: [1, 2]}\n")
+	if _, err := s.Create(ctx, gadgetsV1beta1, g, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The other served version reads the same object, with its apiVersion.
+	got, err := s.Get(ctx, gadgetsV1, "", "g1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetAPIVersion() != "test.setpoint.dev/v1" || got.GetNamespace() != "" {
+		t.Errorf("read at v1: apiVersion %s namespace %q", got.GetAPIVersion(), got.GetNamespace())
+	}
+	if _, found, _ := unstructured.NestedSlice(got.Object, "spec", "extra", "anything"); !found {
+		t.Error("x-kubernetes-preserve-unknown-fields content was pruned")
+	}
+	// A namespace on a cluster-scoped resource is not found.
+	if _, err := s.Get(ctx, gadgetsV1, "default", "g1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespaced get of a cluster-scoped kind = %v", err)
+	}
+
+	sc, err := s.GetScale(ctx, gadgetsV1, "", "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := unstructured.NestedInt64(sc.Object, "spec", "replicas"); r != 2 || sc.GetKind() != "Scale" {
+		t.Fatalf("scale = %v", sc.Object)
+	}
+	if _, err := s.Patch(ctx, gadgetsV1, "", "g1", types.MergePatchType, []byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{}, "scale"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.Get(ctx, gadgetsV1, "", "g1", metav1.GetOptions{})
+	if r, _, _ := unstructured.NestedInt64(got.Object, "spec", "replicas"); r != 5 || got.GetGeneration() != 2 {
+		t.Errorf("after scaling: replicas %d generation %d", r, got.GetGeneration())
+	}
+	if _, err := s.Patch(ctx, gadgetsV1, "", "g1", types.MergePatchType, []byte(`{"spec":{"replicas":-1}}`), metav1.PatchOptions{}, "scale"); !apierrors.IsInvalid(err) {
+		t.Errorf("negative replicas = %v, want Invalid", err)
+	}
+	if _, err := s.GetScale(ctx, widgets, "default", "x"); !apierrors.IsNotFound(err) {
+		t.Errorf("scale of a kind without it = %v", err)
+	}
+}
+
+func TestEventsAndNamespaces(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := newService(t)
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	ns := fromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n")
+	out, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := unstructured.NestedString(out.Object, "status", "phase"); p != "Active" {
+		t.Errorf("namespace phase = %q", p)
+	}
+	w := widget("w", "small", nil)
+	w.SetNamespace("team")
+	mustCreate(t, s, w)
+	for _, name := range []string{"e1", "e2"} {
+		ev := fromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: team}\ninvolvedObject: {kind: Widget, name: "+name+"-target, namespace: team}\nreason: Provisioned\ntype: Normal\nmessage: done\n")
+		if _, err := s.Create(ctx, EventResource, ev, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := s.List(ctx, EventResource, "team", metav1.ListOptions{FieldSelector: "involvedObject.name=e2-target,involvedObject.kind=Widget"})
+	if err != nil || len(l.Items) != 1 || l.Items[0].GetName() != "e2" {
+		t.Fatalf("events by involved object = %v, %v", l, err)
+	}
+	// Deleting a namespace collects what was in it.
+	if err := s.Delete(ctx, NamespaceResource, "", "team", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		l, err := s.List(ctx, widgets, "team", metav1.ListOptions{})
+		if err == nil && len(l.Items) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the widget of a deleted namespace was not collected")
+}
+
+// recordingAdmitter mutates and validates, recording the order of calls.
+type recordingAdmitter struct {
+	calls []string
+}
+
+func (a *recordingAdmitter) Mutate(_ context.Context, req *AdmissionRequest) error {
+	a.calls = append(a.calls, "mutate "+string(req.Operation))
+	if req.Object != nil {
+		labels := req.Object.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["mutated"] = "yes"
+		req.Object.SetLabels(labels)
+	}
+	return nil
+}
+
+func (a *recordingAdmitter) Validate(_ context.Context, req *AdmissionRequest) error {
+	a.calls = append(a.calls, "validate "+string(req.Operation))
+	if req.Object != nil && req.Object.GetName() == "denied" {
+		return errors.New("names like that are not allowed")
+	}
+	if req.Operation == OpDelete && req.OldObject.GetName() == "kept" {
+		return apierrors.NewConflict(req.Resource.GroupResource(), "kept", errors.New("kept on purpose"))
+	}
+	return nil
+}
+
+func TestAdmission(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	a := &recordingAdmitter{}
+	s.SetAdmitter(a)
+	out := mustCreate(t, s, widget("kept", "small", nil))
+	if out.GetLabels()["mutated"] != "yes" {
+		t.Errorf("mutation lost: labels %v", out.GetLabels())
+	}
+	if _, err := s.Create(ctx, widgets, widget("denied", "small", nil), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("denied create = %v, want Forbidden", err)
+	}
+	// Schema validation runs between mutation and validation: an invalid
+	// object never reaches Validate.
+	a.calls = nil
+	if _, err := s.Create(ctx, widgets, widget("bad", "huge", nil), metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Fatalf("invalid create = %v", err)
+	}
+	if len(a.calls) != 1 || a.calls[0] != "mutate CREATE" {
+		t.Errorf("calls for an invalid object = %v, want only the mutation", a.calls)
+	}
+	if err := s.Delete(ctx, widgets, "default", "kept", metav1.DeleteOptions{}); !apierrors.IsConflict(err) {
+		t.Errorf("denied delete = %v, want the admitter's Conflict", err)
+	}
+	s.SetAdmitter(nil)
+	if err := s.Delete(ctx, widgets, "default", "kept", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("delete without admission: %v", err)
+	}
+}
+
+// warnings collects what the engine reports through the warning recorder.
+type warnings []string
+
+func (w *warnings) AddWarning(_, text string) { *w = append(*w, text) }
+
+func TestFieldValidationWarn(t *testing.T) {
+	s := newService(t)
+	var got warnings
+	ctx := warning.WithWarningRecorder(context.Background(), &got)
+	u := widget("w", "small", nil)
+	_ = unstructured.SetNestedField(u.Object, "x", "spec", "bogus")
+	if _, err := s.Create(ctx, widgets, u, metav1.CreateOptions{FieldValidation: "Warn"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != `unknown field "spec.bogus"` {
+		t.Errorf("warnings = %q", got)
+	}
+}
