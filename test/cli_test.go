@@ -211,6 +211,14 @@ func TestCLI(t *testing.T) {
 		if after := rvs(); after != before {
 			t.Errorf("resourceVersions moved on a no-op apply: %s -> %s", before, after)
 		}
+		// kubectl apply reads setpoint's last-applied configuration as its own.
+		out, stderr, err := s.Kubectl("apply", "-f", widgetsFile)
+		if err != nil || strings.Count(out, "unchanged") != 2 {
+			t.Errorf("kubectl apply after setpoint apply: %v\n%s%s", err, out, stderr)
+		}
+		if after := rvs(); after != before {
+			t.Errorf("resourceVersions moved on kubectl's no-op apply: %s -> %s", before, after)
+		}
 	})
 
 	t.Run("apply a change from stdin", func(t *testing.T) {

@@ -197,12 +197,17 @@ func applyOne(ctx context.Context, c *client, m manifest) (applyResult, error) {
 	ri := c.resourceInterface(r, ns)
 
 	// What this apply means, recorded on the object for the next one.
+	// Encoded as kubectl encodes it (annotations present, even empty), so
+	// that kubectl apply and setpoint apply see each other's as their own.
 	annotations := obj.GetAnnotations()
 	delete(annotations, lastAppliedAnnotation)
-	if len(annotations) == 0 {
-		annotations = nil
+	anyAnnotations := make(map[string]any, len(annotations))
+	for k, v := range annotations {
+		anyAnnotations[k] = v
 	}
-	obj.SetAnnotations(annotations)
+	if err := unstructured.SetNestedField(obj.Object, anyAnnotations, "metadata", "annotations"); err != nil {
+		return applyResult{}, fmt.Errorf("encode: %w", err)
+	}
 	applied, err := json.Marshal(obj.Object)
 	if err != nil {
 		return applyResult{}, fmt.Errorf("encode: %w", err)

@@ -154,7 +154,7 @@ func invalidMessage(st metav1.Status) string {
 	fmt.Fprintf(&b, "%s is invalid:", what)
 	for _, c := range st.Details.Causes {
 		field := c.Field
-		if field == "" {
+		if field == "" || field == "<nil>" {
 			field = "(object)"
 		}
 		fmt.Fprintf(&b, "\n  - %s: %s", field, c.Message)
