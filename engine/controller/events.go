@@ -17,9 +17,13 @@ var EventsResource = schema.GroupVersionResource{Version: "v1", Resource: "event
 // eventSeq keeps event names unique when the clock does not move.
 var eventSeq atomic.Uint64
 
-// event records a core/v1 Event about obj. A failure to record is logged and
-// otherwise ignored: events are informational.
-func (c *Controller) event(ctx context.Context, obj *unstructured.Unstructured, typ, reason, message string) {
+// eventBuffer bounds the events waiting to be written; past it, events are
+// dropped rather than slowing reconciles.
+const eventBuffer = 1024
+
+// event queues a core/v1 Event about obj for recordEvents to write. Events
+// are informational: one that does not fit in the buffer is dropped.
+func (r *run) event(c *Controller, obj *unstructured.Unstructured, typ, reason, message string) {
 	if typ != "Warning" {
 		typ = "Normal"
 	}
@@ -58,7 +62,24 @@ func (c *Controller) event(ctx context.Context, obj *unstructured.Unstructured, 
 		"reportingComponent": component,
 		"reportingInstance":  component,
 	}}
-	if _, err := c.opts.Client.Create(ctx, EventsResource, ev, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
-		c.log.Debug("event not recorded", "reason", reason, "err", err)
+	select {
+	case r.events <- ev:
+	default:
+		c.log.Warn("event dropped: too many pending", "reason", reason, "name", obj.GetName())
+	}
+}
+
+// recordEvents writes queued events until ctx is done. A failure to record
+// is logged and otherwise ignored.
+func (c *Controller) recordEvents(ctx context.Context, r *run) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-r.events:
+			if _, err := c.opts.Client.Create(ctx, EventsResource, ev, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
+				c.log.Debug("event not recorded", "reason", ev.Object["reason"], "err", err)
+			}
+		}
 	}
 }

@@ -193,7 +193,7 @@ spec:
 
 // newEngine returns the engine's object service on a fresh Badger store,
 // running, with the Widget and Gizmo kinds registered.
-func newEngine(t *testing.T) *engine.Service {
+func newEngine(t testing.TB) *engine.Service {
 	t.Helper()
 	s, _, _ := openEngine(t, t.TempDir(), true)
 	return s
@@ -202,7 +202,7 @@ func newEngine(t *testing.T) *engine.Service {
 // openEngine opens the engine on the Badger store in dir, registering the
 // kinds when register is set. close stops it and closes the store; it is
 // also registered as a cleanup and may be called more than once.
-func openEngine(t *testing.T, dir string, register bool) (s *engine.Service, db *badger.DB, stop func()) {
+func openEngine(t testing.TB, dir string, register bool) (s *engine.Service, db *badger.DB, stop func()) {
 	t.Helper()
 	db, err := badger.Open(dir, badger.Options{})
 	if err != nil {
@@ -249,7 +249,7 @@ func openEngine(t *testing.T, dir string, register bool) (s *engine.Service, db 
 }
 
 // eventually polls cond every 10 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(10 * time.Millisecond)

@@ -147,7 +147,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 		}
 	}
 
-	if err := c.writeStatus(ctx, obj, status, pluginStatus, ready); err != nil {
+	if err := c.writeStatus(ctx, r, obj, status, pluginStatus, ready); err != nil {
 		if apierrors.IsConflict(err) {
 			return result{err: err}
 		}
@@ -160,7 +160,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 	}
 	if resp != nil {
 		for _, ev := range resp.Events {
-			c.event(ctx, obj, ev.Type, ev.Reason, ev.Message)
+			r.event(c, obj, ev.Type, ev.Reason, ev.Message)
 		}
 	}
 	return res
@@ -168,7 +168,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 
 // writeStatus writes the status obj should have, if it differs from the
 // observed one, and records an event when the Ready condition changes.
-func (c *Controller) writeStatus(ctx context.Context, obj *unstructured.Unstructured, observed, fromPlugin map[string]any, ready readyCondition) error {
+func (c *Controller) writeStatus(ctx context.Context, r *run, obj *unstructured.Unstructured, observed, fromPlugin map[string]any, ready readyCondition) error {
 	want := desiredStatus(observed, fromPlugin, obj.GetGeneration(), ready, c.opts.Now())
 	if jsonEqual(observed, want) {
 		return nil
@@ -183,9 +183,9 @@ func (c *Controller) writeStatus(ctx context.Context, obj *unstructured.Unstruct
 		return nil
 	}
 	if ready.status == metav1.ConditionTrue {
-		c.event(ctx, obj, "Normal", ready.reason, ready.message)
+		r.event(c, obj, "Normal", ready.reason, ready.message)
 	} else {
-		c.event(ctx, obj, "Warning", ready.reason, ready.message)
+		r.event(c, obj, "Warning", ready.reason, ready.message)
 	}
 	return nil
 }
@@ -217,7 +217,7 @@ func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Uns
 	resp, err := c.callFinalize(ctx, req)
 	if resp != nil {
 		for _, ev := range resp.Events {
-			c.event(ctx, obj, ev.Type, ev.Reason, ev.Message)
+			r.event(c, obj, ev.Type, ev.Reason, ev.Message)
 		}
 	}
 	var res result
@@ -249,11 +249,11 @@ func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Uns
 			}
 			return result{err: fmt.Errorf("remove finalizer: %w", err)}
 		}
-		c.event(ctx, obj, "Normal", "Finalized", "finalizer "+c.opts.FinalizerName+" removed")
+		r.event(c, obj, "Normal", "Finalized", "finalizer "+c.opts.FinalizerName+" removed")
 		return result{}
 	}
 	status, _ := obj.Object["status"].(map[string]any)
-	if err := c.writeStatus(ctx, obj, status, nil, ready); err != nil {
+	if err := c.writeStatus(ctx, r, obj, status, nil, ready); err != nil {
 		if apierrors.IsConflict(err) {
 			return result{err: err}
 		}
