@@ -398,6 +398,109 @@ func TestCLI(t *testing.T) {
 		ok(t, s, "delete", "widget", "alpha-child", "--wait")
 	})
 
+	t.Run("describe shows conditions and events", func(t *testing.T) {
+		status := `{"status":{"state":"Ready","conditions":[{"type":"Ready","status":"True","reason":"Provisioned","message":"all good","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
+		if out, stderr, err := s.Kubectl("patch", "widget", "alpha", "--subresource=status", "--type=merge", "-p", status); err != nil {
+			t.Fatalf("kubectl patch status: %v\n%s%s", err, out, stderr)
+		}
+		uid := ok(t, s, "get", "widget", "alpha", "-o", "jsonpath={.metadata.uid}")
+		event := "apiVersion: v1\nkind: Event\nmetadata: {name: alpha.provisioned}\n" +
+			"involvedObject: {apiVersion: example.setpoint.dev/v1, kind: Widget, name: alpha, namespace: default, uid: " + uid + "}\n" +
+			"reason: Provisioned\nmessage: widget is ready\ntype: Normal\nsource: {component: widget-plugin}\n"
+		if r := runCLI(t, s, nil, event, "apply", "-f", "-"); r.code != 0 {
+			t.Fatalf("apply event: %+v", r)
+		}
+		out := ok(t, s, "describe", "widget", "alpha")
+		for _, want := range []string{"Status:", "state: Ready", "Conditions:", "TYPE", "Ready", "True", "Provisioned", "all good",
+			"Events:", "widget is ready", "widget-plugin"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("describe lacks %q:\n%s", want, out)
+			}
+		}
+		if !regexp.MustCompile(`(?m)^alpha\s+Alpha\s+small\s+Ready\s+\d`).MatchString(ok(t, s, "get", "widgets")) {
+			t.Errorf("STATE column does not show the status:\n%s", ok(t, s, "get", "widgets"))
+		}
+	})
+
+	t.Run("get -w prints table rows as objects change", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := s.Command(ctx, "setpoint", "get", "widgets", "-w")
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		sc := bufio.NewScanner(stdout)
+		next := func() string {
+			t.Helper()
+			if !sc.Scan() {
+				t.Fatalf("watch output ended: %v", sc.Err())
+			}
+			return sc.Text()
+		}
+		if h := next(); !strings.HasPrefix(h, "NAME") || !strings.Contains(h, "AGE") {
+			t.Fatalf("header %q", h)
+		}
+		next()
+		next() // alpha and beta
+		if r := runCLI(t, s, nil, strings.Replace(widgets, "size: large", "size: medium", 1), "apply", "-f", "-"); r.code != 0 {
+			t.Fatalf("apply: %+v", r)
+		}
+		if row := next(); !regexp.MustCompile(`^beta\s+Beta\s+medium\s`).MatchString(row) {
+			t.Errorf("watch row after the change %q", row)
+		}
+		ok(t, s, "apply", "-f", widgetsFile)
+	})
+
+	t.Run("delete --wait waits for finalizers", func(t *testing.T) {
+		held := "apiVersion: example.setpoint.dev/v1\nkind: Widget\nmetadata: {name: held, finalizers: [example.setpoint.dev/hold]}\nspec: {name: H, size: small}\n"
+		if r := runCLI(t, s, nil, held, "apply", "-f", "-"); r.code != 0 {
+			t.Fatalf("apply: %+v", r)
+		}
+		r := runCLI(t, s, nil, "", "delete", "widget", "held", "--wait", "--timeout", "1s")
+		if r.code != 1 || !strings.Contains(r.stdout, "widget.example.setpoint.dev/held deleted") ||
+			!strings.Contains(r.stderr, "still exists") || !strings.Contains(r.stderr, "example.setpoint.dev/hold") {
+			t.Errorf("delete --wait with a finalizer: %+v", r)
+		}
+		if ts := ok(t, s, "get", "widget", "held", "-o", "jsonpath={.metadata.deletionTimestamp}"); ts == "" {
+			t.Error("no deletionTimestamp on the held widget")
+		}
+		if out, stderr, err := s.Kubectl("patch", "widget", "held", "--type=json", "-p", `[{"op":"remove","path":"/metadata/finalizers"}]`); err != nil {
+			t.Fatalf("remove finalizer: %v\n%s%s", err, out, stderr)
+		}
+		fails(t, s, nil, "", 4, []string{"not found"}, "get", "widget", "held")
+	})
+
+	t.Run("color only on a terminal", func(t *testing.T) {
+		bin, err := testserver.Binary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// script(1) gives the CLI a pseudo-terminal.
+		cmd := s.Command(ctx, "/usr/bin/script", "-qec", bin+" get widget nope", "/dev/null")
+		var env []string
+		for _, e := range cmd.Env {
+			if !strings.HasPrefix(e, "NO_COLOR=") {
+				env = append(env, e)
+			}
+		}
+		cmd.Env = append(env, "TERM=xterm")
+		out, _ := cmd.CombinedOutput()
+		if !strings.Contains(string(out), "\x1b[31merror:\x1b[0m") {
+			t.Errorf("no color on a terminal: %q", out)
+		}
+		r := runCLI(t, s, nil, "", "get", "widget", "nope")
+		if strings.Contains(r.stderr, "\x1b[") {
+			t.Errorf("color on a pipe: %q", r.stderr)
+		}
+	})
+
 	t.Run("kinds and version", func(t *testing.T) {
 		out := ok(t, s, "kinds")
 		var row string

@@ -302,10 +302,11 @@ func threeWayPatch(modified, cur *unstructured.Unstructured, pinned bool) ([]byt
 	return json.Marshal(p)
 }
 
-// waitEstablished waits until every named CRD has the Established condition.
+// waitEstablished waits until every named CRD has the Established
+// condition, for at most timeout.
 func waitEstablished(ctx context.Context, c *client, names []string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	ri := c.dynamic.Resource(crdGVR)
@@ -313,9 +314,6 @@ func waitEstablished(ctx context.Context, c *client, names []string, timeout tim
 		for {
 			crd, err := ri.Get(ctx, name, metav1.GetOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
-				if ctx.Err() != nil {
-					return fmt.Errorf("CustomResourceDefinition %s not established within %v", name, timeout)
-				}
 				return c.explain(err)
 			}
 			if err == nil && established(crd) {
@@ -324,6 +322,8 @@ func waitEstablished(ctx context.Context, c *client, names []string, timeout tim
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
+				return ctx.Err()
+			case <-deadline.C:
 				return fmt.Errorf("CustomResourceDefinition %s not established within %v", name, timeout)
 			}
 		}

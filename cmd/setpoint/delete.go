@@ -193,25 +193,29 @@ func runDelete(ctx context.Context, o *deleteOptions, args []string, stdin io.Re
 	return nil
 }
 
-// waitDeleted polls until every target is gone.
+// waitDeleted polls until every target is gone, for at most timeout.
 func waitDeleted(ctx context.Context, c *client, targets []target, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for _, t := range targets {
+		var last *unstructured.Unstructured // as last seen, for the message
 		for {
 			obj, err := c.resourceInterface(t.r, t.ns).Get(ctx, t.name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				break
 			}
-			if err != nil && ctx.Err() == nil {
+			if err != nil {
 				return c.explain(err)
 			}
+			last = obj
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
-				return exitError(exitFailure, fmt.Errorf("%s still exists after %v%s", t.r.objectName(t.name), timeout, pendingFinalizers(obj)))
+				return ctx.Err()
+			case <-deadline.C:
+				return exitError(exitFailure, fmt.Errorf("%s still exists after %v%s", t.r.objectName(t.name), timeout, pendingFinalizers(last)))
 			}
 		}
 	}
