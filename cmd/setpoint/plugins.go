@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/setpoint-dev/setpoint/engine/apiserver"
+	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/plugins"
+	"github.com/setpoint-dev/setpoint/host"
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// hostAdapter is the Wasm host as the plugin manager sees it.
+type hostAdapter struct {
+	h   *host.Host
+	reg *host.Registry
+}
+
+var _ plugins.Host = hostAdapter{}
+
+func hostConfig(cfg plugins.Config) host.Config {
+	return host.Config{
+		Permissions: host.Permissions{Read: cfg.Read, Events: cfg.Events},
+		Limits:      host.Limits{CallTimeout: cfg.CallTimeout, MemoryPages: cfg.MemoryPages, PoolSize: cfg.PoolSize},
+	}
+}
+
+// Check loads the module as a throw-away version: it compiles (filling the
+// on-disk cache, so the install that follows is quick), checks and
+// instantiates it once.
+func (a hostAdapter) Check(ctx context.Context, wasm []byte, cfg plugins.Config) error {
+	p, err := a.h.Load(ctx, "upload", wasm, hostConfig(cfg))
+	if err != nil {
+		return err
+	}
+	return p.Close()
+}
+
+func (a hostAdapter) Install(ctx context.Context, name string, wasm []byte, cfg plugins.Config) (plugins.Exports, error) {
+	p, err := a.reg.Install(ctx, name, wasm, hostConfig(cfg))
+	if err != nil {
+		return plugins.Exports{}, err
+	}
+	return plugins.Exports{Reconcile: p.HasReconcile(), Admit: p.HasAdmit(), Finalize: p.HasFinalize()}, nil
+}
+
+func (a hostAdapter) Remove(name string) { a.reg.Remove(name) }
+
+func (a hostAdapter) Caller(name string) plugins.Caller { return a.reg.Handle(name) }
+
+// pluginAPI is the API with plugins live in it: the module upload endpoint
+// in front of the Kubernetes-compatible API, and the plugin manager and the
+// controllers of reconcile bindings running with the API's loops.
+type pluginAPI struct {
+	api      *apiserver.Server
+	upload   http.Handler
+	host     *host.Host
+	registry *host.Registry
+	manager  *plugins.Manager
+	ctrls    *controller.Manager
+	log      *slog.Logger
+}
+
+// newPluginAPI builds the API over st with the Wasm host (its compile cache
+// in dataDir/wasm-cache), the module store, the plugin manager as the
+// admission chain, and the controller manager.
+func newPluginAPI(st store.Store, log *slog.Logger, dataDir string) (apiHandler, error) {
+	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver")})
+	if err != nil {
+		return nil, err
+	}
+	svc := api.Engine()
+	objects := plugins.NewObjects(svc, log.With("component", "plugins"))
+	h, err := host.New(host.Options{
+		CacheDir: filepath.Join(dataDir, "wasm-cache"),
+		Logger:   log.With("component", "host"),
+		Objects:  objects,
+		Events:   objects,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wasm host: %w", err)
+	}
+	reg := host.NewRegistry(h)
+	adapter := hostAdapter{h: h, reg: reg}
+	modules := plugins.NewModules(st)
+	ctrls := controller.NewManager(controller.ManagerOptions{Logger: log.With("component", "controllers")})
+	mgr, err := plugins.New(plugins.Options{
+		Service: svc, Modules: modules, Host: adapter, Controllers: ctrls,
+		Logger: log.With("component", "plugins"),
+	})
+	if err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	svc.SetAdmitter(mgr.Admitter())
+	return &pluginAPI{
+		api: api,
+		upload: plugins.NewUploadHandler(plugins.UploadOptions{
+			Modules: modules, Host: adapter, Logger: log.With("component", "modules"),
+		}),
+		host: h, registry: reg, manager: mgr, ctrls: ctrls, log: log,
+	}, nil
+}
+
+func (p *pluginAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == plugins.ModulesPath || strings.HasPrefix(r.URL.Path, plugins.ModulesPath+"/") {
+		p.upload.ServeHTTP(w, r)
+		return
+	}
+	p.api.ServeHTTP(w, r)
+}
+
+// Run runs the API's loops, the plugin manager and the controllers until
+// ctx is done, then closes every plugin version and the host. A part that
+// fails stops the others.
+func (p *pluginAPI) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	parts := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"API loops", p.api.Run},
+		{"plugin manager", p.manager.Run},
+		{"controllers", p.ctrls.Run},
+	}
+	for i, part := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := part.run(ctx)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				errs[i] = fmt.Errorf("%s: %w", part.name, err)
+				cancel(errs[i])
+			} else if ctx.Err() == nil {
+				errs[i] = fmt.Errorf("%s stopped unexpectedly", part.name)
+				cancel(errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	// The controllers and the manager have stopped: no call can start.
+	_ = p.registry.Close()
+	if err := p.host.Close(); err != nil {
+		p.log.Warn("close wasm host", "err", err)
+	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,20 @@
+// Package plugins makes Wasm plugins a live part of the server: the Plugin
+// kind (group setpoint.dev, cluster-scoped), the content-addressed module
+// store and its upload endpoint, and the Manager that follows Plugin objects,
+// loads and hot-swaps their modules, binds them to admission (an
+// engine.Admitter) and to reconciliation (engine/controller controllers), and
+// reports what happened in each Plugin's status.
+//
+// It reaches the Wasm host only through the Host interface it declares; cmd
+// adapts the host's registry to it. It must not import host.
+//
+// # Threads
+//
+// Manager.Run runs one engine/controller Controller for the Plugin kind
+// itself (its worker loads modules and writes status) inside a
+// controller.Manager it owns, next to the controllers of the plugins'
+// reconcile bindings, and returns once all of them have stopped. The
+// Admitter holds an immutable snapshot of the admission bindings behind an
+// atomic pointer; the Manager replaces the snapshot after each change, so a
+// write in flight finishes with the bindings it started with.
+package plugins

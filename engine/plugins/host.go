@@ -1,0 +1,50 @@
+package plugins
+
+import (
+	"context"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+)
+
+// Host loads and runs plugin modules; cmd adapts the Wasm host's registry to
+// it. Errors of Check and Install say what is wrong with a module.
+type Host interface {
+	// Check compiles and checks wasm (exports, ABI version, imports, memory
+	// limit) without serving it.
+	Check(ctx context.Context, wasm []byte, cfg Config) error
+	// Install loads wasm as the next version of the plugin name and swaps
+	// it in atomically: calls in flight finish on the previous version. A
+	// refused module replaces nothing.
+	Install(ctx context.Context, name string, wasm []byte, cfg Config) (Exports, error)
+	// Remove retires the plugin name; its calls in flight finish.
+	Remove(name string)
+	// Caller returns a stable reference to the plugin name that always
+	// calls its current version.
+	Caller(name string) Caller
+}
+
+// Caller calls one plugin's exports.
+type Caller interface {
+	Reconcile(ctx context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error)
+	Admit(ctx context.Context, req *abi.AdmissionRequest) (*abi.AdmissionResponse, error)
+	Finalize(ctx context.Context, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error)
+}
+
+// Config is what the host loads a module with. Zero values get the host's
+// defaults.
+type Config struct {
+	CallTimeout time.Duration
+	MemoryPages uint32
+	PoolSize    int
+	// Read lists the kinds the plugin may get and list, as "Kind.group"
+	// ("Kind" for the core group), or "*".
+	Read []string
+	// Events allows the emit_event host function.
+	Events bool
+}
+
+// Exports are the handlers a loaded module provides.
+type Exports struct {
+	Reconcile, Admit, Finalize bool
+}

@@ -1,0 +1,411 @@
+package plugins
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+)
+
+// Phases of a Plugin.
+const (
+	PhasePending = "Pending"
+	PhaseLoaded  = "Loaded"
+	PhaseFailed  = "Failed"
+)
+
+// ConditionLoaded says whether the module named by the spec serves calls.
+const ConditionLoaded = "Loaded"
+
+// Reasons of the Loaded condition.
+const (
+	ReasonLoaded         = "Loaded"
+	ReasonInvalidSpec    = "InvalidSpec"
+	ReasonModuleNotFound = "ModuleNotFound"
+	ReasonInvalidModule  = "InvalidModule"
+	ReasonMissingExport  = "MissingExport"
+	ReasonNotServed      = "ResourceNotServed"
+)
+
+// finalizerName keeps a Plugin until the manager has unloaded it.
+const finalizerName = "setpoint.dev/plugin-manager"
+
+// Options configure a Manager. Zero values get defaults in New.
+type Options struct {
+	// Service is the object service. Required.
+	Service *engine.Service
+	// Modules holds uploaded modules. Required.
+	Modules *Modules
+	// Host loads and runs modules. Required.
+	Host Host
+	// Controllers runs the controllers of reconcile bindings. Required; the
+	// caller runs it.
+	Controllers *controller.Manager
+	// Metrics records the binding controllers' metrics. Optional.
+	Metrics *controller.Metrics
+	// StatusInterval is how often a Plugin's call counters are written to
+	// its status (only when they changed). Default 10s.
+	StatusInterval time.Duration
+	// Logger; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Manager follows Plugin objects: it loads their modules into the host and
+// swaps them when the spec changes, keeps the admission bindings and the
+// reconcile controllers in step, and writes each Plugin's status.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+	adm  *Admitter
+
+	// mu guards plugins.
+	mu      sync.Mutex
+	plugins map[string]*loaded
+}
+
+// loaded is what the manager made of one Plugin.
+type loaded struct {
+	digest    string
+	hostKey   string // digest and host config the module was installed with
+	exports   Exports
+	counters  *counters
+	caller    Caller // counting, over the host's stable reference
+	admission []*admissionBinding
+	// reconcileKey describes the running controller; "" when none runs.
+	reconcileKey string
+}
+
+// New checks opts and returns a Manager.
+func New(opts Options) (*Manager, error) {
+	switch {
+	case opts.Service == nil, opts.Modules == nil, opts.Host == nil, opts.Controllers == nil:
+		return nil, errors.New("plugins: Options.Service, Modules, Host and Controllers are required")
+	}
+	if opts.StatusInterval <= 0 {
+		opts.StatusInterval = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	log := opts.Logger
+	return &Manager{opts: opts, log: log, adm: newAdmitter(log), plugins: map[string]*loaded{}}, nil
+}
+
+// Admitter is the admission chain of the loaded plugins; install it with
+// engine.Service.SetAdmitter.
+func (m *Manager) Admitter() *Admitter { return m.adm }
+
+// Run registers the Plugin kind and follows Plugin objects until ctx is
+// done. It returns after its controller stopped; the binding controllers
+// belong to Options.Controllers.
+func (m *Manager) Run(ctx context.Context) error {
+	if err := EnsureKind(ctx, m.opts.Service); err != nil {
+		return err
+	}
+	c, err := controller.New(controller.Options{
+		Name:          "plugin-manager",
+		Client:        m.opts.Service,
+		For:           controller.Kind{Resource: Resource, Kind: Kind},
+		Reconciler:    controller.ReconcilerFunc(m.reconcile),
+		Finalizer:     controller.FinalizerFunc(m.finalize),
+		FinalizerName: finalizerName,
+		Workers:       2,
+		Logger:        m.log,
+	})
+	if err != nil {
+		return fmt.Errorf("plugins: %w", err)
+	}
+	return c.Run(ctx)
+}
+
+// reconcile brings one Plugin's module and bindings in line with its spec.
+func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+	obj, err := decodeObject(req.Object)
+	if err != nil {
+		return nil, err
+	}
+	name := obj.GetName()
+	m.mu.Lock()
+	cur := m.plugins[name]
+	m.mu.Unlock()
+	st := newStatus(obj, cur)
+
+	sp, err := specOf(obj)
+	if err != nil {
+		return st.fail(ReasonInvalidSpec, err, true), nil
+	}
+	cfg, err := sp.hostConfig(m.opts.Service)
+	if err != nil {
+		if errors.Is(err, ErrNotServed) {
+			return st.fail(ReasonNotServed, err, false), nil
+		}
+		return st.fail(ReasonInvalidSpec, err, true), nil
+	}
+	if cur == nil {
+		cur = &loaded{counters: &counters{}}
+		cur.caller = countingCaller{Caller: m.opts.Host.Caller(name), c: cur.counters}
+		st.cur = cur
+	}
+
+	hostKey := sp.Module.Digest + " " + mustJSON(cfg)
+	if cur.hostKey != hostKey {
+		wasm, err := m.opts.Modules.Get(ctx, sp.Module.Digest)
+		if err != nil {
+			if errors.Is(err, ErrModuleNotFound) {
+				return st.fail(ReasonModuleNotFound, fmt.Errorf("module %s was not uploaded (POST it to %s)", sp.Module.Digest, ModulesPath), false), nil
+			}
+			return nil, err
+		}
+		exports, err := m.opts.Host.Install(ctx, name, wasm, cfg)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			m.log.Warn("plugin module refused; the running version, if any, keeps serving", "plugin", name, "digest", sp.Module.Digest, "err", err)
+			return st.fail(ReasonInvalidModule, err, true), nil
+		}
+		m.log.Info("plugin loaded", "plugin", name, "digest", sp.Module.Digest)
+		cur.digest, cur.hostKey, cur.exports = sp.Module.Digest, hostKey, exports
+		m.mu.Lock()
+		m.plugins[name] = cur
+		m.mu.Unlock()
+	}
+	st.loadedDigest = cur.digest
+
+	// Admission bindings.
+	var missing []string
+	var bindings []*admissionBinding
+	for _, r := range sp.Admission {
+		if !cur.exports.Admit {
+			missing = append(missing, "admit")
+			break
+		}
+		bindings = append(bindings, &admissionBinding{
+			plugin: name, caller: cur.caller, resources: r.Resources, ops: r.Operations,
+			mutating: r.Type == Mutating, ignore: r.FailurePolicy == Ignore, config: sp.Config,
+		})
+	}
+	m.mu.Lock()
+	cur.admission = bindings
+	m.publishLocked()
+	m.mu.Unlock()
+
+	// Reconcile binding.
+	var bindErr error
+	switch {
+	case sp.Reconcile == nil:
+		if cur.reconcileKey != "" {
+			m.opts.Controllers.Remove(name)
+			cur.reconcileKey = ""
+		}
+	case !cur.exports.Reconcile:
+		missing = append(missing, "reconcile")
+	default:
+		bindErr = m.bindReconcile(name, cur, sp)
+	}
+	if len(missing) > 0 {
+		return st.fail(ReasonMissingExport, fmt.Errorf("module %s does not export %s, which the spec binds", cur.digest, strings.Join(missing, " and ")), true), nil
+	}
+	if bindErr != nil {
+		return st.fail(ReasonNotServed, bindErr, false), nil
+	}
+	resp := st.ok(m.opts.StatusInterval)
+	return resp, nil
+}
+
+// bindReconcile puts the plugin's controller into the controller manager,
+// replacing it only when the binding changed.
+func (m *Manager) bindReconcile(name string, cur *loaded, sp Spec) error {
+	forRes, err := resolve(m.opts.Service, sp.Reconcile.For)
+	if err != nil {
+		return fmt.Errorf("spec.reconcile.for: %w", err)
+	}
+	owns := make([]controller.Kind, 0, len(sp.Reconcile.Owns))
+	for _, o := range sp.Reconcile.Owns {
+		r, err := resolve(m.opts.Service, o)
+		if err != nil {
+			return fmt.Errorf("spec.reconcile.owns: %w", err)
+		}
+		owns = append(owns, controllerKind(r))
+	}
+	key := mustJSON([]any{forRes.GVR, owns, sp.Config, cur.exports.Finalize})
+	if key == cur.reconcileKey {
+		return nil
+	}
+	opts := controller.Options{
+		Name:       name,
+		Client:     m.opts.Service,
+		For:        controllerKind(forRes),
+		Owns:       owns,
+		Reconciler: cur.caller,
+		Config:     maps.Clone(sp.Config),
+		Metrics:    m.opts.Metrics,
+		Logger:     m.log.With("plugin", name),
+	}
+	if cur.exports.Finalize {
+		opts.Finalizer = cur.caller
+	}
+	c, err := controller.New(opts)
+	if err != nil {
+		return fmt.Errorf("spec.reconcile: %w", err)
+	}
+	m.opts.Controllers.Put(c)
+	cur.reconcileKey = key
+	m.log.Info("plugin reconcile binding started", "plugin", name, "for", forRes.GVR.String())
+	return nil
+}
+
+// publishLocked hands the admission bindings of every plugin to the
+// Admitter. m.mu is held.
+func (m *Manager) publishLocked() {
+	var all []*admissionBinding
+	for _, l := range m.plugins {
+		all = append(all, l.admission...)
+	}
+	m.adm.set(all)
+}
+
+// finalize unloads a Plugin that is being deleted.
+func (m *Manager) finalize(ctx context.Context, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
+	obj, err := decodeObject(req.Object)
+	if err != nil {
+		return nil, err
+	}
+	m.unload(obj.GetName())
+	return &abi.FinalizeResponse{Done: true}, nil
+}
+
+func (m *Manager) unload(name string) {
+	m.mu.Lock()
+	cur := m.plugins[name]
+	delete(m.plugins, name)
+	m.publishLocked()
+	m.mu.Unlock()
+	if cur != nil && cur.reconcileKey != "" {
+		m.opts.Controllers.Remove(name)
+	}
+	m.opts.Host.Remove(name)
+	m.log.Info("plugin unloaded", "plugin", name)
+}
+
+// Loaded returns the digest serving calls for the plugin name, if any.
+func (m *Manager) Loaded(name string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.plugins[name]; l != nil {
+		return l.digest, true
+	}
+	return "", false
+}
+
+func decodeObject(raw []byte) (*unstructured.Unstructured, error) {
+	var m map[string]any
+	if err := utiljson.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("plugins: decode Plugin: not a JSON object")
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// status builds a Plugin's status.
+type status struct {
+	observed     map[string]any
+	cur          *loaded
+	loadedDigest string
+	generation   int64
+}
+
+func newStatus(obj *unstructured.Unstructured, cur *loaded) *status {
+	observed, _, _ := unstructured.NestedMap(obj.Object, "status")
+	st := &status{observed: observed, cur: cur, generation: obj.GetGeneration()}
+	if cur != nil {
+		st.loadedDigest = cur.digest
+	}
+	return st
+}
+
+// fail reports a problem: the Loaded condition says why, and the module
+// loaded before, if any, keeps serving.
+func (st *status) fail(reason string, err error, terminal bool) *abi.ReconcileResponse {
+	phase := PhaseFailed
+	if reason == ReasonModuleNotFound || reason == ReasonNotServed {
+		phase = PhasePending
+	}
+	msg := err.Error()
+	if st.loadedDigest != "" {
+		msg += "; module " + st.loadedDigest + " keeps serving"
+	}
+	return &abi.ReconcileResponse{
+		Status:   st.doc(phase, metav1.ConditionFalse, reason, msg),
+		Error:    err.Error(),
+		Terminal: terminal,
+	}
+}
+
+// ok reports a loaded plugin, and asks to be called again after interval
+// so that the call counters reach the status.
+func (st *status) ok(interval time.Duration) *abi.ReconcileResponse {
+	return &abi.ReconcileResponse{
+		Status:       st.doc(PhaseLoaded, metav1.ConditionTrue, ReasonLoaded, "module "+st.loadedDigest+" serves calls"),
+		RequeueAfter: interval,
+	}
+}
+
+func (st *status) doc(phase string, cs metav1.ConditionStatus, reason, msg string) abi.RawJSON {
+	out := map[string]any{"phase": phase}
+	if st.loadedDigest != "" {
+		out["loadedDigest"] = st.loadedDigest
+	}
+	if st.cur != nil {
+		out["calls"] = st.cur.counters.calls.Load()
+		out["errors"] = st.cur.counters.errors.Load()
+		if e := st.cur.counters.lastError.Load(); e != nil {
+			out["lastError"] = *e
+		}
+	}
+	if len(msg) > 1024 {
+		msg = msg[:1021] + "..."
+	}
+	loadedCond := map[string]any{
+		"type": ConditionLoaded, "status": string(cs), "reason": reason, "message": msg,
+		"observedGeneration": st.generation,
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+	}
+	conds := []any{loadedCond}
+	old, _ := st.observed["conditions"].([]any)
+	for _, c := range old {
+		cm, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		switch cm["type"] {
+		case ConditionLoaded:
+			if cm["status"] == string(cs) {
+				loadedCond["lastTransitionTime"] = cm["lastTransitionTime"]
+			}
+		case controller.ConditionReady:
+			conds = append(conds, cm) // the controller keeps it
+		}
+	}
+	out["conditions"] = conds
+	b, _ := json.Marshal(out)
+	return b
+}
+

@@ -1,0 +1,151 @@
+package plugins
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/controller"
+)
+
+// Spec is a Plugin's spec.
+type Spec struct {
+	Module      ModuleRef         `json:"module"`
+	Reconcile   *ReconcileBinding `json:"reconcile,omitempty"`
+	Admission   []AdmissionRule   `json:"admission,omitempty"`
+	Permissions Permissions       `json:"permissions,omitempty"`
+	Limits      SpecLimits        `json:"limits,omitempty"`
+	Config      map[string]string `json:"config,omitempty"`
+}
+
+// ModuleRef names a module by digest.
+type ModuleRef struct {
+	Digest string `json:"digest"`
+}
+
+// ReconcileBinding is the kind a plugin reconciles and its children's kinds.
+type ReconcileBinding struct {
+	For  string   `json:"for"`
+	Owns []string `json:"owns,omitempty"`
+}
+
+// Admission binding types and failure policies.
+const (
+	Mutating   = "Mutating"
+	Validating = "Validating"
+	Fail       = "Fail"
+	Ignore     = "Ignore"
+)
+
+// AdmissionRule binds a plugin's admit export to writes.
+type AdmissionRule struct {
+	Resources     []string `json:"resources"`
+	Operations    []string `json:"operations,omitempty"`
+	Type          string   `json:"type"`
+	FailurePolicy string   `json:"failurePolicy,omitempty"`
+}
+
+// Permissions are what a plugin may reach through host functions.
+type Permissions struct {
+	Read  []string `json:"read,omitempty"`
+	Write []string `json:"write,omitempty"`
+}
+
+// SpecLimits bound a plugin's calls and instances.
+type SpecLimits struct {
+	CallTimeout string `json:"callTimeout,omitempty"`
+	MemoryPages uint32 `json:"memoryPages,omitempty"`
+	PoolSize    int    `json:"poolSize,omitempty"`
+}
+
+// specOf decodes a Plugin's spec.
+func specOf(obj *unstructured.Unstructured) (Spec, error) {
+	var sp Spec
+	raw, ok := obj.Object["spec"]
+	if !ok {
+		return sp, fmt.Errorf("%w: spec is missing", ErrInvalidSpec)
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return sp, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	if err := json.Unmarshal(b, &sp); err != nil {
+		return sp, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	if !validDigest(sp.Module.Digest) {
+		return sp, fmt.Errorf("%w: spec.module.digest %q is not sha256: and 64 lower-case hex digits", ErrInvalidSpec, sp.Module.Digest)
+	}
+	return sp, nil
+}
+
+// hostConfig is the configuration the host loads the module with.
+func (sp Spec) hostConfig(svc *engine.Service) (Config, error) {
+	var cfg Config
+	if sp.Limits.CallTimeout != "" {
+		d, err := time.ParseDuration(sp.Limits.CallTimeout)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("%w: spec.limits.callTimeout %q is not a positive duration", ErrInvalidSpec, sp.Limits.CallTimeout)
+		}
+		cfg.CallTimeout = d
+	}
+	cfg.MemoryPages = sp.Limits.MemoryPages
+	cfg.PoolSize = sp.Limits.PoolSize
+	for _, r := range sp.Permissions.Read {
+		if r == "*" {
+			cfg.Read = append(cfg.Read, "*")
+			continue
+		}
+		res, err := resolve(svc, r)
+		if err != nil {
+			return cfg, fmt.Errorf("spec.permissions.read: %w", err)
+		}
+		cfg.Read = append(cfg.Read, groupKind(res.GVK().GroupKind()))
+	}
+	cfg.Events = slices.Contains(sp.Permissions.Write, "events") || slices.Contains(sp.Permissions.Write, "*")
+	return cfg, nil
+}
+
+// groupKind is "Kind.group", or "Kind" for the core group: how the host and
+// the ABI name kinds.
+func groupKind(gk schema.GroupKind) string {
+	if gk.Group == "" {
+		return gk.Kind
+	}
+	return gk.Kind + "." + gk.Group
+}
+
+// resolve finds the served resource named "plural.group" ("plural" for the
+// core group), at its preferred version.
+func resolve(svc *engine.Service, name string) (engine.Resource, error) {
+	gr := schema.ParseGroupResource(name)
+	for _, r := range svc.Resources() { // preferred version first
+		if r.GVR.GroupResource() == gr {
+			return r, nil
+		}
+	}
+	return engine.Resource{}, fmt.Errorf("%w: %q", ErrNotServed, name)
+}
+
+// controllerKind is the controller.Kind of a served resource.
+func controllerKind(r engine.Resource) controller.Kind {
+	return controller.Kind{Resource: r.GVR, Kind: r.Kind, Namespaced: r.Namespaced}
+}
+
+func validDigest(d string) bool {
+	hexPart, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hexPart) != 64 {
+		return false
+	}
+	for _, c := range hexPart {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

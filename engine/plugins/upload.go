@@ -1,0 +1,195 @@
+package plugins
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ModulesPath is where modules are uploaded (POST, the bytes as
+// application/wasm) and read back (GET ModulesPath/sha256:...).
+const ModulesPath = "/apis/" + Group + "/" + Version + "/modules"
+
+// DefaultMaxModuleBytes bounds an uploaded module.
+const DefaultMaxModuleBytes = 64 << 20
+
+// UploadOptions configure NewUploadHandler. Zero values get defaults.
+type UploadOptions struct {
+	// Modules stores accepted modules. Required.
+	Modules *Modules
+	// Host checks a module before it is accepted. Required.
+	Host Host
+	// MaxBytes bounds a module. Default DefaultMaxModuleBytes.
+	MaxBytes int64
+	// Logger; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// ModuleInfo is the answer to an upload.
+type ModuleInfo struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Digest     string `json:"digest"`
+	Size       int    `json:"size"`
+	// Created is false when the module was stored already.
+	Created bool `json:"created"`
+}
+
+// NewUploadHandler serves ModulesPath. It expects requests that are already
+// authenticated.
+//
+// POST ModulesPath takes the module bytes with Content-Type
+// application/wasm. When the client states a digest (?digest=sha256:...),
+// it must match the bytes. The module is compiled and checked by the host
+// before it is stored; a refused module gets 422 with the host's reason. The
+// answer is 201 with a ModuleInfo, or 200 when the same module was stored
+// already. GET ModulesPath/sha256:... returns the bytes.
+func NewUploadHandler(opts UploadOptions) http.Handler {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxModuleBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &uploadHandler{opts: opts}
+}
+
+type uploadHandler struct{ opts UploadOptions }
+
+func (h *uploadHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, _ := strings.CutPrefix(r.URL.Path, ModulesPath)
+	switch {
+	case rest == "" || rest == "/":
+		if r.Method != http.MethodPost {
+			writeStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "upload a module with POST "+ModulesPath+" (Content-Type: application/wasm)")
+			return
+		}
+		h.upload(w, r)
+	case strings.HasPrefix(rest, "/"):
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "modules are immutable: only GET is allowed")
+			return
+		}
+		h.get(w, r, rest[1:])
+	default:
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "not found")
+	}
+}
+
+func (h *uploadHandler) upload(w http.ResponseWriter, r *http.Request) {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct != "application/wasm" {
+		writeStatus(w, http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+			fmt.Sprintf("a module is uploaded as application/wasm, not %q", r.Header.Get("Content-Type")))
+		return
+	}
+	want := r.URL.Query().Get("digest")
+	if want != "" && !validDigest(want) {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("digest %q is not sha256: and 64 lower-case hex digits", want))
+		return
+	}
+	if r.ContentLength > h.opts.MaxBytes {
+		writeStatus(w, http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
+			fmt.Sprintf("the module is %d bytes; the limit is %d", r.ContentLength, h.opts.MaxBytes))
+		return
+	}
+	wasm, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeStatus(w, http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge,
+				fmt.Sprintf("the module exceeds the limit of %d bytes", h.opts.MaxBytes))
+			return
+		}
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "read the module: "+err.Error())
+		return
+	}
+	if len(wasm) == 0 {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "the request has no module bytes")
+		return
+	}
+	digest := digestOf(wasm)
+	if want != "" && want != digest {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("the module's digest is %s, not the stated %s", digest, want))
+		return
+	}
+	ctx := r.Context()
+	if _, err := h.opts.Modules.Get(ctx, digest); err == nil {
+		writeJSON(w, http.StatusOK, ModuleInfo{APIVersion: Group + "/" + Version, Kind: "Module", Digest: digest, Size: len(wasm)})
+		return
+	}
+	if err := h.opts.Host.Check(ctx, wasm, Config{}); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		writeStatus(w, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "module refused: "+err.Error())
+		return
+	}
+	created, err := h.opts.Modules.Put(ctx, digest, wasm)
+	if err != nil {
+		h.opts.Logger.Error("store module", "digest", digest, "err", err)
+		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error())
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+		h.opts.Logger.Info("module uploaded", "digest", digest, "size", len(wasm))
+	}
+	writeJSON(w, code, ModuleInfo{APIVersion: Group + "/" + Version, Kind: "Module", Digest: digest, Size: len(wasm), Created: created})
+}
+
+func (h *uploadHandler) get(w http.ResponseWriter, r *http.Request, digest string) {
+	if !validDigest(digest) {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("%q is not sha256: and 64 lower-case hex digits", digest))
+		return
+	}
+	wasm, err := h.opts.Modules.Get(r.Context(), digest)
+	if errors.Is(err, ErrModuleNotFound) {
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "no module "+digest+" was uploaded")
+		return
+	}
+	if err != nil {
+		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/wasm")
+	w.Header().Set("Content-Length", strconv.Itoa(len(wasm)))
+	w.Header().Set("ETag", `"`+digest+`"`)
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		_, _ = w.Write(wasm)
+	}
+}
+
+// digestOf is a module's content address.
+func digestOf(wasm []byte) string {
+	sum := sha256.Sum256(wasm)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
+	writeJSON(w, code, &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg,
+	})
+}
