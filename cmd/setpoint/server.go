@@ -169,7 +169,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		}
 	}()
 
-	api, err := newAPI(st, log)
+	api, err := newPluginAPI(st, log, o.dataDir)
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
 	}
