@@ -529,6 +529,10 @@ func TestCLI(t *testing.T) {
 			}
 		}
 		fails(t, s, nil, "", 2, []string{"tcsh"}, "completion", "tcsh")
+		// Resource arguments complete from discovery.
+		if out := ok(t, s, "__complete", "get", ""); !strings.Contains(out, "namespaces\n") || !strings.Contains(out, "ns\n") {
+			t.Errorf("completion of get's resource:\n%s", out)
+		}
 	})
 
 	t.Run("errors a person can act on", func(t *testing.T) {

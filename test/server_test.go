@@ -125,6 +125,13 @@ func TestServer(t *testing.T) {
 		}
 	})
 
+	t.Run("the web UI's static files need no token", func(t *testing.T) {
+		code, body, err := s.Do("GET", "/ui/", "", nil)
+		if err != nil || code != 200 || !strings.Contains(string(body), "<") {
+			t.Fatalf("GET /ui/ without a token: %d %v", code, err)
+		}
+	})
+
 	t.Run("metrics count requests", func(t *testing.T) {
 		for range 3 {
 			if code, body, err := s.Do("GET", "/api/v1/namespaces", s.Token, nil); err != nil || code != 200 {
@@ -152,6 +159,29 @@ func TestServer(t *testing.T) {
 			t.Errorf("list namespaces counted %v times, want at least 3", n)
 		}
 	})
+}
+
+// TestServerLogNeverHoldsTheToken checks the debug log after authenticated,
+// rejected and kubectl requests.
+func TestServerLogNeverHoldsTheToken(t *testing.T) {
+	s := testserver.Start(t, testserver.Options{LogLevel: "debug"})
+	for _, tok := range []string{s.Token, s.Token + "x", ""} {
+		if _, _, err := s.Do("GET", "/api/v1/namespaces?watch=false", tok, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, stderr, err := s.Kubectl("get", "ns", "-v=1"); err != nil {
+		t.Fatalf("kubectl: %v\n%s", err, stderr)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(s.Logs(), s.Token) {
+		t.Fatal("the server log holds the admin token")
+	}
+	if !strings.Contains(s.Logs(), "user=setpoint-admin") {
+		t.Error("the request log does not name the user")
+	}
 }
 
 // metricValue returns the value of the sample named exactly series, or -1.
