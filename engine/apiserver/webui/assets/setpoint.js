@@ -232,7 +232,8 @@ export class Watcher {
           if (this.#stopped) break;
           failures++;
           const auth = e && (e.status === 401 || e.status === 403);
-          this.#setState(auth ? 'unauthorized' : 'error', e);
+          // A network failure (no HTTP answer) is a server that is away.
+          this.#setState(auth ? 'unauthorized' : e instanceof APIError ? 'error' : 'reconnecting', e);
           await this.#sleep(this.#backoff(auth ? failures + 3 : failures));
           continue;
         }
