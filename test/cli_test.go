@@ -318,6 +318,30 @@ func TestCLI(t *testing.T) {
 		}
 	})
 
+	t.Run("dry run stores nothing; --show-labels", func(t *testing.T) {
+		before := rvs()
+		r := runCLI(t, s, nil, strings.Replace(widgets, "size: small", "size: large", 1), "apply", "--dry-run=server", "-f", "-")
+		if r.code != 0 || !strings.Contains(r.stdout, "widget.example.setpoint.dev/alpha configured (server dry run)") {
+			t.Errorf("apply --dry-run=server: %+v", r)
+		}
+		gamma := "apiVersion: example.setpoint.dev/v1\nkind: Widget\nmetadata: {name: dry}\nspec: {name: D, size: small}\n"
+		if r := runCLI(t, s, nil, gamma, "apply", "--dry-run=server", "-f", "-"); r.code != 0 || !strings.Contains(r.stdout, "created (server dry run)") {
+			t.Errorf("apply --dry-run=server of a new object: %+v", r)
+		}
+		fails(t, s, nil, strings.Replace(gamma, "small", "huge", 1), 6, []string{"spec.size"}, "apply", "--dry-run=server", "-f", "-")
+		if out := ok(t, s, "delete", "widget", "beta", "--dry-run=server"); out != "widget.example.setpoint.dev/beta deleted (server dry run)\n" {
+			t.Errorf("delete --dry-run=server: %q", out)
+		}
+		if after := rvs(); after != before {
+			t.Errorf("dry runs changed objects: %s -> %s", before, after)
+		}
+		fails(t, s, nil, "", 4, []string{"not found"}, "get", "widget", "dry")
+		out := ok(t, s, "get", "widgets", "--show-labels")
+		if !regexp.MustCompile(`(?m)^alpha .*\senv=dev$`).MatchString(out) || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "LABELS") {
+			t.Errorf("--show-labels:\n%s", out)
+		}
+	})
+
 	t.Run("get -w sees ADDED, MODIFIED and DELETED", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

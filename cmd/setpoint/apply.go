@@ -31,6 +31,7 @@ type applyOptions struct {
 	files     []string
 	recursive bool
 	timeout   time.Duration
+	dryRun    string
 }
 
 func newApplyCommand() *cobra.Command {
@@ -76,6 +77,7 @@ Every object is tried; apply exits non-zero if any failed.
 	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "manifest file, directory, or - for stdin (repeatable)")
 	cmd.Flags().BoolVarP(&o.recursive, "recursive", "R", false, "also read the manifests in subdirectories of a -f directory")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", time.Minute, "how long to wait for a CustomResourceDefinition to be served")
+	cmd.Flags().StringVar(&o.dryRun, "dry-run", "none", "none, or server: the server validates every write in full and stores nothing")
 	return cmd
 }
 
@@ -95,6 +97,10 @@ func applyRank(u *unstructured.Unstructured) int {
 }
 
 func runApply(ctx context.Context, o *applyOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+	dryRun, suffix, err := parseDryRun(o.dryRun)
+	if err != nil {
+		return err
+	}
 	ms, err := readManifests(o.files, o.recursive, stdin)
 	if err != nil {
 		return err
@@ -120,7 +126,7 @@ func runApply(ctx context.Context, o *applyOptions, stdin io.Reader, stdout, std
 	}
 	var crds []string
 	for i, m := range ms {
-		res, err := applyOne(ctx, c, m)
+		res, err := applyOne(ctx, c, m, dryRun)
 		if err != nil {
 			fail(m, err)
 		} else {
@@ -131,8 +137,8 @@ func runApply(ctx context.Context, o *applyOptions, stdin io.Reader, stdout, std
 			case "configured":
 				word = pal.yellow(word)
 			}
-			fmt.Fprintf(stdout, "%s %s\n", res.name, word)
-			if applyRank(m.obj) == 0 {
+			fmt.Fprintf(stdout, "%s %s%s\n", res.name, word, suffix)
+			if applyRank(m.obj) == 0 && dryRun == nil {
 				crds = append(crds, m.obj.GetName())
 			}
 		}
@@ -153,6 +159,18 @@ func runApply(ctx context.Context, o *applyOptions, stdin io.Reader, stdout, std
 	return nil
 }
 
+// parseDryRun reads --dry-run: the server's dryRun parameter and what to
+// print after each result.
+func parseDryRun(s string) ([]string, string, error) {
+	switch s {
+	case "", "none":
+		return nil, "", nil
+	case "server":
+		return []string{metav1.DryRunAll}, " (server dry run)", nil
+	}
+	return nil, "", usageError("--dry-run %q: want none or server", s)
+}
+
 // silent is an error main prints as a summary only; the details were printed
 // already.
 type silent struct{ error }
@@ -168,7 +186,9 @@ type applyResult struct {
 // (output of get -o yaml, say) must not make every apply look like a change.
 var systemFields = []string{"uid", "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"}
 
-func applyOne(ctx context.Context, c *client, m manifest) (applyResult, error) {
+// applyOne creates or updates m's object; with dryRun ([]string{"All"}) the
+// server validates the write and stores nothing.
+func applyOne(ctx context.Context, c *client, m manifest, dryRun []string) (applyResult, error) {
 	gvk := m.obj.GroupVersionKind()
 	r, err := c.resourceForKind(gvk)
 	if err != nil {
@@ -219,7 +239,7 @@ func applyOne(ctx context.Context, c *client, m manifest) (applyResult, error) {
 	obj.SetAnnotations(annotations)
 
 	if obj.GetName() == "" { // generateName: always a new object
-		created, err := ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: "setpoint"})
+		created, err := ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: "setpoint", DryRun: dryRun})
 		if err != nil {
 			return applyResult{}, c.explain(err)
 		}
@@ -231,7 +251,7 @@ func applyOne(ctx context.Context, c *client, m manifest) (applyResult, error) {
 		cur, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			obj.SetResourceVersion("")
-			_, err = ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: "setpoint"})
+			_, err = ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: "setpoint", DryRun: dryRun})
 			if apierrors.IsAlreadyExists(err) && attempt < 3 {
 				continue
 			}
@@ -250,7 +270,7 @@ func applyOne(ctx context.Context, c *client, m manifest) (applyResult, error) {
 		if patch == nil {
 			return applyResult{name: name, result: "unchanged"}, nil
 		}
-		_, err = ri.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "setpoint"})
+		_, err = ri.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "setpoint", DryRun: dryRun})
 		if apierrors.IsConflict(err) && !pinned && attempt < 3 {
 			continue // someone wrote in between: merge again with what is there now
 		}

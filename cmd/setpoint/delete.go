@@ -26,6 +26,7 @@ type deleteOptions struct {
 	timeout        time.Duration
 	ignoreNotFound bool
 	cascade        string
+	dryRun         string
 }
 
 func newDeleteCommand() *cobra.Command {
@@ -61,6 +62,7 @@ the garbage collector; --cascade chooses how.
 	f.BoolVar(&o.wait, "wait", false, "wait until the objects are gone (finalizers run, foreground deletion done)")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "how long --wait waits")
 	f.BoolVar(&o.ignoreNotFound, "ignore-not-found", false, "succeed when an object does not exist")
+	f.StringVar(&o.dryRun, "dry-run", "none", "none, or server: the server checks each delete and removes nothing")
 	f.StringVar(&o.cascade, "cascade", "background", "how dependents go: background, foreground (the object waits for them) or orphan (they stay)")
 	return cmd
 }
@@ -83,6 +85,13 @@ func runDelete(ctx context.Context, o *deleteOptions, args []string, stdin io.Re
 		policy = metav1.DeletePropagationOrphan
 	default:
 		return usageError("--cascade %q: want background, foreground or orphan", o.cascade)
+	}
+	dryRun, suffix, err := parseDryRun(o.dryRun)
+	if err != nil {
+		return err
+	}
+	if dryRun != nil && o.wait {
+		return usageError("--wait has nothing to wait for with --dry-run")
 	}
 	byFile := len(o.files) > 0
 	switch {
@@ -167,7 +176,7 @@ func runDelete(ctx context.Context, o *deleteOptions, args []string, stdin io.Re
 	var firstErr error
 	var deleted []target
 	for _, t := range targets {
-		err := c.resourceInterface(t.r, t.ns).Delete(ctx, t.name, metav1.DeleteOptions{PropagationPolicy: &policy})
+		err := c.resourceInterface(t.r, t.ns).Delete(ctx, t.name, metav1.DeleteOptions{PropagationPolicy: &policy, DryRun: dryRun})
 		switch {
 		case apierrors.IsNotFound(err) && o.ignoreNotFound:
 			continue
@@ -179,7 +188,7 @@ func runDelete(ctx context.Context, o *deleteOptions, args []string, stdin io.Re
 			}
 			continue
 		}
-		fmt.Fprintf(stdout, "%s deleted\n", t.r.objectName(t.name))
+		fmt.Fprintf(stdout, "%s deleted%s\n", t.r.objectName(t.name), suffix)
 		deleted = append(deleted, t)
 	}
 	if o.wait && len(deleted) > 0 {

@@ -31,6 +31,7 @@ type getOptions struct {
 	watchOnly     bool
 	watchEvents   bool
 	noHeaders     bool
+	showLabels    bool
 }
 
 func newGetCommand() *cobra.Command {
@@ -72,6 +73,7 @@ columns of lower priority. -w keeps watching and prints each change.
 	f.BoolVar(&o.watchOnly, "watch-only", false, "watch for changes without listing first")
 	f.BoolVar(&o.watchEvents, "output-watch-events", false, "with --watch, print the event type (ADDED, MODIFIED, DELETED) of each change")
 	f.BoolVar(&o.noHeaders, "no-headers", false, "print tables without their header")
+	f.BoolVar(&o.showLabels, "show-labels", false, "add a LABELS column to tables")
 	return cmd
 }
 
@@ -118,7 +120,7 @@ func runGet(ctx context.Context, o *getOptions, args []string, stdout, stderr io
 	}
 	opts := metav1.ListOptions{LabelSelector: o.selector, FieldSelector: o.fieldSelector}
 	tp := &tablePrinter{w: stdout, wide: out.format == "wide", withNamespace: o.allNamespaces && r.namespaced,
-		withEvent: o.watchEvents, noHeaders: o.noHeaders, now: time.Now}
+		withEvent: o.watchEvents, showLabels: o.showLabels, noHeaders: o.noHeaders, now: time.Now}
 
 	rv := ""
 	if !o.watchOnly {

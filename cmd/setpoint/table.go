@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -133,6 +134,7 @@ func fallbackTable(body []byte, single bool) (*metav1.Table, error) {
 type rowMeta struct {
 	namespace string
 	name      string
+	labels    map[string]string
 	created   time.Time
 	known     bool
 }
@@ -146,7 +148,8 @@ func metaOf(row metav1.TableRow) rowMeta {
 	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
 		return rowMeta{}
 	}
-	return rowMeta{namespace: m.Metadata.Namespace, name: m.Metadata.Name, created: m.Metadata.CreationTimestamp.Time, known: true}
+	return rowMeta{namespace: m.Metadata.Namespace, name: m.Metadata.Name, labels: m.Metadata.Labels,
+		created: m.Metadata.CreationTimestamp.Time, known: true}
 }
 
 // tablePrinter prints rows of tables aligned in columns; it remembers the
@@ -156,6 +159,7 @@ type tablePrinter struct {
 	wide          bool
 	withNamespace bool
 	withEvent     bool
+	showLabels    bool
 	noHeaders     bool
 	now           func() time.Time
 
@@ -188,6 +192,9 @@ func (p *tablePrinter) layout(t *metav1.Table) (header []string, rows [][]string
 	if !hasAge {
 		header = append(header, "AGE")
 	}
+	if p.showLabels {
+		header = append(header, "LABELS")
+	}
 	for _, row := range t.Rows {
 		m := metaOf(row)
 		var cells []string
@@ -210,6 +217,9 @@ func (p *tablePrinter) layout(t *metav1.Table) (header []string, rows [][]string
 				age = duration.HumanDuration(p.now().Sub(m.created))
 			}
 			cells = append(cells, age)
+		}
+		if p.showLabels {
+			cells = append(cells, labelsString(m.labels))
 		}
 		rows = append(rows, cells)
 	}
@@ -286,4 +296,22 @@ func (p *tablePrinter) print(t *metav1.Table, event string) error {
 	}
 	_, err := io.WriteString(p.w, b.String())
 	return err
+}
+
+// labelsString prints labels as kubectl's --show-labels does: k=v,k2=v2
+// sorted, or <none>.
+func labelsString(l map[string]string) string {
+	if len(l) == 0 {
+		return "<none>"
+	}
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + l[k]
+	}
+	return strings.Join(parts, ",")
 }

@@ -10,12 +10,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
+func labels(name string) string {
+	if name == "a-long-name" {
+		return `,"labels":{"env":"dev","app":"w"}`
+	}
+	return ""
+}
+
 func TestTablePrinter(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	row := func(ns, name string, age time.Duration, cells ...any) metav1.TableRow {
 		created := now.Add(-age).Format(time.RFC3339)
 		return metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Raw: []byte(
-			`{"metadata":{"namespace":"` + ns + `","name":"` + name + `","creationTimestamp":"` + created + `"}}`)}}
+			`{"metadata":{"namespace":"` + ns + `","name":"` + name + `","creationTimestamp":"` + created + `"` + labels(name) + `}}`)}}
 	}
 	table := &metav1.Table{
 		ColumnDefinitions: []metav1.TableColumnDefinition{
@@ -40,6 +47,10 @@ func TestTablePrinter(t *testing.T) {
 			want: "NAMESPACE   NAME          SIZE     REPLICAS   COLOR    AGE\n" +
 				"default     a-long-name   small    3          blue     90s\n" +
 				"prod        b             <none>   10         <none>   2d1h\n"},
+		{name: "labels", p: tablePrinter{showLabels: true},
+			want: "NAME          SIZE     REPLICAS   AGE    LABELS\n" +
+				"a-long-name   small    3          90s    app=w,env=dev\n" +
+				"b             <none>   10         2d1h   <none>\n"},
 		{name: "no headers", p: tablePrinter{noHeaders: true},
 			want: "a-long-name   small    3    90s\n" +
 				"b             <none>   10   2d1h\n"},
