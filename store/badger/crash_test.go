@@ -56,7 +56,7 @@ func hashOf(v []byte) string { s := sha256.Sum256(v); return hex.EncodeToString(
 // crashChild opens the store, prints "start <rev>", then runs 64 writers that
 // create, update (with compare-and-swap) and delete their own keys, printing
 // "ack <rev> <key> <hash>" for each acknowledged write ("-" as hash for a
-// delete), and compacts now and then, until it is killed. Each line is one
+// delete), and compacts older cycles now and then, until it is killed. Each line is one
 // write(2) of less than PIPE_BUF bytes, so the parent never reads half a line.
 func crashChild(dir string, cycle int) error {
 	db, err := badger.Open(dir, crashOptions())
@@ -130,9 +130,11 @@ func crashChild(dir string, cycle int) error {
 	go func() {
 		for {
 			time.Sleep(20 * time.Millisecond)
+			// Keep the last 3,000 revisions, and all of this cycle: the
+			// parent replays the cycle's history from its start.
 			cur, err := db.CurrentRevision(ctx)
-			if err == nil && cur > 3000 {
-				err = db.Compact(ctx, cur-3000)
+			if target := min(cur-3000, rev); err == nil && target > 0 {
+				err = db.Compact(ctx, target)
 			}
 			if err != nil {
 				errc <- fmt.Errorf("compact: %w", err)

@@ -2,6 +2,7 @@ package badger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -127,7 +128,9 @@ func (db *DB) notifyLoop() {
 	}
 }
 
-// Watch starts a watch of the keys under prefix after fromRevision.
+// Watch starts a watch of the keys under prefix after fromRevision. Events
+// share their documents with the store and other watchers: read them, do not
+// modify them.
 func (db *DB) Watch(ctx context.Context, prefix string, fromRevision int64) (store.Watcher, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -202,7 +205,9 @@ func (db *DB) catchUp(w *watcher) {
 			var err error
 			buf, upto, err = db.replay(buf, w.prefix, cursor, upto)
 			if err != nil {
-				db.log.Error("watch replay failed", "prefix", w.prefix, "rev", cursor, "err", err)
+				if !errors.Is(err, store.ErrClosed) {
+					db.log.Error("watch replay failed", "prefix", w.prefix, "rev", cursor, "err", err)
+				}
 				h.mu.Lock()
 				h.endLocked(w, err)
 				h.mu.Unlock()
