@@ -126,6 +126,9 @@ func decodeRecord(b []byte, lastRev int64) ([]recordEvent, error) {
 		b = b[n+int(vl):]
 		out = append(out, ev)
 	}
+	if len(out) == 0 {
+		return nil, errCorruptRecord
+	}
 	first := lastRev - int64(len(out)) + 1
 	for i := range out {
 		out[i].rev = first + int64(i)
