@@ -17,8 +17,10 @@ import (
 	"github.com/setpoint-dev/setpoint/store"
 )
 
-// maxPatchAttempts bounds the retries of a patch that lost a race.
-const maxPatchAttempts = 5
+// maxPatchAttempts bounds the retries of a patch (or a delete, or a garbage
+// collector edit) that lost a race to another writer; each retry reads the
+// fresh object, so contention resolves long before the bound.
+const maxPatchAttempts = 64
 
 // Patch applies a merge patch (application/merge-patch+json), a JSON patch
 // (application/json-patch+json), or, for built-in kinds, a strategic merge

@@ -1,0 +1,72 @@
+package apiserver
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestBodyLimits(t *testing.T) {
+	tests := []struct {
+		name    string
+		mt      string
+		body    string
+		wantErr bool
+	}{
+		{name: "flat JSON", mt: "application/json", body: `{"a":[1,2,{"b":"c"}]}`},
+		{name: "brackets in strings", mt: "application/json", body: `{"a":"` + strings.Repeat("[{", 500) + `"}`},
+		{name: "escaped quote", mt: "application/json", body: `{"a":"\"[[[["}`},
+		{name: "deep JSON", mt: "application/json", body: strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), wantErr: true},
+		{name: "just deep enough", mt: "application/json", body: strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)},
+		{name: "YAML", mt: "application/yaml", body: "a:\n  b:\n  - c\n"},
+		{name: "deep flow YAML", mt: "application/yaml", body: "a: " + strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), wantErr: true},
+		{name: "alias bomb", mt: "application/yaml", body: "a: &a [x]\n" + strings.Repeat("b: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n", 20), wantErr: true},
+		{name: "bad YAML", mt: "application/yaml", body: "a: [", wantErr: true},
+		{name: "unknown media type", mt: "application/xml", body: "<a/>", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := toJSON(tt.mt, []byte(tt.body))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// FuzzDecodeObject checks that no request body makes the decoder panic or
+// accept a document nested deeper than MaxDepth.
+func FuzzDecodeObject(f *testing.F) {
+	f.Add("application/json", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}}`))
+	f.Add("application/yaml", []byte("a:\n  b: [1, {c: d}]\n"))
+	f.Add("application/yaml", []byte("a: &x [1]\nb: *x\n"))
+	f.Add("application/json", []byte(`[[[[[[`))
+	f.Fuzz(func(t *testing.T, mt string, body []byte) {
+		r := httptest.NewRequest("POST", "/", nil)
+		r.Header.Set("Content-Type", mt)
+		obj, err := decodeObject(r, body)
+		if err != nil {
+			return
+		}
+		if depth(obj.Object) > MaxDepth+1 {
+			t.Fatalf("accepted a document %d deep", depth(obj.Object))
+		}
+	})
+}
+
+func depth(v any) int {
+	d := 0
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			d = max(d, depth(e))
+		}
+		return d + 1
+	case []any:
+		for _, e := range x {
+			d = max(d, depth(e))
+		}
+		return d + 1
+	}
+	return 0
+}
