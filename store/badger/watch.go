@@ -41,7 +41,7 @@ type watcher struct {
 	start    int64
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Stop
-	stopCtx  func() bool   // releases the context.AfterFunc
+	stopCtx  func() bool   // releases the context.AfterFunc; guarded by hub.mu
 	ended    bool          // guarded by hub.mu
 	err      error         // guarded by hub.mu; valid once ch is closed
 }
@@ -57,9 +57,6 @@ func (w *watcher) Err() error {
 func (w *watcher) Stop() {
 	w.stopOnce.Do(func() {
 		close(w.stop)
-		if w.stopCtx != nil {
-			w.stopCtx()
-		}
 		h := w.db.hub
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -79,6 +76,9 @@ func (h *hub) endLocked(w *watcher, err error) {
 	w.err = err
 	delete(h.live, w)
 	close(w.ch)
+	if w.stopCtx != nil {
+		w.stopCtx() // the context no longer needs to stop this watcher
+	}
 }
 
 // closeAll ends every live watcher with err and refuses new ones.
@@ -155,7 +155,11 @@ func (db *DB) Watch(ctx context.Context, prefix string, fromRevision int64) (sto
 		start:  fromRevision,
 		stop:   make(chan struct{}),
 	}
+	// Under hub.mu, because a done context runs Stop at once, on another
+	// goroutine, and the watcher's end reads stopCtx.
+	db.hub.mu.Lock()
 	w.stopCtx = context.AfterFunc(ctx, w.Stop)
+	db.hub.mu.Unlock()
 	db.watchers.Add(1)
 	go db.catchUp(w)
 	return w, nil
