@@ -636,3 +636,35 @@ func TestFinalizersAndGC(t *testing.T) {
 		}
 	})
 }
+
+func TestRestartKeepsKinds(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := badger.Open(dir, badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, Options{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, CRDResource, readYAML(t, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, s, widget("kept", "small", nil))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = badger.Open(dir, badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err = New(ctx, Options{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, widgets, "default", "kept", metav1.GetOptions{}); err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
+}
