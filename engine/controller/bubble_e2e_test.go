@@ -622,3 +622,34 @@ func TestRequeueAfter(t *testing.T) {
 		}
 	})
 }
+
+func TestSwapToVersionWithoutFinalizeReleasesObjects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := instrument(newEngine(t))
+		never := controller.FinalizerFunc(func(context.Context, *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
+			return &abi.FinalizeResponse{Error: "cannot release", Terminal: true}, nil
+		})
+		m, stop := runManager(t, newController(t, c, "widget", &gizmoPlugin{}, func(o *controller.Options) { o.Finalizer = never }))
+		defer stop()
+		create(t, c, widgets, newWidget("kept", "small"))
+		create(t, c, widgets, newWidget("deleting", "small"))
+		synctest.Wait()
+		if err := c.Delete(context.Background(), widgets, "default", "deleting", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if s, r, _ := ready(get(t, c, widgets, "deleting")); s != "False" || r != controller.ReasonFinalizeTerminal {
+			t.Fatalf("Ready = %s/%s, want stuck on the terminal finalize error", s, r)
+		}
+		// The next version has no finalize: nothing may stay stuck on the
+		// old version's finalizer.
+		m.Put(newController(t, c, "widget", &gizmoPlugin{}, nil))
+		synctest.Wait()
+		if _, err := c.Get(context.Background(), widgets, "default", "deleting", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("deleting widget: err = %v, want not found", err)
+		}
+		if f := get(t, c, widgets, "kept").GetFinalizers(); len(f) != 0 {
+			t.Errorf("kept widget finalizers = %v, want none", f)
+		}
+	})
+}

@@ -76,7 +76,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 	attempt := r.queue.NumRequeues(key)
 	status, _ := obj.Object["status"].(map[string]any)
 	if obj.GetDeletionTimestamp() != nil {
-		if terminalAt(status, obj.GetGeneration(), ReasonFinalizeTerminal) {
+		if c.opts.Finalizer != nil && terminalAt(status, obj.GetGeneration(), ReasonFinalizeTerminal) {
 			return result{skipped: true}
 		}
 		return c.finalize(ctx, r, obj, attempt)
@@ -84,11 +84,17 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 	if terminalAt(status, obj.GetGeneration(), ReasonTerminalError) {
 		return result{skipped: true}
 	}
-	if c.opts.Finalizer != nil && !slices.Contains(obj.GetFinalizers(), c.opts.FinalizerName) {
-		obj.SetFinalizers(append(obj.GetFinalizers(), c.opts.FinalizerName))
+	if has := slices.Contains(obj.GetFinalizers(), c.opts.FinalizerName); has != (c.opts.Finalizer != nil) {
+		// Add the finalizer, or remove it after a swap to a plugin version
+		// without finalize, so that deletion never waits on nobody.
+		if has {
+			obj.SetFinalizers(withoutFinalizer(obj.GetFinalizers(), c.opts.FinalizerName))
+		} else {
+			obj.SetFinalizers(append(obj.GetFinalizers(), c.opts.FinalizerName))
+		}
 		updated, err := c.opts.Client.Update(ctx, c.opts.For.Resource, obj, metav1.UpdateOptions{})
 		if err != nil {
-			return result{err: fmt.Errorf("add finalizer: %w", err)}
+			return result{err: fmt.Errorf("set finalizer: %w", err)}
 		}
 		obj = updated
 		status, _ = obj.Object["status"].(map[string]any)
@@ -190,83 +196,6 @@ func (c *Controller) writeStatus(ctx context.Context, r *run, obj *unstructured.
 	return nil
 }
 
-// finalize runs the finalizer of an object being deleted and removes the
-// controller's finalizer once it is done.
-func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Unstructured, attempt int) result {
-	if c.opts.Finalizer == nil || !slices.Contains(obj.GetFinalizers(), c.opts.FinalizerName) {
-		return result{skipped: true}
-	}
-	// The cache may lag behind a finalizer removal that just happened:
-	// read the object fresh so that a finished finalizer is not called again.
-	fresh, err := c.opts.Client.Get(ctx, c.opts.For.Resource, obj.GetNamespace(), obj.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return result{skipped: true}
-	}
-	if err != nil {
-		return result{err: fmt.Errorf("get before finalize: %w", err)}
-	}
-	if fresh.GetUID() != obj.GetUID() || !slices.Contains(fresh.GetFinalizers(), c.opts.FinalizerName) {
-		return result{skipped: true}
-	}
-	obj = fresh
-	observed := c.observedChildren(r, obj)
-	req := &abi.FinalizeRequest{Children: childrenByKind(observed), Attempt: attempt, Config: c.opts.Config}
-	if req.Object, err = obj.MarshalJSON(); err != nil {
-		return result{err: fmt.Errorf("encode object: %w", err)}
-	}
-	resp, err := c.callFinalize(ctx, req)
-	if resp != nil {
-		for _, ev := range resp.Events {
-			r.event(c, obj, ev.Type, ev.Reason, ev.Message)
-		}
-	}
-	var res result
-	var ready readyCondition
-	switch {
-	case err != nil:
-		res.err = err
-		ready = readyCondition{metav1.ConditionFalse, ReasonFinalizeFailed, err.Error()}
-	case resp.Error != "":
-		res.err = fmt.Errorf("plugin finalize: %s", resp.Error)
-		res.terminal = resp.Terminal
-		reason := ReasonFinalizeFailed
-		if resp.Terminal {
-			reason = ReasonFinalizeTerminal
-		}
-		ready = readyCondition{metav1.ConditionFalse, reason, resp.Error}
-	case !resp.Done:
-		ready = readyCondition{metav1.ConditionFalse, ReasonFinalizing, "waiting for the finalizer"}
-		if resp.RequeueAfter > 0 {
-			res.requeueAfter = resp.RequeueAfter
-		} else {
-			res.err = ErrNotDone
-		}
-	default:
-		obj.SetFinalizers(slices.DeleteFunc(obj.GetFinalizers(), func(f string) bool { return f == c.opts.FinalizerName }))
-		if _, err := c.opts.Client.Update(ctx, c.opts.For.Resource, obj, metav1.UpdateOptions{}); err != nil {
-			if apierrors.IsNotFound(err) {
-				return result{}
-			}
-			return result{err: fmt.Errorf("remove finalizer: %w", err)}
-		}
-		r.event(c, obj, "Normal", "Finalized", "finalizer "+c.opts.FinalizerName+" removed")
-		return result{}
-	}
-	status, _ := obj.Object["status"].(map[string]any)
-	if err := c.writeStatus(ctx, r, obj, status, nil, ready); err != nil {
-		if apierrors.IsConflict(err) {
-			return result{err: err}
-		}
-		if apierrors.IsNotFound(err) {
-			return result{skipped: true}
-		}
-		if res.err == nil {
-			res.err = err
-		}
-	}
-	return res
-}
-
 func (c *Controller) callReconcile(ctx context.Context, req *abi.ReconcileRequest) (resp *abi.ReconcileResponse, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -279,22 +208,6 @@ func (c *Controller) callReconcile(ctx context.Context, req *abi.ReconcileReques
 	}
 	if resp == nil {
 		return nil, errors.New("reconcile: no response")
-	}
-	return resp, nil
-}
-
-func (c *Controller) callFinalize(ctx context.Context, req *abi.FinalizeRequest) (resp *abi.FinalizeResponse, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			resp, err = nil, fmt.Errorf("%w: %v", ErrPanic, p)
-		}
-	}()
-	resp, err = c.opts.Finalizer.Finalize(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("finalize: %w", err)
-	}
-	if resp == nil {
-		return nil, errors.New("finalize: no response")
 	}
 	return resp, nil
 }
