@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -82,7 +83,8 @@ func (s suite) testCompaction(t *testing.T) {
 	})
 
 	t.Run("again and future", func(t *testing.T) {
-		if err := st.Compact(ctx, mid-3); err != nil {
+		// Backends may accept it as a no-op or refuse it as compacted.
+		if err := st.Compact(ctx, mid-3); err != nil && !errors.Is(err, store.ErrCompacted) {
 			t.Errorf("Compact below the compacted revision: %v", err)
 		}
 		if _, err := st.Get(ctx, key(1), store.GetOptions{Revision: mid - 1}); err == nil {
