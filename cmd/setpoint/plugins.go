@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver"
 	"github.com/setpoint-dev/setpoint/engine/controller"
@@ -91,9 +93,18 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string) (apiHandler,
 	adapter := hostAdapter{h: h, reg: reg}
 	modules := plugins.NewModules(st)
 	ctrls := controller.NewManager(controller.ManagerOptions{Logger: log.With("component", "controllers")})
+	// SETPOINT_PLUGIN_STATUS_INTERVAL (a Go duration) is how often the call
+	// counters reach a Plugin's status; tests shorten it.
+	var interval time.Duration
+	if v := os.Getenv("SETPOINT_PLUGIN_STATUS_INTERVAL"); v != "" {
+		if interval, err = time.ParseDuration(v); err != nil {
+			_ = h.Close()
+			return nil, fmt.Errorf("SETPOINT_PLUGIN_STATUS_INTERVAL: %w", err)
+		}
+	}
 	mgr, err := plugins.New(plugins.Options{
 		Service: svc, Modules: modules, Host: adapter, Controllers: ctrls,
-		Logger: log.With("component", "plugins"),
+		StatusInterval: interval, Logger: log.With("component", "plugins"),
 	})
 	if err != nil {
 		_ = h.Close()
