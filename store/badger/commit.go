@@ -170,6 +170,22 @@ func (db *DB) commitGroup(batch []*writeReq) {
 		}
 		return
 	}
+	answered := false
+	defer func() {
+		// A panic here (from Badger) leaves the disk state of the group
+		// unknown: fail the store rather than the process, and answer the
+		// group's writers so that none waits forever.
+		if p := recover(); p != nil {
+			ferr := fmt.Errorf("%w: panic: %v", errFailed, p)
+			db.failed.Store(&ferr)
+			db.log.Error("store write panicked; refusing further writes", "err", ferr)
+			if !answered {
+				for _, r := range batch {
+					r.done <- writeResult{err: ferr}
+				}
+			}
+		}
+	}()
 	base := db.committed.Load()
 	next := base + 1
 	results := make([]writeResult, len(batch))
@@ -252,6 +268,7 @@ func (db *DB) commitGroup(batch []*writeReq) {
 			db.log.Error("store write failed; refusing further writes", "rev", last, "err", err)
 			ferr := fmt.Errorf("%w: %w", errFailed, err)
 			db.failed.Store(&ferr)
+			answered = true
 			for _, r := range batch {
 				r.done <- writeResult{err: ferr}
 			}
@@ -259,6 +276,7 @@ func (db *DB) commitGroup(batch []*writeReq) {
 		}
 		db.committed.Store(last)
 	}
+	answered = true
 	for i, r := range batch {
 		r.done <- results[i]
 	}
