@@ -67,7 +67,8 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, start StartFunc) 
 		writeStatus(w, http.StatusForbidden, "origin not allowed")
 		return ErrOrigin
 	}
-	c, err := s.upgrader.Upgrade(w, r, nil)
+	hj := &hijacker{ResponseWriter: w}
+	c, err := s.upgrader.Upgrade(hj, r, nil)
 	if err != nil {
 		return fmt.Errorf("wswatch: upgrade: %w", err)
 	}
@@ -80,6 +81,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, start StartFunc) 
 		s:          s,
 		c:          c,
 		shutdown:   r.Context(),
+		bc:         hj.conn,
 		q:          newQueue(s.opts.MaxQueuedEvents, s.opts.MaxQueuedBytes),
 		readerDone: make(chan struct{}),
 	}
@@ -96,6 +98,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, start StartFunc) 
 type session struct {
 	s          *Server
 	c          *websocket.Conn
+	bc         *batchConn      // c's connection; nil if the upgrader hijacked around it
 	shutdown   context.Context // the request's: done when the server stops or the request times out
 	q          *queue
 	readerDone chan struct{}
@@ -159,10 +162,8 @@ func (ss *session) run(ctx context.Context, cancel context.CancelFunc, start Sta
 			if overflow {
 				return CloseTooSlow, reasonTooSlow, ErrTooSlow
 			}
-			for _, msg := range items {
-				if err := ss.write(msg); err != nil {
-					return 0, "", err
-				}
+			if err := ss.writeBatch(items); err != nil {
+				return 0, "", err
 			}
 			if ended {
 				return ss.endCode()
@@ -179,6 +180,27 @@ func (ss *session) endCode() (int, string, error) {
 		return websocket.CloseGoingAway, reasonGoingAway, nil
 	}
 	return websocket.CloseNormalClosure, reasonEnded, nil
+}
+
+// writeBatch writes msgs, gathered into as few connection writes as
+// their size allows.
+func (ss *session) writeBatch(msgs [][]byte) error {
+	if ss.bc == nil || len(msgs) == 1 {
+		for _, msg := range msgs {
+			if err := ss.write(msg); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ss.bc.begin()
+	for _, msg := range msgs {
+		if err := ss.write(msg); err != nil {
+			_ = ss.bc.flush()
+			return err
+		}
+	}
+	return ss.bc.flush()
 }
 
 func (ss *session) write(msg []byte) error {

@@ -483,3 +483,27 @@ func TestRequestTimeoutClosesNormally(t *testing.T) {
 		t.Fatalf("Serve: %v", err)
 	}
 }
+
+func TestBurstArrivesWholeAndInOrder(t *testing.T) {
+	w := newChanWatch(4096)
+	h := newHarness(t, wswatch.Options{}, func(context.Context) (watch.Interface, error) { return w, nil })
+	c := h.mustDial()
+	const n = 1000
+	for i := 1; i <= n; i++ {
+		w.ch <- watch.Event{Type: watch.Modified, Object: widget("w"+strconv.Itoa(i%7), i, i%300)}
+	}
+	close(w.ch)
+	for i := 1; i <= n; i++ {
+		ev := readEvent(t, c)
+		var o unstructured.Unstructured
+		if err := o.UnmarshalJSON(ev.Object); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if o.GetResourceVersion() != strconv.Itoa(i) {
+			t.Fatalf("event %d has resourceVersion %s", i, o.GetResourceVersion())
+		}
+	}
+	if code, _ := readClose(t, c); code != websocket.CloseNormalClosure {
+		t.Fatalf("close code %d, want 1000", code)
+	}
+}
