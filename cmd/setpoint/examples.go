@@ -16,11 +16,12 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 )
 
-// loadExamples registers the example kinds: it applies, through the API like
-// any client, every CustomResourceDefinition in the YAML and JSON files under
-// dir (recursively). Example objects and plugins are left for the
-// walkthroughs to create. A missing directory (a binary run outside the
-// repository) is logged, not an error.
+// loadExamples registers the example kinds and installs their plugins: it
+// applies, through the API like any client, every CustomResourceDefinition in
+// the YAML and JSON files under dir (recursively), then uploads the example
+// plugins' modules and applies their Plugin objects (installExamplePlugins).
+// Example objects are left for the walkthroughs to create. A missing
+// directory (a binary run outside the repository) is logged, not an error.
 func loadExamples(ctx context.Context, log *slog.Logger, dir, url string, m *serving.Material) {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		log.Info("examples directory not found; no example kinds loaded", "dir", dir)
@@ -64,7 +65,10 @@ func applyExampleKinds(ctx context.Context, log *slog.Logger, dir, url string, m
 		log.Info("example kind applied", "name", mf.obj.GetName(), "result", res.result, "file", mf.source)
 		names = append(names, mf.obj.GetName())
 	}
-	return waitEstablished(ctx, c, names, time.Minute)
+	if err := waitEstablished(ctx, c, names, time.Minute); err != nil {
+		return err
+	}
+	return installExamplePlugins(ctx, log, dir, cfg, c)
 }
 
 // waitReady polls /readyz until it answers 200, for at most a minute.

@@ -77,7 +77,7 @@ signal exits at once.`,
 	f.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
 	f.StringVar(&o.logLevel, "log-level", "info", "least severe log level written to stderr: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
-	f.BoolVar(&o.examples, "examples", false, "also register the example kinds: apply every CustomResourceDefinition in the YAML and JSON files under --examples-dir once the server is up (example objects and plugins are left to the walkthroughs; a missing directory is logged and skipped)")
+	f.BoolVar(&o.examples, "examples", false, "also register the example kinds and plugins: apply every CustomResourceDefinition in the YAML and JSON files under --examples-dir once the server is up, then upload each example's module from bin/wasm next to --examples-dir and apply its Plugin (EXAMPLE/plugin.yaml.tmpl); example objects are left to the walkthroughs, and a missing directory or module is logged and skipped")
 	f.StringVar(&o.examplesDir, "examples-dir", "examples", "where --examples looks for the example manifests")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests before closing their connections")
 	_ = cmd.MarkFlagRequired("data-dir")
