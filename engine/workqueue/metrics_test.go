@@ -77,6 +77,9 @@ func TestPrometheusMetrics(t *testing.T) {
 			t.Errorf("unfinished work = %v, want 2", v)
 		}
 		q.Done(k)
+		if v := value(p.longestRunning.WithLabelValues("widgets")); v != 0 {
+			t.Errorf("longest running = %v with nothing held, want 0", v)
+		}
 		if h := histogram(t, reg, "setpoint_workqueue_work_duration_seconds", "widgets"); h.GetSampleCount() != 1 || h.GetSampleSum() != 2.5 {
 			t.Errorf("work duration count %d sum %v, want 1 and 2.5", h.GetSampleCount(), h.GetSampleSum())
 		}

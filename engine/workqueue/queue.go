@@ -161,6 +161,9 @@ func (q *Queue[T]) Done(item T) {
 		delete(q.startedAt, item)
 	}
 	delete(q.processing, item)
+	if len(q.processing) == 0 && q.hasMetrics {
+		q.updateUnfinishedLocked(time.Now()) // nothing held: both gauges 0
+	}
 	if _, ok := q.dirty[item]; ok {
 		q.queue.push(item)
 		q.cond.Signal()
