@@ -84,25 +84,34 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		return &ModuleError{Plugin: name, Err: err, Detail: fmt.Sprintf(format, args...)}
 	}
 
+	abiKind := NativeABI
+	if importsModule(wasm, extismEnv) {
+		abiKind = ExtismABI
+	}
+	// Native-ABI modules get the host's own cheap preemption checks (see
+	// preempt.go); others, and modules the rewriter cannot read, rely on
+	// wazero's close-on-context-done.
+	code := wasm
+	if abiKind == NativeABI && !cfg.DisablePreemption {
+		if inst, err := instrument(wasm); err == nil {
+			code, p.ownPreemption = inst, true
+		} else {
+			p.log.Debug("plugin preempted by wazero", "reason", err.Error())
+		}
+	}
 	rcfg := wazero.NewRuntimeConfig().
 		WithCompilationCache(h.cache).
-		WithCloseOnContextDone(!cfg.DisablePreemption).
+		WithCloseOnContextDone(!cfg.DisablePreemption && !p.ownPreemption).
 		WithMemoryLimitPages(cfg.Limits.MemoryPages).
 		WithCustomSections(true)
 	rt := wazero.NewRuntimeWithConfig(ctx, rcfg)
-	compiled, err := rt.CompileModule(ctx, wasm)
+	compiled, err := rt.CompileModule(ctx, code)
 	if err != nil {
 		rt.Close(ctx)
 		if strings.Contains(err.Error(), "over limit") || strings.Contains(err.Error(), "memory") && strings.Contains(err.Error(), "limit") {
 			return nil, refuse(ErrMemoryLimit, "%v", err)
 		}
 		return nil, refuse(ErrInvalidModule, "%v", err)
-	}
-	abiKind := NativeABI
-	for _, f := range compiled.ImportedFunctions() {
-		if mod, _, _ := f.Import(); mod == extismEnv {
-			abiKind = ExtismABI
-		}
 	}
 	if mem, ok := compiled.ExportedMemories()["memory"]; !ok {
 		rt.Close(ctx)
@@ -176,6 +185,47 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 	}
 	p.log.Debug("plugin loaded", "digest", p.digest, "abi", abiKind.String(), "handlers", handlers)
 	return p, nil
+}
+
+// importsModule reports whether the module imports anything from module
+// mod; a malformed module reports false (compiling it gives the error).
+func importsModule(wasm []byte, mod string) bool {
+	if len(wasm) < 8 {
+		return false
+	}
+	r := reader{b: wasm, i: 8}
+	for r.i < len(r.b) && r.err == nil {
+		id := r.byte()
+		body := r.bytes(int(r.u32()))
+		if id != 2 {
+			continue
+		}
+		ir := reader{b: body}
+		n := ir.u32()
+		for i := uint32(0); i < n && ir.err == nil; i++ {
+			m := ir.bytes(int(ir.u32()))
+			ir.bytes(int(ir.u32()))
+			if string(m) == mod {
+				return true
+			}
+			switch ir.byte() {
+			case 0x00:
+				ir.u32()
+			case 0x01:
+				ir.byte()
+				ir.limits()
+			case 0x02:
+				ir.limits()
+			case 0x03:
+				ir.byte()
+				ir.byte()
+			default:
+				return false
+			}
+		}
+		return false
+	}
+	return false
 }
 
 // checkImports accepts only what the host offers.

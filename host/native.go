@@ -87,7 +87,8 @@ func (r *nativeRunner) newInstance(ctx context.Context) (instance, error) {
 	out := &tailBuffer{}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions("_initialize").
+		WithStartFunctions(). // _initialize runs below, under the deadline
+
 		WithStdout(out).WithStderr(out).
 		WithSysWalltime().WithSysNanotime().WithSysNanosleep().
 		WithRandSource(rand.Reader)
@@ -102,8 +103,39 @@ func (r *nativeRunner) newInstance(ctx context.Context) (instance, error) {
 	in.fns[0] = mod.ExportedFunction(abi.ExportReconcile)
 	in.fns[1] = mod.ExportedFunction(abi.ExportAdmit)
 	in.fns[2] = mod.ExportedFunction(abi.ExportFinalize)
+	if r.p.ownPreemption {
+		g, ok := mod.ExportedGlobal(stopGlobal).(api.MutableGlobal)
+		if !ok {
+			mod.Close(ctx)
+			return nil, &failure{err: ErrInvalidModule, detail: "the preemption global is missing"}
+		}
+		in.stop = g
+	}
+	if init := mod.ExportedFunction("_initialize"); init != nil {
+		release := in.guard(ctx)
+		_, err := init.Call(ctx)
+		if !release() || err != nil {
+			mod.Close(ctx)
+			if err == nil {
+				err = ctx.Err()
+			}
+			return nil, classify(ctx, err, out, r.p.cfg.Limits)
+		}
+	}
 	return in, nil
 }
+
+// guard arms the preemption global for one call: when ctx is done the
+// guest traps at its next loop head. The returned release reports false
+// when the guard fired; the instance must then be discarded.
+func (in *nativeInstance) guard(ctx context.Context) (release func() bool) {
+	if in.stop == nil {
+		return alwaysTrue
+	}
+	return context.AfterFunc(ctx, func() { in.stop.Set(1) })
+}
+
+func alwaysTrue() bool { return true }
 
 // nativeInstance is one guest module instance of the native ABI.
 type nativeInstance struct {
@@ -116,7 +148,9 @@ type nativeInstance struct {
 	// inPtr and inCap locate the input region the guest allocated.
 	inPtr, inCap uint32
 	stack        [2]uint64
-	enc          []byte
+	// stop is the preemption global of an instrumented module, or nil.
+	stop api.MutableGlobal
+	enc  []byte
 }
 
 func (in *nativeInstance) encodeBuffer() *[]byte { return &in.enc }
@@ -171,6 +205,17 @@ func (in *nativeInstance) call(ctx context.Context, export string, input []byte)
 		return nil, &failure{err: ErrNoHandler, detail: "the module does not export " + export, keep: true}
 	}
 	in.out.reset()
+	release := in.guard(ctx)
+	out, err := in.run(ctx, fn, input)
+	if !release() && err == nil {
+		// The deadline passed as the call returned: the guard may have
+		// set the stop global, so the instance cannot serve again.
+		err = classify(ctx, ctx.Err(), in.out, in.p.cfg.Limits)
+	}
+	return out, err
+}
+
+func (in *nativeInstance) run(ctx context.Context, fn api.Function, input []byte) ([]byte, error) {
 	n := len(input)
 	if n > abi.MaxDocumentLen {
 		return nil, &failure{err: ErrBadOutput, detail: fmt.Sprintf("input of %d bytes is too large", n), keep: true}

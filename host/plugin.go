@@ -22,6 +22,9 @@ type Plugin struct {
 	cfg      Config
 	log      *slog.Logger
 	pool     *pool
+	// ownPreemption: the module carries the host's loop-head checks and
+	// runs without wazero's close-on-context-done.
+	ownPreemption bool
 
 	calls, failures atomic.Int64
 

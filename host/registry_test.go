@@ -23,7 +23,9 @@ func TestHotSwap(t *testing.T) {
 	defer reg.Close()
 	ctx := context.Background()
 	modules := [][]byte{hosttest.Module(t, "widget"), hosttest.Module(t, "extismwidget")}
-	cfg := host.Config{Limits: host.Limits{PoolSize: 2}}
+	// A generous call timeout: the test is about swaps, and a loaded machine
+	// under -race can stall single calls for seconds.
+	cfg := host.Config{Limits: host.Limits{PoolSize: 2, CallTimeout: 30 * time.Second}}
 	if _, err := reg.Install(ctx, "widget", modules[0], cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,445 @@
+package host
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Preemption of native-ABI guests.
+//
+// wazero's close-on-context-done makes every loop iteration of the guest
+// leave compiled code to check whether the module was closed; Go guests run
+// a loop per non-leaf function call, so it multiplies the cost of a call
+// several times. Instead, the host rewrites each native-ABI module once, at
+// load. It adds two mutable i32 globals, $stop (exported as stopGlobal) and
+// $count, and at the head of every loop it inserts
+//
+//	count = count - 1
+//	if count == 0 {
+//		count = yieldEvery
+//		call wasi_snapshot_preview1.sched_yield   ;; leaves compiled code
+//		if stop { unreachable }
+//	}
+//
+// which costs a few instructions per iteration. When a call's context is
+// done the host sets $stop and the guest traps within yieldEvery loop
+// iterations; loops are the only way Wasm code runs without bound
+// (recursion ends in a stack overflow), so the deadline holds. The periodic
+// host call matters as much as the flag: compiled guest code cannot be
+// preempted by the Go scheduler, so a guest that never left it would stall
+// every stop-the-world phase of the garbage collector, and with it the
+// goroutine that is to set $stop. A trapped instance is discarded.
+//
+// The yield uses the module's own import of sched_yield (Go's wasip1
+// runtime always imports it), so no function index shifts. Modules without
+// it, or with an opcode the rewriter cannot decode, fall back to wazero's
+// close-on-context-done.
+
+// yieldEvery is the number of loop iterations between two checks of $stop.
+const yieldEvery = 1000
+
+// stopGlobal is the export name of the injected global.
+const stopGlobal = "setpoint_stop"
+
+// errUninstrumentable says the rewriter met something it cannot decode.
+var errUninstrumentable = errors.New("cannot instrument module")
+
+// instrument returns wasm with the stop global and the loop-head checks.
+func instrument(wasm []byte) ([]byte, error) {
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
+		return nil, fmt.Errorf("%w: not a Wasm binary", errUninstrumentable)
+	}
+	type section struct {
+		id   byte
+		body []byte
+	}
+	var secs []section
+	r := reader{b: wasm, i: 8}
+	for r.i < len(r.b) {
+		id := r.byte()
+		n := r.u32()
+		body := r.bytes(int(n))
+		if r.err != nil {
+			return nil, r.err
+		}
+		secs = append(secs, section{id, body})
+	}
+	// The new globals' indices follow the imported and defined globals.
+	importedGlobals, definedGlobals := 0, 0
+	hasGlobalSec := false
+	yieldIdx := int64(-1)
+	var types [][2][]byte
+	for _, s := range secs {
+		switch s.id {
+		case 1:
+			t, err := funcTypes(s.body)
+			if err != nil {
+				return nil, err
+			}
+			types = t
+		case 2:
+			n, y, err := scanImports(s.body, types)
+			if err != nil {
+				return nil, err
+			}
+			importedGlobals, yieldIdx = n, y
+		case 6:
+			hasGlobalSec = true
+			sr := reader{b: s.body}
+			definedGlobals = int(sr.u32())
+			if sr.err != nil {
+				return nil, sr.err
+			}
+		}
+	}
+	if yieldIdx < 0 {
+		return nil, fmt.Errorf("%w: the module does not import wasi_snapshot_preview1.sched_yield", errUninstrumentable)
+	}
+	stopIdx := uint32(importedGlobals + definedGlobals)
+	countIdx := stopIdx + 1
+	// The new globals: mutable i32 $stop = 0 and $count = yieldEvery.
+	newGlobals := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b, 0x7f, 0x01, 0x41}
+	newGlobals = appendSleb(newGlobals, yieldEvery)
+	newGlobals = append(newGlobals, 0x0b)
+
+	out := append([]byte(nil), wasm[:8]...)
+	emit := func(id byte, body []byte) {
+		out = append(out, id)
+		out = binary.AppendUvarint(out, uint64(len(body)))
+		out = append(out, body...)
+	}
+	globalDone := false
+	for _, s := range secs {
+		// Sections are ordered; a module without globals gets its global
+		// section before the first section that must follow it.
+		if !hasGlobalSec && !globalDone && s.id != 0 && sectionOrder(s.id) > sectionOrder(6) {
+			emit(6, append([]byte{2}, newGlobals...))
+			globalDone = true
+		}
+		switch s.id {
+		case 6:
+			body := binary.AppendUvarint(nil, uint64(definedGlobals+2))
+			sr := reader{b: s.body}
+			sr.u32()
+			body = append(body, s.body[sr.i:]...)
+			emit(6, append(body, newGlobals...))
+			globalDone = true
+		case 7:
+			sr := reader{b: s.body}
+			n := sr.u32()
+			if sr.err != nil {
+				return nil, sr.err
+			}
+			body := binary.AppendUvarint(nil, uint64(n+1))
+			body = append(body, s.body[sr.i:]...)
+			body = binary.AppendUvarint(body, uint64(len(stopGlobal)))
+			body = append(body, stopGlobal...)
+			body = append(body, 0x03)
+			body = binary.AppendUvarint(body, uint64(stopIdx))
+			emit(7, body)
+		case 10:
+			body, err := instrumentCode(s.body, loopCheck(stopIdx, countIdx, uint32(yieldIdx)))
+			if err != nil {
+				return nil, err
+			}
+			emit(10, body)
+		default:
+			emit(s.id, s.body)
+		}
+	}
+	if !globalDone {
+		return nil, fmt.Errorf("%w: no place for the stop global", errUninstrumentable)
+	}
+	return out, nil
+}
+
+// sectionOrder ranks known sections in the order the format requires.
+func sectionOrder(id byte) int {
+	switch id {
+	case 12: // data count comes between element and code
+		return 95
+	case 10:
+		return 100
+	case 11:
+		return 110
+	}
+	return int(id) * 10
+}
+
+// funcTypes decodes the type section into parameter and result lists.
+func funcTypes(body []byte) ([][2][]byte, error) {
+	r := reader{b: body}
+	n := r.u32()
+	var types [][2][]byte
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if r.byte() != 0x60 {
+			return nil, fmt.Errorf("%w: unknown type form", errUninstrumentable)
+		}
+		params := r.bytes(int(r.u32()))
+		results := r.bytes(int(r.u32()))
+		types = append(types, [2][]byte{params, results})
+	}
+	return types, r.err
+}
+
+// scanImports counts imported globals and finds the function index of
+// wasi_snapshot_preview1.sched_yield with type () -> i32, or -1.
+func scanImports(body []byte, types [][2][]byte) (globals int, yield int64, err error) {
+	r := reader{b: body}
+	n := r.u32()
+	funcs := 0
+	yield = -1
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		mod := r.bytes(int(r.u32()))
+		name := r.bytes(int(r.u32()))
+		switch r.byte() {
+		case 0x00: // function
+			t := r.u32()
+			if string(mod) == "wasi_snapshot_preview1" && string(name) == "sched_yield" && int(t) < len(types) &&
+				len(types[t][0]) == 0 && string(types[t][1]) == "\x7f" {
+				yield = int64(funcs)
+			}
+			funcs++
+		case 0x01: // table: reftype, limits
+			r.byte()
+			r.limits()
+		case 0x02: // memory
+			r.limits()
+		case 0x03: // global: valtype, mut
+			r.byte()
+			r.byte()
+			globals++
+		default:
+			return 0, -1, fmt.Errorf("%w: unknown import kind", errUninstrumentable)
+		}
+	}
+	return globals, yield, r.err
+}
+
+// loopCheck is the code inserted at each loop head (see the comment at the
+// top of this file).
+func loopCheck(stop, count, yield uint32) []byte {
+	g := func(b []byte, op byte, idx uint32) []byte { return binary.AppendUvarint(append(b, op), uint64(idx)) }
+	var c []byte
+	c = g(c, 0x23, count)     // global.get $count
+	c = append(c, 0x41, 0x01) // i32.const 1
+	c = append(c, 0x6b)       // i32.sub
+	c = g(c, 0x24, count)     // global.set $count
+	c = g(c, 0x23, count)     // global.get $count
+	c = append(c, 0x45)       // i32.eqz
+	c = append(c, 0x04, 0x40) // if
+	c = appendSleb(append(c, 0x41), yieldEvery)
+	c = g(c, 0x24, count)                 // global.set $count
+	c = g(c, 0x10, yield)                 // call sched_yield
+	c = append(c, 0x1a)                   // drop its errno
+	c = g(c, 0x23, stop)                  // global.get $stop
+	c = append(c, 0x04, 0x40, 0x00, 0x0b) // if unreachable end
+	return append(c, 0x0b)                // end
+}
+
+func appendSleb(b []byte, v int64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+// instrumentCode rewrites the code section.
+func instrumentCode(body []byte, check []byte) ([]byte, error) {
+	r := reader{b: body}
+	n := r.u32()
+	out := binary.AppendUvarint(make([]byte, 0, len(body)+len(body)/4), uint64(n))
+	var fn []byte
+	for i := uint32(0); i < n; i++ {
+		size := r.u32()
+		code := r.bytes(int(size))
+		if r.err != nil {
+			return nil, r.err
+		}
+		var err error
+		fn, err = instrumentFunc(fn[:0], code, check)
+		if err != nil {
+			return nil, fmt.Errorf("function %d: %w", i, err)
+		}
+		out = binary.AppendUvarint(out, uint64(len(fn)))
+		out = append(out, fn...)
+	}
+	return out, nil
+}
+
+// instrumentFunc copies one function body, inserting check after the block
+// type of every loop.
+func instrumentFunc(out, code, check []byte) ([]byte, error) {
+	r := reader{b: code}
+	locals := r.u32()
+	for i := uint32(0); i < locals; i++ {
+		r.u32()
+		r.byte()
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	out = append(out, code[:r.i]...)
+	for r.i < len(r.b) && r.err == nil {
+		start := r.i
+		op := r.byte()
+		switch {
+		case op == 0x02 || op == 0x04: // block, if
+			r.blockType()
+		case op == 0x03: // loop
+			r.blockType()
+			out = append(out, code[start:r.i]...)
+			out = append(out, check...)
+			continue
+		case op == 0x0c || op == 0x0d: // br, br_if
+			r.u32()
+		case op == 0x0e: // br_table
+			n := r.u32()
+			for j := uint32(0); j <= n && r.err == nil; j++ {
+				r.u32()
+			}
+		case op == 0x10 || op == 0x12: // call, return_call
+			r.u32()
+		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
+			r.u32()
+			r.u32()
+		case op == 0x1c: // select t*
+			n := r.u32()
+			r.bytes(int(n))
+		case op >= 0x20 && op <= 0x26: // locals, globals, table.get/set
+			r.u32()
+		case op >= 0x28 && op <= 0x3e: // loads and stores: memarg
+			r.memarg()
+		case op == 0x3f || op == 0x40: // memory.size, memory.grow
+			r.u32()
+		case op == 0x41: // i32.const
+			r.sleb()
+		case op == 0x42: // i64.const
+			r.sleb()
+		case op == 0x43:
+			r.bytes(4)
+		case op == 0x44:
+			r.bytes(8)
+		case op == 0xd0: // ref.null
+			r.byte()
+		case op == 0xd2: // ref.func
+			r.u32()
+		case op == 0xfc:
+			switch sub := r.u32(); {
+			case sub <= 7: // saturating truncations
+			case sub == 8: // memory.init
+				r.u32()
+				r.u32()
+			case sub == 9, sub == 13, sub == 15, sub == 16, sub == 17: // data.drop, elem.drop, table.grow/size/fill
+				r.u32()
+			case sub == 10, sub == 12, sub == 14: // memory.copy, table.init, table.copy
+				r.u32()
+				r.u32()
+			case sub == 11: // memory.fill
+				r.u32()
+			default:
+				return nil, fmt.Errorf("%w: opcode 0xfc %d", errUninstrumentable, sub)
+			}
+		case op <= 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b, op == 0xd1,
+			op >= 0x45 && op <= 0xc4:
+			// no immediates
+		default:
+			return nil, fmt.Errorf("%w: opcode 0x%02x", errUninstrumentable, op)
+		}
+		out = append(out, code[start:r.i]...)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return out, nil
+}
+
+// reader decodes the Wasm binary format; the first error sticks.
+type reader struct {
+	b   []byte
+	i   int
+	err error
+}
+
+func (r *reader) fail() {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: truncated or malformed at byte %d", errUninstrumentable, r.i)
+	}
+	r.i = len(r.b)
+}
+
+func (r *reader) byte() byte {
+	if r.i >= len(r.b) {
+		r.fail()
+		return 0
+	}
+	c := r.b[r.i]
+	r.i++
+	return c
+}
+
+func (r *reader) bytes(n int) []byte {
+	if n < 0 || r.i+n > len(r.b) {
+		r.fail()
+		return nil
+	}
+	s := r.b[r.i : r.i+n]
+	r.i += n
+	return s
+}
+
+func (r *reader) u32() uint32 {
+	var v uint32
+	for shift := 0; shift < 35; shift += 7 {
+		c := r.byte()
+		v |= uint32(c&0x7f) << shift
+		if c < 0x80 {
+			return v
+		}
+	}
+	r.fail()
+	return 0
+}
+
+func (r *reader) sleb() {
+	for n := 0; n < 10; n++ {
+		if r.byte() < 0x80 {
+			return
+		}
+	}
+	r.fail()
+}
+
+func (r *reader) limits() {
+	flags := r.byte()
+	r.u32()
+	if flags&1 != 0 {
+		r.u32()
+	}
+}
+
+func (r *reader) memarg() {
+	align := r.u32()
+	if align&0x40 != 0 { // multi-memory: a memory index follows
+		r.u32()
+	}
+	r.u32()
+}
+
+func (r *reader) blockType() {
+	if r.i >= len(r.b) {
+		r.fail()
+		return
+	}
+	switch c := r.b[r.i]; {
+	case c == 0x40, c >= 0x6f && c <= 0x7f:
+		r.i++
+	default:
+		r.sleb() // a type index as s33
+	}
+}
