@@ -22,7 +22,8 @@ type PrometheusProvider struct {
 var _ MetricsProvider = (*PrometheusProvider)(nil)
 
 // NewPrometheusProvider creates the collectors and registers them with reg.
-// Registering twice with one registry is an error.
+// Registering twice with one registry is an error, and then nothing stays
+// registered.
 func NewPrometheusProvider(reg prometheus.Registerer) (*PrometheusProvider, error) {
 	const ns, sub = "setpoint", "workqueue"
 	label := []string{"name"}
@@ -44,12 +45,18 @@ func NewPrometheusProvider(reg prometheus.Registerer) (*PrometheusProvider, erro
 			Help: "How long the longest-held key has been held."}, label),
 	}
 	var errs []error
+	var done []prometheus.Collector
 	for _, c := range []prometheus.Collector{p.depth, p.adds, p.retries, p.latency, p.workDuration, p.unfinishedWork, p.longestRunning} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
+		} else {
+			done = append(done, c)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		for _, c := range done {
+			reg.Unregister(c)
+		}
 		return nil, fmt.Errorf("workqueue: register metrics: %w", err)
 	}
 	return p, nil
