@@ -166,6 +166,14 @@ func toJSON(mt string, body []byte) ([]byte, error) {
 
 // decodeObject decodes a request body into an object.
 func decodeObject(r *http.Request, body []byte) (*unstructured.Unstructured, error) {
+	if mediaType(r) == protobufType {
+		m, err := decodeProtobuf(body)
+		if err != nil {
+			return nil, err
+		}
+		normalizeTimes(m)
+		return &unstructured.Unstructured{Object: m}, nil
+	}
 	j, err := toJSON(mediaType(r), body)
 	if err != nil {
 		return nil, err
@@ -256,4 +264,12 @@ func jsonMarshal(v any) ([]byte, error) {
 		return nil, apierrors.NewInternalError(err)
 	}
 	return b, nil
+}
+
+// normalizeTimes drops the null creationTimestamp the typed-to-unstructured
+// conversion leaves behind.
+func normalizeTimes(m map[string]any) {
+	if md, ok := m["metadata"].(map[string]any); ok && md["creationTimestamp"] == nil {
+		delete(md, "creationTimestamp")
+	}
 }

@@ -337,11 +337,21 @@ func (s *Server) deleteOptions(w http.ResponseWriter, r *http.Request) (metav1.D
 	if err != nil || len(strings.TrimSpace(string(body))) == 0 {
 		return opts, err
 	}
+	var fromBody metav1.DeleteOptions
+	if mediaType(r) == protobufType {
+		m, err := decodeProtobuf(body)
+		if err == nil {
+			err = runtime.DefaultUnstructuredConverter.FromUnstructured(m, &fromBody)
+		}
+		if err != nil {
+			return opts, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err))
+		}
+		return fromBody, nil
+	}
 	j, err := toJSON(mediaType(r), body)
 	if err != nil {
 		return opts, err
 	}
-	var fromBody metav1.DeleteOptions
 	if err := utiljson.Unmarshal(j, &fromBody); err != nil {
 		return opts, apierrors.NewBadRequest(fmt.Sprintf("invalid DeleteOptions: %v", err))
 	}

@@ -359,6 +359,7 @@ func TestKubectl(t *testing.T) {
 		{stdin: "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n", args: []string{"apply", "-f", "-"}, want: "namespace/team-a created"},
 		{args: []string{"label", "ns", "team-a", "x=y"}, want: "labeled"},
 		{args: []string{"delete", "ns", "team-a"}, want: "deleted"},
+		{args: []string{"create", "ns", "team-b"}, want: "namespace/team-b created"}, // a protobuf body
 		{args: []string{"delete", "widgets", "-l", "env=dev"}, want: "deleted"},
 		{args: []string{"get", "widgets"}, want: "No resources found"},
 	}
