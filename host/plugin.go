@@ -62,11 +62,27 @@ func (p *Plugin) HasFinalize() bool { return p.handlers&plugin.HasFinalize != 0 
 type Stats struct {
 	Calls, Failures int64
 	IdleInstances   int
+	// IdleMemoryBytes is the linear memory of the idle instances.
+	IdleMemoryBytes uint64
 }
 
 // Stats reports the version's counters.
 func (p *Plugin) Stats() Stats {
-	return Stats{Calls: p.calls.Load(), Failures: p.failures.Load(), IdleInstances: p.pool.size()}
+	mem, n := p.pool.memory()
+	return Stats{Calls: p.calls.Load(), Failures: p.failures.Load(), IdleInstances: n, IdleMemoryBytes: mem}
+}
+
+// Prewarm starts instances until n are idle, at most the pool size, so
+// that the first calls after a load or swap do not pay for instantiation.
+func (p *Plugin) Prewarm(ctx context.Context, n int) error {
+	if !p.acquire() {
+		return ErrClosed
+	}
+	defer p.release()
+	if err := p.pool.prewarm(ctx, n); err != nil {
+		return p.fail("prewarm", err)
+	}
+	return nil
 }
 
 // Reconcile calls the reconcile export.

@@ -104,6 +104,35 @@ func (pl *pool) trim() {
 	}
 }
 
+// prewarm starts instances until n are idle (at most the pool size).
+func (pl *pool) prewarm(ctx context.Context, n int) error {
+	n = min(n, cap(pl.slots))
+	var held []instance
+	defer func() {
+		for _, in := range held {
+			pl.put(in, false)
+		}
+	}()
+	for len(held) < n {
+		in, err := pl.get(ctx)
+		if err != nil {
+			return err
+		}
+		held = append(held, in)
+	}
+	return nil
+}
+
+// memory reports the linear memory of the idle instances.
+func (pl *pool) memory() (total uint64, n int) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for _, it := range pl.idle {
+		total += it.in.memoryBytes()
+	}
+	return total, len(pl.idle)
+}
+
 // size reports the idle instances.
 func (pl *pool) size() int {
 	pl.mu.Lock()
