@@ -1,0 +1,365 @@
+// Package watch benchmarks watch over WebSocket end to end (`make
+// bench-watch`): 1,000 WebSocket watchers of one kind on the built server
+// while objects of that kind are written at rising rates. It reports
+// deliveries per second, write-to-receipt latency (p50, p99) and the
+// server's memory per idle watcher. The watchers run in the benchmark's
+// process, so on a small machine they compete with the server for CPU.
+package watch
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/setpoint-dev/setpoint/test/testserver"
+)
+
+const crd = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+"metadata":{"name":"widgets.example.setpoint.dev"},
+"spec":{"group":"example.setpoint.dev","scope":"Namespaced",
+ "names":{"plural":"widgets","singular":"widget","kind":"Widget"},
+ "versions":[{"name":"v1","served":true,"storage":true,
+  "schema":{"openAPIV3Schema":{"type":"object","properties":{
+   "spec":{"type":"object","required":["name","size"],"properties":{
+    "name":{"type":"string"},"size":{"type":"string","enum":["small","medium","large"]},"note":{"type":"string"}}}}}}}]}}`
+
+const path = "/apis/example.setpoint.dev/v1/namespaces/default/widgets"
+
+// env reads an integer knob, so a run can be scaled without editing.
+func env(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// histogram counts latencies in 100 µs buckets up to 10 s.
+type histogram struct {
+	buckets [100001]atomic.Int64
+	n       atomic.Int64
+}
+
+func (h *histogram) add(d time.Duration) {
+	i := int(d / (100 * time.Microsecond))
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(h.buckets) {
+		i = len(h.buckets) - 1
+	}
+	h.buckets[i].Add(1)
+	h.n.Add(1)
+}
+
+func (h *histogram) quantile(q float64) time.Duration {
+	n := h.n.Load()
+	if n == 0 {
+		return 0
+	}
+	target := int64(math.Ceil(q * float64(n)))
+	var sum int64
+	for i := range h.buckets {
+		sum += h.buckets[i].Load()
+		if sum >= target {
+			return time.Duration(i+1) * 100 * time.Microsecond
+		}
+	}
+	return 10 * time.Second
+}
+
+func (h *histogram) reset() {
+	for i := range h.buckets {
+		h.buckets[i].Store(0)
+	}
+	h.n.Store(0)
+}
+
+type bench struct {
+	b      *testing.B
+	s      *testserver.Server
+	client *http.Client
+}
+
+func (x *bench) do(method, p, ctype string, body []byte) (int, []byte) {
+	req, err := http.NewRequest(method, x.s.URL+p, bytes.NewReader(body))
+	if err != nil {
+		x.b.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+x.s.Token)
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := x.client.Do(req)
+	if err != nil {
+		x.b.Fatalf("%s %s: %v", method, p, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// metric reads one unlabelled sample from the server's /metrics.
+func (x *bench) metric(name string) float64 {
+	code, body := x.do("GET", "/metrics", "", nil)
+	if code != 200 {
+		x.b.Fatalf("/metrics: %d", code)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	x.b.Fatalf("/metrics has no %s", name)
+	return 0
+}
+
+func (x *bench) serverMemory() float64 {
+	return x.metric("go_memstats_heap_inuse_bytes") + x.metric("go_memstats_stack_inuse_bytes")
+}
+
+// watcher is one WebSocket watch; it counts what it receives and records the
+// latency from the write's start (carried in spec.note) to receipt.
+type watcher struct {
+	c *websocket.Conn
+}
+
+var noteKey = []byte(`"note":"`)
+
+// lastDelivery is when the last message arrived, in Unix nanoseconds.
+var lastDelivery atomic.Int64
+
+// others counts messages that are not MODIFIED events (there should be none).
+var others atomic.Int64
+
+func (x *bench) openWatchers(n int, rv string, lat *histogram, delivered *atomic.Int64, wg *sync.WaitGroup) []*watcher {
+	d := websocket.Dialer{
+		TLSClientConfig:  &tls.Config{RootCAs: x.s.CAPool, MinVersion: tls.VersionTLS12},
+		HandshakeTimeout: 30 * time.Second,
+		Subprotocols: []string{"base64url.bearer.authorization.k8s.io." +
+			base64.RawURLEncoding.EncodeToString([]byte(x.s.Token)), "setpoint.watch.v1"},
+		ReadBufferSize: 4096,
+	}
+	u := "wss" + strings.TrimPrefix(x.s.URL, "https") + path + "?watch=true&resourceVersion=" + rv
+	ws := make([]*watcher, 0, n)
+	for i := 0; i < n; i++ {
+		c, _, err := d.Dial(u, nil)
+		if err != nil {
+			x.b.Fatalf("watcher %d: %v", i, err)
+		}
+		w := &watcher{c: c}
+		ws = append(ws, w)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				_, msg, err := c.ReadMessage()
+				if err != nil {
+					return
+				}
+				now := time.Now()
+				delivered.Add(1)
+				lastDelivery.Store(now.UnixNano())
+				if !bytes.HasPrefix(msg, []byte(`{"type":"MODIFIED"`)) {
+					others.Add(1)
+				}
+				if i := bytes.Index(msg, noteKey); i >= 0 {
+					rest := msg[i+len(noteKey):]
+					if j := bytes.IndexByte(rest, '"'); j > 0 {
+						if ns, err := strconv.ParseInt(string(rest[:j]), 10, 64); err == nil {
+							lat.add(now.Sub(time.Unix(0, ns)))
+						}
+					}
+				}
+			}
+		}()
+	}
+	return ws
+}
+
+func BenchmarkWebSocketWatch(b *testing.B) {
+	watchers := env("WATCHERS", 1000)
+	objects := 100
+	phase := time.Duration(env("PHASE_SECONDS", 3)) * time.Second
+	rates := []int{100, 300, 1000}
+	if v := os.Getenv("RATES"); v != "" {
+		rates = nil
+		for _, f := range strings.Split(v, ",") {
+			if r, err := strconv.Atoi(f); err == nil {
+				rates = append(rates, r)
+			}
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		b.ReportMetric(idleMemory(b, watchers), "server-bytes/idle-watcher")
+
+		x := newBench(b, testserver.Options{LogLevel: "warn"})
+		for j := 0; j < objects; j++ {
+			obj := fmt.Sprintf(`{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"w%03d"},"spec":{"name":"w%03d","size":"small","note":"0"}}`, j, j)
+			if code, body := x.do("POST", path, "application/json", []byte(obj)); code != 201 {
+				b.Fatalf("create: %d %s", code, body)
+			}
+		}
+		rv := x.listRV()
+		lat := &histogram{}
+		var delivered atomic.Int64
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		ws := x.openWatchers(watchers, rv, lat, &delivered, &wg)
+		b.Logf("%d watchers connected in %v", watchers, time.Since(t0).Round(time.Millisecond))
+
+		time.Sleep(time.Second)
+		others.Store(0)
+		for _, rate := range rates {
+			lat.reset()
+			delivered.Store(0)
+			lastDelivery.Store(0)
+			start := time.Now()
+			writes, wlat := x.write(rate, phase, objects)
+			writing := time.Since(start)
+			// Let the tail arrive, within reason.
+			want := int64(writes) * int64(watchers)
+			drain := time.Now().Add(20 * time.Second)
+			for delivered.Load() < want && time.Now().Before(drain) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			got := delivered.Load()
+			elapsed := time.Unix(0, lastDelivery.Load()).Sub(start)
+			perSec := float64(got) / elapsed.Seconds()
+			b.Logf("offered %5d writes/s: %d writes in %v (%.0f/s achieved, write p50 %v); %d/%d deliveries in %v: %.0f deliveries/s; write-to-receipt p50 %v p99 %v",
+				rate, writes, writing.Round(time.Millisecond), float64(writes)/writing.Seconds(), wlat.quantile(0.5),
+				got, want, elapsed.Round(time.Millisecond), perSec, lat.quantile(0.5), lat.quantile(0.99))
+			b.ReportMetric(perSec, fmt.Sprintf("deliveries/s@%d", rate))
+			b.ReportMetric(float64(lat.quantile(0.99).Microseconds())/1000, fmt.Sprintf("p99-ms@%d", rate))
+			if n := others.Swap(0); n > 0 {
+				b.Logf("offered %d/s: %d messages were not MODIFIED events", rate, n)
+			}
+			if got < want {
+				b.Logf("offered %d/s: %d deliveries missing after the drain (watchers closed as too slow, or still behind)", rate, want-got)
+			}
+		}
+		for _, w := range ws {
+			w.c.Close()
+		}
+		wg.Wait()
+		if err := x.s.Stop(); err != nil {
+			b.Errorf("stop server: %v", err)
+		}
+	}
+}
+
+// newBench starts a server and registers the Widget kind.
+func newBench(b *testing.B, opts testserver.Options) *bench {
+	s := testserver.Start(b, opts)
+	x := &bench{b: b, s: s, client: s.HTTPClient()}
+	x.client.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+	if code, body := x.do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", []byte(crd)); code != 201 {
+		b.Fatalf("create CRD: %d %s", code, body)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if code, _ := x.do("GET", path, "", nil); code == 200 {
+			return x
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("widgets not served")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (x *bench) listRV() string {
+	_, body := x.do("GET", path+"?limit=1", "", nil)
+	var list struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil || list.Metadata.ResourceVersion == "" {
+		x.b.Fatalf("list: %v %.200s", err, body)
+	}
+	return list.Metadata.ResourceVersion
+}
+
+// idleMemory opens n idle watchers on a server of its own that runs with
+// GOGC=5, so that its heap holds little garbage and the figures read from
+// /metrics are close to the live heap, and returns the growth of the heap and
+// goroutine stacks per watcher.
+func idleMemory(b *testing.B, n int) float64 {
+	x := newBench(b, testserver.Options{LogLevel: "warn", Env: []string{"GOGC=5"}})
+	rv := x.listRV()
+	time.Sleep(time.Second)
+	memBefore, rssBefore, gBefore := x.serverMemory(), x.metric("process_resident_memory_bytes"), x.metric("go_goroutines")
+	var delivered atomic.Int64
+	var wg sync.WaitGroup
+	ws := x.openWatchers(n, rv, &histogram{}, &delivered, &wg)
+	time.Sleep(2 * time.Second)
+	memAfter, rssAfter, gAfter := x.serverMemory(), x.metric("process_resident_memory_bytes"), x.metric("go_goroutines")
+	per := (memAfter - memBefore) / float64(n)
+	b.Logf("%d idle watchers: server heap+stacks %+.1f MiB (%.0f bytes/watcher), RSS %+.1f MiB, %.1f goroutines/watcher",
+		n, (memAfter-memBefore)/(1<<20), per, (rssAfter-rssBefore)/(1<<20), (gAfter-gBefore)/float64(n))
+	for _, w := range ws {
+		w.c.Close()
+	}
+	wg.Wait()
+	if err := x.s.Stop(); err != nil {
+		b.Errorf("stop server: %v", err)
+	}
+	return per
+}
+
+// write updates objects round robin at rate per second for d, from 32
+// writers, and returns how many writes succeeded and their latency. It
+// offers no more writes after d, so a saturated server ends the phase on
+// time with fewer writes.
+func (x *bench) write(rate int, d time.Duration, objects int) (int, *histogram) {
+	total := int(float64(rate) * d.Seconds())
+	interval := time.Second / time.Duration(rate)
+	jobs := make(chan int)
+	var ok atomic.Int64
+	wlat := &histogram{}
+	var wg sync.WaitGroup
+	for w := 0; w < 32; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				start := time.Now()
+				patch := fmt.Sprintf(`{"spec":{"note":"%d"}}`, start.UnixNano())
+				code, _ := x.do("PATCH", fmt.Sprintf("%s/w%03d", path, j%objects), "application/merge-patch+json", []byte(patch))
+				if code == 200 {
+					ok.Add(1)
+					wlat.add(time.Since(start))
+				}
+			}
+		}()
+	}
+	t0 := time.Now()
+	end := t0.Add(d)
+	for j := 0; j < total && time.Now().Before(end); j++ {
+		if wait := time.Until(t0.Add(time.Duration(j) * interval)); wait > 0 {
+			time.Sleep(wait)
+		}
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+	return int(ok.Load()), wlat
+}
