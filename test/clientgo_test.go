@@ -39,7 +39,7 @@ func newWidget(ns, name, size string, labels map[string]string) *unstructured.Un
 
 // clientGoSetup starts a server with the Widget CRD and a namespace ns, and
 // returns a dynamic client for it.
-func clientGoSetup(t *testing.T, ns string) dynamic.Interface {
+func clientGoSetup(t *testing.T, ns string) (*testserver.Server, dynamic.Interface) {
 	t.Helper()
 	s := testserver.Start(t, testserver.Options{})
 	cfg := s.RESTConfig()
@@ -64,14 +64,14 @@ func clientGoSetup(t *testing.T, ns string) dynamic.Interface {
 	if _, err := dc.Resource(nsGVR).Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return dc
+	return s, dc
 }
 
 // TestClientGo drives the built server with client-go's dynamic client and
 // a shared informer.
 func TestClientGo(t *testing.T) {
 	const ns = "clientgo"
-	dc := clientGoSetup(t, ns)
+	_, dc := clientGoSetup(t, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	widgets := dc.Resource(widgetsGVR).Namespace(ns)
