@@ -1,0 +1,625 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/rest"
+)
+
+func init() { subcommands = append(subcommands, newPluginCommand) }
+
+// The Plugin kind and the module upload endpoint the server serves.
+var pluginGVR = schema.GroupVersionResource{Group: "setpoint.dev", Version: "v1alpha1", Resource: "plugins"}
+
+const modulesPath = "/apis/setpoint.dev/v1alpha1/modules"
+
+func newPluginCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "plugin",
+		Short: "Install, upgrade and inspect Wasm plugins",
+		Long: `Manage plugins: WebAssembly modules that reconcile a kind or admit writes to
+kinds. install and upgrade upload the module (content-addressed by its sha256
+digest) and point a cluster-scoped Plugin object at it; the server loads it
+without a restart and reports in the Plugin's status.
+
+` + exitCodeHelp,
+		Args: noArgs,
+	}
+	cmd.AddCommand(newPluginInstallCommand(), newPluginUpgradeCommand(), newPluginListCommand(), newPluginDescribeCommand())
+	return cmd
+}
+
+type pluginOptions struct {
+	client        clientOptions
+	wasm          string
+	reconcile     string
+	owns          []string
+	admit         []string
+	mutating      bool
+	operations    []string
+	failurePolicy string
+	read          []string
+	write         []string
+	callTimeout   time.Duration
+	memoryPages   uint32
+	poolSize      int
+	config        map[string]string
+	wait          bool
+	timeout       time.Duration
+}
+
+func (o *pluginOptions) addWaitFlags(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&o.wait, "wait", true, "wait until the server has loaded the module (or says why it cannot)")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long --wait waits")
+}
+
+func newPluginInstallCommand() *cobra.Command {
+	o := &pluginOptions{}
+	cmd := &cobra.Command{
+		Use:   "install NAME --wasm FILE [--reconcile RESOURCE] [--owns RESOURCE...] [--admit RESOURCE...] [--mutating] [--read RESOURCE...] [--write RESOURCE...]",
+		Short: "Upload a module and create a Plugin that runs it",
+		Long: `Upload the module in --wasm and create the Plugin NAME that runs it: it
+reconciles the kind named by --reconcile (with children of the kinds in
+--owns), and/or admits writes to the kinds in --admit (validating, or mutating
+with --mutating). RESOURCE is what get accepts: plural, singular, kind or short
+name. --read and --write are the permissions the plugin's host calls get
+("*" for every kind; --write events lets it emit events).
+
+On a terminal the upload shows a progress bar. With --wait (the default) the
+command returns once the server has loaded the module, and fails with the
+server's reason if it cannot.
+
+` + exitCodeHelp,
+		Example: `  setpoint plugin install widget --wasm bin/wasm/widget.wasm --reconcile widgets --owns configmaps --write events
+  setpoint plugin install required-labels --wasm bin/wasm/requiredlabels.wasm --admit widgets --config labels=team,env`,
+		Args: rangeArgs(1, 1, "NAME --wasm FILE [flags]"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPluginInstall(cmd.Context(), o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	addClientFlags(cmd, &o.client)
+	f := cmd.Flags()
+	f.StringVar(&o.wasm, "wasm", "", "the module: a .wasm file built for wasip1 (required)")
+	f.StringVar(&o.reconcile, "reconcile", "", "the resource whose objects the plugin reconciles")
+	f.StringArrayVar(&o.owns, "owns", nil, "a resource of the children the plugin creates (repeatable)")
+	f.StringArrayVar(&o.admit, "admit", nil, "a resource whose writes the plugin admits (repeatable)")
+	f.BoolVar(&o.mutating, "mutating", false, "the admission is mutating (it may patch objects) rather than validating")
+	f.StringSliceVar(&o.operations, "operations", nil, "admitted operations: CREATE, UPDATE, DELETE (default: all)")
+	f.StringVar(&o.failurePolicy, "failure-policy", "Fail", "when the plugin fails to answer, Fail rejects the write and Ignore lets it through")
+	f.StringArrayVar(&o.read, "read", nil, "a resource the plugin may read through host calls, or * (repeatable)")
+	f.StringArrayVar(&o.write, "write", nil, "a resource the plugin may write through host calls, such as events (repeatable)")
+	f.DurationVar(&o.callTimeout, "call-timeout", 0, "deadline of one call into the plugin (default: the server's)")
+	f.Uint32Var(&o.memoryPages, "memory-pages", 0, "memory cap of an instance in 64 KiB pages (default: the server's)")
+	f.IntVar(&o.poolSize, "pool-size", 0, "instances kept warm (default: the server's)")
+	f.StringToStringVar(&o.config, "config", nil, "configuration handed to the plugin, key=value (repeatable)")
+	o.addWaitFlags(cmd)
+	_ = cmd.MarkFlagRequired("wasm")
+	return cmd
+}
+
+func newPluginUpgradeCommand() *cobra.Command {
+	o := &pluginOptions{}
+	cmd := &cobra.Command{
+		Use:   "upgrade NAME --wasm FILE",
+		Short: "Upload a new module and switch a Plugin to it",
+		Long: `Upload the module in --wasm and point the Plugin NAME at it. The server swaps
+modules without a restart; the old one keeps serving until the new one is
+loaded. Bindings, permissions and limits stay as they are.
+
+` + exitCodeHelp,
+		Example: `  setpoint plugin upgrade widget --wasm bin/wasm/widget.wasm`,
+		Args:    rangeArgs(1, 1, "NAME --wasm FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPluginUpgrade(cmd.Context(), o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	addClientFlags(cmd, &o.client)
+	cmd.Flags().StringVar(&o.wasm, "wasm", "", "the new module (required)")
+	o.addWaitFlags(cmd)
+	_ = cmd.MarkFlagRequired("wasm")
+	return cmd
+}
+
+func newPluginListCommand() *cobra.Command {
+	o := &getOptions{}
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the plugins with their module, phase and readiness",
+		Example: `  setpoint plugin list
+  setpoint plugin list -o wide   # with call and error counts`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runGet(cmd.Context(), o, []string{pluginGVR.Resource + "." + pluginGVR.Group}, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	addClientFlags(cmd, &o.client)
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", outputHelp)
+	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "label selector")
+	return cmd
+}
+
+func newPluginDescribeCommand() *cobra.Command {
+	o := &clientOptions{}
+	cmd := &cobra.Command{
+		Use:     "describe NAME",
+		Short:   "Show a plugin: bindings, module digest, limits, call and error counts, recent errors",
+		Example: `  setpoint plugin describe widget`,
+		Args:    rangeArgs(1, 1, "NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPluginDescribe(cmd.Context(), o, args[0], cmd.OutOrStdout())
+		},
+	}
+	addClientFlags(cmd, o)
+	return cmd
+}
+
+// resourceName is how a Plugin names a resource: plural.group, or the plural
+// alone for the core group.
+func (c *client) resourceName(arg string) (string, error) {
+	if arg == "*" {
+		return arg, nil
+	}
+	r, err := c.resolve(arg)
+	if err != nil {
+		return "", err
+	}
+	return r.qualified(), nil
+}
+
+func (c *client) resourceNames(args []string) ([]any, error) {
+	var out []any
+	for _, a := range args {
+		for _, part := range strings.Split(a, ",") {
+			if part = strings.TrimSpace(part); part == "" {
+				continue
+			}
+			n, err := c.resourceName(part)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func runPluginInstall(ctx context.Context, o *pluginOptions, name string, stdout, stderr io.Writer) error {
+	if o.reconcile == "" && len(o.admit) == 0 {
+		return usageError("a plugin needs a binding: --reconcile RESOURCE and/or --admit RESOURCE")
+	}
+	if len(o.owns) > 0 && o.reconcile == "" {
+		return usageError("--owns needs --reconcile")
+	}
+	if o.failurePolicy != "Fail" && o.failurePolicy != "Ignore" {
+		return usageError("--failure-policy %q: want Fail or Ignore", o.failurePolicy)
+	}
+	wasm, err := readModule(o.wasm)
+	if err != nil {
+		return err
+	}
+	c, err := o.client.connect()
+	if err != nil {
+		return err
+	}
+	spec := map[string]any{}
+	if o.reconcile != "" {
+		forName, err := c.resourceName(o.reconcile)
+		if err != nil {
+			return err
+		}
+		rec := map[string]any{"for": forName}
+		if len(o.owns) > 0 {
+			if rec["owns"], err = c.resourceNames(o.owns); err != nil {
+				return err
+			}
+		}
+		spec["reconcile"] = rec
+	}
+	if len(o.admit) > 0 {
+		res, err := c.resourceNames(o.admit)
+		if err != nil {
+			return err
+		}
+		typ := "Validating"
+		if o.mutating {
+			typ = "Mutating"
+		}
+		rule := map[string]any{"resources": res, "type": typ, "failurePolicy": o.failurePolicy}
+		if len(o.operations) > 0 {
+			ops := make([]any, len(o.operations))
+			for i, op := range o.operations {
+				ops[i] = strings.ToUpper(op)
+			}
+			rule["operations"] = ops
+		}
+		spec["admission"] = []any{rule}
+	}
+	perms := map[string]any{}
+	if len(o.read) > 0 {
+		if perms["read"], err = c.resourceNames(o.read); err != nil {
+			return err
+		}
+	}
+	if len(o.write) > 0 {
+		if perms["write"], err = c.resourceNames(o.write); err != nil {
+			return err
+		}
+	}
+	if len(perms) > 0 {
+		spec["permissions"] = perms
+	}
+	limits := map[string]any{}
+	if o.callTimeout > 0 {
+		limits["callTimeout"] = o.callTimeout.String()
+	}
+	if o.memoryPages > 0 {
+		limits["memoryPages"] = int64(o.memoryPages)
+	}
+	if o.poolSize > 0 {
+		limits["poolSize"] = int64(o.poolSize)
+	}
+	if len(limits) > 0 {
+		spec["limits"] = limits
+	}
+	if len(o.config) > 0 {
+		cfg := map[string]any{}
+		for k, v := range o.config {
+			cfg[k] = v
+		}
+		spec["config"] = cfg
+	}
+
+	ri := c.dynamic.Resource(pluginGVR)
+	if _, err := ri.Get(ctx, name, metav1.GetOptions{}); err == nil {
+		return exitError(exitConflict, fmt.Errorf("plugin %q exists already; `setpoint plugin upgrade %s --wasm FILE` switches its module", name, name))
+	} else if !apierrors.IsNotFound(err) {
+		return c.explain(err)
+	}
+	digest, err := uploadModule(ctx, c, o.wasm, wasm, stderr)
+	if err != nil {
+		return err
+	}
+	spec["module"] = map[string]any{"digest": digest}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": pluginGVR.GroupVersion().String(),
+		"kind":       "Plugin",
+		"metadata":   map[string]any{"name": name},
+		"spec":       spec,
+	}}
+	if _, err := ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: "setpoint"}); err != nil {
+		return c.explain(err)
+	}
+	fmt.Fprintf(stdout, "plugin.setpoint.dev/%s created (module %s)\n", name, digest)
+	if o.wait {
+		return waitLoaded(ctx, c, name, digest, o.timeout, stdout)
+	}
+	return nil
+}
+
+func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout, stderr io.Writer) error {
+	wasm, err := readModule(o.wasm)
+	if err != nil {
+		return err
+	}
+	c, err := o.client.connect()
+	if err != nil {
+		return err
+	}
+	ri := c.dynamic.Resource(pluginGVR)
+	cur, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return exitError(exitNotFound, fmt.Errorf("no plugin %q; `setpoint plugin install %s --wasm FILE ...` creates it", name, name))
+		}
+		return c.explain(err)
+	}
+	digest, err := uploadModule(ctx, c, o.wasm, wasm, stderr)
+	if err != nil {
+		return err
+	}
+	old, _, _ := unstructured.NestedString(cur.Object, "spec", "module", "digest")
+	if old == digest {
+		fmt.Fprintf(stdout, "plugin.setpoint.dev/%s unchanged (module %s)\n", name, digest)
+	} else {
+		patch, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": cur.GetResourceVersion()},
+			"spec":     map[string]any{"module": map[string]any{"digest": digest}},
+		})
+		if _, err := ri.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "setpoint"}); err != nil {
+			return c.explain(err)
+		}
+		fmt.Fprintf(stdout, "plugin.setpoint.dev/%s upgraded: module %s -> %s\n", name, old, digest)
+	}
+	if o.wait {
+		return waitLoaded(ctx, c, name, digest, o.timeout, stdout)
+	}
+	return nil
+}
+
+func readModule(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, exitError(exitUsage, fmt.Errorf("--wasm: %w", err))
+	}
+	if !bytes.HasPrefix(b, []byte("\x00asm")) {
+		return nil, exitError(exitInvalid, fmt.Errorf("--wasm %s is not a WebAssembly module (no \\0asm header)", path))
+	}
+	return b, nil
+}
+
+// uploadModule POSTs the module and returns its digest. On a terminal, stderr
+// shows a progress bar; on a pipe, nothing.
+func uploadModule(ctx context.Context, c *client, path string, wasm []byte, stderr io.Writer) (string, error) {
+	sum := sha256.Sum256(wasm)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	hc, err := rest.HTTPClientFor(c.config)
+	if err != nil {
+		return "", fmt.Errorf("HTTP client: %w", err)
+	}
+	var body io.Reader = bytes.NewReader(wasm)
+	var bar *progressBar
+	if paletteFor(stderr).on {
+		bar = &progressBar{w: stderr, label: filepath.Base(path), total: int64(len(wasm)), start: time.Now()}
+		body = io.TeeReader(body, bar)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.config.Host, "/")+modulesPath+"?digest="+digest, body)
+	if err != nil {
+		return "", err
+	}
+	req.ContentLength = int64(len(wasm))
+	req.Header.Set("Content-Type", "application/wasm")
+	req.Header.Set("User-Agent", c.config.UserAgent)
+	resp, err := hc.Do(req)
+	if bar != nil {
+		bar.finish()
+	}
+	if err != nil {
+		return "", c.explain(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode >= 300 {
+		var st metav1.Status
+		if json.Unmarshal(b, &st) == nil && st.Kind == "Status" {
+			return "", c.explain(&apierrors.StatusError{ErrStatus: st})
+		}
+		return "", fmt.Errorf("upload %s: %s: %s", path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	var info struct{ Digest string }
+	if err := json.Unmarshal(b, &info); err != nil || info.Digest != digest {
+		return "", fmt.Errorf("upload %s: the server answered digest %q, want %s", path, info.Digest, digest)
+	}
+	return digest, nil
+}
+
+// progressBar draws upload progress on one terminal line.
+type progressBar struct {
+	w     io.Writer
+	label string
+	total int64
+	done  int64
+	start time.Time
+	drawn time.Time
+}
+
+func (p *progressBar) Write(b []byte) (int, error) {
+	p.done += int64(len(b))
+	if time.Since(p.drawn) >= 100*time.Millisecond || p.done == p.total {
+		p.draw()
+	}
+	return len(b), nil
+}
+
+func (p *progressBar) draw() {
+	p.drawn = time.Now()
+	const width = 30
+	frac := 1.0
+	if p.total > 0 {
+		frac = float64(p.done) / float64(p.total)
+	}
+	filled := int(frac * width)
+	rate := float64(p.done) / max(time.Since(p.start).Seconds(), 1e-3)
+	fmt.Fprintf(p.w, "\r%s  [%s%s] %3.0f%%  %s / %s  %s/s ", p.label, strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
+		frac*100, humanBytes(float64(p.done)), humanBytes(float64(p.total)), humanBytes(rate))
+}
+
+func (p *progressBar) finish() {
+	p.draw()
+	fmt.Fprintln(p.w)
+}
+
+func humanBytes(n float64) string {
+	units := []string{"B", "KB", "MB", "GB"}
+	i := 0
+	for n >= 1000 && i < len(units)-1 {
+		n /= 1000
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f %s", n, units[i])
+	}
+	return fmt.Sprintf("%.1f %s", n, units[i])
+}
+
+// waitLoaded waits until the Plugin reports the module digest loaded, and
+// fails with the server's reason when it reports a failure for it.
+func waitLoaded(ctx context.Context, c *client, name, digest string, timeout time.Duration, stdout io.Writer) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	ri := c.dynamic.Resource(pluginGVR)
+	var last string
+	for {
+		obj, err := ri.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return c.explain(err)
+		}
+		phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
+		loaded, _, _ := unstructured.NestedString(obj.Object, "status", "loadedDigest")
+		cond := condition(obj, "Loaded")
+		observed, _ := cond["observedGeneration"].(int64)
+		current := observed >= obj.GetGeneration()
+		switch {
+		case phase == "Loaded" && loaded == digest && current:
+			fmt.Fprintf(stdout, "plugin.setpoint.dev/%s loaded\n", name)
+			return nil
+		case phase == "Failed" && current:
+			return fmt.Errorf("plugin %s failed to load: %s: %s", name, str(cond["reason"]), str(cond["message"]))
+		}
+		last = fmt.Sprintf("phase %q, %s", phase, str(cond["message"]))
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("plugin %s not loaded within %v (%s)", name, timeout, last)
+		}
+	}
+}
+
+// condition returns the status condition of the given type, or nil.
+func condition(obj *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}
+
+func runPluginDescribe(ctx context.Context, o *clientOptions, name string, stdout io.Writer) error {
+	c, err := o.connect()
+	if err != nil {
+		return err
+	}
+	obj, err := c.dynamic.Resource(pluginGVR).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return exitError(exitNotFound, fmt.Errorf("no plugin %q; `setpoint plugin list` shows the installed ones", name))
+		}
+		return c.explain(err)
+	}
+	events := findEvents(ctx, c, obj)
+	pal := paletteFor(stdout)
+	var b strings.Builder
+	field := func(k, v string) { fmt.Fprintf(&b, "%s %s\n", pal.bold(fmt.Sprintf("%-15s", k+":")), v) }
+	get := func(path ...string) string {
+		v, _, _ := unstructured.NestedFieldNoCopy(obj.Object, path...)
+		if v == nil {
+			return ""
+		}
+		if s, ok := v.(string); ok {
+			return s
+		}
+		j, _ := json.Marshal(v)
+		return string(j)
+	}
+	now := time.Now()
+	field("Name", obj.GetName())
+	field("Module", get("spec", "module", "digest"))
+	field("Loaded module", orNone(get("status", "loadedDigest")))
+	field("Phase", orNone(get("status", "phase")))
+	field("Calls", orNone(get("status", "calls")))
+	field("Errors", orNone(get("status", "errors")))
+	field("Last error", orNone(get("status", "lastError")))
+	field("Created", duration.HumanDuration(now.Sub(obj.GetCreationTimestamp().Time))+" ago")
+	fmt.Fprintf(&b, "%s\n", pal.bold("Bindings:"))
+	bound := false
+	if f := get("spec", "reconcile", "for"); f != "" {
+		bound = true
+		fmt.Fprintf(&b, "  reconciles %s", f)
+		if owns, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "reconcile", "owns"); len(owns) > 0 {
+			fmt.Fprintf(&b, ", owning %s", strings.Join(owns, ", "))
+		}
+		b.WriteString("\n")
+	}
+	rules, _, _ := unstructured.NestedSlice(obj.Object, "spec", "admission")
+	for _, r := range rules {
+		m, _ := r.(map[string]any)
+		res, _, _ := unstructured.NestedStringSlice(m, "resources")
+		ops, _, _ := unstructured.NestedStringSlice(m, "operations")
+		if len(ops) == 0 {
+			ops = []string{"CREATE", "UPDATE", "DELETE"}
+		}
+		bound = true
+		fmt.Fprintf(&b, "  admits (%s, failure policy %s) %s of %s\n", strings.ToLower(str(m["type"])), orNone(str(m["failurePolicy"])),
+			strings.Join(ops, ", "), strings.Join(res, ", "))
+	}
+	if !bound {
+		b.WriteString("  <none>\n")
+	}
+	fmt.Fprintf(&b, "%s\n", pal.bold("Permissions:"))
+	fmt.Fprintf(&b, "  read:  %s\n  write: %s\n", orNone(listOf(obj, "spec", "permissions", "read")), orNone(listOf(obj, "spec", "permissions", "write")))
+	fmt.Fprintf(&b, "%s\n", pal.bold("Limits:"))
+	fmt.Fprintf(&b, "  call timeout: %s\n  memory pages: %s\n  pool size:    %s\n",
+		orDefault(get("spec", "limits", "callTimeout")), orDefault(get("spec", "limits", "memoryPages")), orDefault(get("spec", "limits", "poolSize")))
+	if cfg, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "config"); len(cfg) > 0 {
+		fmt.Fprintf(&b, "%s\n", pal.bold("Config:"))
+		keys := make([]string, 0, len(cfg))
+		for k := range cfg {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "  %s=%s\n", k, cfg[k])
+		}
+	}
+	fmt.Fprintf(&b, "%s\n", pal.bold("Conditions:"))
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	if len(conds) == 0 {
+		b.WriteString("  <none>\n")
+	} else {
+		rows := [][]string{{"  TYPE", "STATUS", "REASON", "MESSAGE"}}
+		for _, cv := range conds {
+			m, _ := cv.(map[string]any)
+			rows = append(rows, []string{"  " + str(m["type"]), str(m["status"]), str(m["reason"]), str(m["message"])})
+		}
+		_ = writeAligned(&b, rows)
+	}
+	fmt.Fprintf(&b, "%s\n", pal.bold("Recent events:"))
+	if len(events) == 0 {
+		b.WriteString("  <none>\n")
+	} else {
+		rows := [][]string{{"  TYPE", "REASON", "AGE", "MESSAGE"}}
+		for _, e := range events {
+			rows = append(rows, []string{"  " + str(e.Object["type"]), str(e.Object["reason"]), eventAge(e, now), str(e.Object["message"])})
+		}
+		_ = writeAligned(&b, rows)
+	}
+	_, err = io.WriteString(stdout, b.String())
+	return err
+}
+
+func listOf(obj *unstructured.Unstructured, path ...string) string {
+	l, _, _ := unstructured.NestedStringSlice(obj.Object, path...)
+	return strings.Join(l, ", ")
+}
+
+func orDefault(s string) string {
+	if s == "" {
+		return "(server default)"
+	}
+	return s
+}
