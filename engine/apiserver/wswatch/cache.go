@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -34,6 +35,9 @@ func newEncodeCache(size int) *encodeCache {
 func keyOf(ev watch.Event) (cacheKey, bool) {
 	if ev.Type == watch.Error || ev.Object == nil {
 		return cacheKey{}, false
+	}
+	if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+		return unstructuredKey(ev.Type, u.Object)
 	}
 	m, err := meta.Accessor(ev.Object)
 	if err != nil || m.GetResourceVersion() == "" {
@@ -76,4 +80,25 @@ func (c *encodeCache) encode(ev watch.Event, enc func(watch.Event) ([]byte, erro
 	}
 	c.mu.Unlock()
 	return b, nil
+}
+
+// unstructuredKey reads the key straight from the object's map: the
+// accessors of Unstructured parse apiVersion and copy maps, which costs more
+// than the lookup saves on a busy fan-out.
+func unstructuredKey(typ watch.EventType, obj map[string]any) (cacheKey, bool) {
+	md, _ := obj["metadata"].(map[string]any)
+	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
+	k := cacheKey{
+		typ: typ, apiVersion: str(obj, "apiVersion"), kind: str(obj, "kind"),
+		namespace: str(md, "namespace"), name: str(md, "name"), rev: str(md, "resourceVersion"),
+	}
+	if k.rev == "" {
+		return cacheKey{}, false
+	}
+	if typ == watch.Bookmark {
+		if a, _ := md["annotations"].(map[string]any); len(a) > 0 {
+			return cacheKey{}, false
+		}
+	}
+	return k, true
 }
