@@ -59,8 +59,12 @@ var errBudget = errors.New("host-call budget exhausted")
 type callScope struct {
 	p      *Plugin
 	export string
-	object abi.ObjectRef
-	calls  int
+	// ref computes the reference of the call's object on first use (a host
+	// call that logs or emits an event), not on every call.
+	ref      func() abi.ObjectRef
+	object   abi.ObjectRef
+	resolved bool
+	calls    int
 	// pending is a response too large for the guest's buffer, fetched with
 	// the result host function (native ABI).
 	pending []byte
@@ -79,6 +83,9 @@ func (s *callScope) handle(ctx context.Context, fn string, req []byte) []byte {
 	s.calls++
 	if s.calls > s.p.cfg.Limits.MaxHostCalls {
 		panic(errBudget)
+	}
+	if !s.resolved {
+		s.object, s.resolved = s.ref(), true
 	}
 	p := s.p
 	switch fn {

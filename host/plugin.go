@@ -142,7 +142,7 @@ func (p *Plugin) invoke(ctx context.Context, export string, bit int32, encode fu
 	if err != nil {
 		return p.fail(export, err)
 	}
-	scope := &callScope{p: p, export: export, object: ref()}
+	scope := &callScope{p: p, export: export, ref: ref}
 	ctx = context.WithValue(ctx, scopeKey{}, scope)
 	buf := in.encodeBuffer()
 	*buf = encode((*buf)[:0])

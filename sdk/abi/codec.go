@@ -7,8 +7,10 @@ import "time"
 //   - MarshalJSON and UnmarshalJSON, so encoding/json uses the same format,
 //   - decode, the member-by-member reader; unknown members are skipped so a
 //     newer peer's additions do not break an older one.
-// Requests also have DecodeAliased, whose RawJSON members alias the input
-// instead of copying it: the guest SDK uses it on its reused input buffer.
+// Requests also have DecodeAliased, whose RawJSON members and config strings
+// alias the input instead of copying it, and which skips nested values
+// without validating them (the input comes from the host): the guest SDK
+// uses it on its reused input buffer.
 
 func unmarshal(b []byte, alias bool, fn func(d *decoder, key []byte) bool) error {
 	d := decoder{b: b, alias: alias}
@@ -39,7 +41,8 @@ func (r *ReconcileRequest) MarshalJSON() ([]byte, error) { return r.AppendJSON(n
 // UnmarshalJSON implements json.Unmarshaler.
 func (r *ReconcileRequest) UnmarshalJSON(b []byte) error { return r.decode(b, false) }
 
-// DecodeAliased decodes b into r; r's RawJSON members alias b.
+// DecodeAliased decodes b into r; r's RawJSON members and Config strings
+// alias b, and b must be valid JSON.
 func (r *ReconcileRequest) DecodeAliased(b []byte) error { return r.decode(b, true) }
 
 func (r *ReconcileRequest) decode(b []byte, alias bool) error {
@@ -175,7 +178,8 @@ func (r *AdmissionRequest) MarshalJSON() ([]byte, error) { return r.AppendJSON(n
 // UnmarshalJSON implements json.Unmarshaler.
 func (r *AdmissionRequest) UnmarshalJSON(b []byte) error { return r.decode(b, false) }
 
-// DecodeAliased decodes b into r; r's RawJSON members alias b.
+// DecodeAliased decodes b into r; r's RawJSON members and Config strings
+// alias b, and b must be valid JSON.
 func (r *AdmissionRequest) DecodeAliased(b []byte) error { return r.decode(b, true) }
 
 func (r *AdmissionRequest) decode(b []byte, alias bool) error {
@@ -290,7 +294,8 @@ func (r *FinalizeRequest) MarshalJSON() ([]byte, error) { return r.AppendJSON(ni
 // UnmarshalJSON implements json.Unmarshaler.
 func (r *FinalizeRequest) UnmarshalJSON(b []byte) error { return r.decode(b, false) }
 
-// DecodeAliased decodes b into r; r's RawJSON members alias b.
+// DecodeAliased decodes b into r; r's RawJSON members and Config strings
+// alias b, and b must be valid JSON.
 func (r *FinalizeRequest) DecodeAliased(b []byte) error { return r.decode(b, true) }
 
 func (r *FinalizeRequest) decode(b []byte, alias bool) error {

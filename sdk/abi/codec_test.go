@@ -169,3 +169,20 @@ func FuzzDecode(f *testing.F) {
 		_, _ = RawJSON(b).Get("metadata", "name")
 	})
 }
+
+func TestGetOnMalformedInput(t *testing.T) {
+	for _, in := range []string{``, `{`, `{"a"`, `{"a":`, `{"a":"x`, `{"a":1,`, `{"b":{"c":[1,2}`, `"str`, `{"a\"b":1}`} {
+		if _, ok := RawJSON(in).Get("a", "b"); ok {
+			t.Errorf("Get(%q) found a value", in)
+		}
+	}
+	if got := RawJSON(`{"a\"b":"v"}`).String(`a"b`); got != "v" {
+		t.Errorf("escaped key: %q", got)
+	}
+	if got := RawJSON(`{"a":"x\ny"}`).View("a"); got != "x\ny" {
+		t.Errorf("View with escapes: %q", got)
+	}
+	if got := RawJSON(`{"a":"plain"}`).View("a"); got != "plain" {
+		t.Errorf("View: %q", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // syntaxError says what is malformed and where; it wraps ErrSyntax.
@@ -318,12 +319,20 @@ func (d *decoder) raw() RawJSON {
 	}
 	d.ws()
 	start := d.i
+	if d.alias {
+		// Aliased decoding reads what the host wrote: skip without
+		// validating, in one tight loop.
+		end := skipValue(d.b, start)
+		if end < 0 {
+			d.fail("invalid value")
+			return nil
+		}
+		d.i = end
+		return RawJSON(d.b[start:end:end])
+	}
 	d.skip(0)
 	if d.err != nil {
 		return nil
-	}
-	if d.alias {
-		return RawJSON(d.b[start:d.i:d.i])
 	}
 	return RawJSON(slices.Clone(d.b[start:d.i]))
 }
@@ -334,11 +343,30 @@ func (d *decoder) strMap() map[string]string {
 		if m == nil {
 			m = make(map[string]string)
 		}
-		key := string(k)
-		m[key] = d.str()
+		key := d.aliasStr(k)
+		if d.null() {
+			m[key] = ""
+		} else {
+			m[key] = d.aliasStr(d.rawStr())
+		}
 		return true
 	})
 	return m
+}
+
+// aliasStr converts b to a string, without copying in alias mode when b
+// lies in the input (no escapes).
+func (d *decoder) aliasStr(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if d.alias && len(d.scratch) > 0 && &b[0] == &d.scratch[0] {
+		return string(b)
+	}
+	if d.alias {
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b)
 }
 
 func (d *decoder) strList() []string {

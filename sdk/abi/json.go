@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // ErrSyntax is the error every decoder of this package wraps for malformed
@@ -44,35 +45,154 @@ func (r RawJSON) Valid() bool {
 }
 
 // Get returns the value at the path of object keys, and whether it exists.
-// It scans r without decoding it, so a lookup costs one pass over the bytes
-// before the value.
+// It scans r without decoding it: one pass over the bytes before the value,
+// with no allocation. r must be valid JSON (check untrusted input with
+// Valid first); on malformed input Get returns false or a meaningless
+// slice, never panics.
 func (r RawJSON) Get(path ...string) (RawJSON, bool) {
-	d := decoder{b: r, alias: true}
+	b := []byte(r)
+	i := skipWS(b, 0)
 	for _, key := range path {
-		d.ws()
-		if d.i >= len(d.b) || d.b[d.i] != '{' {
+		if i >= len(b) || b[i] != '{' {
 			return nil, false
 		}
-		found := false
-		d.object(func(d *decoder, k []byte) bool {
-			if string(k) == key {
-				found = true
-				return false
+		i++
+		for {
+			i = skipWS(b, i)
+			if i >= len(b) || b[i] != '"' {
+				return nil, false
 			}
-			d.skip(0)
-			return true
-		})
-		if !found || d.err != nil {
-			return nil, false
+			ks, escaped := i+1, false
+			j := ks
+			for j < len(b) && b[j] != '"' {
+				if b[j] == '\\' {
+					escaped = true
+					j++
+				}
+				j++
+			}
+			if j >= len(b) {
+				return nil, false
+			}
+			k := b[ks:j]
+			i = skipWS(b, j+1)
+			if i >= len(b) || b[i] != ':' {
+				return nil, false
+			}
+			i = skipWS(b, i+1)
+			if (!escaped && string(k) == key) || (escaped && unescapedEquals(k, key)) {
+				break
+			}
+			if i = skipValue(b, i); i < 0 {
+				return nil, false
+			}
+			i = skipWS(b, i)
+			if i >= len(b) || b[i] != ',' {
+				return nil, false
+			}
+			i++
 		}
 	}
-	d.ws()
-	start := d.i
-	d.skip(0)
-	if d.err != nil {
+	end := skipValue(b, i)
+	if end < 0 {
 		return nil, false
 	}
-	return r[start:d.i], true
+	return r[i:end:end], true
+}
+
+func unescapedEquals(k []byte, key string) bool {
+	d := decoder{b: append(append([]byte{'"'}, k...), '"')}
+	return string(d.rawStr()) == key && d.err == nil
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the value starting at b[i], assuming valid
+// JSON, or -1. It tracks only nesting and strings: one tight loop, no
+// calls, which matters inside a guest where each call and loop costs.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i++
+				for i < len(b) && b[i] != '"' {
+					if b[i] == '\\' {
+						i++
+					}
+					i++
+				}
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	case '"':
+		i++
+		for i < len(b) && b[i] != '"' {
+			if b[i] == '\\' {
+				i++
+			}
+			i++
+		}
+		if i >= len(b) {
+			return -1
+		}
+		return i + 1
+	}
+	start := i
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\n', '\t', '\r':
+			if i == start {
+				return -1
+			}
+			return i
+		}
+		i++
+	}
+	if i == start {
+		return -1
+	}
+	return i
+}
+
+// View returns the string at path like String, but without copying when
+// the string has no escapes: the result aliases r and is valid only as
+// long as r's bytes are (in a handler, until it returns). Use it for
+// values a handler reads and writes into its response right away.
+func (r RawJSON) View(path ...string) string {
+	v, ok := r.Get(path...)
+	if !ok || len(v) < 2 || v[0] != '"' {
+		return ""
+	}
+	inner := v[1 : len(v)-1]
+	for _, c := range inner {
+		if c == '\\' {
+			d := decoder{b: v}
+			return d.str()
+		}
+	}
+	if len(inner) == 0 {
+		return ""
+	}
+	return unsafe.String(&inner[0], len(inner))
 }
 
 // String returns the string at path, or "" when it is absent or not a string.

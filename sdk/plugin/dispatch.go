@@ -13,7 +13,9 @@ import (
 // handler, a panic) it appends a failure message instead and returns
 // failed. The ABI glue (sdk/guest, sdk/extism) calls it; it is exported so
 // that the whole path, codec included, can be tested and benchmarked
-// natively.
+// natively. The request a handler receives is reused by the next call, like
+// the input it aliases. Dispatch is not safe for concurrent use (a guest
+// serves one call at a time).
 func (hs *Handlers) Dispatch(h Host, export string, input, out []byte) (result []byte, failed bool) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -25,11 +27,11 @@ func (hs *Handlers) Dispatch(h Host, export string, input, out []byte) (result [
 		if hs.Reconcile == nil {
 			return append(out, "plugin: no reconcile handler registered"...), true
 		}
-		var req abi.ReconcileRequest
+		req := &hs.scratch.reconcile
 		if err := req.DecodeAliased(input); err != nil {
 			return append(out, "plugin: reading reconcile request: "+err.Error()...), true
 		}
-		resp, err := hs.Reconcile(h, &req)
+		resp, err := hs.Reconcile(h, req)
 		if resp == nil {
 			resp = &abi.ReconcileResponse{}
 		}
@@ -41,11 +43,11 @@ func (hs *Handlers) Dispatch(h Host, export string, input, out []byte) (result [
 		if hs.Admit == nil {
 			return append(out, "plugin: no admit handler registered"...), true
 		}
-		var req abi.AdmissionRequest
+		req := &hs.scratch.admit
 		if err := req.DecodeAliased(input); err != nil {
 			return append(out, "plugin: reading admission request: "+err.Error()...), true
 		}
-		resp, err := hs.Admit(h, &req)
+		resp, err := hs.Admit(h, req)
 		if err != nil {
 			// A handler error denies the request with its message; the
 			// failurePolicy applies only to failures of the module itself.
@@ -59,11 +61,11 @@ func (hs *Handlers) Dispatch(h Host, export string, input, out []byte) (result [
 		if hs.Finalize == nil {
 			return append(out, "plugin: no finalize handler registered"...), true
 		}
-		var req abi.FinalizeRequest
+		req := &hs.scratch.finalize
 		if err := req.DecodeAliased(input); err != nil {
 			return append(out, "plugin: reading finalize request: "+err.Error()...), true
 		}
-		resp, err := hs.Finalize(h, &req)
+		resp, err := hs.Finalize(h, req)
 		if resp == nil {
 			resp = &abi.FinalizeResponse{}
 		}

@@ -34,6 +34,14 @@ type Handlers struct {
 	Reconcile ReconcileFunc
 	Admit     AdmitFunc
 	Finalize  FinalizeFunc
+
+	// scratch holds the requests Dispatch decodes into, reused across calls
+	// so that a call allocates as little as possible inside the guest.
+	scratch struct {
+		reconcile abi.ReconcileRequest
+		admit     abi.AdmissionRequest
+		finalize  abi.FinalizeRequest
+	}
 }
 
 // Handler bits reported by the setpoint_handlers export.

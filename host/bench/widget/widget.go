@@ -7,7 +7,7 @@ package widget
 
 import (
 	"errors"
-	"strconv"
+	"unsafe"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/sdk/plugin"
@@ -16,46 +16,61 @@ import (
 // ErrInvalidSize reports a spec.size outside small, medium and large.
 var ErrInvalidSize = errors.New("spec.size must be small, medium or large")
 
-// buffers reused across calls: a guest serves one call at a time.
-var statusBuf, childBuf []byte
+// State reused across calls: a guest serves one call at a time. Reuse is
+// what keeps a Wasm call cheap, since every allocation and loop costs more
+// inside the guest than natively.
+var (
+	statusBuf, childBuf, nameBuf []byte
+	resp                         abi.ReconcileResponse
+	children                     = make([]abi.RawJSON, 1)
+)
 
 // Reconcile provisions one ConfigMap per widget and reports its state.
+// It is not safe for concurrent use; the response is valid until the next
+// call.
 func Reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
 	obj := req.Object
-	name := obj.String("metadata", "name")
-	size := obj.String("spec", "size")
+	// View does not copy: the values go into the response right away.
+	name := obj.View("metadata", "name")
+	size := obj.View("spec", "size")
 	var replicas int64
+	var count string
 	switch size {
 	case "small":
-		replicas = 1
+		replicas, count = 1, "1"
 	case "medium":
-		replicas = 3
+		replicas, count = 3, "3"
 	case "large":
-		replicas = 5
+		replicas, count = 5, "5"
 	default:
 		return nil, plugin.Terminal(ErrInvalidSize)
 	}
 	if req.Config["log"] == "true" {
 		h.Log("info", "reconciling widget", "size", size)
 	}
-	child := abi.NewObject(childBuf).
-		Str("apiVersion", "v1").
+	nameBuf = append(append(nameBuf[:0], name...), "-config"...)
+	var o abi.Object
+	o.Reset(childBuf)
+	o.Str("apiVersion", "v1").
 		Str("kind", "ConfigMap").
 		Object("metadata", func(m *abi.Object) {
-			m.Str("name", name+"-config").Str("namespace", obj.String("metadata", "namespace"))
+			m.Str("name", unsafe.String(unsafe.SliceData(nameBuf), len(nameBuf))).
+				Str("namespace", obj.View("metadata", "namespace"))
 		}).
 		Object("data", func(d *abi.Object) {
-			d.Str("name", obj.String("spec", "name")).Str("size", size).Str("replicas", strconv.FormatInt(replicas, 10))
-		}).Bytes()
-	childBuf = child
+			d.Str("name", obj.View("spec", "name")).Str("size", size).Str("replicas", count)
+		})
+	childBuf = o.Bytes()
 	state := "Provisioning"
 	if len(req.Children["ConfigMap"]) > 0 {
 		state = "Ready"
 	}
-	status := abi.NewObject(statusBuf).
-		Str("state", state).
+	o.Reset(statusBuf)
+	o.Str("state", state).
 		Int("replicas", replicas).
-		Str("lastProvisioned", obj.String("metadata", "creationTimestamp")).Bytes()
-	statusBuf = status
-	return &abi.ReconcileResponse{Status: status, Children: []abi.RawJSON{child}}, nil
+		Str("lastProvisioned", obj.View("metadata", "creationTimestamp"))
+	statusBuf = o.Bytes()
+	children[0] = childBuf
+	resp = abi.ReconcileResponse{Status: statusBuf, Children: children}
+	return &resp, nil
 }
