@@ -37,8 +37,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 12),
 		}, []string{"controller"}),
 	}
-	err = errors.Join(reg.Register(m.reconciles), reg.Register(m.duration))
-	if err != nil {
+	var errs []error
+	var done []prometheus.Collector
+	for _, c := range []prometheus.Collector{m.reconciles, m.duration} {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		} else {
+			done = append(done, c)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		// Unregistering goes by descriptor: only what this call registered.
+		q.Unregister(reg)
+		for _, c := range done {
+			reg.Unregister(c)
+		}
 		return nil, fmt.Errorf("controller: register metrics: %w", err)
 	}
 	return m, nil

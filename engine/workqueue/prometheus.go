@@ -62,6 +62,13 @@ func NewPrometheusProvider(reg prometheus.Registerer) (*PrometheusProvider, erro
 	return p, nil
 }
 
+// Unregister removes the provider's collectors from reg.
+func (p *PrometheusProvider) Unregister(reg prometheus.Registerer) {
+	for _, c := range []prometheus.Collector{p.depth, p.adds, p.retries, p.latency, p.workDuration, p.unfinishedWork, p.longestRunning} {
+		reg.Unregister(c)
+	}
+}
+
 // NewMetrics implements MetricsProvider.
 func (p *PrometheusProvider) NewMetrics(name string) Metrics {
 	return Metrics{
