@@ -30,6 +30,8 @@ import (
 type Admitter struct {
 	log      *slog.Logger
 	bindings atomic.Pointer[[]*admissionBinding]
+	// gate holds writes until the plugins stored at startup have loaded.
+	gate atomic.Pointer[startupGate]
 }
 
 var _ engine.Admitter = (*Admitter)(nil)
@@ -48,6 +50,8 @@ type admissionBinding struct {
 func newAdmitter(log *slog.Logger) *Admitter {
 	a := &Admitter{log: log}
 	a.bindings.Store(&[]*admissionBinding{})
+	// Until the Manager has listed the stored Plugins, every write waits.
+	a.gate.Store(&startupGate{done: make(chan struct{}), resources: []string{"*"}, wait: DefaultStartupWait})
 	return a
 }
 
@@ -87,6 +91,11 @@ func (a *Admitter) Validate(ctx context.Context, req *engine.AdmissionRequest) e
 func (a *Admitter) admit(ctx context.Context, req *engine.AdmissionRequest, mutating bool) error {
 	if req.Resource.GroupResource() == Resource.GroupResource() {
 		return nil
+	}
+	if mutating {
+		if err := a.hold(ctx, req); err != nil {
+			return err
+		}
 	}
 	var in *abi.AdmissionRequest
 	for _, b := range *a.bindings.Load() {

@@ -71,12 +71,17 @@ type Manager struct {
 	log  *slog.Logger
 	adm  *Admitter
 
-	// mu guards plugins.
+	// mu guards plugins and pending.
 	mu      sync.Mutex
 	plugins map[string]*loaded
+	// pending are the Plugins that existed when Run started and were not
+	// reconciled yet; the Admitter holds writes they may bind until then.
+	pending map[string]bool
 }
 
-// loaded is what the manager made of one Plugin.
+// loaded is what the manager made of one Plugin. digest, hostKey, exports
+// and admission are written under Manager.mu; reconcileKey only by the
+// worker reconciling the Plugin (the work queue never runs two on one key).
 type loaded struct {
 	digest    string
 	hostKey   string // digest and host config the module was installed with
@@ -101,7 +106,7 @@ func New(opts Options) (*Manager, error) {
 		opts.Logger = slog.Default()
 	}
 	log := opts.Logger
-	return &Manager{opts: opts, log: log, adm: newAdmitter(log), plugins: map[string]*loaded{}}, nil
+	return &Manager{opts: opts, log: log, adm: newAdmitter(log), plugins: map[string]*loaded{}, pending: map[string]bool{}}, nil
 }
 
 // Admitter is the admission chain of the loaded plugins; install it with
@@ -113,6 +118,9 @@ func (m *Manager) Admitter() *Admitter { return m.adm }
 // belong to Options.Controllers.
 func (m *Manager) Run(ctx context.Context) error {
 	if err := EnsureKind(ctx, m.opts.Service); err != nil {
+		return err
+	}
+	if err := m.gateStart(ctx); err != nil {
 		return err
 	}
 	c, err := controller.New(controller.Options{
@@ -138,6 +146,7 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 		return nil, err
 	}
 	name := obj.GetName()
+	defer m.reconciled(name)
 	m.mu.Lock()
 	cur := m.plugins[name]
 	m.mu.Unlock()
@@ -178,8 +187,8 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 			return st.fail(ReasonInvalidModule, err, true), nil
 		}
 		m.log.Info("plugin loaded", "plugin", name, "digest", sp.Module.Digest)
-		cur.digest, cur.hostKey, cur.exports = sp.Module.Digest, hostKey, exports
 		m.mu.Lock()
+		cur.digest, cur.hostKey, cur.exports = sp.Module.Digest, hostKey, exports
 		m.plugins[name] = cur
 		m.mu.Unlock()
 	}
@@ -285,6 +294,7 @@ func (m *Manager) finalize(ctx context.Context, req *abi.FinalizeRequest) (*abi.
 		return nil, err
 	}
 	m.unload(obj.GetName())
+	m.reconciled(obj.GetName())
 	return &abi.FinalizeResponse{Done: true}, nil
 }
 
@@ -408,4 +418,3 @@ func (st *status) doc(phase string, cs metav1.ConditionStatus, reason, msg strin
 	b, _ := json.Marshal(out)
 	return b
 }
-

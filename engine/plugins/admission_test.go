@@ -1,0 +1,182 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// admitFunc is a Caller whose admit export is a Go function.
+type admitFunc func(*abi.AdmissionRequest) (*abi.AdmissionResponse, error)
+
+func (f admitFunc) Admit(_ context.Context, req *abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+	return f(req)
+}
+func (admitFunc) Reconcile(context.Context, *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+	return nil, errors.New("no reconcile")
+}
+func (admitFunc) Finalize(context.Context, *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
+	return nil, errors.New("no finalize")
+}
+
+var widgets = schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "widgets"}
+
+func widgetRequest(op engine.Operation) *engine.AdmissionRequest {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.setpoint.dev/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": "default"},
+		"spec":     map[string]any{"name": "w", "size": "small"},
+	}}
+	return &engine.AdmissionRequest{
+		Operation: op, Resource: widgets, Kind: widgets.GroupVersion().WithKind("Widget"),
+		Namespace: "default", Name: "w", Object: obj,
+	}
+}
+
+func openAdmitter(bs ...*admissionBinding) *Admitter {
+	a := newAdmitter(quietLogger())
+	g := &startupGate{done: make(chan struct{})}
+	close(g.done)
+	a.gate.Store(g)
+	a.set(bs)
+	return a
+}
+
+func TestAdmitter(t *testing.T) {
+	allow := admitFunc(func(*abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+		return &abi.AdmissionResponse{Allowed: true}, nil
+	})
+	deny := func(code int) admitFunc {
+		return func(*abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+			return &abi.AdmissionResponse{Message: "no widgets today", Code: code}, nil
+		}
+	}
+	trap := admitFunc(func(*abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+		return nil, errors.New(`plugin "p" admit: host: timeout`)
+	})
+	patch := func(p string) admitFunc {
+		return func(*abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+			return &abi.AdmissionResponse{Allowed: true, Patch: abi.RawJSON(p)}, nil
+		}
+	}
+	tests := []struct {
+		name     string
+		binding  admissionBinding
+		req      *engine.AdmissionRequest
+		mutating bool
+		wantCode int32  // 0: allowed
+		wantMsg  string // in the error, or in the mutated object
+	}{
+		{name: "validating denial keeps the plugin's code", binding: admissionBinding{caller: deny(422), resources: []string{"widgets.example.setpoint.dev"}},
+			req: widgetRequest(engine.OpCreate), wantCode: 422, wantMsg: `admission plugin "p" denied the request: no widgets today`},
+		{name: "denial without a code is 403", binding: admissionBinding{caller: deny(0), resources: []string{"*"}},
+			req: widgetRequest(engine.OpCreate), wantCode: 403},
+		{name: "other operation not admitted", binding: admissionBinding{caller: deny(422), resources: []string{"*"}, ops: []string{"DELETE"}},
+			req: widgetRequest(engine.OpCreate)},
+		{name: "other resource not admitted", binding: admissionBinding{caller: deny(422), resources: []string{"gadgets.example.setpoint.dev"}},
+			req: widgetRequest(engine.OpCreate)},
+		{name: "subresource needs its own rule", binding: admissionBinding{caller: deny(422), resources: []string{"*"}},
+			req: func() *engine.AdmissionRequest {
+				r := widgetRequest(engine.OpUpdate)
+				r.Subresource = "status"
+				return r
+			}()},
+		{name: "Plugin objects are never admitted by plugins", binding: admissionBinding{caller: deny(422), resources: []string{"*", "plugins.setpoint.dev"}},
+			req: func() *engine.AdmissionRequest { r := widgetRequest(engine.OpCreate); r.Resource = Resource; return r }()},
+		{name: "failure with Fail denies", binding: admissionBinding{caller: trap, resources: []string{"*"}},
+			req: widgetRequest(engine.OpCreate), wantCode: 500, wantMsg: `admission plugin "p" failed (failurePolicy Fail): plugin "p" admit: host: timeout`},
+		{name: "failure with Ignore allows", binding: admissionBinding{caller: trap, resources: []string{"*"}, ignore: true},
+			req: widgetRequest(engine.OpCreate)},
+		{name: "mutating patch applies", binding: admissionBinding{caller: patch(`[{"op":"add","path":"/metadata/labels","value":{"team":"x"}}]`), resources: []string{"*"}, mutating: true},
+			req: widgetRequest(engine.OpCreate), mutating: true, wantMsg: `"team":"x"`},
+		{name: "mutation of the name is a failure", binding: admissionBinding{caller: patch(`[{"op":"replace","path":"/metadata/name","value":"other"}]`), resources: []string{"*"}, mutating: true},
+			req: widgetRequest(engine.OpCreate), mutating: true, wantCode: 500, wantMsg: "changed the object's"},
+		{name: "invalid patch is a failure", binding: admissionBinding{caller: patch(`{"op":"add"}`), resources: []string{"*"}, mutating: true},
+			req: widgetRequest(engine.OpCreate), mutating: true, wantCode: 500, wantMsg: "not a JSON patch"},
+		{name: "validating plugin is not called to mutate", binding: admissionBinding{caller: deny(422), resources: []string{"*"}},
+			req: widgetRequest(engine.OpCreate), mutating: true},
+		{name: "allowed", binding: admissionBinding{caller: allow, resources: []string{"widgets.example.setpoint.dev"}},
+			req: widgetRequest(engine.OpDelete)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := tt.binding
+			b.plugin = "p"
+			a := openAdmitter(&b)
+			var err error
+			if tt.mutating {
+				err = a.Mutate(context.Background(), tt.req)
+			} else {
+				err = a.Validate(context.Background(), tt.req)
+			}
+			if tt.wantCode == 0 {
+				if err != nil {
+					t.Fatalf("denied: %v", err)
+				}
+				if tt.wantMsg != "" {
+					doc, _ := tt.req.Object.MarshalJSON()
+					if !strings.Contains(string(doc), tt.wantMsg) {
+						t.Errorf("object %s lacks %s", doc, tt.wantMsg)
+					}
+				}
+				return
+			}
+			var st apierrors.APIStatus
+			if !errors.As(err, &st) {
+				t.Fatalf("error %v is not a Status", err)
+			}
+			if st.Status().Code != tt.wantCode || !strings.Contains(st.Status().Message, tt.wantMsg) {
+				t.Errorf("got %d %q, want %d with %q", st.Status().Code, st.Status().Message, tt.wantCode, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestAdmitterPassesDryRun(t *testing.T) {
+	var seen bool
+	a := openAdmitter(&admissionBinding{plugin: "p", resources: []string{"*"}, config: map[string]string{"k": "v"},
+		caller: admitFunc(func(req *abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+			seen = req.DryRun && req.Config["k"] == "v" && req.Operation == abi.Create && req.Object.String("metadata", "name") == "w"
+			return &abi.AdmissionResponse{Allowed: true}, nil
+		})})
+	req := widgetRequest(engine.OpCreate)
+	req.DryRun = true
+	if err := a.Validate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if !seen {
+		t.Error("the plugin did not get the dry-run request with its config")
+	}
+}
+
+func TestValidDigest(t *testing.T) {
+	tests := []struct {
+		name, digest string
+		want         bool
+	}{
+		{"sha256", "sha256:" + strings.Repeat("ab", 32), true},
+		{"upper case", "sha256:" + strings.Repeat("AB", 32), false},
+		{"short", "sha256:abc", false},
+		{"other algorithm", "sha512:" + strings.Repeat("ab", 32), false},
+		{"empty", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := validDigest(tt.digest); got != tt.want {
+				t.Errorf("validDigest(%q) = %v", tt.digest, got)
+			}
+		})
+	}
+}

@@ -1,0 +1,203 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+	"github.com/setpoint-dev/setpoint/store/badger"
+)
+
+// fakeHost stands in for the Wasm host: a module is its bytes, "bad" ones
+// are refused, and every plugin's admit denies with the digest it runs.
+type fakeHost struct {
+	mu      sync.Mutex
+	current map[string]string // plugin name → digest
+	removed []string
+}
+
+func (h *fakeHost) Check(_ context.Context, wasm []byte, _ Config) error {
+	if string(wasm) == "bad" {
+		return errors.New("host: invalid module: bad bytes")
+	}
+	return nil
+}
+
+func (h *fakeHost) Install(ctx context.Context, name string, wasm []byte, cfg Config) (Exports, error) {
+	if err := h.Check(ctx, wasm, cfg); err != nil {
+		return Exports{}, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.current[name] = digestOf(wasm)
+	return Exports{Admit: true}, nil
+}
+
+func (h *fakeHost) Remove(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.current, name)
+	h.removed = append(h.removed, name)
+}
+
+func (h *fakeHost) Caller(name string) Caller {
+	return admitFunc(func(*abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return &abi.AdmissionResponse{Code: 422, Message: "served by " + h.current[name]}, nil
+	})
+}
+
+func TestManagerFollowsPlugins(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	svc, err := engine.New(ctx, engine.Options{Store: db, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &fakeHost{current: map[string]string{}}
+	modules := NewModules(db)
+	m, err := New(Options{Service: svc, Modules: modules, Host: h, Logger: quietLogger(),
+		Controllers: controller.NewManager(controller.ManagerOptions{Logger: quietLogger()}), StatusInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+
+	good, bad := []byte("good module"), []byte("bad")
+	goodDigest, badDigest := digestOf(good), digestOf(bad)
+	if _, err := modules.Put(ctx, badDigest, bad); err != nil {
+		t.Fatal(err)
+	}
+	plugin := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": Group + "/" + Version, "kind": Kind,
+		"metadata": map[string]any{"name": "policy"},
+		"spec": map[string]any{
+			"module":    map[string]any{"digest": goodDigest},
+			"admission": []any{map[string]any{"resources": []any{"widgets.example.setpoint.dev"}, "type": "Validating"}},
+		},
+	}}
+	waitServed(t, svc)
+	if _, err := svc.Create(ctx, Resource, plugin, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, svc, "module not uploaded yet", func(st map[string]any) bool {
+		return st["phase"] == PhasePending && conditionReason(st, ConditionLoaded) == ReasonModuleNotFound
+	})
+	if _, err := modules.Put(ctx, goodDigest, good); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, svc, "loaded", func(st map[string]any) bool {
+		return st["phase"] == PhaseLoaded && st["loadedDigest"] == goodDigest
+	})
+	if err := m.Admitter().Validate(ctx, widgetRequest(engine.OpCreate)); err == nil || !contains(err, "served by "+goodDigest) {
+		t.Fatalf("admission with the loaded plugin: %v", err)
+	}
+	waitStatus(t, svc, "the call counted", func(st map[string]any) bool { return fmt.Sprint(st["calls"]) == "1" })
+
+	// A module the host refuses replaces nothing.
+	cur, err := svc.Get(ctx, Resource, "", "policy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(cur.Object, badDigest, "spec", "module", "digest")
+	if _, err := svc.Update(ctx, Resource, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, svc, "refused", func(st map[string]any) bool {
+		return st["phase"] == PhaseFailed && conditionReason(st, ConditionLoaded) == ReasonInvalidModule && st["loadedDigest"] == goodDigest
+	})
+	if err := m.Admitter().Validate(ctx, widgetRequest(engine.OpCreate)); err == nil || !contains(err, "served by "+goodDigest) {
+		t.Fatalf("admission after a refused module: %v", err)
+	}
+
+	// Deleting the Plugin unloads it.
+	if err := svc.Delete(ctx, Resource, "", "policy", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := svc.Get(ctx, Resource, "", "policy", metav1.GetOptions{}); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Plugin was not finalized")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := m.Admitter().Validate(ctx, widgetRequest(engine.OpCreate)); err != nil {
+		t.Errorf("a removed plugin still admits: %v", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.removed) != 1 || h.removed[0] != "policy" {
+		t.Errorf("host removals: %v", h.removed)
+	}
+}
+
+func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
+
+func waitServed(t *testing.T, svc *engine.Service) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := svc.Resource(Resource); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Plugin kind is not served")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waitStatus(t *testing.T, svc *engine.Service, what string, ok func(map[string]any) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var st map[string]any
+	for {
+		obj, err := svc.Get(context.Background(), Resource, "", "policy", metav1.GetOptions{})
+		if err == nil {
+			st, _, _ = unstructured.NestedMap(obj.Object, "status")
+			if ok(st) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: status %v", what, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func conditionReason(st map[string]any, typ string) string {
+	conds, _ := st["conditions"].([]any)
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			r, _ := m["reason"].(string)
+			return r
+		}
+	}
+	return ""
+}
