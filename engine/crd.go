@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -221,12 +222,11 @@ func (crdHooks) prepare(_ context.Context, s *Service, obj, _ map[string]any) er
 
 func (crdHooks) committed(_ context.Context, s *Service, obj, old map[string]any) {
 	if obj == nil {
-		if name, _, _ := unstructured.NestedString(old, "metadata", "name"); name != "" {
-			s.reg.removeCRD(name)
-		}
+		u := &unstructured.Unstructured{Object: old}
+		s.reg.removeCRD(u.GetName(), revisionOf(u))
 		return
 	}
-	s.serveCRD(obj)
+	s.serveCRD(obj, revisionOf(&unstructured.Unstructured{Object: obj}))
 }
 
 func (crdHooks) deleting(ctx context.Context, s *Service, obj map[string]any) error {
@@ -234,27 +234,29 @@ func (crdHooks) deleting(ctx context.Context, s *Service, obj map[string]any) er
 	if err != nil {
 		return err
 	}
-	s.reg.removeCRD(crd.Name)
+	s.reg.removeCRD(crd.Name, 0)
 	return s.purgeResource(ctx, crd.Spec.Group, crd.Status.AcceptedNames.Plural)
 }
 
-// serveCRD registers the resources of a stored CRD, when its names were
-// accepted. A CRD that cannot be built is logged and not served.
-func (s *Service) serveCRD(obj map[string]any) {
+// serveCRD registers the resources of a CRD stored at revision rev, when its
+// names were accepted. A CRD that cannot be built is logged and not served.
+func (s *Service) serveCRD(obj map[string]any, rev int64) {
 	crd, err := crdFromMap(obj)
 	if err != nil {
 		s.log.Error("decode stored CustomResourceDefinition", "err", err)
 		return
 	}
 	if !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+		s.reg.removeCRD(crd.Name, rev)
 		return
 	}
 	ss, err := buildCRD(crd)
 	if err != nil {
 		s.log.Error("serve CustomResourceDefinition", "crd", crd.Name, "err", err)
+		s.reg.removeCRD(crd.Name, rev)
 		return
 	}
-	s.reg.setCRD(crd, ss)
+	s.reg.setCRD(crd, ss, rev)
 }
 
 // namesConflict reports a clash of crd's names with another CRD of its group.
@@ -280,4 +282,10 @@ func (s *Service) namesConflict(crd *apiextensionsv1.CustomResourceDefinition) s
 		}
 	}
 	return ""
+}
+
+// revisionOf is the store revision an object's resourceVersion names.
+func revisionOf(u *unstructured.Unstructured) int64 {
+	rev, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+	return rev
 }

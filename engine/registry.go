@@ -83,14 +83,19 @@ type registry struct {
 	byGVR map[schema.GroupVersionResource]*served
 	// crds holds the CRDs that registered resources, by name.
 	crds map[string]*apiextensionsv1.CustomResourceDefinition
+	// crdRev is the store revision of the last write applied per CRD name
+	// (a delete leaves its revision), so that a late, older write never
+	// replaces a newer one.
+	crdRev map[string]int64
 	// generation counts changes, so that callers can cache derived documents.
 	generation int64
 }
 
 func newRegistry() *registry {
 	return &registry{
-		byGVR: map[schema.GroupVersionResource]*served{},
-		crds:  map[string]*apiextensionsv1.CustomResourceDefinition{},
+		byGVR:  map[schema.GroupVersionResource]*served{},
+		crds:   map[string]*apiextensionsv1.CustomResourceDefinition{},
+		crdRev: map[string]int64{},
 	}
 }
 
@@ -110,10 +115,15 @@ func (r *registry) add(ss ...*served) {
 	r.generation++
 }
 
-// setCRD replaces the resources registered by the CRD named crd.Name.
-func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*served) {
+// setCRD replaces the resources registered by the CRD named crd.Name, as
+// stored at revision rev, unless a newer write was applied already.
+func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*served, rev int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if rev < r.crdRev[crd.Name] {
+		return
+	}
+	r.crdRev[crd.Name] = rev
 	r.removeLocked(crd.Name)
 	r.crds[crd.Name] = crd
 	for _, s := range ss {
@@ -122,10 +132,17 @@ func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*s
 	r.generation++
 }
 
-// removeCRD stops serving the resources registered by the CRD name.
-func (r *registry) removeCRD(name string) {
+// removeCRD stops serving the resources registered by the CRD name, deleted
+// (or found unservable) at revision rev; rev 0 removes unconditionally.
+func (r *registry) removeCRD(name string, rev int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if rev != 0 {
+		if rev < r.crdRev[name] {
+			return
+		}
+		r.crdRev[name] = rev
+	}
 	r.removeLocked(name)
 	r.generation++
 }

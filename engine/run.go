@@ -55,7 +55,7 @@ func (s *Service) loadCRDs(ctx context.Context) (int64, error) {
 				continue
 			}
 			seen[(&unstructured.Unstructured{Object: u}).GetName()] = true
-			s.serveCRD(u)
+			s.serveCRD(u, kv.ModRevision)
 		}
 		if res.Continue == "" {
 			break
@@ -64,7 +64,7 @@ func (s *Service) loadCRDs(ctx context.Context) (int64, error) {
 	}
 	for _, c := range s.reg.allCRDs() {
 		if !seen[c.Name] {
-			s.reg.removeCRD(c.Name)
+			s.reg.removeCRD(c.Name, rev)
 		}
 	}
 	return rev, nil
@@ -100,10 +100,10 @@ func (s *Service) watchCRDs(ctx context.Context, rev int64) error {
 			continue
 		}
 		if ev.Type == store.Deleted {
-			s.reg.removeCRD((&unstructured.Unstructured{Object: u}).GetName())
+			s.reg.removeCRD((&unstructured.Unstructured{Object: u}).GetName(), ev.Revision())
 			continue
 		}
-		s.serveCRD(u)
+		s.serveCRD(u, ev.Revision())
 	}
 	if err := w.Err(); err != nil && !errors.Is(err, store.ErrClosed) {
 		return err
