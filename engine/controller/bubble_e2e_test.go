@@ -653,3 +653,63 @@ func TestSwapToVersionWithoutFinalizeReleasesObjects(t *testing.T) {
 		}
 	})
 }
+
+// TestHammerEditsConverge edits widgets from several goroutines while eight
+// workers reconcile them, and checks that no object is ever reconciled by
+// two workers at once and that every widget ends Ready at its last
+// generation with its child matching its last spec.
+func TestHammerEditsConverge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := instrument(newEngine(t))
+		var mu sync.Mutex
+		inflight := map[string]bool{}
+		base := &gizmoPlugin{state: "ok"}
+		r := controller.ReconcilerFunc(func(ctx context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+			name := req.Object.String("metadata", "name")
+			mu.Lock()
+			if inflight[name] {
+				t.Errorf("%s reconciled by two workers at once", name)
+			}
+			inflight[name] = true
+			mu.Unlock()
+			time.Sleep(time.Millisecond) // plugin work, in fake time
+			mu.Lock()
+			inflight[name] = false
+			mu.Unlock()
+			return base.Reconcile(ctx, req)
+		})
+		_, stop := runManager(t, newController(t, c, "widget", r, func(o *controller.Options) { o.Workers = 8 }))
+		defer stop()
+		const widgetsN, editors, edits = 8, 3, 5
+		for i := range widgetsN {
+			create(t, c, widgets, newWidget(fmt.Sprintf("w%d", i), "small"))
+		}
+		sizes := []string{"small", "medium", "large"}
+		var wg sync.WaitGroup
+		for e := range editors {
+			wg.Go(func() {
+				for i := range edits {
+					name := fmt.Sprintf("w%d", (e*5+i*7)%widgetsN)
+					updateWidget(t, c, name, func(w *unstructured.Unstructured) {
+						unstructured.SetNestedField(w.Object, sizes[(e+i)%3], "spec", "size")
+					})
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		synctest.Wait()
+		for i := range widgetsN {
+			name := fmt.Sprintf("w%d", i)
+			w := get(t, c, widgets, name)
+			if !isReady(t, c, name) {
+				s, r, msg := ready(w)
+				t.Errorf("%s: not Ready at generation %d (observed %d): %s/%s/%s", name, w.GetGeneration(), observedGeneration(w), s, r, msg)
+			}
+			want, _, _ := unstructured.NestedString(w.Object, "spec", "size")
+			if got := gizmoSize(c, name+"-gizmo"); got != want {
+				t.Errorf("%s-gizmo size = %q, want %q", name, got, want)
+			}
+		}
+	})
+}
