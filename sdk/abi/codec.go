@@ -26,12 +26,14 @@ func unmarshal(b []byte, alias bool, fn func(d *decoder, key []byte) bool) error
 func millis(d time.Duration) int64 { return int64(d / time.Millisecond) }
 
 // AppendJSON appends the encoding of r to b.
+// The object is the last member, so that DecodeAliased can take it
+// without scanning it.
 func (r *ReconcileRequest) AppendJSON(b []byte) []byte {
 	e := newEncoder(b)
-	e.raw("object", r.Object)
-	e.rawListMap("children", r.Children)
 	e.int("attempt", int64(r.Attempt))
 	e.strMap("config", r.Config)
+	e.rawListMap("children", r.Children)
+	e.raw("object", r.Object)
 	return e.close()
 }
 
@@ -42,7 +44,8 @@ func (r *ReconcileRequest) MarshalJSON() ([]byte, error) { return r.AppendJSON(n
 func (r *ReconcileRequest) UnmarshalJSON(b []byte) error { return r.decode(b, false) }
 
 // DecodeAliased decodes b into r; r's RawJSON members and Config strings
-// alias b, and b must be valid JSON.
+// alias b. b must be valid JSON written by AppendJSON, which puts the object
+// last: DecodeAliased takes it without scanning it.
 func (r *ReconcileRequest) DecodeAliased(b []byte) error { return r.decode(b, true) }
 
 func (r *ReconcileRequest) decode(b []byte, alias bool) error {
@@ -50,7 +53,7 @@ func (r *ReconcileRequest) decode(b []byte, alias bool) error {
 	return unmarshal(b, alias, func(d *decoder, k []byte) bool {
 		switch string(k) {
 		case "object":
-			r.Object = d.raw()
+			r.Object = d.lastRaw()
 		case "children":
 			r.Children = d.rawListMap()
 		case "attempt":
@@ -157,8 +160,6 @@ func (r *AdmissionRequest) AppendJSON(b []byte) []byte {
 	e.str("namespace", r.Namespace)
 	e.str("name", r.Name)
 	e.str("operation", string(r.Operation))
-	e.raw("object", r.Object)
-	e.raw("oldObject", r.OldObject)
 	e.boolean("dryRun", r.DryRun)
 	if r.User.Username != "" || r.User.UID != "" || len(r.User.Groups) != 0 {
 		e.key("userInfo")
@@ -169,6 +170,8 @@ func (r *AdmissionRequest) AppendJSON(b []byte) []byte {
 		e.b = u.close()
 	}
 	e.strMap("config", r.Config)
+	e.raw("oldObject", r.OldObject)
+	e.raw("object", r.Object) // last, see ReconcileRequest.AppendJSON
 	return e.close()
 }
 
@@ -179,7 +182,8 @@ func (r *AdmissionRequest) MarshalJSON() ([]byte, error) { return r.AppendJSON(n
 func (r *AdmissionRequest) UnmarshalJSON(b []byte) error { return r.decode(b, false) }
 
 // DecodeAliased decodes b into r; r's RawJSON members and Config strings
-// alias b, and b must be valid JSON.
+// alias b. b must be valid JSON written by AppendJSON, which puts the object
+// last: DecodeAliased takes it without scanning it.
 func (r *AdmissionRequest) DecodeAliased(b []byte) error { return r.decode(b, true) }
 
 func (r *AdmissionRequest) decode(b []byte, alias bool) error {
@@ -211,7 +215,7 @@ func (r *AdmissionRequest) decode(b []byte, alias bool) error {
 		case "operation":
 			r.Operation = Operation(d.str())
 		case "object":
-			r.Object = d.raw()
+			r.Object = d.lastRaw()
 		case "oldObject":
 			r.OldObject = d.raw()
 		case "dryRun":
@@ -281,10 +285,10 @@ func (r *AdmissionResponse) UnmarshalJSON(b []byte) error {
 // AppendJSON appends the encoding of r to b.
 func (r *FinalizeRequest) AppendJSON(b []byte) []byte {
 	e := newEncoder(b)
-	e.raw("object", r.Object)
-	e.rawListMap("children", r.Children)
 	e.int("attempt", int64(r.Attempt))
 	e.strMap("config", r.Config)
+	e.rawListMap("children", r.Children)
+	e.raw("object", r.Object) // last, see ReconcileRequest.AppendJSON
 	return e.close()
 }
 
@@ -295,7 +299,8 @@ func (r *FinalizeRequest) MarshalJSON() ([]byte, error) { return r.AppendJSON(ni
 func (r *FinalizeRequest) UnmarshalJSON(b []byte) error { return r.decode(b, false) }
 
 // DecodeAliased decodes b into r; r's RawJSON members and Config strings
-// alias b, and b must be valid JSON.
+// alias b. b must be valid JSON written by AppendJSON, which puts the object
+// last: DecodeAliased takes it without scanning it.
 func (r *FinalizeRequest) DecodeAliased(b []byte) error { return r.decode(b, true) }
 
 func (r *FinalizeRequest) decode(b []byte, alias bool) error {

@@ -186,3 +186,21 @@ func TestGetOnMalformedInput(t *testing.T) {
 		t.Errorf("View: %q", got)
 	}
 }
+
+func TestDecodeAliasedTakesTheLastObject(t *testing.T) {
+	in := (&ReconcileRequest{Object: RawJSON(widget), Attempt: 2, Config: map[string]string{"k": "v"},
+		Children: map[string][]RawJSON{"ConfigMap": {RawJSON(`{"x":"}"}`)}}}).AppendJSON(nil)
+	in = append(in, " \n"...)
+	var r ReconcileRequest
+	if err := r.DecodeAliased(in); err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Object) != widget || r.Attempt != 2 || r.Config["k"] != "v" || string(r.Children["ConfigMap"][0]) != `{"x":"}"}` {
+		t.Fatalf("got %+v", r)
+	}
+	a := (&AdmissionRequest{Operation: Update, Object: RawJSON(`{"new":1}`), OldObject: RawJSON(`{"old":1}`)}).AppendJSON(nil)
+	var ar AdmissionRequest
+	if err := ar.DecodeAliased(a); err != nil || string(ar.Object) != `{"new":1}` || string(ar.OldObject) != `{"old":1}` {
+		t.Fatalf("admission: %v %+v", err, ar)
+	}
+}

@@ -337,6 +337,37 @@ func (d *decoder) raw() RawJSON {
 	return RawJSON(slices.Clone(d.b[start:d.i]))
 }
 
+// lastRaw reads the value of the last member of the document. In alias
+// mode it trusts the writer (AppendJSON puts the object last) and takes
+// everything up to the document's closing brace without scanning it, which
+// spares a guest one pass over the largest value; otherwise it is raw.
+func (d *decoder) lastRaw() RawJSON {
+	if !d.alias {
+		return d.raw()
+	}
+	d.ws()
+	end := len(d.b)
+	for end > d.i && isSpace(d.b[end-1]) {
+		end--
+	}
+	if end-d.i < 3 || d.b[end-1] != '}' || d.b[d.i] != '{' {
+		return d.raw()
+	}
+	close := end - 1 // the document's closing brace
+	v := close
+	for v > d.i && isSpace(d.b[v-1]) {
+		v--
+	}
+	if d.b[v-1] != '}' {
+		return d.raw()
+	}
+	start := d.i
+	d.i = close
+	return RawJSON(d.b[start:v:v])
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
+
 func (d *decoder) strMap() map[string]string {
 	var m map[string]string
 	d.object(func(d *decoder, k []byte) bool {
