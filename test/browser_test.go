@@ -251,6 +251,19 @@ func TestBrowserUI(t *testing.T) {
 	w.create("delta", "large", nil)
 	d4 := waitJS(t, ctx, "a change after reconnecting shows", rowJS("default/delta"), within)
 	t.Logf("after the restart: states %v, new object shown in %v", states, d4.Round(time.Millisecond))
+
+	// The Plugin kind is served: the plugins section lists them live with
+	// their Ready status.
+	waitJS(t, ctx, "the plugins section", `!document.getElementById('plugins-nav').hidden`, 5*time.Second)
+	w.call("POST", "/apis/setpoint.dev/v1alpha1/plugins", "application/json", map[string]any{
+		"apiVersion": "setpoint.dev/v1alpha1", "kind": "Plugin", "metadata": map[string]any{"name": "widget-logic"},
+		"spec": map[string]any{"module": map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)}},
+	})
+	waitJS(t, ctx, "the plugin is listed with the status the server gave it (its module was never uploaded)",
+		`[...document.querySelectorAll('#plugins a')].some(a => a.textContent.startsWith('widget-logic') &&
+			a.querySelector('.pill.False') && ['Pending', 'Failed'].includes(a.querySelector('.pill').textContent))`, 10*time.Second)
+	t.Logf("plugin entry: %q (%s)", evalJS[string](t, ctx, `document.getElementById('plugins').textContent`),
+		evalJS[string](t, ctx, `document.querySelector('#plugins .pill').title`))
 	screenshot(t, ctx, "widgets.png")
 
 	// Object detail: YAML and the owner link.

@@ -43,6 +43,17 @@ function readyOf(obj) {
   return conds.find((c) => c.type === 'Ready');
 }
 
+// pluginPill shows a Plugin's phase, coloured by its Ready (or Loaded)
+// condition, with the condition's reason and message as the tooltip.
+function pluginPill(p) {
+  const st = (p && p.status) || {};
+  const conds = st.conditions || [];
+  const c = conds.find((x) => x.type === 'Ready') || conds.find((x) => x.type === 'Loaded');
+  const text = st.phase || (c && c.status) || '—';
+  return h('span', { class: `pill ${c ? c.status : 'none'}`, dataset: { phase: st.phase || '' },
+    title: c ? [c.type, c.reason, c.message].filter(Boolean).join(': ') : '' }, text);
+}
+
 function readyPill(obj) {
   const c = readyOf(obj);
   if (!c) return h('span', { class: 'pill none' }, '—');
@@ -187,7 +198,7 @@ function renderNav() {
     const list = $('plugins');
     const draw = (_ev, w) => {
       list.replaceChildren(...w.items().map((p) =>
-        h('li', {}, h('a', { class: 'row', href: objectRoute(plugins, p) }, h('span', {}, p.metadata.name), readyPill(p)))));
+        h('li', {}, h('a', { class: 'row', href: objectRoute(plugins, p) }, h('span', {}, p.metadata.name), pluginPill(p)))));
       if (!w.items().length) list.replaceChildren(h('li', { class: 'muted' }, h('a', { href: routeOf(plugins) }, 'none yet')));
     };
     state.pluginsWatch = startWatch(resourcePath(plugins), {}, draw);
