@@ -48,8 +48,7 @@ spec:
         properties:
           spec:
             type: object
-            properties:
-              size: {type: string}
+            x-kubernetes-preserve-unknown-fields: true
 `
 
 // testGuestSource is a guest built by the test: its admit export does what
@@ -102,7 +101,22 @@ func reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse
 		Object("metadata", func(m *abi.Object) {
 			m.Str("name", name+"-gadget").Str("namespace", req.Object.String("metadata", "namespace"))
 		}).
-		Object("spec", func(s *abi.Object) { s.Str("size", size) }).Bytes()
+		Object("spec", func(s *abi.Object) {
+			s.Str("size", size)
+			if req.Config["read"] != "true" {
+				return
+			}
+			// Host functions, as the plugin's permissions allow.
+			items, err := h.List(abi.ListRequest{APIVersion: "example.setpoint.dev/v1", Kind: "Gadget", Namespace: req.Object.String("metadata", "namespace")})
+			if err != nil {
+				s.Str("readError", err.Error())
+			} else {
+				s.Int("listed", int64(len(items)))
+			}
+			if err := h.EmitEvent(abi.EmitEventRequest{Event: abi.Event{Type: "Normal", Reason: "GadgetsListed", Message: "listed gadgets"}}); err != nil {
+				s.Str("eventError", err.Error())
+			}
+		}).Bytes()
 	state := "Provisioning"
 	if len(req.Children["Gadget.example.setpoint.dev"]) > 0 {
 		state = "Ready"
@@ -528,6 +542,9 @@ func TestPlugins(t *testing.T) {
 			t.Errorf("%d of %d calls failed during 10 swaps; first: %s", f, calls.Load(), *firstFailure.Load())
 		}
 		t.Logf("10 swaps under load: %d admission calls, %d failed", calls.Load(), failures.Load())
+		if out, errOut, err := s.Kubectl("delete", "widgets", "-l", "team=load", "--wait=false"); err != nil {
+			t.Errorf("delete the load's widgets: %v %s%s", err, out, errOut)
+		}
 		st := getPlugin(t, s, "required-labels")
 		if st.Errors != 0 {
 			t.Errorf("plugin status counts %d errors: %s", st.Errors, st.LastError)
@@ -621,6 +638,8 @@ func TestPlugins(t *testing.T) {
 		applyPlugin(t, s, pluginManifest("gadgets", guestDigest, `  reconcile:
     for: widgets.example.setpoint.dev
     owns: [gadgets.example.setpoint.dev]
+  config:
+    read: "true"
 `))
 		waitPlugin(t, s, "gadgets", time.Minute, loadedWith(guestDigest))
 		for i := range 3 {
@@ -643,6 +662,37 @@ func TestPlugins(t *testing.T) {
 				time.Sleep(200 * time.Millisecond)
 			}
 		}
+		// Without permissions the host functions are refused...
+		out, _, _ := s.Kubectl("get", "gadget", "rec-0-gadget", "-o", "jsonpath={.spec.readError}|{.spec.eventError}")
+		if !strings.Contains(out, "permission denied") || strings.Count(out, "permission") < 2 {
+			t.Errorf("host functions without permissions: %q, want permission denied for list and emit_event", out)
+		}
+		// ...and with them they are served.
+		applyPlugin(t, s, pluginManifest("gadgets", guestDigest, `  reconcile:
+    for: widgets.example.setpoint.dev
+    owns: [gadgets.example.setpoint.dev]
+  permissions:
+    read: [gadgets.example.setpoint.dev]
+    write: [events]
+  config:
+    read: "true"
+`))
+		deadline = time.Now().Add(time.Minute)
+		for {
+			out, _, _ := s.Kubectl("get", "gadget", "rec-0-gadget", "-o", "jsonpath={.spec.listed}|{.spec.readError}{.spec.eventError}")
+			var listed int
+			if _, err := fmt.Sscanf(out, "%d|", &listed); err == nil && listed >= 3 && strings.HasSuffix(out, "|") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("host functions with permissions: %q, want at least 3 gadgets listed and no error", out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		out, _, _ = s.Kubectl("get", "events", "-o", "jsonpath={.items[*].reason}")
+		if !strings.Contains(out, "GadgetsListed") {
+			t.Errorf("no GadgetsListed event among %q", out)
+		}
 	})
 
 	t.Run("restart reloads plugins from the store", func(t *testing.T) {
@@ -650,12 +700,13 @@ func TestPlugins(t *testing.T) {
 			t.Fatalf("stop: %v", err)
 		}
 		s.Restart()
-		waitPlugin(t, s, "required-labels", time.Minute, loadedWith(rlDigest))
-		waitPlugin(t, s, "gadgets", time.Minute, loadedWith(guestDigest))
+		// At once: a write waits for the stored plugins instead of skipping them.
 		_, errOut, err := s.KubectlInput(plWidget("after-restart", "tier: x"), "apply", "-f", "-")
 		if err == nil || !strings.Contains(errOut, "missing required labels: team") {
-			t.Errorf("after a restart: %v %s", err, errOut)
+			t.Errorf("right after a restart: %v %s", err, errOut)
 		}
+		waitPlugin(t, s, "required-labels", time.Minute, loadedWith(rlDigest))
+		waitPlugin(t, s, "gadgets", time.Minute, loadedWith(guestDigest))
 		if code, body, _ := s.Do("GET", modulesPath+"/"+guestDigest, s.Token, nil); code != 200 || !bytes.Equal(body, guest) {
 			t.Errorf("module after a restart: %d, %d bytes", code, len(body))
 		}

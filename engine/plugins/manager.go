@@ -250,7 +250,9 @@ func (m *Manager) bindReconcile(name string, cur *loaded, sp Spec) error {
 		}
 		owns = append(owns, controllerKind(r))
 	}
-	key := mustJSON([]any{forRes.GVR, owns, sp.Config, cur.exports.Finalize})
+	// A new module or host configuration restarts the controller too, so
+	// that every object is reconciled by the new version.
+	key := mustJSON([]any{forRes.GVR, owns, sp.Config, cur.exports.Finalize, cur.hostKey})
 	if key == cur.reconcileKey {
 		return nil
 	}
