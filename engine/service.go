@@ -179,12 +179,14 @@ func decode(sv *served, kv *store.KeyValue) (*unstructured.Unstructured, error) 
 	return u, nil
 }
 
-// encode returns the stored form of obj: JSON without resourceVersion.
+// encode returns the stored form of obj: JSON without resourceVersion (and
+// without selfLink, which it drops from obj).
 func encode(obj *unstructured.Unstructured) ([]byte, error) {
-	c := obj.DeepCopy()
-	c.SetResourceVersion("")
-	c.SetSelfLink("")
-	b, err := c.MarshalJSON()
+	rv := obj.GetResourceVersion()
+	obj.SetResourceVersion("")
+	obj.SetSelfLink("")
+	b, err := obj.MarshalJSON()
+	obj.SetResourceVersion(rv)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
 	}

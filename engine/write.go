@@ -166,11 +166,7 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 		return nil, err
 	}
 	req := newAdmissionRequest(ctx, OpCreate, sv, "", obj, nil, dry)
-	if err := s.mutate(ctx, req); err != nil {
-		return nil, err
-	}
-	normalizeNumbers(obj.Object)
-	if _, err := coerce(sv, obj); err != nil {
+	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
 		return nil, err
 	}
 	sv.strategy.PrepareForCreate(ctx, obj)
@@ -290,11 +286,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 		return nil, err
 	}
 	req := newAdmissionRequest(ctx, OpUpdate, sv, sub, obj, old, dry)
-	if err := s.mutate(ctx, req); err != nil {
-		return nil, err
-	}
-	normalizeNumbers(obj.Object)
-	if _, err := coerce(sv, obj); err != nil {
+	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
 		return nil, err
 	}
 	st := sv.strategy
@@ -374,4 +366,18 @@ func normalizeNumbers(v any) any {
 		return int64(x)
 	}
 	return v
+}
+
+// mutateAndCoerce runs mutating admission and, when there is an admitter,
+// defaults and prunes what it returned.
+func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *AdmissionRequest, obj *unstructured.Unstructured) error {
+	if s.admitter() == nil {
+		return nil
+	}
+	if err := s.mutate(ctx, req); err != nil {
+		return err
+	}
+	normalizeNumbers(obj.Object)
+	_, err := coerce(sv, obj)
+	return err
 }
