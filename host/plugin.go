@@ -58,6 +58,19 @@ func (p *Plugin) HasAdmit() bool { return p.handlers&plugin.HasAdmit != 0 }
 // HasFinalize reports whether the plugin provides a finalize handler.
 func (p *Plugin) HasFinalize() bool { return p.handlers&plugin.HasFinalize != 0 }
 
+// Preemption says how calls are stopped at their deadline: "loop-checks"
+// (the host's own instrumentation, see preempt.go), "wazero"
+// (close-on-context-done) or "off".
+func (p *Plugin) Preemption() string {
+	switch {
+	case p.cfg.DisablePreemption:
+		return "off"
+	case p.ownPreemption:
+		return "loop-checks"
+	}
+	return "wazero"
+}
+
 // Stats are counters of one plugin version.
 type Stats struct {
 	Calls, Failures int64
