@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +75,35 @@ func TestCallDeadlineAndCancel(t *testing.T) {
 	_, err := p.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(widgetObj), Config: map[string]string{"mode": "loop"}})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+// TestSpinningGuestDoesNotStallGC: compiled guest code cannot be preempted
+// by the Go scheduler, so a guest that never left it would stall a
+// stop-the-world GC and, with it, the goroutine that stops the guest. The
+// instrumented loops leave compiled code periodically; GCs during a spin
+// complete and the deadline still stops it.
+func TestSpinningGuestDoesNotStallGC(t *testing.T) {
+	p := hosttest.Load(t, "faulty", host.Config{Limits: host.Limits{CallTimeout: 2 * time.Second}})
+	if got := p.Preemption(); got != "loop-checks" {
+		t.Fatalf("preemption = %q, want loop-checks", got)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Reconcile(context.Background(), &abi.ReconcileRequest{Object: abi.RawJSON(widgetObj), Config: map[string]string{"mode": "loop"}})
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	for range 3 {
+		gcDone := make(chan struct{})
+		go func() { runtime.GC(); close(gcDone) }()
+		select {
+		case <-gcDone:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a GC did not complete while the guest spun")
+		}
+	}
+	if err := <-done; !errors.Is(err, host.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
 }

@@ -303,11 +303,14 @@ func instrumentFunc(out, code, check []byte) ([]byte, error) {
 			for j := uint32(0); j <= n && r.err == nil; j++ {
 				r.u32()
 			}
-		case op == 0x10 || op == 0x12: // call, return_call
+		case op == 0x10: // call
 			r.u32()
-		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
+		case op == 0x11: // call_indirect
 			r.u32()
 			r.u32()
+		case op == 0x12 || op == 0x13:
+			// Tail calls can run without bound and without a loop.
+			return nil, fmt.Errorf("%w: tail calls", errUninstrumentable)
 		case op == 0x1c: // select t*
 			n := r.u32()
 			r.bytes(int(n))

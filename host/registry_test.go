@@ -219,6 +219,10 @@ func TestTinyModuleABIEdges(t *testing.T) {
 				return
 			}
 			defer p.Close()
+			// The tiny module imports no sched_yield: wazero preempts it.
+			if got := p.Preemption(); got != "wazero" {
+				t.Fatalf("preemption = %q", got)
+			}
 			resp, err := p.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(widgetObj)})
 			if !errors.Is(err, tt.callErr) {
 				t.Fatalf("call err = %v, want %v", err, tt.callErr)
