@@ -698,6 +698,9 @@ func TestHammerEditsConverge(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		// The plugin sleeps (in fake time), so let time run until every
+		// reconcile has finished.
+		time.Sleep(time.Minute)
 		synctest.Wait()
 		for i := range widgetsN {
 			name := fmt.Sprintf("w%d", i)
