@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -224,9 +225,10 @@ func checkJSONDepth(b []byte) error {
 const maxYAMLAliases = 100
 
 // checkYAMLDepth refuses YAML whose indentation or flow nesting goes deeper
-// than MaxDepth, or that uses too many aliases, before a parser sees it.
+// than MaxDepth (one pass over the bytes, before any parser runs), then
+// parses it into nodes without expanding aliases and refuses documents that
+// nest too deep or use more than maxYAMLAliases aliases.
 func checkYAMLDepth(b []byte) error {
-	aliases := 0
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		indent := 0
 		for indent < len(line) && (line[indent] == ' ' || line[indent] == '-') {
@@ -236,7 +238,7 @@ func checkYAMLDepth(b []byte) error {
 			return tooDeep()
 		}
 		flow := 0
-		for i, c := range line {
+		for _, c := range line[indent:] {
 			switch c {
 			case '{', '[':
 				flow++
@@ -245,17 +247,45 @@ func checkYAMLDepth(b []byte) error {
 				}
 			case '}', ']':
 				flow--
-			case '*':
-				if i+1 < len(line) && line[i+1] != ' ' {
-					aliases++
-				}
 			}
 		}
 	}
-	if aliases > maxYAMLAliases {
-		return apierrors.NewBadRequest(fmt.Sprintf("the request body uses more than %d YAML aliases", maxYAMLAliases))
+	dec := yamlv3.NewDecoder(bytes.NewReader(b))
+	for {
+		var n yamlv3.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("invalid YAML: %v", err))
+		}
+		aliases := 0
+		if !walkYAML(&n, 0, &aliases) {
+			return tooDeep()
+		}
+		if aliases > maxYAMLAliases {
+			return apierrors.NewBadRequest(fmt.Sprintf("the request body uses more than %d YAML aliases", maxYAMLAliases))
+		}
 	}
-	return nil
+}
+
+// walkYAML counts alias nodes without following them and reports whether
+// the tree stays within MaxDepth.
+func walkYAML(n *yamlv3.Node, depth int, aliases *int) bool {
+	if depth > MaxDepth+1 {
+		return false
+	}
+	if n.Kind == yamlv3.AliasNode {
+		*aliases++
+		return true
+	}
+	for _, c := range n.Content {
+		if !walkYAML(c, depth+1, aliases) {
+			return false
+		}
+	}
+	return true
 }
 
 func jsonMarshal(v any) ([]byte, error) {

@@ -22,6 +22,8 @@ func TestBodyLimits(t *testing.T) {
 		{name: "deep flow YAML", mt: "application/yaml", body: "a: " + strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), wantErr: true},
 		{name: "alias bomb", mt: "application/yaml", body: "a: &a [x]\n" + strings.Repeat("b: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n", 20), wantErr: true},
 		{name: "bad YAML", mt: "application/yaml", body: "a: [", wantErr: true},
+		{name: "asterisks in text are not aliases", mt: "application/yaml", body: "description: |\n" + strings.Repeat("  - *note* and *more*\n", 200)},
+		{name: "a few aliases", mt: "application/yaml", body: "a: &x [1]\nb: *x\nc: *x\n"},
 		{name: "unknown media type", mt: "application/xml", body: "<a/>", wantErr: true},
 	}
 	for _, tt := range tests {
