@@ -74,14 +74,17 @@ func (q *Queue[T]) armLocked(now time.Time) {
 		q.waitTimer.Stop()
 	}
 	q.waitTimerAt = next
-	q.waitTimer = time.AfterFunc(next.Sub(now), q.releaseWaiting)
+	q.waitGen++
+	gen := q.waitGen
+	q.waitTimer = time.AfterFunc(next.Sub(now), func() { q.releaseWaiting(gen) })
 }
 
-// releaseWaiting adds the keys whose delay has passed; it runs from waitTimer.
-func (q *Queue[T]) releaseWaiting() {
+// releaseWaiting adds the keys whose delay has passed; it runs from the
+// waitTimer of generation gen and does nothing if that timer was replaced.
+func (q *Queue[T]) releaseWaiting(gen uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.shuttingDown {
+	if q.shuttingDown || gen != q.waitGen {
 		return
 	}
 	q.waitTimer = nil

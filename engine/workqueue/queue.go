@@ -54,6 +54,7 @@ type Queue[T comparable] struct {
 	waitingIndex map[T]*waitEntry[T]
 	waitTimer    *time.Timer // fires at waiting[0].readyAt; nil when idle
 	waitTimerAt  time.Time
+	waitGen      uint64 // identifies the current waitTimer to its callback
 
 	metricsTimer *time.Timer // refreshes the unfinished-work gauges
 
