@@ -32,8 +32,9 @@
 //
 // # Threads
 //
-// Controller.Run starts one goroutine per cache, Options.Workers workers and
-// one resync goroutine, and returns after all of them stopped. The caches own
+// Controller.Run starts one goroutine per cache, Options.Workers workers, one
+// resync goroutine and one event recorder (which writes the workers' events
+// from a bounded buffer), and returns after all of them stopped. The caches own
 // their maps under their own locks and hand out shared objects that the
 // workers copy before changing. The work queue guarantees that one key is
 // reconciled by one worker at a time. Manager.Run starts one goroutine per
