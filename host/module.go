@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/setpoint-dev/setpoint/sdk/plugin"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
@@ -105,6 +107,8 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		WithMemoryLimitPages(cfg.Limits.MemoryPages).
 		WithCustomSections(true)
 	rt := wazero.NewRuntimeWithConfig(ctx, rcfg)
+	// Functions compile in parallel, one worker per core.
+	ctx = experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
 	compiled, err := rt.CompileModule(ctx, code)
 	if err != nil {
 		rt.Close(ctx)
