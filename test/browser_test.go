@@ -266,6 +266,15 @@ func TestBrowserUI(t *testing.T) {
 		evalJS[string](t, ctx, `document.querySelector('#plugins .pill').title`))
 	screenshot(t, ctx, "widgets.png")
 
+	// The Plugin table: Phase is read from the watched object, Ready (a
+	// JSONPath filter) from the server's Table.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("plugins-all"))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the plugin table", cellJS("widget-logic", "Phase")+` === 'Pending' && `+cellJS("widget-logic", "Ready")+` === 'False'`, 5*time.Second)
+	screenshot(t, ctx, "plugins.png")
+	evalJS[chromedp.Void](t, ctx, `location.hash = '#/k/example.setpoint.dev/v1/widgets'`)
+
 	// Object detail: YAML and the owner link.
 	uid := w.call("GET", wsWidgetsPath+"/alpha", "", nil).UID
 	child := map[string]any{

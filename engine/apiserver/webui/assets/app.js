@@ -38,6 +38,23 @@ function age(ts, now = Date.now()) {
   return `${Math.floor(hr / 24)}d`;
 }
 
+// simplePath returns the field path of a printer column whose JSONPath is a
+// plain chain of fields (.spec.size), which the page reads from the watched
+// object itself; other columns (filters, dates) come from the server's Table.
+// The server states the JSONPath in the column's description.
+function simplePath(c) {
+  const m = /\(in JSONPath format\): \.([A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*)$/.exec(c.description || '');
+  if (!m || c.type === 'date') return null;
+  return m[1].split('.');
+}
+
+function valueAt(obj, path) {
+  let v = obj;
+  for (const k of path) v = v && typeof v === 'object' ? v[k] : undefined;
+  if (v === undefined || v === null) return '';
+  return typeof v === 'object' ? JSON.stringify(v) : String(v);
+}
+
 function readyOf(obj) {
   const conds = (obj && obj.status && obj.status.conditions) || [];
   return conds.find((c) => c.type === 'Ready');
@@ -194,6 +211,7 @@ function renderNav() {
       h('span', {}, r.kind), h('span', { class: 'group' }, r.group || 'core')))));
   const plugins = state.resources.find((r) => r.resource === 'plugins');
   $('plugins-nav').hidden = !plugins;
+  if (plugins) $('plugins-all').href = routeOf(plugins);
   if (plugins && !state.pluginsWatch) {
     const list = $('plugins');
     const draw = (_ev, w) => {
@@ -262,8 +280,9 @@ function kindPage(main, r) {
     const tds = [];
     if (r.namespaced) tds.push(h('td', { dataset: { col: 'Namespace' } }, obj.metadata.namespace));
     (columns || [{ name: 'Name' }]).forEach((c, i) => {
-      let v = server ? server[i] : c.name === 'Name' ? obj.metadata.name : '';
+      let v = c.path ? valueAt(obj, c.path) : server ? server[i] : '';
       if (c.name === 'Name') v = h('a', { href: objectRoute(r, obj) }, obj.metadata.name);
+      else if (c.name === 'Ready' && ['True', 'False', 'Unknown'].includes(v)) v = h('span', { class: `pill ${v}` }, v);
       tds.push(h('td', { dataset: { col: c.name } }, v === undefined || v === null ? '' : typeof v === 'object' && !(v instanceof Node) ? JSON.stringify(v) : v));
     });
     if (!(columns || []).some((c) => c.name === 'Ready')) tds.push(h('td', { dataset: { col: 'Ready' } }, readyPill(obj)));
@@ -307,6 +326,12 @@ function kindPage(main, r) {
     const keys = [...dirty];
     dirty.clear();
     if (stopped || !columns) { render(); return; }
+    if (!columns.some((c) => c.name !== 'Name' && !c.path)) {
+      // Every column is read from the watched objects: nothing to fetch.
+      for (const k of keys) { const tr = rows.get(k); if (tr) tr.dataset.stale = '1'; }
+      render();
+      return;
+    }
     try {
       if (keys.length > 20) {
         await loadTable();
@@ -335,7 +360,7 @@ function kindPage(main, r) {
     keep = [];
     const cols = [];
     (t.columnDefinitions || []).forEach((c, i) => {
-      if ((c.priority || 0) === 0 && c.name !== 'Age') { keep.push(i); cols.push(c); }
+      if ((c.priority || 0) === 0 && c.name !== 'Age') { keep.push(i); cols.push({ ...c, path: simplePath(c) }); }
     });
     columns = cols;
     for (const row of t.rows || []) {
