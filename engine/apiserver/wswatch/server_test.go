@@ -507,3 +507,27 @@ func TestBurstArrivesWholeAndInOrder(t *testing.T) {
 		t.Fatalf("close code %d, want 1000", code)
 	}
 }
+
+func TestReadLimit(t *testing.T) {
+	w := newChanWatch(1)
+	h := newHarness(t, wswatch.Options{ReadLimit: 1024}, func(context.Context) (watch.Interface, error) { return w, nil })
+	c := h.mustDial()
+	// Small client messages are read and ignored; the watch goes on.
+	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"hello":"server"}`)); err != nil {
+		t.Fatal(err)
+	}
+	w.ch <- watch.Event{Type: watch.Added, Object: widget("a", 2, 0)}
+	if ev := readEvent(t, c); ev.Type != "ADDED" {
+		t.Fatalf("got %s, want ADDED", ev.Type)
+	}
+	// A message over the limit ends the connection with 1009.
+	if err := c.WriteMessage(websocket.TextMessage, []byte(strings.Repeat("x", 4096))); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := readClose(t, c); code != websocket.CloseMessageTooBig {
+		t.Fatalf("close code %d, want 1009", code)
+	}
+	if err := h.result(); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
