@@ -92,10 +92,8 @@ func (a *Admitter) admit(ctx context.Context, req *engine.AdmissionRequest, muta
 	if req.Resource.GroupResource() == Resource.GroupResource() {
 		return nil
 	}
-	if mutating {
-		if err := a.hold(ctx, req); err != nil {
-			return err
-		}
+	if err := a.hold(ctx, req); err != nil {
+		return err
 	}
 	var in *abi.AdmissionRequest
 	for _, b := range *a.bindings.Load() {
