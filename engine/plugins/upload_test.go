@@ -1,0 +1,62 @@
+package plugins
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/setpoint-dev/setpoint/store/badger"
+)
+
+func TestUploadHandler(t *testing.T) {
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	h := NewUploadHandler(UploadOptions{Modules: NewModules(db), Host: &fakeHost{current: map[string]string{}}, MaxBytes: 64, Logger: quietLogger()})
+	good := []byte("a module")
+	do := func(method, path, ct string, body []byte) (int, string) {
+		req := httptest.NewRequest(method, path, bytes.NewReader(body))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	tests := []struct {
+		name, method, path, ct string
+		body                   []byte
+		code                   int
+		contains               string
+	}{
+		{"upload", "POST", ModulesPath, "application/wasm", good, 201, digestOf(good)},
+		{"upload again", "POST", ModulesPath, "application/wasm", good, 200, digestOf(good)},
+		{"stated digest matches", "POST", ModulesPath + "?digest=" + digestOf(good), "application/wasm", good, 200, `"created":false`},
+		{"stated digest is malformed", "POST", ModulesPath + "?digest=sha256:xyz", "application/wasm", good, 400, "64 lower-case hex"},
+		{"too large", "POST", ModulesPath, "application/wasm", bytes.Repeat([]byte("x"), 65), 413, "limit"},
+		{"empty", "POST", ModulesPath, "application/wasm", nil, 400, "no module bytes"},
+		{"refused by the host", "POST", ModulesPath, "application/wasm", []byte("bad"), 422, "module refused: host: invalid module: bad bytes"},
+		{"wrong content type", "POST", ModulesPath, "text/plain", good, 415, "application/wasm"},
+		{"read back", "GET", ModulesPath + "/" + digestOf(good), "", nil, 200, "a module"},
+		{"a refused module was not stored", "GET", ModulesPath + "/" + digestOf([]byte("bad")), "", nil, 404, "no module"},
+		{"modules are immutable", "DELETE", ModulesPath + "/" + digestOf(good), "", nil, 405, "immutable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := do(tt.method, tt.path, tt.ct, tt.body)
+			if code != tt.code || !strings.Contains(body, tt.contains) {
+				t.Fatalf("%s %s: %d %s; want %d with %q", tt.method, tt.path, code, body, tt.code, tt.contains)
+			}
+			if code >= 400 {
+				var st struct{ Kind string }
+				if err := json.Unmarshal([]byte(body), &st); err != nil || st.Kind != "Status" {
+					t.Errorf("error body is not a Status: %s", body)
+				}
+			}
+		})
+	}
+}
