@@ -162,8 +162,14 @@ func TestErrorBacksOffAndShowsInReadyAndMetrics(t *testing.T) {
 		defer stop()
 		create(t, c, widgets, newWidget("w", "small"))
 		synctest.Wait()
-		if s, r, msg := ready(get(t, c, widgets, "w")); s != "False" || r != controller.ReasonReconcileFailed || msg != "quota exceeded" {
-			t.Errorf("Ready = %s/%s/%q, want False/ReconcileFailed/quota exceeded", s, r, msg)
+		if s, r, msg := ready(get(t, c, widgets, "w")); s != "False" || r != controller.ReasonReconcileFailed ||
+			msg != "quota exceeded (attempt 1, retrying with backoff)" {
+			t.Errorf("Ready = %s/%s/%q, want False/ReconcileFailed/quota exceeded (attempt 1, ...)", s, r, msg)
+		}
+		time.Sleep(16 * time.Millisecond) // attempts 2 and 3, at 5 and 15 ms
+		synctest.Wait()
+		if _, _, msg := ready(get(t, c, widgets, "w")); msg != "quota exceeded (attempt 3, retrying with backoff)" {
+			t.Errorf("after 16ms: Ready message %q, want attempt 3", msg)
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
@@ -181,9 +187,10 @@ func TestErrorBacksOffAndShowsInReadyAndMetrics(t *testing.T) {
 		if !isReady(t, c, "w") {
 			t.Error("not Ready after recovery")
 		}
-		// The failing status was written once, not once per attempt.
-		if n := c.Writes("updateStatus", "widgets"); n != 2 {
-			t.Errorf("status writes = %d, want 2 (failed, then ready)", n)
+		// The condition counts the attempts (one status write per failed
+		// attempt, spaced by the backoff), but the event is recorded once.
+		if n := c.Writes("updateStatus", "widgets"); n != 5 {
+			t.Errorf("status writes = %d, want 5 (4 failed attempts, then ready)", n)
 		}
 		warn := events(t, c, controller.ReasonReconcileFailed)
 		if len(warn) != 1 {

@@ -52,7 +52,7 @@ func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Uns
 	switch {
 	case err != nil:
 		res.err = err
-		ready = readyCondition{metav1.ConditionFalse, ReasonFinalizeFailed, err.Error()}
+		ready = readyCondition{status: metav1.ConditionFalse, reason: ReasonFinalizeFailed, message: err.Error()}
 	case resp.Error != "":
 		res.err = fmt.Errorf("plugin finalize: %s", resp.Error)
 		res.terminal = resp.Terminal
@@ -60,9 +60,9 @@ func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Uns
 		if resp.Terminal {
 			reason = ReasonFinalizeTerminal
 		}
-		ready = readyCondition{metav1.ConditionFalse, reason, resp.Error}
+		ready = readyCondition{status: metav1.ConditionFalse, reason: reason, message: resp.Error}
 	case !resp.Done:
-		ready = readyCondition{metav1.ConditionFalse, ReasonFinalizing, "waiting for the finalizer"}
+		ready = readyCondition{status: metav1.ConditionFalse, reason: ReasonFinalizing, message: "waiting for the finalizer"}
 		if resp.RequeueAfter > 0 {
 			res.requeueAfter = resp.RequeueAfter
 		} else {
@@ -70,6 +70,9 @@ func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Uns
 		}
 	default:
 		return c.removeFinalizer(ctx, r, obj, true)
+	}
+	if res.err != nil && !res.terminal {
+		ready.retrying(attempt)
 	}
 	status, _ := obj.Object["status"].(map[string]any)
 	if err := c.writeStatus(ctx, r, obj, status, nil, ready); err != nil {

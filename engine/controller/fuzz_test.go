@@ -42,7 +42,7 @@ func FuzzPluginOutput(f *testing.F) {
 		if len(status) > 0 && abi.RawJSON(status).Valid() {
 			_ = utiljson.Unmarshal(status, &fromPlugin)
 		}
-		out := desiredStatus(map[string]any{"observedGeneration": int64(1)}, fromPlugin, 2, readyCondition{"True", ReasonReconciled, "ok"}, time.Unix(0, 0))
+		out := desiredStatus(map[string]any{"observedGeneration": int64(1)}, fromPlugin, 2, readyCondition{status: "True", reason: ReasonReconciled, message: "ok"}, time.Unix(0, 0))
 		(&unstructured.Unstructured{Object: map[string]any{"status": out}}).DeepCopy()
 		if c, ok := readyOf(out); !ok || c["status"] != "True" {
 			t.Fatalf("Ready condition missing from %v", out)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -118,7 +119,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 	switch {
 	case callErr != nil:
 		res.err = callErr
-		ready = readyCondition{metav1.ConditionFalse, ReasonPluginError, callErr.Error()}
+		ready = readyCondition{status: metav1.ConditionFalse, reason: ReasonPluginError, message: callErr.Error()}
 	case resp.Error != "":
 		res.err = fmt.Errorf("plugin: %s", resp.Error)
 		res.terminal = resp.Terminal
@@ -126,7 +127,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 		if resp.Terminal {
 			reason = ReasonTerminalError
 		}
-		ready = readyCondition{metav1.ConditionFalse, reason, resp.Error}
+		ready = readyCondition{status: metav1.ConditionFalse, reason: reason, message: resp.Error}
 	default:
 		if err := c.applyChildren(ctx, obj, observed, resp.Children); err != nil {
 			if apierrors.IsConflict(err) {
@@ -138,7 +139,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 				res.terminal = true
 				reason = ReasonTerminalError
 			}
-			ready = readyCondition{metav1.ConditionFalse, reason, err.Error()}
+			ready = readyCondition{status: metav1.ConditionFalse, reason: reason, message: err.Error()}
 		}
 		res.requeueAfter = resp.RequeueAfter
 	}
@@ -148,11 +149,14 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 			if res.err == nil {
 				res.err = fmt.Errorf("plugin: status is not a JSON object")
 				res.terminal = true
-				ready = readyCondition{metav1.ConditionFalse, ReasonTerminalError, res.err.Error()}
+				ready = readyCondition{status: metav1.ConditionFalse, reason: ReasonTerminalError, message: res.err.Error()}
 			}
 		}
 	}
 
+	if res.err != nil && !res.terminal {
+		ready.retrying(attempt)
+	}
 	if err := c.writeStatus(ctx, r, obj, status, pluginStatus, ready); err != nil {
 		if apierrors.IsConflict(err) {
 			return result{err: err}
@@ -185,8 +189,9 @@ func (c *Controller) writeStatus(ctx context.Context, r *run, obj *unstructured.
 		return fmt.Errorf("update status: %w", err)
 	}
 	before, _ := readyOf(observed)
-	if before["status"] == string(ready.status) && before["reason"] == ready.reason && before["message"] == truncate(ready.message) {
-		return nil
+	if msg, _ := before["message"].(string); before["status"] == string(ready.status) && before["reason"] == ready.reason &&
+		strings.HasPrefix(msg, truncate(ready.message)) {
+		return nil // only the detail changed
 	}
 	if ready.status == metav1.ConditionTrue {
 		r.event(c, obj, "Normal", ready.reason, ready.message)

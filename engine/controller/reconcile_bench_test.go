@@ -32,7 +32,7 @@ func BenchmarkPlanChildrenUnchanged(b *testing.B) {
 // one, as every resync of a converged object does.
 func BenchmarkDesiredStatusUnchanged(b *testing.B) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ready := readyCondition{"True", ReasonReconciled, "reconciled"}
+	ready := readyCondition{status: "True", reason: ReasonReconciled, message: "reconciled"}
 	plugin := map[string]any{"state": "Provisioned", "lastProvisioned": "2026-01-01T00:00:00Z"}
 	observed := desiredStatus(nil, plugin, 3, ready, now)
 	b.ReportAllocs()

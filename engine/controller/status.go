@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,18 @@ type readyCondition struct {
 	status  metav1.ConditionStatus
 	reason  string
 	message string
+	// detail follows message in the condition (the retry count); a change
+	// of detail alone updates the condition but records no event.
+	detail string
+}
+
+// text is the condition's message.
+func (r readyCondition) text() string { return truncate(r.message + r.detail) }
+
+// retrying notes in the condition that the controller backs off and
+// retries, and how many attempts failed so far.
+func (r *readyCondition) retrying(attempt int) {
+	r.detail = fmt.Sprintf(" (attempt %d, retrying with backoff)", attempt+1)
 }
 
 // maxMessage bounds a condition or event message, so that a plugin cannot
@@ -79,7 +92,7 @@ func desiredStatus(observed, fromPlugin map[string]any, generation int64, ready 
 		"type":               ConditionReady,
 		"status":             string(ready.status),
 		"reason":             ready.reason,
-		"message":            truncate(ready.message),
+		"message":            ready.text(),
 		"observedGeneration": generation,
 		"lastTransitionTime": now.UTC().Format(time.RFC3339),
 	}

@@ -11,8 +11,8 @@ import (
 func TestDesiredStatus(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	t1 := t0.Add(time.Hour)
-	okReady := readyCondition{metav1.ConditionTrue, ReasonReconciled, "reconciled"}
-	failReady := readyCondition{metav1.ConditionFalse, ReasonReconcileFailed, "boom"}
+	okReady := readyCondition{status: metav1.ConditionTrue, reason: ReasonReconciled, message: "reconciled"}
+	failReady := readyCondition{status: metav1.ConditionFalse, reason: ReasonReconcileFailed, message: "boom"}
 	readyAt := func(status, reason, msg string, gen int64, at time.Time) map[string]any {
 		return map[string]any{"type": "Ready", "status": status, "reason": reason, "message": msg,
 			"observedGeneration": gen, "lastTransitionTime": at.Format(time.RFC3339)}
