@@ -219,7 +219,12 @@ func (e wsEndpoint) dial(path string, q url.Values, h http.Header, protocols ...
 // wsMustWatch opens a watch as a browser would: the token as a subprotocol.
 func wsMustWatch(t testing.TB, s *testserver.Server, q url.Values) *websocket.Conn {
 	t.Helper()
-	c, resp, err := wsDial(s, wsWidgetsPath, q, nil, wsTokenProtocol(s.Token), wsProtocol)
+	return wsMustWatchPath(t, s, wsWidgetsPath, q)
+}
+
+func wsMustWatchPath(t testing.TB, s *testserver.Server, path string, q url.Values) *websocket.Conn {
+	t.Helper()
+	c, resp, err := wsDial(s, path, q, nil, wsTokenProtocol(s.Token), wsProtocol)
 	if err != nil {
 		code := 0
 		if resp != nil {
@@ -376,13 +381,20 @@ func TestWebSocketWatch(t *testing.T) {
 		rv := w.listRV()
 		all := wsMustWatch(t, s, url.Values{"resourceVersion": {rv}})
 		dev := wsMustWatch(t, s, url.Values{"resourceVersion": {rv}, "labelSelector": {"env=dev"}})
+		byName := wsMustWatch(t, s, url.Values{"resourceVersion": {rv}, "fieldSelector": {"metadata.name=ev-b"}})
+		allNS := wsMustWatchPath(t, s, "/apis/example.setpoint.dev/v1/widgets", url.Values{"resourceVersion": {rv}})
+		namespaces := wsMustWatchPath(t, s, "/api/v1/namespaces", url.Values{"resourceVersion": {rv}})
 
 		w.create("ev-a", "small", map[string]string{"env": "dev"})
 		w.create("ev-b", "small", map[string]string{"env": "prod"})
 		w.setSize("ev-a", "large")
 		w.remove("ev-a")
+		w.call("POST", "/api/v1/namespaces", "application/json", map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "ws-ns"}})
 		wsExpectEvents(t, all, "ADDED ev-a", "ADDED ev-b", "MODIFIED ev-a", "DELETED ev-a")
 		wsExpectEvents(t, dev, "ADDED ev-a", "MODIFIED ev-a", "DELETED ev-a")
+		wsExpectEvents(t, byName, "ADDED ev-b")
+		wsExpectEvents(t, allNS, "ADDED ev-a", "ADDED ev-b", "MODIFIED ev-a", "DELETED ev-a")
+		wsExpectEvents(t, namespaces, "ADDED ws-ns") // cluster-scoped
 
 		// Resume: a new watch from ev-b's creation sees only what came after.
 		afterB := w.setSize("ev-b", "medium")
