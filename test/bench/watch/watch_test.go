@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,6 +232,7 @@ func BenchmarkWebSocketWatch(b *testing.B) {
 			lat.reset()
 			delivered.Store(0)
 			lastDelivery.Store(0)
+			cpu0, self0 := x.metric("process_cpu_seconds_total"), selfCPU()
 			start := time.Now()
 			writes, wlat := x.write(rate, phase, objects)
 			writing := time.Since(start)
@@ -241,11 +243,17 @@ func BenchmarkWebSocketWatch(b *testing.B) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			got := delivered.Load()
+			serverCPU, clientCPU := x.metric("process_cpu_seconds_total")-cpu0, selfCPU()-self0
 			elapsed := time.Unix(0, lastDelivery.Load()).Sub(start)
 			perSec := float64(got) / elapsed.Seconds()
 			b.Logf("offered %5d writes/s: %d writes in %v (%.0f/s achieved, write p50 %v); %d/%d deliveries in %v: %.0f deliveries/s; write-to-receipt p50 %v p99 %v",
 				rate, writes, writing.Round(time.Millisecond), float64(writes)/writing.Seconds(), wlat.quantile(0.5),
 				got, want, elapsed.Round(time.Millisecond), perSec, lat.quantile(0.5), lat.quantile(0.99))
+			if got > 0 {
+				b.Logf("offered %5d writes/s: CPU per delivery: server %.1f µs (ceiling on 2 idle cores %.0f deliveries/s), watchers in this process %.1f µs",
+					rate, serverCPU/float64(got)*1e6, 2/(serverCPU/float64(got)), clientCPU/float64(got)*1e6)
+				b.ReportMetric(serverCPU/float64(got)*1e6, fmt.Sprintf("server-cpu-µs/delivery@%d", rate))
+			}
 			b.ReportMetric(perSec, fmt.Sprintf("deliveries/s@%d", rate))
 			b.ReportMetric(float64(lat.quantile(0.99).Microseconds())/1000, fmt.Sprintf("p99-ms@%d", rate))
 			if n := others.Swap(0); n > 0 {
@@ -362,4 +370,14 @@ func (x *bench) write(rate int, d time.Duration, objects int) (int, *histogram) 
 	close(jobs)
 	wg.Wait()
 	return int(ok.Load()), wlat
+}
+
+// selfCPU is the CPU time this process (the watchers and writers) used, in
+// seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
