@@ -68,4 +68,12 @@
 // pump, which reads the watch's result channel, encodes each event and puts
 // it on the connection's bounded queue. The queue (a mutex-guarded slice,
 // empty and unallocated while idle) is the only state they share.
+//
+// # Cost under fan-out
+//
+// Every watcher of a kind gets the same events, so the Server keeps the last
+// encoded events (Options.EncodeCacheSize) and encodes each one once for all
+// connections; Options.Encode must therefore give the same bytes for the same
+// event. When several events are queued, the writer hands their frames to
+// the connection in one write (one run of TLS records, one system call).
 package wswatch
