@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -527,114 +526,6 @@ func TestWatch(t *testing.T) {
 			}
 		}
 	}
-}
-
-func TestFinalizersAndGC(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	s := newService(t)
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	owned := func(name string, owner *unstructured.Unstructured, block bool) *unstructured.Unstructured {
-		u := widget(name, "small", nil)
-		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.setpoint.dev/v1", Kind: "Widget",
-			Name: owner.GetName(), UID: owner.GetUID(), BlockOwnerDeletion: &block}})
-		return mustCreate(t, s, u)
-	}
-	gone := func(name string) bool {
-		_, err := s.Get(ctx, widgets, "default", name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for i := 0; i < 100 && !cond(); i++ {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if !cond() {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-
-	t.Run("finalizer", func(t *testing.T) {
-		u := widget("fin", "small", nil)
-		u.SetFinalizers([]string{"example.setpoint.dev/cleanup"})
-		mustCreate(t, s, u)
-		if err := s.Delete(ctx, widgets, "default", "fin", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		cur, err := s.Get(ctx, widgets, "default", "fin", metav1.GetOptions{})
-		if err != nil || cur.GetDeletionTimestamp() == nil {
-			t.Fatalf("after delete: %v, %v; want it kept with a deletionTimestamp", cur, err)
-		}
-		if _, err := s.Patch(ctx, widgets, "default", "fin", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if !gone("fin") {
-			t.Error("object stayed after its last finalizer was removed")
-		}
-	})
-	t.Run("background", func(t *testing.T) {
-		owner := mustCreate(t, s, widget("bg-owner", "small", nil))
-		owned("bg-dep", owner, false)
-		if err := s.Delete(ctx, widgets, "default", "bg-owner", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		waitFor("bg-dep collected", func() bool { return gone("bg-dep") })
-	})
-	t.Run("orphan", func(t *testing.T) {
-		owner := mustCreate(t, s, widget("or-owner", "small", nil))
-		owned("or-dep", owner, false)
-		orphan := metav1.DeletePropagationOrphan
-		if err := s.Delete(ctx, widgets, "default", "or-owner", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
-			t.Fatal(err)
-		}
-		waitFor("or-owner deleted", func() bool { return gone("or-owner") })
-		dep, err := s.Get(ctx, widgets, "default", "or-dep", metav1.GetOptions{})
-		if err != nil || len(dep.GetOwnerReferences()) != 0 {
-			t.Fatalf("orphan = %v, %v; want it kept without owner references", dep, err)
-		}
-	})
-	t.Run("foreground", func(t *testing.T) {
-		owner := mustCreate(t, s, widget("fg-owner", "small", nil))
-		dep := widget("fg-dep", "small", nil)
-		block := true
-		dep.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.setpoint.dev/v1", Kind: "Widget",
-			Name: owner.GetName(), UID: owner.GetUID(), BlockOwnerDeletion: &block}})
-		dep.SetFinalizers([]string{"example.setpoint.dev/hold"})
-		mustCreate(t, s, dep)
-		fg := metav1.DeletePropagationForeground
-		if err := s.Delete(ctx, widgets, "default", "fg-owner", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
-			t.Fatal(err)
-		}
-		waitFor("fg-dep terminating", func() bool {
-			d, err := s.Get(ctx, widgets, "default", "fg-dep", metav1.GetOptions{})
-			return err == nil && d.GetDeletionTimestamp() != nil
-		})
-		if gone("fg-owner") {
-			t.Fatal("owner went before its blocking dependent")
-		}
-		if _, err := s.Patch(ctx, widgets, "default", "fg-dep", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		waitFor("fg-owner deleted", func() bool { return gone("fg-owner") })
-	})
-	t.Run("preconditions", func(t *testing.T) {
-		w := mustCreate(t, s, widget("pre", "small", nil))
-		stale := strconv.Itoa(1)
-		if err := s.Delete(ctx, widgets, "default", "pre", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &stale}}); !apierrors.IsConflict(err) {
-			t.Errorf("delete with a stale precondition = %v, want Conflict", err)
-		}
-		rv := w.GetResourceVersion()
-		if err := s.Delete(ctx, widgets, "default", "pre", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}); err != nil {
-			t.Errorf("delete with a current precondition: %v", err)
-		}
-	})
-	t.Run("default namespace is kept", func(t *testing.T) {
-		if err := s.Delete(ctx, NamespaceResource, "", "default", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
-			t.Errorf("delete default = %v, want Forbidden", err)
-		}
-	})
 }
 
 func TestRestartKeepsKinds(t *testing.T) {

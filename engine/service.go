@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,7 +47,6 @@ type Service struct {
 	opts  Options
 
 	gcKick  chan struct{}
-	runOnce sync.Once
 }
 
 type admitterBox struct{ a Admitter }
