@@ -46,7 +46,7 @@ type Service struct {
 	adm   atomic.Pointer[admitterBox]
 	opts  Options
 
-	gcKick  chan struct{}
+	gcKick chan struct{}
 }
 
 type admitterBox struct{ a Admitter }
