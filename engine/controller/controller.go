@@ -255,10 +255,22 @@ func (c *Controller) work(ctx context.Context, r *run) {
 	}
 }
 
+// safeReconcile turns a panic anywhere in a reconcile into an error, so that
+// a bug hit by one object backs that object off instead of stopping the
+// server.
+func (c *Controller) safeReconcile(ctx context.Context, r *run, key Key) (res result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = result{err: fmt.Errorf("%w: %v", ErrPanic, p)}
+		}
+	}()
+	return c.reconcile(ctx, r, key)
+}
+
 // process reconciles key once and schedules its next reconcile.
 func (c *Controller) process(ctx context.Context, r *run, key Key) {
 	start := time.Now()
-	res := c.reconcile(ctx, r, key)
+	res := c.safeReconcile(ctx, r, key)
 	c.stats.observe(res, time.Since(start))
 	switch {
 	case ctx.Err() != nil:

@@ -13,8 +13,9 @@ var (
 	// ErrNotControlled means a desired child's name is taken by an object
 	// this object does not control.
 	ErrNotControlled = errors.New("controller: child exists and is not controlled by this object")
-	// ErrPanic wraps a panic recovered from a reconciler or finalizer.
-	ErrPanic = errors.New("controller: reconciler panicked")
+	// ErrPanic wraps a panic recovered from a reconciler, a finalizer or
+	// the reconcile itself.
+	ErrPanic = errors.New("controller: panic during reconcile")
 	// ErrNotDone means a finalizer asked to be called again.
 	ErrNotDone = errors.New("controller: finalize not done")
 )

@@ -97,7 +97,7 @@ type instance struct {
 }
 
 // Run runs the controllers while this replica leads, until ctx is done. It
-// returns after every controller has stopped.
+// returns after every controller has stopped. Call it once at a time.
 //
 // Threads: Run's goroutine starts and stops the controllers; each runs in a
 // goroutine of its own that Run waits for.
