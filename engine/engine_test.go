@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -338,6 +339,7 @@ func TestPatch(t *testing.T) {
 		{name: "strategic on a custom resource", pt: types.StrategicMergePatchType, data: `{}`, code: 415},
 		{name: "stale resourceVersion", pt: types.MergePatchType, data: `{"metadata":{"resourceVersion":"1"}}`, code: 409},
 		{name: "malformed", pt: types.MergePatchType, data: `{`, code: 400},
+		{name: "copy bomb", pt: types.JSONPatchType, data: copyBomb(), code: 422},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -558,4 +560,14 @@ func TestRestartKeepsKinds(t *testing.T) {
 	if _, err := s.Get(ctx, widgets, "default", "kept", metav1.GetOptions{}); err != nil {
 		t.Fatalf("after a restart: %v", err)
 	}
+}
+
+// copyBomb is a JSON patch whose copies double the object again and again.
+func copyBomb() string {
+	ops := `[{"op":"add","path":"/metadata/annotations","value":{"a":"` + strings.Repeat("x", 1024) + `"}}`
+	for i := 0; i < 40; i++ {
+		ops += fmt.Sprintf(`,{"op":"copy","from":"/metadata/annotations","path":"/spec/c%d"}`, i)
+		ops += fmt.Sprintf(`,{"op":"copy","from":"/spec","path":"/metadata/annotations/b%d"}`, i)
+	}
+	return ops + "]"
 }

@@ -17,6 +17,21 @@ import (
 	"github.com/setpoint-dev/setpoint/store"
 )
 
+// MaxObjectBytes caps the size of an object a patch may produce.
+const MaxObjectBytes = 3 << 20
+
+// maxJSONPatchOperations caps the operations of one JSON patch, as
+// Kubernetes does.
+const maxJSONPatchOperations = 10000
+
+func init() {
+	// The JSON patch library lets "copy" operations grow a document without
+	// bound by default (each copy can double it); bound what they may add.
+	if jsonpatch.AccumulatedCopySizeLimit == 0 {
+		jsonpatch.AccumulatedCopySizeLimit = MaxObjectBytes
+	}
+}
+
 // maxPatchAttempts bounds the retries of a patch (or a delete, or a garbage
 // collector edit) that lost a race to another writer; each retry reads the
 // fresh object, so contention resolves long before the bound.
@@ -87,6 +102,9 @@ func applyPatch(sv *served, old *unstructured.Unstructured, pt types.PatchType, 
 		if derr != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid JSON patch: %v", derr))
 		}
+		if len(p) > maxJSONPatchOperations {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the JSON patch has %d operations, more than %d", len(p), maxJSONPatchOperations))
+		}
 		patched, err = p.Apply(cur)
 		if err != nil {
 			return nil, apierrors.NewGenericServerResponse(422, "patch", sv.GVR.GroupResource(), old.GetName(),
@@ -102,6 +120,9 @@ func applyPatch(sv *served, old *unstructured.Unstructured, pt types.PatchType, 
 		}
 	default:
 		return nil, unsupportedPatch(pt, sv)
+	}
+	if len(patched) > MaxObjectBytes {
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the patched object is larger than %d bytes", MaxObjectBytes))
 	}
 	var m map[string]any
 	if err := utiljson.Unmarshal(patched, &m); err != nil || m == nil {
