@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -111,4 +112,40 @@ func TestZeroAuthenticatorRejects(t *testing.T) {
 	if rec.Code != 401 {
 		t.Fatalf("code %d, want 401", rec.Code)
 	}
+}
+
+// FuzzAuthenticate: whatever the headers hold, only the exact token
+// authenticates, and nothing panics.
+func FuzzAuthenticate(f *testing.F) {
+	f.Add("Bearer "+testToken, "")
+	f.Add("bearer  "+testToken+" ", "")
+	f.Add("", "v4.channel.k8s.io, "+wsProtocol(testToken))
+	f.Add("", wsTokenPrefix+"====")
+	f.Add("Basic x", wsProtocol("x")+","+wsProtocol(testToken))
+	a := NewAuthenticator(testToken)
+	f.Fuzz(func(t *testing.T, authz, protocols string) {
+		r := httptest.NewRequest(http.MethodGet, "/api", nil)
+		if authz != "" {
+			r.Header.Set("Authorization", authz)
+		}
+		if protocols != "" {
+			r.Header.Set("Sec-WebSocket-Protocol", protocols)
+		}
+		_, ok := a.Authenticate(r)
+		if !ok {
+			return
+		}
+		// Accepted: the credential presented must be the token itself.
+		if authz != "" {
+			_, tok, _ := strings.Cut(authz, " ")
+			if strings.TrimSpace(tok) != testToken {
+				t.Fatalf("accepted Authorization %q", authz)
+			}
+		} else if !strings.Contains(protocols, wsTokenPrefix) {
+			t.Fatalf("accepted protocols %q without a token protocol", protocols)
+		}
+		if strings.Contains(r.Header.Get("Sec-WebSocket-Protocol"), wsTokenPrefix) {
+			t.Fatalf("token protocol left in the header: %q", r.Header.Get("Sec-WebSocket-Protocol"))
+		}
+	})
 }
