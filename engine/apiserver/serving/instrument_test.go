@@ -209,3 +209,45 @@ func TestWrappedWriterKeepsFlusherAndHijacker(t *testing.T) {
 		t.Errorf("hijacked request not logged with 101:\n%s", logs)
 	}
 }
+
+// TestHandlerHammer sends concurrent requests through every layer (run it
+// with -race): each is counted exactly once.
+func TestHandlerHammer(t *testing.T) {
+	m := NewMetrics()
+	h := NewHandler(HandlerOptions{
+		API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte("{}"))
+			w.(http.Flusher).Flush()
+		}),
+		Token:   testToken,
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: m,
+	})
+	const workers, each = 8, 50
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range each {
+				req := httptest.NewRequest(http.MethodGet, "/api/v1/namespaces", nil)
+				if i%2 == 0 {
+					req.Header.Set("Authorization", "Bearer "+testToken)
+				}
+				h.ServeHTTP(httptest.NewRecorder(), req)
+			}
+		})
+	}
+	wg.Wait()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	h.ServeHTTP(rec, req)
+	for _, want := range []string{
+		`setpoint_apiserver_requests_total{code="200",resource="namespaces",subresource="",verb="list"} 200`,
+		`setpoint_apiserver_requests_total{code="401",resource="namespaces",subresource="",verb="list"} 200`,
+		`setpoint_apiserver_inflight_requests 1`, // the /metrics request itself
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
