@@ -82,9 +82,42 @@ type Host struct {
 	opts  Options
 	cache wazero.CompilationCache
 
-	mu      sync.Mutex // guards closed and plugins
+	mu      sync.Mutex // guards closed, plugins and instrumented
 	closed  bool
 	plugins map[*Plugin]struct{} // loaded and not yet closed
+	// instrumented keeps the rewritten bytes of the last few modules by
+	// digest, so reloading a version (a rollback, a restart of a plugin)
+	// skips the rewrite; order lists the digests oldest first.
+	instrumented map[string][]byte
+	order        []string
+}
+
+// maxInstrumented bounds the instrumented-module cache.
+const maxInstrumented = 8
+
+// instrumentCached returns the instrumented form of wasm.
+func (h *Host) instrumentCached(digest string, wasm []byte) ([]byte, error) {
+	h.mu.Lock()
+	b, ok := h.instrumented[digest]
+	h.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b, err := instrument(wasm)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.instrumented[digest]; !ok {
+		if len(h.order) == maxInstrumented {
+			delete(h.instrumented, h.order[0])
+			h.order = h.order[1:]
+		}
+		h.instrumented[digest] = b
+		h.order = append(h.order, digest)
+	}
+	return b, nil
 }
 
 // New returns a Host. It creates CacheDir when it does not exist.
@@ -92,7 +125,7 @@ func New(opts Options) (*Host, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	h := &Host{opts: opts, plugins: make(map[*Plugin]struct{})}
+	h := &Host{opts: opts, plugins: make(map[*Plugin]struct{}), instrumented: make(map[string][]byte)}
 	if opts.CacheDir != "" {
 		if err := os.MkdirAll(opts.CacheDir, 0o700); err != nil {
 			return nil, fmt.Errorf("host: cache dir: %w", err)

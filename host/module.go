@@ -95,7 +95,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 	// wazero's close-on-context-done.
 	code := wasm
 	if abiKind == NativeABI && !cfg.DisablePreemption {
-		if inst, err := instrument(wasm); err == nil {
+		if inst, err := h.instrumentCached(p.digest, wasm); err == nil {
 			code, p.ownPreemption = inst, true
 		} else {
 			p.log.Debug("plugin preempted by wazero", "reason", err.Error())

@@ -22,7 +22,10 @@ func TestHotSwap(t *testing.T) {
 	reg := host.NewRegistry(h)
 	defer reg.Close()
 	ctx := context.Background()
-	modules := [][]byte{hosttest.Module(t, "widget"), hosttest.Module(t, "extismwidget")}
+	// Two different modules that both admit the request: widget and the
+	// requiredlabels policy (no labels configured). Both are Go guests on
+	// the native ABI; the Extism path is swapped in TestSwapAcrossABIs.
+	modules := [][]byte{hosttest.Module(t, "widget"), hosttest.Module(t, "requiredlabels")}
 	// A generous call timeout: the test is about swaps, and a loaded machine
 	// under -race can stall single calls for seconds.
 	cfg := host.Config{Limits: host.Limits{PoolSize: 2, CallTimeout: 30 * time.Second}}
@@ -30,6 +33,16 @@ func TestHotSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	handle := reg.Handle("widget")
+	// The ten next versions load before the load starts, so the test time
+	// goes to calls and swaps rather than to compiling under -race.
+	var versions []*host.Plugin
+	for i := range 10 {
+		p, err := h.Load(ctx, "widget", modules[(i+1)%2], cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, p)
+	}
 
 	var (
 		calls, failures atomic.Int64
@@ -57,15 +70,11 @@ func TestHotSwap(t *testing.T) {
 		}()
 	}
 	var old []*host.Plugin
-	for i := range 10 {
+	for _, next := range versions {
 		time.Sleep(20 * time.Millisecond)
 		prev := reg.Get("widget")
-		p, err := reg.Install(ctx, "widget", modules[(i+1)%2], cfg)
-		if err != nil {
+		if err := reg.Swap("widget", next); err != nil {
 			t.Fatal(err)
-		}
-		if reg.Get("widget") != p {
-			t.Fatal("Install did not swap")
 		}
 		old = append(old, prev)
 	}
@@ -95,6 +104,24 @@ func TestHotSwap(t *testing.T) {
 	}
 	if _, err := reg.Handle("nope").Reconcile(ctx, &abi.ReconcileRequest{}); !errors.Is(err, host.ErrNotFound) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestSwapAcrossABIs swaps a native-ABI version for an Extism-ABI one and
+// back under one handle.
+func TestSwapAcrossABIs(t *testing.T) {
+	reg := host.NewRegistry(hosttest.NewHost(t, host.Options{}))
+	defer reg.Close()
+	ctx := context.Background()
+	handle := reg.Handle("widget")
+	for _, m := range []string{"widget", "extismwidget", "widget"} {
+		if _, err := reg.Install(ctx, "widget", hosttest.Module(t, m), host.Config{}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := handle.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(widgetObj)})
+		if err != nil || resp.Status.String("state") != "Provisioning" {
+			t.Fatalf("%s: %v %+v", m, err, resp)
+		}
 	}
 }
 
