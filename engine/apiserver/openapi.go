@@ -70,6 +70,14 @@ func buildOpenAPI(crds []*apiextensionsv1.CustomResourceDefinition, c *openapiCa
 			v3[gv] = append(v3[gv], o3)
 		}
 	}
+	for _, crd := range builtinStandIns() {
+		o3, err := builder.BuildOpenAPIV3(crd, "v1", builder.Options{})
+		if err != nil {
+			return fmt.Errorf("openapi v3 of %s: %w", crd.Name, err)
+		}
+		gv := schema.GroupVersion{Group: crd.Spec.Group, Version: "v1"}
+		v3[gv] = append(v3[gv], o3)
+	}
 	static := &spec.Swagger{SwaggerProps: spec.SwaggerProps{
 		Swagger:     "2.0",
 		Info:        &spec.Info{InfoProps: spec.InfoProps{Title: "Setpoint", Version: "v1.32.0"}},
@@ -100,6 +108,9 @@ func buildOpenAPI(crds []*apiextensionsv1.CustomResourceDefinition, c *openapiCa
 			return fmt.Errorf("encode openapi v3 of %s: %w", gv, err)
 		}
 		p := "apis/" + gv.String()
+		if gv.Group == "" {
+			p, b = "api/"+gv.Version, renameCore(b)
+		}
 		sum := sha512.Sum512(b)
 		c.v3[p], c.v3Hash[p] = b, strings.ToUpper(hex.EncodeToString(sum[:]))
 	}

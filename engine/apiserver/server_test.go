@@ -227,6 +227,14 @@ func TestDiscovery(t *testing.T) {
 	if err := json.Unmarshal(b, &idx); err != nil || idx.Paths["apis/example.setpoint.dev/v1"].ServerRelativeURL == "" {
 		t.Fatalf("/openapi/v3 = %s", b)
 	}
+	for _, p := range []string{"api/v1", "apis/apiextensions.k8s.io/v1"} {
+		if idx.Paths[p].ServerRelativeURL == "" {
+			t.Errorf("/openapi/v3 lacks the built-in %s", p)
+		}
+	}
+	if b := ts.mustDo(t, 200, request{path: idx.Paths["api/v1"].ServerRelativeURL}); !strings.Contains(string(b), `"/api/v1/namespaces/{name}"`) || !strings.Contains(string(b), "io.k8s.api.core.v1.Namespace") {
+		t.Errorf("core openapi v3 lacks the namespace paths or model")
+	}
 	b = ts.mustDo(t, 200, request{path: idx.Paths["apis/example.setpoint.dev/v1"].ServerRelativeURL})
 	if !strings.Contains(string(b), `"lastProvisioned"`) {
 		t.Errorf("openapi v3 lacks the widget schema")
@@ -344,6 +352,7 @@ func TestKubectl(t *testing.T) {
 		{args: []string{"get", "wg"}, want: "foo"},
 		{args: []string{"get", "widgets", "-l", "env in (dev,prod)", "-o", "jsonpath={.items[*].metadata.name}"}, want: "foo"},
 		{args: []string{"explain", "widget.spec"}, want: "size"},
+		{args: []string{"explain", "namespace.status"}, want: "phase"},
 		{args: []string{"api-resources"}, want: "widgets"},
 		{args: []string{"get", "ns"}, want: "default"},
 		{stdin: "apiVersion: example.setpoint.dev/v1\nkind: Widget\nmetadata:\n  name: bad\nspec:\n  name: Bad\n  size: huge\n",
