@@ -124,3 +124,34 @@ func TestReadManifestsDirectories(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// FuzzParseManifests: any input either parses into objects that each have a
+// kind, an apiVersion and a line inside the input, or fails with a message
+// that names the source; it never panics.
+func FuzzParseManifests(f *testing.F) {
+	for _, seed := range []string{
+		"apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: b}\n",
+		`{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}}]}`,
+		"a: [b\n", "---\n---\n", "{", "- 1\n", "apiVersion: v1\nkind: X\nmetadata:\n  name: &a x\n  labels: *a\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ms, err := parseManifests("in.yaml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "in.yaml:") {
+				t.Fatalf("error does not name the source: %v", err)
+			}
+			return
+		}
+		lines := strings.Count(string(data), "\n") + 1
+		for _, m := range ms {
+			if m.obj.GetKind() == "" || m.obj.GetAPIVersion() == "" {
+				t.Fatalf("object without kind or apiVersion: %v", m.obj.Object)
+			}
+			if m.line < 1 || m.line > lines {
+				t.Fatalf("line %d outside the input's %d lines", m.line, lines)
+			}
+		}
+	})
+}
