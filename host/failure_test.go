@@ -112,3 +112,26 @@ func TestNoHandler(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestExtismFailures: the Extism path stops a spinning guest (wazero's
+// close-on-context-done) and reports a guest panic, and serves afterwards.
+func TestExtismFailures(t *testing.T) {
+	p := hosttest.Load(t, "extismwidget", host.Config{Limits: host.Limits{CallTimeout: 300 * time.Millisecond, PoolSize: 1}})
+	if p.Preemption() != "wazero" {
+		t.Fatalf("preemption = %q", p.Preemption())
+	}
+	ctx := context.Background()
+	for _, tt := range []struct {
+		mode string
+		want error
+	}{{"loop", host.ErrTimeout}, {"panic", host.ErrGuestPanic}} {
+		_, err := p.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(widgetObj), Config: map[string]string{"mode": tt.mode}})
+		if !errors.Is(err, tt.want) {
+			t.Fatalf("%s: err = %v, want %v", tt.mode, err, tt.want)
+		}
+		t.Log(err)
+		if _, err := p.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(widgetObj)}); err != nil {
+			t.Fatalf("after %s: %v", tt.mode, err)
+		}
+	}
+}

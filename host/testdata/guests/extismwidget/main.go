@@ -11,7 +11,20 @@ import (
 )
 
 func init() {
-	extism.Register(plugin.Handlers{Reconcile: widget.Reconcile, Admit: admit, Finalize: finalize})
+	extism.Register(plugin.Handlers{Reconcile: reconcile, Admit: admit, Finalize: finalize})
+}
+
+// reconcile misbehaves when config "mode" says so (loop, panic), for the
+// host's failure tests on the Extism path; otherwise it is widget's.
+func reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+	switch req.Config["mode"] {
+	case "loop":
+		for n := 0; ; n++ {
+		}
+	case "panic":
+		panic("extism guest panic")
+	}
+	return widget.Reconcile(h, req)
 }
 
 func admit(h plugin.Host, req *abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
