@@ -545,6 +545,12 @@ func TestPlugins(t *testing.T) {
 		if out, errOut, err := s.Kubectl("delete", "widgets", "-l", "team=load", "--wait=false"); err != nil {
 			t.Errorf("delete the load's widgets: %v %s%s", err, out, errOut)
 		}
+		if out, _, _ := s.Kubectl("get", "events", "-A", "-o", "jsonpath={.items[*].message}"); strings.Count(out, "swapped module") < 10 {
+			t.Errorf("want an event per swap, got messages %q", out)
+		}
+		if code, body, err := s.Do("GET", "/metrics", s.Token, nil); err != nil || code != 200 || !strings.Contains(string(body), `setpoint_plugin_calls_total{plugin="required-labels"}`) {
+			t.Errorf("/metrics: %d %v, no setpoint_plugin_calls_total for required-labels", code, err)
+		}
 		st := getPlugin(t, s, "required-labels")
 		if st.Errors != 0 {
 			t.Errorf("plugin status counts %d errors: %s", st.Errors, st.LastError)

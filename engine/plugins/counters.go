@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -11,12 +13,20 @@ import (
 type counters struct {
 	calls, errors atomic.Int64
 	lastError     atomic.Pointer[string]
+	// callsMetric and errorsMetric, when set, count the same in Prometheus.
+	callsMetric, errorsMetric prometheus.Counter
 }
 
 func (c *counters) record(err error) {
 	c.calls.Add(1)
+	if c.callsMetric != nil {
+		c.callsMetric.Inc()
+	}
 	if err != nil {
 		c.errors.Add(1)
+		if c.errorsMetric != nil {
+			c.errorsMetric.Inc()
+		}
 		msg := err.Error()
 		if len(msg) > 1024 {
 			msg = msg[:1021] + "..."

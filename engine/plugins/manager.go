@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -56,6 +57,9 @@ type Options struct {
 	Controllers *controller.Manager
 	// Metrics records the binding controllers' metrics. Optional.
 	Metrics *controller.Metrics
+	// Registerer, when set, gets the plugin call counters
+	// (setpoint_plugin_calls_total, setpoint_plugin_call_errors_total).
+	Registerer prometheus.Registerer
 	// StatusInterval is how often a Plugin's call counters are written to
 	// its status (only when they changed). Default 10s.
 	StatusInterval time.Duration
@@ -70,6 +74,7 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 	adm  *Admitter
+	met  *metrics
 
 	// mu guards plugins and pending.
 	mu      sync.Mutex
@@ -106,7 +111,11 @@ func New(opts Options) (*Manager, error) {
 		opts.Logger = slog.Default()
 	}
 	log := opts.Logger
-	return &Manager{opts: opts, log: log, adm: newAdmitter(log), plugins: map[string]*loaded{}, pending: map[string]bool{}}, nil
+	met, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{opts: opts, log: log, met: met, adm: newAdmitter(log), plugins: map[string]*loaded{}, pending: map[string]bool{}}, nil
 }
 
 // Admitter is the admission chain of the loaded plugins; install it with
@@ -164,11 +173,12 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 		return st.fail(ReasonInvalidSpec, err, true), nil
 	}
 	if cur == nil {
-		cur = &loaded{counters: &counters{}}
+		cur = &loaded{counters: m.met.forPlugin(name)}
 		cur.caller = countingCaller{Caller: m.opts.Host.Caller(name), c: cur.counters}
 		st.cur = cur
 	}
 
+	var events []abi.Event
 	hostKey := sp.Module.Digest + " " + mustJSON(cfg)
 	if cur.hostKey != hostKey {
 		wasm, err := m.opts.Modules.Get(ctx, sp.Module.Digest)
@@ -184,9 +194,16 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 				return nil, ctx.Err()
 			}
 			m.log.Warn("plugin module refused; the running version, if any, keeps serving", "plugin", name, "digest", sp.Module.Digest, "err", err)
-			return st.fail(ReasonInvalidModule, err, true), nil
+			resp := st.fail(ReasonInvalidModule, err, true)
+			resp.Events = append(resp.Events, abi.Event{Type: "Warning", Reason: "ModuleRefused", Message: err.Error()})
+			return resp, nil
 		}
 		m.log.Info("plugin loaded", "plugin", name, "digest", sp.Module.Digest)
+		msg := "loaded module " + sp.Module.Digest
+		if cur.digest != "" && cur.digest != sp.Module.Digest {
+			msg = "swapped module " + cur.digest + " for " + sp.Module.Digest
+		}
+		events = append(events, abi.Event{Type: "Normal", Reason: "ModuleLoaded", Message: msg})
 		m.mu.Lock()
 		cur.digest, cur.hostKey, cur.exports = sp.Module.Digest, hostKey, exports
 		m.plugins[name] = cur
@@ -226,12 +243,13 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 		bindErr = m.bindReconcile(name, cur, sp)
 	}
 	if len(missing) > 0 {
-		return st.fail(ReasonMissingExport, fmt.Errorf("module %s does not export %s, which the spec binds", cur.digest, strings.Join(missing, " and ")), true), nil
+		return withEvents(events, st.fail(ReasonMissingExport, fmt.Errorf("module %s does not export %s, which the spec binds", cur.digest, strings.Join(missing, " and ")), true)), nil
 	}
 	if bindErr != nil {
-		return st.fail(ReasonNotServed, bindErr, false), nil
+		return withEvents(events, st.fail(ReasonNotServed, bindErr, false)), nil
 	}
 	resp := st.ok(m.opts.StatusInterval)
+	resp.Events = events
 	return resp, nil
 }
 
@@ -310,6 +328,7 @@ func (m *Manager) unload(name string) {
 		m.opts.Controllers.Remove(name)
 	}
 	m.opts.Host.Remove(name)
+	m.met.forget(name)
 	m.log.Info("plugin unloaded", "plugin", name)
 }
 
@@ -321,6 +340,11 @@ func (m *Manager) Loaded(name string) (string, bool) {
 		return l.digest, true
 	}
 	return "", false
+}
+
+func withEvents(events []abi.Event, resp *abi.ReconcileResponse) *abi.ReconcileResponse {
+	resp.Events = append(events, resp.Events...)
+	return resp
 }
 
 func decodeObject(raw []byte) (*unstructured.Unstructured, error) {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -71,7 +73,8 @@ func TestManagerFollowsPlugins(t *testing.T) {
 	}
 	h := &fakeHost{current: map[string]string{}}
 	modules := NewModules(db)
-	m, err := New(Options{Service: svc, Modules: modules, Host: h, Logger: quietLogger(),
+	reg := prometheus.NewRegistry()
+	m, err := New(Options{Service: svc, Modules: modules, Host: h, Logger: quietLogger(), Registerer: reg,
 		Controllers: controller.NewManager(controller.ManagerOptions{Logger: quietLogger()}), StatusInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +118,9 @@ func TestManagerFollowsPlugins(t *testing.T) {
 		t.Fatalf("admission with the loaded plugin: %v", err)
 	}
 	waitStatus(t, svc, "the call counted", func(st map[string]any) bool { return fmt.Sprint(st["calls"]) == "1" })
+	if got := testutil.ToFloat64(m.met.calls.WithLabelValues("policy")); got != 1 {
+		t.Errorf("setpoint_plugin_calls_total = %v, want 1", got)
+	}
 
 	// A module the host refuses replaces nothing.
 	cur, err := svc.Get(ctx, Resource, "", "policy", metav1.GetOptions{})
