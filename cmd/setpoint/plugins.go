@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/setpoint-dev/setpoint/engine/apiserver"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/plugins"
@@ -73,7 +75,7 @@ type pluginAPI struct {
 // newPluginAPI builds the API over st with the Wasm host (its compile cache
 // in dataDir/wasm-cache), the module store, the plugin manager as the
 // admission chain, and the controller manager.
-func newPluginAPI(st store.Store, log *slog.Logger, dataDir string) (apiHandler, error) {
+func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, promReg prometheus.Registerer) (apiHandler, error) {
 	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver")})
 	if err != nil {
 		return nil, err
@@ -92,7 +94,12 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string) (apiHandler,
 	reg := host.NewRegistry(h)
 	adapter := hostAdapter{h: h, reg: reg}
 	modules := plugins.NewModules(st)
-	ctrls := controller.NewManager(controller.ManagerOptions{Logger: log.With("component", "controllers")})
+	ctrlMetrics, err := controller.NewMetrics(promReg)
+	if err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	ctrls := controller.NewManager(controller.ManagerOptions{Metrics: ctrlMetrics, Logger: log.With("component", "controllers")})
 	// SETPOINT_PLUGIN_STATUS_INTERVAL (a Go duration) is how often the call
 	// counters reach a Plugin's status; tests shorten it.
 	var interval time.Duration
@@ -104,6 +111,7 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string) (apiHandler,
 	}
 	mgr, err := plugins.New(plugins.Options{
 		Service: svc, Modules: modules, Host: adapter, Controllers: ctrls,
+		Metrics: ctrlMetrics, Registerer: promReg,
 		StatusInterval: interval, Logger: log.With("component", "plugins"),
 	})
 	if err != nil {

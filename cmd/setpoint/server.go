@@ -169,7 +169,8 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		}
 	}()
 
-	api, err := newPluginAPI(st, log, o.dataDir)
+	metrics := serving.NewMetrics()
+	api, err := newPluginAPI(st, log, o.dataDir, metrics.Registry())
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
 	}
@@ -189,9 +190,10 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	watches.ctx, watches.stop = context.WithCancel(context.Background())
 	defer watches.stop()
 	handler := serving.NewHandler(serving.HandlerOptions{
-		API:    watches.wrap(api),
-		Token:  material.Token,
-		Logger: log,
+		API:     watches.wrap(api),
+		Token:   material.Token,
+		Logger:  log,
+		Metrics: metrics,
 		// The web UI's static files hold no secrets; a browser loads them
 		// first and then signs in with the token.
 		PublicPaths: []string{"/ui"},
