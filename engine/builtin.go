@@ -100,7 +100,7 @@ func (b builtinStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Ob
 
 func newBuiltin(gvr schema.GroupVersionResource, kind, singular string, namespaced, hasStatus bool,
 	nameFn apivalidation.ValidateNameFunc, validate func(context.Context, *unstructured.Unstructured, *unstructured.Unstructured) field.ErrorList,
-	columns []apiextensionsv1.CustomResourceColumnDefinition, typed any, hooks kindHooks, shortNames ...string) *served {
+	columns []apiextensionsv1.CustomResourceColumnDefinition, typed any, hooks kindHooks, fields []string, shortNames ...string) *served {
 	st := builtinStrategy{namespaced: namespaced, hasStatus: hasStatus, nameFn: nameFn, validate: validate}
 	sst := st
 	sst.statusOnly = true
@@ -116,24 +116,34 @@ func newBuiltin(gvr schema.GroupVersionResource, kind, singular string, namespac
 		table:          table,
 		strategicPatch: typed,
 		hooks:          hooks,
+		fields:         fieldSet(fields),
 	}
+}
+
+func fieldSet(fields []string) map[string]bool {
+	m := map[string]bool{"apiVersion": true, "kind": true, "metadata": true}
+	for _, f := range fields {
+		m[f] = true
+	}
+	return m
 }
 
 func builtins() []*served {
 	return []*served{
 		newBuiltin(NamespaceResource, "Namespace", "namespace", false, true, apivalidation.ValidateNamespaceName, nil,
 			[]apiextensionsv1.CustomResourceColumnDefinition{{Name: "Status", Type: "string", JSONPath: ".status.phase"}},
-			&corev1.Namespace{}, namespaceHooks{}, "ns"),
+			&corev1.Namespace{}, namespaceHooks{}, []string{"spec", "status"}, "ns"),
 		newBuiltin(EventResource, "Event", "event", true, false, apivalidation.NameIsDNSSubdomain, nil,
 			[]apiextensionsv1.CustomResourceColumnDefinition{
 				{Name: "Type", Type: "string", JSONPath: ".type"},
 				{Name: "Reason", Type: "string", JSONPath: ".reason"},
 				{Name: "Object", Type: "string", JSONPath: ".involvedObject.name"},
 				{Name: "Message", Type: "string", JSONPath: ".message"},
-			}, &corev1.Event{}, nil, "ev"),
+			}, &corev1.Event{}, nil, []string{"involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp",
+				"count", "type", "eventTime", "series", "action", "related", "reportingComponent", "reportingInstance"}, "ev"),
 		newBuiltin(CRDResource, "CustomResourceDefinition", "customresourcedefinition", false, true, apivalidation.NameIsDNSSubdomain, validateCRD,
 			[]apiextensionsv1.CustomResourceColumnDefinition{{Name: "Created At", Type: "date", JSONPath: ".metadata.creationTimestamp"}},
-			nil, crdHooks{}, "crd", "crds"),
+			nil, crdHooks{}, []string{"spec", "status"}, "crd", "crds"),
 	}
 }
 

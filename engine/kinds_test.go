@@ -225,3 +225,19 @@ func TestFieldValidationWarn(t *testing.T) {
 		t.Errorf("warnings = %q", got)
 	}
 }
+
+func TestBuiltinUnknownFields(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	ns := fromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: strict}\nbogus: 1\n")
+	if _, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{FieldValidation: "Strict"}); !apierrors.IsBadRequest(err) {
+		t.Fatalf("strict create with an unknown field = %v, want BadRequest", err)
+	}
+	out, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := out.Object["bogus"]; ok {
+		t.Error("the unknown field was stored")
+	}
+}

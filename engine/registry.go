@@ -64,6 +64,9 @@ type served struct {
 	strategicPatch any
 	// hooks are the kind-specific steps of built-in kinds.
 	hooks kindHooks
+	// fields are the top-level fields of a built-in kind; others are dropped
+	// (and reported to fieldValidation), as typed decoding would.
+	fields map[string]bool
 }
 
 // kindHooks lets a built-in kind take part in writes.

@@ -60,6 +60,12 @@ func coerce(sv *served, obj *unstructured.Unstructured) ([]string, error) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 	}
 	if sv.structural == nil {
+		for k := range obj.Object {
+			if sv.fields != nil && !sv.fields[k] {
+				delete(obj.Object, k)
+				unknown = append(unknown, k)
+			}
+		}
 		return unknown, nil
 	}
 	structuraldefaulting.Default(obj.Object, sv.structural)
