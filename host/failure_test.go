@@ -39,16 +39,20 @@ func TestFailureSuite(t *testing.T) {
 		mode   string
 		want   error
 		detail string
+		// discard: the instance must not serve again (PoolSize is 1, so
+		// the next call starts a new one).
+		discard bool
 	}{
-		{"infinite loop", "loop", host.ErrTimeout, "ran past its deadline"},
-		{"unbounded allocation", "alloc", host.ErrMemoryLimit, "cap of 256 pages"},
-		{"panic", "panic", host.ErrGuestPanic, "assignment to entry in nil map"},
-		{"huge output", "huge", host.ErrBadOutput, "exceeds the limit of 1048576"},
-		{"invalid JSON output", "badjson", host.ErrBadOutput, "not a valid reconcile document"},
-		{"flood of host calls", "flood", host.ErrHostCallLimit, "more than 100 host calls"},
+		{"infinite loop", "loop", host.ErrTimeout, "ran past its deadline", true},
+		{"unbounded allocation", "alloc", host.ErrMemoryLimit, "cap of 256 pages", true},
+		{"panic", "panic", host.ErrGuestPanic, "assignment to entry in nil map", false},
+		{"huge output", "huge", host.ErrBadOutput, "exceeds the limit of 1048576", true},
+		{"invalid JSON output", "badjson", host.ErrBadOutput, "not a valid reconcile document", true},
+		{"flood of host calls", "flood", host.ErrHostCallLimit, "more than 100 host calls", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			started := bad.Stats().InstancesStarted
 			err := call(tt.mode)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("err = %v, want %v", err, tt.want)
@@ -61,6 +65,9 @@ func TestFailureSuite(t *testing.T) {
 			// panic, kept sound): the next call works.
 			if err := call("ok"); err != nil {
 				t.Fatalf("call after %s: %v", tt.mode, err)
+			}
+			if fresh := bad.Stats().InstancesStarted - started; fresh != map[bool]int64{true: 1, false: 0}[tt.discard] {
+				t.Fatalf("%d instances started after %s; discard = %v", fresh, tt.mode, tt.discard)
 			}
 			if _, err := good.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(widgetObj)}); err != nil {
 				t.Fatalf("other plugin after %s: %v", tt.mode, err)

@@ -77,12 +77,16 @@ type Stats struct {
 	IdleInstances   int
 	// IdleMemoryBytes is the linear memory of the idle instances.
 	IdleMemoryBytes uint64
+	// InstancesStarted counts the instances ever started; it grows past the
+	// pool size when instances are discarded or trimmed.
+	InstancesStarted int64
 }
 
 // Stats reports the version's counters.
 func (p *Plugin) Stats() Stats {
 	mem, n := p.pool.memory()
-	return Stats{Calls: p.calls.Load(), Failures: p.failures.Load(), IdleInstances: n, IdleMemoryBytes: mem}
+	return Stats{Calls: p.calls.Load(), Failures: p.failures.Load(), IdleInstances: n, IdleMemoryBytes: mem,
+		InstancesStarted: p.pool.started.Load()}
 }
 
 // Prewarm starts instances until n are idle, at most the pool size, so

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,6 +13,8 @@ type pool struct {
 	p     *Plugin
 	r     runner
 	slots chan struct{} // one token per instance that may exist
+	// started counts the instances ever started.
+	started atomic.Int64
 
 	mu     sync.Mutex // guards the fields below
 	idle   []idleInstance
@@ -53,6 +56,7 @@ func (pl *pool) get(ctx context.Context) (instance, error) {
 		<-pl.slots
 		return nil, err
 	}
+	pl.started.Add(1)
 	return in, nil
 }
 
