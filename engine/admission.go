@@ -99,3 +99,28 @@ func admissionError(req *AdmissionRequest, err error) error {
 	}
 	return apierrors.NewForbidden(req.Resource.GroupResource(), req.Name, err)
 }
+
+// AdmitterFuncs adapts two functions to an Admitter; a nil function admits
+// everything.
+type AdmitterFuncs struct {
+	MutateFunc   func(ctx context.Context, req *AdmissionRequest) error
+	ValidateFunc func(ctx context.Context, req *AdmissionRequest) error
+}
+
+var _ Admitter = AdmitterFuncs{}
+
+// Mutate calls MutateFunc.
+func (f AdmitterFuncs) Mutate(ctx context.Context, req *AdmissionRequest) error {
+	if f.MutateFunc == nil {
+		return nil
+	}
+	return f.MutateFunc(ctx, req)
+}
+
+// Validate calls ValidateFunc.
+func (f AdmitterFuncs) Validate(ctx context.Context, req *AdmissionRequest) error {
+	if f.ValidateFunc == nil {
+		return nil
+	}
+	return f.ValidateFunc(ctx, req)
+}

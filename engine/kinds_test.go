@@ -241,3 +241,19 @@ func TestBuiltinUnknownFields(t *testing.T) {
 		t.Error("the unknown field was stored")
 	}
 }
+
+func TestAdmitterFuncsDryRun(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	var sawDryRun bool
+	s.SetAdmitter(AdmitterFuncs{ValidateFunc: func(_ context.Context, req *AdmissionRequest) error {
+		sawDryRun = req.DryRun
+		return nil
+	}})
+	if _, err := s.Create(ctx, widgets, widget("d", "small", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatal(err)
+	}
+	if !sawDryRun {
+		t.Error("admission did not see dryRun")
+	}
+}

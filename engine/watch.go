@@ -82,6 +82,8 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 	return ow, nil
 }
 
+var _ watch.Interface = (*objectWatch)(nil)
+
 // objectWatch is a running Watch. Its goroutine owns the store watcher.
 type objectWatch struct {
 	ch     chan watch.Event

@@ -43,6 +43,8 @@ type Options struct {
 	Version version.Info
 }
 
+var _ http.Handler = (*Server)(nil)
+
 // Server is the API handler. It is safe for concurrent use.
 type Server struct {
 	eng    *engine.Service
