@@ -31,6 +31,9 @@ const (
 	StateReady        = "Ready"
 )
 
+// RecheckAfter is how soon a widget still Provisioning is reconciled again.
+const RecheckAfter = 2 * time.Second
+
 // ErrInvalidSize reports a spec.size other than small, medium or large. The
 // kind's schema already refuses one; the plugin does not trust that.
 var ErrInvalidSize = errors.New("spec.size must be small, medium or large")
@@ -112,7 +115,13 @@ func (op *Operator) Reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.Re
 	if last != "" {
 		status.Str("lastProvisioned", last)
 	}
-	return &abi.ReconcileResponse{Status: status.Bytes(), Children: []abi.RawJSON{child}}, nil
+	resp := &abi.ReconcileResponse{Status: status.Bytes(), Children: []abi.RawJSON{child}}
+	if state == StateProvisioning {
+		// Look again soon even if no change of the provision arrives: a
+		// provisioning widget must not stay so for the resync period.
+		resp.RequeueAfter = RecheckAfter
+	}
+	return resp, nil
 }
 
 // Finalize runs while a widget is being deleted: it releases the widget's

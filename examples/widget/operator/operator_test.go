@@ -68,6 +68,13 @@ func TestReconcile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			wantRequeue := time.Duration(0)
+			if tt.wantState == operator.StateProvisioning {
+				wantRequeue = operator.RecheckAfter
+			}
+			if resp.RequeueAfter != wantRequeue {
+				t.Errorf("RequeueAfter = %v, want %v", resp.RequeueAfter, wantRequeue)
+			}
 			if got := string(resp.Status); got != tt.wantStatus {
 				t.Errorf("status = %s\nwant     %s", got, tt.wantStatus)
 			}
