@@ -42,6 +42,11 @@ func hostConfig(cfg plugins.Config) host.Config {
 func (a hostAdapter) Check(ctx context.Context, wasm []byte, cfg plugins.Config) error {
 	p, err := a.h.Load(ctx, "upload", wasm, hostConfig(cfg))
 	if err != nil {
+		// The module has no plugin name yet: say what is wrong, not whose.
+		var me *host.ModuleError
+		if errors.As(err, &me) {
+			return fmt.Errorf("%w: %s", me.Err, me.Detail)
+		}
 		return err
 	}
 	return p.Close()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -179,4 +180,60 @@ func TestValidDigest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAdmitterHammer swaps bindings while writes are admitted: every write
+// sees one consistent set of bindings, under -race.
+func TestAdmitterHammer(t *testing.T) {
+	denyAll := &admissionBinding{plugin: "deny", resources: []string{"*"},
+		caller: admitFunc(func(*abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+			return &abi.AdmissionResponse{Code: 422, Message: "no"}, nil
+		})}
+	label := &admissionBinding{plugin: "label", resources: []string{"*"}, mutating: true,
+		caller: admitFunc(func(*abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+			return &abi.AdmissionResponse{Allowed: true, Patch: abi.RawJSON(`[{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]`)}, nil
+		})}
+	a := openAdmitter()
+	ctx := context.Background()
+	var wg, swapper sync.WaitGroup
+	stop := make(chan struct{})
+	swapper.Add(1)
+	go func() {
+		defer swapper.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			switch i % 3 {
+			case 0:
+				a.set([]*admissionBinding{denyAll})
+			case 1:
+				a.set([]*admissionBinding{label})
+			default:
+				a.set(nil)
+			}
+		}
+	}()
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 2000 {
+				req := widgetRequest(engine.OpCreate)
+				if err := a.Mutate(ctx, req); err != nil {
+					t.Errorf("mutate: %v", err)
+					return
+				}
+				if err := a.Validate(ctx, req); err != nil && !strings.Contains(err.Error(), `"deny" denied`) {
+					t.Errorf("validate: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	swapper.Wait()
 }
