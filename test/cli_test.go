@@ -586,7 +586,12 @@ func TestCLI(t *testing.T) {
 		fails(t, s, nil, strings.Replace(stale, "size: large", "size: medium", 1), 5, []string{"changed since you read it"}, "apply", "-f", "-")
 		ok(t, s, "apply", "-f", widgetsFile)
 
-		fails(t, s, []string{"SETPOINT_SERVER=https://127.0.0.1:1"}, "", 3, []string{"https://127.0.0.1:1", "cannot reach"}, "get", "widgets")
+		for _, args := range [][]string{
+			{"get", "widgets"}, {"describe", "widget", "alpha"}, {"delete", "widget", "alpha", "beta"}, {"kinds"}, {"version"},
+			{"apply", "-f", widgetsFile}, {"plugin", "list"},
+		} {
+			fails(t, s, []string{"SETPOINT_SERVER=https://127.0.0.1:1"}, "", 3, []string{"https://127.0.0.1:1", "cannot reach"}, args...)
+		}
 		fails(t, s, []string{"SETPOINT_TOKEN=wrong"}, "", 7, []string{"401"}, "get", "widgets")
 	})
 

@@ -127,6 +127,9 @@ func runApply(ctx context.Context, o *applyOptions, stdin io.Reader, stdout, std
 	var crds []string
 	for i, m := range ms {
 		res, err := applyOne(ctx, c, m, dryRun)
+		if code := exitCode(err); code == exitUnreachable || code == exitDenied {
+			return err // every other object would fail the same way
+		}
 		if err != nil {
 			fail(m, err)
 		} else {

@@ -182,6 +182,9 @@ func runDelete(ctx context.Context, o *deleteOptions, args []string, stdin io.Re
 			continue
 		case err != nil:
 			err = c.explain(err)
+			if code := exitCode(err); code == exitUnreachable || code == exitDenied {
+				return err // every other object would fail the same way
+			}
 			fmt.Fprintf(stderr, "%s %v\n", paletteFor(stderr).red("error:"), err)
 			if firstErr == nil {
 				firstErr = err
