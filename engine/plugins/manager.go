@@ -18,6 +18,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/workqueue"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -139,8 +140,11 @@ func (m *Manager) Run(ctx context.Context) error {
 		Reconciler:    controller.ReconcilerFunc(m.reconcile),
 		Finalizer:     controller.FinalizerFunc(m.finalize),
 		FinalizerName: finalizerName,
-		Workers:       2,
-		Logger:        m.log,
+		// A Plugin waiting for its module to be uploaded, or for the kind
+		// it binds to be registered, looks again at least every 10 s.
+		RateLimiter: workqueue.NewExponential[controller.Key](100*time.Millisecond, 10*time.Second),
+		Workers:     2,
+		Logger:      m.log,
 	})
 	if err != nil {
 		return fmt.Errorf("plugins: %w", err)
