@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
@@ -71,7 +72,7 @@ func clientGoSetup(t *testing.T, ns string) (*testserver.Server, dynamic.Interfa
 // a shared informer.
 func TestClientGo(t *testing.T) {
 	const ns = "clientgo"
-	_, dc := clientGoSetup(t, ns)
+	s, dc := clientGoSetup(t, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	widgets := dc.Resource(widgetsGVR).Namespace(ns)
@@ -151,6 +152,24 @@ func TestClientGo(t *testing.T) {
 		}
 		if writes.Load() == 0 {
 			t.Fatal("the writer wrote nothing during the list")
+		}
+	})
+
+	t.Run("metadata client", func(t *testing.T) {
+		mc, err := metadata.NewForConfig(s.RESTConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := mc.Resource(widgetsGVR).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) == 0 || l.Items[0].Name == "" || l.Items[0].UID == "" {
+			t.Fatalf("metadata list = %+v", l.Items)
+		}
+		m, err := mc.Resource(widgetsGVR).Namespace(ns).Get(ctx, "first", metav1.GetOptions{})
+		if err != nil || m.Name != "first" || m.ResourceVersion == "" {
+			t.Fatalf("metadata get = %+v, %v", m, err)
 		}
 	})
 

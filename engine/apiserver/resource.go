@@ -172,8 +172,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t target) error {
 	return s.respond(w, r, t, http.StatusOK, l)
 }
 
-// respond writes an object or list, as a Table when the client asks for one.
+// respond writes an object or list, as a Table or as partial object
+// metadata when the client asks for one.
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, t target, code int, obj runtime.Object) error {
+	if wantsPartial(r) {
+		writeObject(w, r, code, partialMetadata(obj))
+		return nil
+	}
 	if acceptParams(r, "Table") == nil {
 		writeObject(w, r, code, obj)
 		return nil
@@ -396,4 +401,36 @@ func (s *Server) deleteCollection(w http.ResponseWriter, r *http.Request, t targ
 	}
 	writeObject(w, r, http.StatusOK, l)
 	return nil
+}
+
+// wantsPartial tells whether the client (a client-go metadata client, for
+// instance) asked for PartialObjectMetadata.
+func wantsPartial(r *http.Request) bool {
+	for _, as := range []string{"PartialObjectMetadata", "PartialObjectMetadataList"} {
+		if p := acceptParams(r, as); p != nil && p["g"] == "meta.k8s.io" && p["v"] == "v1" {
+			return true
+		}
+	}
+	return false
+}
+
+// partialMetadata reduces an object to a PartialObjectMetadata and a list to
+// a PartialObjectMetadataList; other objects are returned as they are.
+func partialMetadata(obj runtime.Object) runtime.Object {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": o.Object["metadata"],
+		}}
+	case *unstructured.UnstructuredList:
+		items := make([]any, 0, len(o.Items))
+		for i := range o.Items {
+			items = append(items, partialMetadata(&o.Items[i]).(*unstructured.Unstructured).Object)
+		}
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+			"metadata": o.Object["metadata"], "items": items,
+		}}
+	}
+	return obj
 }

@@ -18,6 +18,7 @@ import (
 // Kubernetes does, so that clients re-list.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts metav1.ListOptions) error {
 	asTable := acceptParams(r, "Table") != nil
+	partial := wantsPartial(r)
 	start := func(ctx context.Context) (watch.Interface, error) {
 		return s.eng.Watch(ctx, t.gvr(), t.namespace, opts)
 	}
@@ -38,7 +39,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
 	write := func(ev watch.Event) bool {
-		if asTable {
+		if u, ok := ev.Object.(*unstructured.Unstructured); ok && partial && ev.Type != watch.Error {
+			ev.Object = partialMetadata(u)
+		} else if asTable {
 			if u, ok := ev.Object.(*unstructured.Unstructured); ok && ev.Type != watch.Bookmark {
 				tbl, err := s.table(r, t, u)
 				if err != nil {
