@@ -313,6 +313,16 @@ func TestCLI(t *testing.T) {
 		if r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "No resources found in default namespace.") {
 			t.Errorf("empty get: %+v", r)
 		}
+		several := ok(t, s, "get", "wd,ns")
+		if !regexp.MustCompile(`(?s)^NAME\s+DISPLAY.*\nwidget.example.setpoint.dev/alpha\s.*\n\nNAME\s+STATUS\s+AGE\nnamespace/default\s`).MatchString(several) {
+			t.Errorf("get wd,ns:\n%s", several)
+		}
+		if got := ok(t, s, "get", "widgets,namespaces", "-o", "name"); !strings.Contains(got, "widget.example.setpoint.dev/beta\nnamespace/default\n") {
+			t.Errorf("get widgets,namespaces -o name:\n%s", got)
+		}
+		if got := ok(t, s, "get", "ns,wd", "-o", "jsonpath={.items[*].kind}"); got != "Namespace Widget Widget" {
+			t.Errorf("get ns,wd -o jsonpath: %q", got)
+		}
 		if got := ok(t, s, "get", "ns", "default", "-o", "name"); got != "namespace/default\n" {
 			t.Errorf("get ns default: %q", got)
 		}

@@ -42,7 +42,8 @@ func newGetCommand() *cobra.Command {
 		Long: `List the objects of a resource, or show the named ones. RESOURCE is what kubectl
 accepts: the plural (widgets), the singular (widget), the kind (Widget), a short
 name (wd), optionally qualified by group (widgets.example.setpoint.dev);
-RESOURCE/NAME works too. ` + "`setpoint kinds`" + ` lists them.
+RESOURCE/NAME works too, and RESOURCE,RESOURCE lists several. ` + "`setpoint kinds`" + `
+lists them.
 
 The table has the columns the server declares for the kind (a
 CustomResourceDefinition's additionalPrinterColumns) and AGE; -o wide adds the
@@ -52,6 +53,7 @@ columns of lower priority. -w keeps watching and prints each change.
 		Example: `  setpoint get widgets
   setpoint get widget foo -o yaml
   setpoint get wd -A -l 'env in (dev,prod)'
+  setpoint get widgets,widgetprovisions
   setpoint get widgets -o jsonpath='{.items[*].metadata.name}'
   setpoint get widgets -w`,
 		Args: rangeArgs(1, -1, "RESOURCE [NAME...]"),
@@ -109,6 +111,12 @@ func runGet(ctx context.Context, o *getOptions, args []string, stdout, stderr io
 	c, err := o.client.connect()
 	if err != nil {
 		return err
+	}
+	if strings.Contains(resArg, ",") {
+		if len(names) > 0 || o.watch {
+			return usageError("several resources (%s) can be listed, not named or watched", resArg)
+		}
+		return getSeveral(ctx, c, o, strings.Split(resArg, ","), out, stdout, stderr)
 	}
 	r, err := c.resolve(resArg)
 	if err != nil {
@@ -338,4 +346,75 @@ func eventObject(typ watch.EventType, u *unstructured.Unstructured, withEvent bo
 		return map[string]any{"type": string(typ), "object": u.Object}
 	}
 	return u.Object
+}
+
+// getSeveral lists several resources (get widgets,namespaces): one table
+// each, or one List of all their objects.
+func getSeveral(ctx context.Context, c *client, o *getOptions, args []string, out output, stdout, stderr io.Writer) error {
+	var rs []resource
+	for _, a := range args {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		r, err := c.resolve(a)
+		if err != nil {
+			return err
+		}
+		rs = append(rs, r)
+	}
+	opts := metav1.ListOptions{LabelSelector: o.selector, FieldSelector: o.fieldSelector}
+	nsOf := func(r resource) string {
+		if o.allNamespaces || !r.namespaced {
+			return ""
+		}
+		return c.namespace
+	}
+	var all []unstructured.Unstructured
+	printed := false
+	for _, r := range rs {
+		switch out.format {
+		case "table", "wide":
+			t, err := c.table(ctx, r, nsOf(r), "", opts)
+			if err != nil {
+				return err
+			}
+			if len(t.Rows) == 0 {
+				continue
+			}
+			// A NAME qualified by the resource tells the tables apart.
+			for i := range t.Rows {
+				if len(t.Rows[i].Cells) > 0 {
+					t.Rows[i].Cells[0] = r.objectName(fmt.Sprint(t.Rows[i].Cells[0]))
+				}
+			}
+			if printed {
+				fmt.Fprintln(stdout)
+			}
+			tp := &tablePrinter{w: stdout, wide: out.format == "wide", withNamespace: o.allNamespaces && r.namespaced,
+				showLabels: o.showLabels, noHeaders: o.noHeaders, now: time.Now}
+			if err := tp.print(t, ""); err != nil {
+				return err
+			}
+			printed = true
+		default:
+			list, err := c.resourceInterface(r, nsOf(r)).List(ctx, opts)
+			if err != nil {
+				return c.explain(err)
+			}
+			for _, it := range list.Items {
+				if out.format == "name" {
+					fmt.Fprintln(stdout, r.objectName(it.GetName()))
+					printed = true
+				}
+			}
+			all = append(all, list.Items...)
+		}
+	}
+	if out.format != "table" && out.format != "wide" && out.format != "name" {
+		return printObject(stdout, out, listObject(all))
+	}
+	if !printed {
+		fmt.Fprintln(stderr, noneFound(rs[0], c.namespace))
+	}
+	return nil
 }
