@@ -84,46 +84,49 @@ func planChildren(parent *unstructured.Unstructured, parentNamespaced bool, owns
 		if !ok {
 			return nil, fmt.Errorf("child %d: %w: kind %s is not among the kinds this controller owns", i, ErrInvalidChild, gvk.GroupKind())
 		}
-		want := d.DeepCopy()
-		want.SetAPIVersion(kind.Resource.GroupVersion().String())
-		if want.GetName() == "" {
+		name := d.GetName()
+		if name == "" {
 			n := unnamed[gvk.GroupKind()] + 1
 			unnamed[gvk.GroupKind()] = n
-			name := parent.GetName() + "-" + strings.ToLower(gvk.Kind)
+			name = parent.GetName() + "-" + strings.ToLower(gvk.Kind)
 			if n > 1 {
 				name += "-" + strconv.Itoa(n)
 			}
-			want.SetName(name)
 		}
+		ns := d.GetNamespace()
 		switch {
 		case !kind.Namespaced:
-			if want.GetNamespace() != "" {
-				return nil, fmt.Errorf("child %s %q: %w: kind is cluster-scoped but a namespace is set", gvk.Kind, want.GetName(), ErrInvalidChild)
+			if ns != "" {
+				return nil, fmt.Errorf("child %s %q: %w: kind is cluster-scoped but a namespace is set", gvk.Kind, name, ErrInvalidChild)
 			}
 			if parentNamespaced {
-				return nil, fmt.Errorf("child %s %q: %w: a namespaced object cannot own a cluster-scoped one", gvk.Kind, want.GetName(), ErrInvalidChild)
+				return nil, fmt.Errorf("child %s %q: %w: a namespaced object cannot own a cluster-scoped one", gvk.Kind, name, ErrInvalidChild)
 			}
 		case parentNamespaced:
-			if ns := want.GetNamespace(); ns != "" && ns != parent.GetNamespace() {
-				return nil, fmt.Errorf("child %s %q: %w: namespace %q differs from the owner's %q", gvk.Kind, want.GetName(), ErrInvalidChild, ns, parent.GetNamespace())
+			if ns != "" && ns != parent.GetNamespace() {
+				return nil, fmt.Errorf("child %s %q: %w: namespace %q differs from the owner's %q", gvk.Kind, name, ErrInvalidChild, ns, parent.GetNamespace())
 			}
-			want.SetNamespace(parent.GetNamespace())
+			ns = parent.GetNamespace()
 		default:
-			if want.GetNamespace() == "" {
-				return nil, fmt.Errorf("child %s %q: %w: namespace is required for a namespaced child of a cluster-scoped object", gvk.Kind, want.GetName(), ErrInvalidChild)
+			if ns == "" {
+				return nil, fmt.Errorf("child %s %q: %w: namespace is required for a namespaced child of a cluster-scoped object", gvk.Kind, name, ErrInvalidChild)
 			}
 		}
-		id := idOf(want)
+		id := childID{gvk.GroupKind(), ns, name}
 		if seen[id] {
-			return nil, fmt.Errorf("child %s %q: %w: named twice", gvk.Kind, want.GetName(), ErrInvalidChild)
+			return nil, fmt.Errorf("child %s %q: %w: named twice", gvk.Kind, name, ErrInvalidChild)
 		}
 		seen[id] = true
 		cur, ok := byID[id]
+		if ok && childUpToDate(cur, d, parent.GetUID()) {
+			continue // the common case: no copy, no write
+		}
+		want := d.DeepCopy()
+		want.SetAPIVersion(kind.Resource.GroupVersion().String())
+		want.SetName(name)
+		want.SetNamespace(ns)
 		if !ok {
 			actions = append(actions, action{op: opCreate, kind: kind, obj: forCreate(want, ref), want: want})
-			continue
-		}
-		if childUpToDate(cur, want, parent.GetUID()) {
 			continue
 		}
 		actions = append(actions, action{op: opUpdate, kind: kind, obj: mergeChild(cur, want, ref), want: want})
@@ -154,12 +157,20 @@ func controllerRef(parent *unstructured.Unstructured) metav1.OwnerReference {
 	}
 }
 
-// controllerOf returns obj's controller ownerReference, if any.
+// controllerOf returns obj's controller ownerReference, if any. It reads the
+// object's map directly: it runs for every cached change and every child.
 func controllerOf(obj *unstructured.Unstructured) (metav1.OwnerReference, bool) {
-	for _, r := range obj.GetOwnerReferences() {
-		if r.Controller != nil && *r.Controller {
-			return r, true
+	md, _ := obj.Object["metadata"].(map[string]any)
+	refs, _ := md["ownerReferences"].([]any)
+	for _, r := range refs {
+		m, _ := r.(map[string]any)
+		if c, _ := m["controller"].(bool); !c {
+			continue
 		}
+		str := func(k string) string { v, _ := m[k].(string); return v }
+		t := true
+		return metav1.OwnerReference{APIVersion: str("apiVersion"), Kind: str("kind"), Name: str("name"),
+			UID: types.UID(str("uid")), Controller: &t}, true
 	}
 	return metav1.OwnerReference{}, false
 }
@@ -212,8 +223,14 @@ func childUpToDate(cur, want *unstructured.Unstructured, owner types.UID) bool {
 			return false
 		}
 	}
-	return subsetStrings(want.GetLabels(), cur.GetLabels()) &&
-		subsetStrings(want.GetAnnotations(), cur.GetAnnotations())
+	wmd, _ := want.Object["metadata"].(map[string]any)
+	cmd, _ := cur.Object["metadata"].(map[string]any)
+	for _, f := range []string{"labels", "annotations"} {
+		if w, ok := wmd[f]; ok && w != nil && !subset(w, cmd[f]) {
+			return false
+		}
+	}
+	return true
 }
 
 // mergeChild returns cur with want's top-level fields, labels and
@@ -236,15 +253,6 @@ func mergeChild(cur, want *unstructured.Unstructured, ref metav1.OwnerReference)
 	}
 	setControllerRef(out, ref)
 	return out
-}
-
-func subsetStrings(want, cur map[string]string) bool {
-	for k, v := range want {
-		if c, ok := cur[k]; !ok || c != v {
-			return false
-		}
-	}
-	return true
 }
 
 func mergeStrings(base, over map[string]string) map[string]string {
