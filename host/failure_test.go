@@ -123,7 +123,10 @@ func TestNoHandler(t *testing.T) {
 // TestExtismFailures: the Extism path stops a spinning guest (wazero's
 // close-on-context-done) and reports a guest panic, and serves afterwards.
 func TestExtismFailures(t *testing.T) {
-	p := hosttest.Load(t, "extismwidget", host.Config{Limits: host.Limits{CallTimeout: 300 * time.Millisecond, PoolSize: 1}})
+	// A generous call timeout, since a fresh instance starts inside the call
+	// after a discard (slow under -race); the spinning call gets a short
+	// deadline of its own.
+	p := hosttest.Load(t, "extismwidget", host.Config{Limits: host.Limits{CallTimeout: 10 * time.Second, PoolSize: 1}})
 	if p.Preemption() != "wazero" {
 		t.Fatalf("preemption = %q", p.Preemption())
 	}
@@ -132,7 +135,9 @@ func TestExtismFailures(t *testing.T) {
 		mode string
 		want error
 	}{{"loop", host.ErrTimeout}, {"panic", host.ErrGuestPanic}} {
-		_, err := p.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(widgetObj), Config: map[string]string{"mode": tt.mode}})
+		callCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err := p.Reconcile(callCtx, &abi.ReconcileRequest{Object: abi.RawJSON(widgetObj), Config: map[string]string{"mode": tt.mode}})
+		cancel()
 		if !errors.Is(err, tt.want) {
 			t.Fatalf("%s: err = %v, want %v", tt.mode, err, tt.want)
 		}
