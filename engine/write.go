@@ -380,8 +380,12 @@ func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *Admissio
 	if s.admitter() == nil {
 		return nil
 	}
+	name, ns := obj.GetName(), obj.GetNamespace()
 	if err := s.mutate(ctx, req); err != nil {
 		return err
+	}
+	if obj.GetName() != name || obj.GetNamespace() != ns {
+		return apierrors.NewInternalError(fmt.Errorf("mutating admission changed the name or namespace of %s/%s", ns, name))
 	}
 	normalizeNumbers(obj.Object)
 	_, err := coerce(sv, obj)
