@@ -63,7 +63,11 @@ import (
 	"github.com/setpoint-dev/setpoint/sdk/plugin"
 )
 
-func init() { guest.Register(plugin.Handlers{Reconcile: reconcile, Admit: admit}) }
+func init() { guest.Register(plugin.Handlers{Reconcile: reconcile, Admit: admit, Finalize: finalize}) }
+
+func finalize(h plugin.Host, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
+	return &abi.FinalizeResponse{Done: true, Events: []abi.Event{{Type: "Normal", Reason: "GadgetReleased", Message: "released " + req.Object.String("metadata", "name")}}}, nil
+}
 
 var spins int
 
@@ -698,6 +702,29 @@ func TestPlugins(t *testing.T) {
 		out, _, _ = s.Kubectl("get", "events", "-o", "jsonpath={.items[*].reason}")
 		if !strings.Contains(out, "GadgetsListed") {
 			t.Errorf("no GadgetsListed event among %q", out)
+		}
+
+		// The plugin exports finalize: its finalizer guards the widget, and
+		// deletion runs it before the widget and its gadget go.
+		if out, _, _ := s.Kubectl("get", "widget", "rec-2", "-o", "jsonpath={.metadata.finalizers}"); !strings.Contains(out, "setpoint.dev/gadgets") {
+			t.Errorf("widget finalizers %q, want the plugin's", out)
+		}
+		if out, errOut, err := s.Kubectl("delete", "widget", "rec-2", "--timeout=60s"); err != nil {
+			t.Fatalf("delete widget: %v %s%s", err, out, errOut)
+		}
+		deadline = time.Now().Add(time.Minute)
+		for {
+			_, errOut, _ := s.Kubectl("get", "gadget", "rec-2-gadget")
+			if strings.Contains(errOut, "NotFound") || strings.Contains(errOut, "not found") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the deleted widget's gadget is still there: %s", errOut)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if out, _, _ := s.Kubectl("get", "events", "-o", "jsonpath={.items[*].reason}"); !strings.Contains(out, "GadgetReleased") {
+			t.Errorf("no GadgetReleased event from finalize among %q", out)
 		}
 	})
 
