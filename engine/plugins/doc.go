@@ -8,6 +8,29 @@
 // It reaches the Wasm host only through the Host interface it declares; cmd
 // adapts the host's registry to it. It must not import host.
 //
+// # Use
+//
+// Upload a module, then name it in a Plugin:
+//
+//	curl --cacert ca.crt -H "Authorization: Bearer $TOKEN" \
+//	  -H 'Content-Type: application/wasm' --data-binary @requiredlabels.wasm \
+//	  https://127.0.0.1:6443/apis/setpoint.dev/v1alpha1/modules
+//	# {"digest":"sha256:…","size":…,"created":true}
+//
+//	apiVersion: setpoint.dev/v1alpha1
+//	kind: Plugin
+//	metadata: {name: required-labels}
+//	spec:
+//	  module: {digest: "sha256:…"}
+//	  admission:
+//	  - {resources: [widgets.example.setpoint.dev], operations: [CREATE, UPDATE], type: Validating}
+//	  config: {labels: team}
+//
+// Changing spec.module.digest swaps the running version atomically; a module
+// that is refused or missing leaves the running version serving, and the
+// status's Loaded condition says why. `setpoint plugin install` does both
+// steps.
+//
 // # Threads
 //
 // Manager.Run runs one engine/controller Controller for the Plugin kind

@@ -243,6 +243,10 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 		}
 	case !cur.exports.Reconcile:
 		missing = append(missing, "reconcile")
+		if cur.reconcileKey != "" { // the previous version had it
+			m.opts.Controllers.Remove(name)
+			cur.reconcileKey = ""
+		}
 	default:
 		bindErr = m.bindReconcile(name, cur, sp)
 	}
