@@ -81,8 +81,10 @@ func (r *records) Handle(_ context.Context, rec slog.Record) error {
 
 func TestHostFunctions(t *testing.T) {
 	cm := abi.RawJSON(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cfg","namespace":"default"},"data":{"a":"b"}}`)
+	// Larger than the guest's 4 KiB host-call buffer: fetched with result.
+	big := abi.RawJSON(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big","namespace":"default"},"data":{"a":"` + strings.Repeat("x", 20000) + `"}}`)
 	logs, evs := newRecords(), &events{}
-	h := hosttest.NewHost(t, host.Options{Logger: slog.New(logs), Objects: objects{[]abi.RawJSON{cm}}, Events: evs})
+	h := hosttest.NewHost(t, host.Options{Logger: slog.New(logs), Objects: objects{[]abi.RawJSON{cm, big}}, Events: evs})
 	allowed := hosttest.LoadWith(t, h, "faulty", host.Config{Permissions: host.Permissions{Read: []string{"ConfigMap"}, Events: true}})
 	ctx := context.Background()
 	req := func(kind, name string) *abi.ReconcileRequest {
@@ -94,7 +96,7 @@ func TestHostFunctions(t *testing.T) {
 	if err != nil || resp.Error != "" {
 		t.Fatalf("reconcile: %v %q", err, resp.Error)
 	}
-	if !resp.Status.Bool("found") || resp.Status.String("object", "data", "a") != "b" || resp.Status.Int("listed") != 1 {
+	if !resp.Status.Bool("found") || resp.Status.String("object", "data", "a") != "b" || resp.Status.Int("listed") != 2 {
 		t.Fatalf("status = %s", resp.Status)
 	}
 	var log map[string]string
@@ -110,6 +112,10 @@ func TestHostFunctions(t *testing.T) {
 		t.Fatalf("events = %+v", evs.got)
 	}
 
+	resp, err = allowed.Reconcile(ctx, req("ConfigMap", "big"))
+	if err != nil || len(resp.Status.String("object", "data", "a")) != 20000 {
+		t.Fatalf("large response: %v %.200s", err, resp.Status)
+	}
 	if resp, err = allowed.Reconcile(ctx, req("ConfigMap", "missing")); err != nil || resp.Status.Bool("found") {
 		t.Fatalf("missing object: %v %s", err, resp.Status)
 	}
