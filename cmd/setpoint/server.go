@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -46,8 +47,9 @@ func newServerCommand() *cobra.Command {
 embedded store kept in the data directory.
 
 On first start the server creates, in the data directory, a CA and a serving
-certificate for 127.0.0.1, ::1, localhost and the host of --addr (unless you
-pass your own with --tls-cert-file and --tls-private-key-file), an admin bearer
+certificate for 127.0.0.1, ::1, localhost and the host of --addr (on a
+wildcard address, this machine's name and addresses; unless you pass your own
+with --tls-cert-file and --tls-private-key-file), an admin bearer
 token, and DIR/admin.kubeconfig, which kubectl and setpoint use as is.
 Restarting with the same data directory keeps the CA, certificate, token and
 data. Every request but /healthz, /readyz, /livez and /version needs the token.
@@ -113,6 +115,28 @@ func serverURL(host string, ln net.Listener) string {
 	return "https://" + net.JoinHostPort(host, port)
 }
 
+// servingHosts are the names the serving certificate covers besides
+// loopback: the host of --addr, or, on a wildcard address, this machine's
+// name and addresses.
+func servingHosts(host string) []string {
+	ip := net.ParseIP(host)
+	if host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return []string{host}
+	}
+	var hosts []string
+	if name, err := os.Hostname(); err == nil && name != "" {
+		hosts = append(hosts, name)
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLinkLocalUnicast() {
+				hosts = append(hosts, ipn.IP.String())
+			}
+		}
+	}
+	return hosts
+}
+
 // watchStopper ends long-running watches when shutdown starts, since
 // http.Server.Shutdown waits for them otherwise.
 type watchStopper struct {
@@ -147,7 +171,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	}
 	material, err := serving.Prepare(serving.Options{
 		DataDir:  o.dataDir,
-		Hosts:    []string{host},
+		Hosts:    servingHosts(host),
 		CertFile: o.tlsCertFile,
 		KeyFile:  o.tlsKeyFile,
 	})

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,21 @@ func TestWatchStopperEndsOnlyWatches(t *testing.T) {
 	got := map[string]bool{<-ended: true, <-ended: true}
 	if !got["/watch"] || !got["timeout /list"] {
 		t.Errorf("ended: %v; want the watch cancelled and the list left alone", got)
+	}
+}
+
+func TestServingHosts(t *testing.T) {
+	if got := servingHosts("example.test"); len(got) != 1 || got[0] != "example.test" {
+		t.Errorf("servingHosts(example.test) = %v", got)
+	}
+	if got := servingHosts("10.0.0.1"); len(got) != 1 || got[0] != "10.0.0.1" {
+		t.Errorf("servingHosts(10.0.0.1) = %v", got)
+	}
+	for _, wildcard := range []string{"", "0.0.0.0", "::"} {
+		got := servingHosts(wildcard)
+		name, _ := os.Hostname()
+		if name != "" && (len(got) == 0 || got[0] != name) {
+			t.Errorf("servingHosts(%q) = %v, want the host name %s first", wildcard, got, name)
+		}
 	}
 }
