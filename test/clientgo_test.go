@@ -143,7 +143,11 @@ func TestClientGo(t *testing.T) {
 			if cont == "" {
 				break
 			}
-			time.Sleep(20 * time.Millisecond) // let the writer get ahead
+			// Let the writer commit something between every two pages.
+			before := writes.Load()
+			for deadline := time.Now().Add(10 * time.Second); writes.Load() == before && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 		}
 		close(stop)
 		wg.Wait()
