@@ -163,7 +163,7 @@ func (namespaceHooks) committed(_ context.Context, s *Service, obj, _ map[string
 	}
 }
 
-func (namespaceHooks) deleting(_ context.Context, _ *Service, obj map[string]any) error {
+func (namespaceHooks) deleting(_ context.Context, _ *Service, obj map[string]any, _ bool) error {
 	name, _, _ := unstructured.NestedString(obj, "metadata", "name")
 	if name == DefaultNamespace {
 		return apierrors.NewForbidden(NamespaceResource.GroupResource(), name, fmt.Errorf("this namespace may not be deleted"))

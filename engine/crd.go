@@ -229,7 +229,10 @@ func (crdHooks) committed(_ context.Context, s *Service, obj, old map[string]any
 	s.serveCRD(obj, revisionOf(&unstructured.Unstructured{Object: obj}))
 }
 
-func (crdHooks) deleting(ctx context.Context, s *Service, obj map[string]any) error {
+func (crdHooks) deleting(ctx context.Context, s *Service, obj map[string]any, dryRun bool) error {
+	if dryRun {
+		return nil
+	}
 	crd, err := crdFromMap(obj)
 	if err != nil {
 		return err

@@ -83,3 +83,18 @@ spec:
 		t.Error("an invalid CRD was accepted")
 	}
 }
+
+func TestCRDDryRunDeleteKeepsServing(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	mustCreate(t, s, widget("stays", "small", nil))
+	if err := s.Delete(ctx, CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Resource(widgets); !ok {
+		t.Fatal("a dry-run delete of the CRD stopped serving it")
+	}
+	if _, err := s.Get(ctx, widgets, "default", "stays", metav1.GetOptions{}); err != nil {
+		t.Fatalf("a dry-run delete of the CRD removed its objects: %v", err)
+	}
+}

@@ -73,7 +73,7 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 			return nil, false, err
 		}
 		if sv.hooks != nil {
-			if err := sv.hooks.deleting(ctx, s, cur.Object); err != nil {
+			if err := sv.hooks.deleting(ctx, s, cur.Object, dry); err != nil {
 				return nil, false, err
 			}
 		}

@@ -75,8 +75,9 @@ type kindHooks interface {
 	prepare(ctx context.Context, s *Service, obj, old map[string]any) error
 	// committed runs after a successful, non-dry-run write; obj is nil after a delete.
 	committed(ctx context.Context, s *Service, obj, old map[string]any)
-	// deleting runs before the object is removed from the store and may refuse.
-	deleting(ctx context.Context, s *Service, obj map[string]any) error
+	// deleting runs before the object is removed from the store and may
+	// refuse; with dryRun it only checks.
+	deleting(ctx context.Context, s *Service, obj map[string]any, dryRun bool) error
 }
 
 // registry is the set of served resources. It is safe for concurrent use.
