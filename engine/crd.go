@@ -242,14 +242,15 @@ func (crdHooks) deleting(ctx context.Context, s *Service, obj map[string]any, dr
 }
 
 // serveCRD registers the resources of a CRD stored at revision rev, when its
-// names were accepted. A CRD that cannot be built is logged and not served.
+// names were accepted and it is not being deleted. A CRD that cannot be
+// built is logged and not served.
 func (s *Service) serveCRD(obj map[string]any, rev int64) {
 	crd, err := crdFromMap(obj)
 	if err != nil {
 		s.log.Error("decode stored CustomResourceDefinition", "err", err)
 		return
 	}
-	if !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+	if !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) || crd.DeletionTimestamp != nil {
 		s.reg.removeCRD(crd.Name, rev)
 		return
 	}
