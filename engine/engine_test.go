@@ -243,6 +243,9 @@ func TestCreateServerFields(t *testing.T) {
 	if _, err := s.Get(ctx, widgets, "default", "dry", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("dry-run object was stored: %v", err)
 	}
+	if _, err := s.Create(ctx, widgets, widget(out.GetName(), "small", nil), metav1.CreateOptions{DryRun: []string{"All"}}); !apierrors.IsAlreadyExists(err) {
+		t.Errorf("dry-run create of an existing object = %v, want AlreadyExists", err)
+	}
 	if _, err := s.Create(ctx, widgets, widget(out.GetName(), "small", nil), metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
 		t.Errorf("second create = %v, want AlreadyExists", err)
 	}

@@ -194,6 +194,10 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 		return nil, err
 	}
 	if dry {
+		// A dry run answers as the write would: AlreadyExists included.
+		if _, err := s.store.Get(ctx, key(sv, ns, obj.GetName()), store.GetOptions{}); err == nil {
+			return nil, apierrors.NewAlreadyExists(gvr.GroupResource(), obj.GetName())
+		}
 		return obj, nil
 	}
 	for attempt := 0; ; attempt++ {
