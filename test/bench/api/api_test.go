@@ -18,8 +18,9 @@
 // many idle connections per host as workers), and each side is warmed up
 // before it is measured. Because the machines are shared, each phase also
 // reports the CPU the server (or etcd) and this process spent per
-// operation. PERF=FILE records the server with `perf record` during the
-// first round's creates.
+// operation. PERF=PREFIX records the server with `perf record` during the
+// first round's creates, GETs and LISTs, into PREFIX-create.data,
+// PREFIX-get.data and PREFIX-list.data.
 //
 // Everything the benchmark starts is stopped, and every temp directory
 // removed, by b.Cleanup, and each phase gives up after PHASE_TIMEOUT
@@ -321,16 +322,11 @@ func BenchmarkAPI(b *testing.B) {
 			}
 			report(b, "etcd Put (1 KiB)", put, m)
 
-			var perf *exec.Cmd
-			if f := os.Getenv("PERF"); f != "" && r == 1 {
-				perf = startPerf(b, f, serverPID)
-			}
+			stop := profile(b, r, "create", serverPID)
 			m = startCPU(serverPID)
 			create := c.creates(workers, 0, creates, ns, timeout)
 			m.stop()
-			if perf != nil {
-				stopPerf(b, perf)
-			}
+			stop()
 			if create.err != nil {
 				b.Fatalf("API creates: %v", create.err)
 			}
@@ -347,9 +343,11 @@ func BenchmarkAPI(b *testing.B) {
 				b.Fatalf("etcd gets: %v", eget.err)
 			}
 			report(b, "etcd Get (one key)", eget, m)
+			stop = profile(b, r, "get", serverPID)
 			m = startCPU(serverPID)
 			get := c.gets(workers, getsN, creates, ns, timeout)
 			m.stop()
+			stop()
 			if get.err != nil {
 				b.Fatalf("API gets: %v", get.err)
 			}
@@ -363,11 +361,15 @@ func BenchmarkAPI(b *testing.B) {
 					how = fmt.Sprintf("pages of %d", limit)
 				}
 				var apiTimes, etcdTimes []time.Duration
+				var apiCPU, etcdCPU float64
 				for range listRepeats {
 					ctx, cancel := context.WithTimeout(context.Background(), timeout)
+					em := startCPU(etcd.pid())
 					t0 := time.Now()
 					n, err := etcd.list(ctx, prefix, limit)
 					etcdTimes = append(etcdTimes, time.Since(t0))
+					em.stop()
+					etcdCPU += em.server
 					if err == nil && n != creates {
 						err = fmt.Errorf("listed %d keys, want %d", n, creates)
 					}
@@ -375,7 +377,12 @@ func BenchmarkAPI(b *testing.B) {
 						cancel()
 						b.Fatalf("etcd list: %v", err)
 					}
+					stop := profile(b, r, "list", serverPID)
+					am := startCPU(serverPID)
 					d, items, err := c.list(ctx, ns, limit)
+					am.stop()
+					stop()
+					apiCPU += am.server
 					cancel()
 					if err == nil && items != creates {
 						err = fmt.Errorf("listed %d objects, want %d", items, creates)
@@ -388,8 +395,9 @@ func BenchmarkAPI(b *testing.B) {
 				slices.Sort(apiTimes)
 				slices.Sort(etcdTimes)
 				api, base := apiTimes[len(apiTimes)/2], etcdTimes[len(etcdTimes)/2]
-				b.Logf("round %d: LIST %d objects, %s: API %s, etcd range %s (median of %d; API min %s); API/etcd %.1fx the time",
-					r, creates, how, ms(api), ms(base), listRepeats, ms(apiTimes[0]), float64(api)/float64(base))
+				b.Logf("round %d: LIST %d objects, %s: API %s, etcd range %s (median of %d; API min %s); API/etcd %.1fx the time; CPU per list: server %.0f ms, etcd %.0f ms",
+					r, creates, how, ms(api), ms(base), listRepeats, ms(apiTimes[0]), float64(api)/float64(base),
+					apiCPU/listRepeats*1000, etcdCPU/listRepeats*1000)
 				b.ReportMetric(float64(api.Microseconds())/1000, fmt.Sprintf("list-ms/%s", strings.ReplaceAll(how, " ", "-")))
 			}
 			b.ReportMetric(create.rate(), "creates/s")
@@ -426,28 +434,47 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// startPerf records pid's stacks into file until stopPerf.
-func startPerf(b *testing.B, file string, pid int) *exec.Cmd {
+// profile records the server with perf during one phase of the first round
+// when PERF is set, appending to the phase's file when it runs repeatedly
+// (the lists); the returned func stops the recording.
+func profile(b *testing.B, round int, phase string, pid int) func() {
+	prefix := os.Getenv("PERF")
+	if prefix == "" || round != 1 {
+		return func() {}
+	}
+	file := fmt.Sprintf("%s-%s.data", prefix, phase)
+	seq := perfRuns[file]
+	perfRuns[file]++
+	if seq > 0 {
+		file = fmt.Sprintf("%s-%s.%d.data", prefix, phase, seq)
+	}
 	cmd := exec.Command("perf", "record", "-F", "999", "-g", "-p", fmt.Sprint(pid), "-o", file)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
 		b.Logf("perf: %v (profile skipped)", err)
-		return nil
+		return func() {}
 	}
 	time.Sleep(500 * time.Millisecond) // let it attach
-	b.Cleanup(func() { _ = cmd.Process.Kill() })
-	return cmd
-}
-
-func stopPerf(b *testing.B, cmd *exec.Cmd) {
-	_ = cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	b.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-done
+	})
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		b.Logf("perf profile of the server during the %s phase: %s", phase, file)
 	}
-	b.Logf("perf profile of the server during the creates: %s", cmd.Args[len(cmd.Args)-1])
 }
+
+// perfRuns counts the recordings per file name.
+var perfRuns = map[string]int{}
