@@ -1,0 +1,374 @@
+// Package reconcile measures, in one run, how fast objects reach Ready
+// through the reconcile engine with the same Widget logic
+// (examples/widget/operator) behind three Reconcilers: the built Wasm plugin
+// (bin/wasm/widget-plugin.wasm) on the real host, native Go in the engine's
+// process, and a Metacontroller-style JSON webhook on loopback. Each mode
+// gets a fresh Badger store and engine, the objects are created before the
+// clock starts, and the clock stops when the last one is Ready with its
+// WidgetProvision observed. Ratios are against the native run of the same
+// process, since the machines are noisy.
+//
+//	make bench-reconcile
+//	go test -run '^$' -bench . -benchtime 1x -v ./test/bench/reconcile
+//
+// SETPOINT_BENCH_OBJECTS changes the 10,000 objects per mode.
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/yaml"
+
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/examples/widget/operator"
+	"github.com/setpoint-dev/setpoint/host"
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+	"github.com/setpoint-dev/setpoint/sdk/plugintest"
+	"github.com/setpoint-dev/setpoint/store/badger"
+)
+
+var (
+	widgets    = schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "widgets"}
+	provisions = schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "widgetprovisions"}
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// repo is the repository root (this package is test/bench/reconcile).
+func repo(b *testing.B) string {
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return root
+}
+
+// newEngine starts the engine's object service on a fresh Badger store with
+// the example's Widget and WidgetProvision kinds.
+func newEngine(b *testing.B) *engine.Service {
+	db, err := badger.Open(b.TempDir(), badger.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := engine.New(context.Background(), engine.Options{Store: db, Logger: quiet()})
+	if err != nil {
+		db.Close()
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done; db.Close() })
+	for _, f := range []string{"crd.yaml", "provision-crd.yaml"} {
+		raw, err := os.ReadFile(filepath.Join(repo(b), "examples", "widget", f))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(raw, &m); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Create(ctx, engine.CRDResource, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, w := s.Resource(widgets)
+		_, p := s.Resource(provisions)
+		if w && p {
+			return s
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the example kinds are not served")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// native runs the operator in the engine's process.
+type native struct{ op *operator.Operator }
+
+func (n native) Reconcile(_ context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+	return n.op.Reconcile(&plugintest.Host{}, req)
+}
+
+// Metacontroller-style webhook documents: the parent and its children by
+// kind in, the status and the desired children out, as JSON over HTTP.
+type hookRequest struct {
+	Parent   json.RawMessage              `json:"parent"`
+	Children map[string][]json.RawMessage `json:"children"`
+	Attempt  int                          `json:"attempt"`
+}
+
+type hookResponse struct {
+	Status   json.RawMessage   `json:"status,omitempty"`
+	Children []json.RawMessage `json:"children"`
+	Error    string            `json:"error,omitempty"`
+	Terminal bool              `json:"terminal,omitempty"`
+}
+
+// webhookServer serves the operator at POST /sync on a loopback port.
+func webhookServer(b *testing.B, op *operator.Operator) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in hookRequest
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req := &abi.ReconcileRequest{Object: abi.RawJSON(in.Parent), Attempt: in.Attempt, Children: map[string][]abi.RawJSON{}}
+		for k, l := range in.Children {
+			for _, c := range l {
+				req.Children[k] = append(req.Children[k], abi.RawJSON(c))
+			}
+		}
+		var out hookResponse
+		resp, err := op.Reconcile(&plugintest.Host{}, req)
+		if err != nil {
+			out.Error, out.Terminal = err.Error(), errors.Is(err, errTerminal)
+		} else {
+			out.Status = json.RawMessage(resp.Status)
+			for _, c := range resp.Children {
+				out.Children = append(out.Children, json.RawMessage(c))
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	})}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String() + "/sync"
+}
+
+var errTerminal = errors.New("terminal")
+
+// webhook is the engine side of the webhook: a Reconciler that posts each
+// request and decodes the answer, over kept-alive connections.
+type webhook struct {
+	url string
+	c   *http.Client
+}
+
+func (h webhook) Reconcile(ctx context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+	in := hookRequest{Parent: json.RawMessage(req.Object), Attempt: req.Attempt, Children: map[string][]json.RawMessage{}}
+	for k, l := range req.Children {
+		for _, c := range l {
+			in.Children[k] = append(in.Children[k], json.RawMessage(c))
+		}
+	}
+	body, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := h.c.Do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("webhook: %s: %s", resp.Status, msg)
+	}
+	var out hookResponse
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, err
+	}
+	r := &abi.ReconcileResponse{Status: abi.RawJSON(out.Status), Error: out.Error, Terminal: out.Terminal}
+	for _, c := range out.Children {
+		r.Children = append(r.Children, abi.RawJSON(c))
+	}
+	return r, nil
+}
+
+// warm calls r from several goroutines before the clock starts, so that
+// instance pools and connections exist in every mode.
+func warm(b *testing.B, r controller.Reconciler) {
+	req := &abi.ReconcileRequest{Object: abi.RawJSON(`{"apiVersion":"example.setpoint.dev/v1","kind":"Widget",` +
+		`"metadata":{"name":"warm","namespace":"default"},"spec":{"name":"Warm","size":"small"}}`)}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 20 {
+				if _, err := r.Reconcile(context.Background(), req); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// converge creates n widgets, then starts a controller with r and returns
+// the time until every widget reports state Ready with a Ready condition.
+func converge(b *testing.B, n int, r controller.Reconciler) time.Duration {
+	s := newEngine(b)
+	ctx := context.Background()
+	sizes := []string{"small", "medium", "large"}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 {
+				u := &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": "example.setpoint.dev/v1", "kind": "Widget",
+					"metadata": map[string]any{"name": "w" + strconv.Itoa(i), "namespace": "default"},
+					"spec":     map[string]any{"name": "Widget " + strconv.Itoa(i), "size": sizes[i%3]},
+				}}
+				if _, err := s.Create(ctx, widgets, u, metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	warm(b, r)
+	list, err := s.List(ctx, widgets, "default", metav1.ListOptions{Limit: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := s.Watch(ctx, widgets, "default", metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	ctl, err := controller.New(controller.Options{
+		Name: "widget", Client: s, Reconciler: r, Logger: quiet(),
+		For:  controller.Kind{Resource: widgets, Kind: "Widget", Namespaced: true},
+		Owns: []controller.Kind{{Resource: provisions, Kind: "WidgetProvision", Namespaced: true}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := controller.NewManager(controller.ManagerOptions{Logger: quiet()})
+	m.Put(ctl)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- m.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	}()
+	ready := make(map[string]bool, n)
+	timeout := time.After(20 * time.Minute)
+	for len(ready) < n {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				b.Fatalf("watch ended with %d of %d Ready", len(ready), n)
+			}
+			if ev.Type != watch.Modified {
+				continue
+			}
+			u := ev.Object.(*unstructured.Unstructured)
+			if isReady(u) {
+				ready[u.GetName()] = true
+			}
+		case <-timeout:
+			b.Fatalf("%d of %d Ready after 20 minutes", len(ready), n)
+		}
+	}
+	return time.Since(start)
+}
+
+func isReady(u *unstructured.Unstructured) bool {
+	if st, _, _ := unstructured.NestedString(u.Object, "status", "state"); st != operator.StateReady {
+		return false
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// BenchmarkReconcile runs the three modes one after the other and reports
+// the time to Ready, objects per second and the ratios.
+func BenchmarkReconcile(b *testing.B) {
+	n := 10000
+	if v := os.Getenv("SETPOINT_BENCH_OBJECTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			b.Fatalf("SETPOINT_BENCH_OBJECTS=%q", v)
+		}
+	}
+	wasm, err := os.ReadFile(filepath.Join(repo(b), "bin", "wasm", "widget-plugin.wasm"))
+	if err != nil {
+		b.Fatalf("%v (run `make plugins`)", err)
+	}
+	h, err := host.New(host.Options{CacheDir: filepath.Join(repo(b), "bin", "wasm-cache"), Logger: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	p, err := h.Load(context.Background(), "widget", wasm, host.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	op := &operator.Operator{}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer hc.CloseIdleConnections()
+	modes := []struct {
+		name string
+		r    controller.Reconciler
+	}{
+		{"wasm", p},
+		{"native", native{op}},
+		{"webhook", webhook{url: webhookServer(b, op), c: hc}},
+	}
+	for range b.N {
+		took := map[string]time.Duration{}
+		for _, m := range modes {
+			took[m.name] = converge(b, n, m.r)
+			b.Logf("%-8s %6d objects Ready in %8s  %8.0f objects/s", m.name, n, took[m.name].Round(time.Millisecond), float64(n)/took[m.name].Seconds())
+			b.ReportMetric(float64(n)/took[m.name].Seconds(), m.name+"-obj/s")
+		}
+		rate := func(m string) float64 { return float64(n) / took[m].Seconds() }
+		b.Logf("wasm/native %.2fx (goal >= 0.5x), wasm/webhook %.2fx (goal >= 2x)", rate("wasm")/rate("native"), rate("wasm")/rate("webhook"))
+		b.ReportMetric(rate("wasm")/rate("native"), "wasm/native")
+		b.ReportMetric(rate("wasm")/rate("webhook"), "wasm/webhook")
+	}
+	if strings.Contains(os.Getenv("GOFLAGS"), "-race") {
+		b.Log("note: built with -race; figures are not representative")
+	}
+}
