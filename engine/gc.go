@@ -20,7 +20,8 @@ import (
 // while others remain, removes the owner references of an owner deleted with
 // Orphan and then its orphan finalizer, deletes the dependents of an owner
 // deleted with Foreground and removes its foregroundDeletion finalizer once
-// no blocking dependent is left, and deletes objects whose namespace is gone.
+// no blocking dependent is left, deletes objects whose namespace is gone, and
+// deletes Events last updated more than EventTTL ago.
 // An owner missing from the sweep is looked up again before anything is
 // deleted, so an object created during the sweep is never collected.
 
@@ -122,6 +123,10 @@ func (s *Service) collect(ctx context.Context, o *gcObject, byUID map[types.UID]
 			_, _, err := s.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{PropagationPolicy: &background})
 			return err == nil, err
 		}
+	}
+	if sv.GVR == EventResource && s.eventExpired(obj) {
+		_, _, err := s.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{PropagationPolicy: &background})
+		return err == nil, err
 	}
 	if obj.GetDeletionTimestamp() != nil {
 		fins := obj.GetFinalizers()
@@ -249,4 +254,18 @@ func (s *Service) modify(ctx context.Context, o *gcObject, change func(*unstruct
 		}
 		return err
 	}
+}
+
+// eventExpired tells whether an Event was last updated more than EventTTL ago
+// (by lastTimestamp, eventTime or creationTimestamp, the latest present).
+func (s *Service) eventExpired(ev *unstructured.Unstructured) bool {
+	last := ev.GetCreationTimestamp().Time
+	for _, f := range []string{"lastTimestamp", "eventTime"} {
+		if v, ok, _ := unstructured.NestedString(ev.Object, f); ok {
+			if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.After(last) {
+				last = t
+			}
+		}
+	}
+	return s.opts.Now().Sub(last) > s.opts.EventTTL
 }

@@ -257,3 +257,26 @@ func TestAdmitterFuncsDryRun(t *testing.T) {
 		t.Error("admission did not see dryRun")
 	}
 }
+
+func TestEventTTL(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	now := time.Now()
+	s.opts.Now = func() time.Time { return now }
+	for _, name := range []string{"old", "fresh"} {
+		ev := fromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: default}\ninvolvedObject: {kind: Widget, name: x}\nreason: R\nmessage: m\n")
+		if _, err := s.Create(ctx, EventResource, ev, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if name == "old" {
+			now = now.Add(2 * time.Hour)
+		}
+	}
+	if _, err := s.sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.List(ctx, EventResource, "default", metav1.ListOptions{})
+	if err != nil || len(l.Items) != 1 || l.Items[0].GetName() != "fresh" {
+		t.Fatalf("events after the sweep = %v, %v; want only fresh", l, err)
+	}
+}

@@ -33,6 +33,9 @@ type Options struct {
 	GCInterval time.Duration
 	// BookmarkInterval is how often a watch that allows bookmarks gets one; 15s by default.
 	BookmarkInterval time.Duration
+	// EventTTL is how long Events are kept after their last update; one hour
+	// by default, as in Kubernetes. The garbage collector removes older ones.
+	EventTTL time.Duration
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
 }
@@ -65,6 +68,9 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	}
 	if opts.BookmarkInterval <= 0 {
 		opts.BookmarkInterval = 15 * time.Second
+	}
+	if opts.EventTTL <= 0 {
+		opts.EventTTL = time.Hour
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
