@@ -321,6 +321,64 @@ func isReady(u *unstructured.Unstructured) bool {
 	return false
 }
 
+// callRequest is a reconcile request of a Ready widget with its child: the
+// steady-state call.
+func callRequest() *abi.ReconcileRequest {
+	child := abi.RawJSON(`{"apiVersion":"example.setpoint.dev/v1","kind":"WidgetProvision","metadata":{"name":"w1","namespace":"default"},` +
+		`"spec":{"widget":"Widget 1","size":"medium","capacity":4}}`)
+	return &abi.ReconcileRequest{
+		Object: abi.RawJSON(`{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"w1","namespace":"default",` +
+			`"uid":"0b6f3c9e-5d6c-4f0a-9a53-0e6f0f4d1a11","generation":1,"resourceVersion":"42","creationTimestamp":"2026-11-21T04:00:00Z"},` +
+			`"spec":{"name":"Widget 1","size":"medium"},"status":{"state":"Ready","provision":"w1","capacity":4,` +
+			`"lastProvisioned":"2026-11-21T04:00:01Z","observedGeneration":1}}`),
+		Children: map[string][]abi.RawJSON{operator.ChildKey: {child}},
+	}
+}
+
+// BenchmarkReconcileCall is the cost of one reconcile call of the same
+// logic in each mode, without the engine: what a converge pays per call.
+func BenchmarkReconcileCall(b *testing.B) {
+	wasm, err := os.ReadFile(filepath.Join(repo(b), "bin", "wasm", "widget-plugin.wasm"))
+	if err != nil {
+		b.Fatalf("%v (run `make plugins`)", err)
+	}
+	h, err := host.New(host.Options{CacheDir: filepath.Join(repo(b), "bin", "wasm-cache"), Logger: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	p, err := h.Load(context.Background(), "widget", wasm, host.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	op := &operator.Operator{}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer hc.CloseIdleConnections()
+	for _, m := range []struct {
+		name string
+		r    controller.Reconciler
+	}{{"wasm", p}, {"native", native{op}}, {"webhook", webhook{url: webhookServer(b, op), c: hc}}} {
+		b.Run(m.name, func(b *testing.B) {
+			const calls = 2000
+			req := callRequest()
+			warm(b, m.r)
+			b.ReportAllocs()
+			start := time.Now()
+			for range b.N {
+				for range calls {
+					if _, err := m.r.Reconcile(context.Background(), req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			per := time.Since(start) / time.Duration(b.N*calls)
+			b.ReportMetric(float64(per.Nanoseconds())/1e3, "µs/call")
+			b.Logf("%-8s %s per call", m.name, per)
+		})
+	}
+}
+
 // BenchmarkReconcile runs the three modes one after the other and reports
 // the time to Ready, objects per second and the ratios.
 func BenchmarkReconcile(b *testing.B) {
