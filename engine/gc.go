@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"slices"
 	"time"
 
@@ -79,7 +81,7 @@ func (s *Service) sweep(ctx context.Context) (bool, error) {
 				return false, err
 			}
 			for i := range res.Items {
-				u, err := decode(sv, &res.Items[i])
+				u, err := decodeForGC(&res.Items[i])
 				if err != nil {
 					continue
 				}
@@ -268,4 +270,32 @@ func (s *Service) eventExpired(ev *unstructured.Unstructured) bool {
 		}
 	}
 	return s.opts.Now().Sub(last) > s.opts.EventTTL
+}
+
+// gcDoc is the part of a stored document the collector reads: metadata, and
+// the timestamps that age an Event. Decoding only these skips spec and status.
+type gcDoc struct {
+	Metadata      map[string]any `json:"metadata"`
+	LastTimestamp any            `json:"lastTimestamp,omitempty"`
+	EventTime     any            `json:"eventTime,omitempty"`
+}
+
+// decodeForGC decodes what the collector needs of a stored document into an
+// unstructured object that holds nothing else.
+func decodeForGC(kv *store.KeyValue) (*unstructured.Unstructured, error) {
+	var d gcDoc
+	if err := json.Unmarshal(kv.Value, &d); err != nil {
+		return nil, err
+	}
+	if d.Metadata == nil {
+		return nil, errors.New("engine: stored document has no metadata")
+	}
+	m := map[string]any{"metadata": d.Metadata}
+	if d.LastTimestamp != nil {
+		m["lastTimestamp"] = d.LastTimestamp
+	}
+	if d.EventTime != nil {
+		m["eventTime"] = d.EventTime
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }
