@@ -25,6 +25,10 @@ var (
 // DefaultNamespace exists from the start and cannot be deleted.
 const DefaultNamespace = "default"
 
+// NamespaceFinalizer keeps a deleted namespace, Terminating, until the
+// garbage collector has deleted everything in it.
+const NamespaceFinalizer = "kubernetes"
+
 // builtinStrategy is the strategy of the kinds Setpoint serves without a CRD.
 type builtinStrategy struct {
 	namespaced bool

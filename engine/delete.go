@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -83,6 +84,12 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 
 		upd := cur.DeepCopy()
 		fins := upd.GetFinalizers()
+		if gvr == NamespaceResource {
+			fins = addFinalizer(fins, NamespaceFinalizer)
+			if err := unstructured.SetNestedField(upd.Object, string(corev1.NamespaceTerminating), "status", "phase"); err != nil {
+				return nil, false, apierrors.NewInternalError(err)
+			}
+		}
 		switch policy {
 		case metav1.DeletePropagationOrphan:
 			fins = addFinalizer(fins, metav1.FinalizerOrphanDependents)

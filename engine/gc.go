@@ -72,7 +72,7 @@ type gcObject struct {
 func (s *Service) sweep(ctx context.Context) (bool, error) {
 	byUID := map[types.UID]*gcObject{}
 	var all []*gcObject
-	namespaces := map[string]bool{}
+	namespaces := map[string]*nsState{}
 	for _, sv := range s.reg.groupResources() {
 		opts := store.ListOptions{Limit: 1000}
 		for {
@@ -89,7 +89,19 @@ func (s *Service) sweep(ctx context.Context) (bool, error) {
 				byUID[u.GetUID()] = o
 				all = append(all, o)
 				if sv.GVR == NamespaceResource {
-					namespaces[u.GetName()] = true
+					st := namespaces[u.GetName()]
+					if st == nil {
+						st = &nsState{}
+						namespaces[u.GetName()] = st
+					}
+					st.terminating, st.obj = u.GetDeletionTimestamp() != nil, o
+				} else if sv.Namespaced {
+					st := namespaces[u.GetNamespace()]
+					if st == nil {
+						st = &nsState{}
+						namespaces[u.GetNamespace()] = st
+					}
+					st.contents++
 				}
 			}
 			if res.Continue == "" {
@@ -115,16 +127,32 @@ func (s *Service) sweep(ctx context.Context) (bool, error) {
 	return changed, nil
 }
 
-func (s *Service) collect(ctx context.Context, o *gcObject, byUID map[types.UID]*gcObject, dependents map[types.UID][]*gcObject, namespaces map[string]bool) (bool, error) {
+// nsState is what a sweep learns about one namespace.
+type nsState struct {
+	obj         *gcObject // the Namespace, nil when it is gone
+	terminating bool
+	contents    int // namespaced objects in it
+}
+
+func (s *Service) collect(ctx context.Context, o *gcObject, byUID map[types.UID]*gcObject, dependents map[types.UID][]*gcObject, namespaces map[string]*nsState) (bool, error) {
 	obj, sv := o.obj, o.sv
 	gvr, ns, name := sv.GVR, obj.GetNamespace(), obj.GetName()
 	background := metav1.DeletePropagationBackground
-	// Objects in a namespace that is gone.
-	if sv.Namespaced && !namespaces[ns] {
-		if _, err := s.store.Get(ctx, store.ObjectKey("", NamespaceResource.Resource, "", ns), store.GetOptions{}); apierrors.IsNotFound(storeError(err, NamespaceResource.GroupResource(), ns)) {
-			_, _, err := s.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{PropagationPolicy: &background})
-			return err == nil, err
+	// A terminating namespace goes once it is empty.
+	if sv.GVR == NamespaceResource {
+		if st := namespaces[name]; st != nil && st.terminating && st.contents == 0 {
+			return true, s.removeFinalizer(ctx, o, NamespaceFinalizer)
 		}
+	}
+	// Objects in a namespace that is gone or terminating.
+	if st := namespaces[ns]; sv.Namespaced && (st == nil || st.obj == nil || st.terminating) && obj.GetDeletionTimestamp() == nil {
+		if st == nil || st.obj == nil {
+			if _, err := s.store.Get(ctx, store.ObjectKey("", NamespaceResource.Resource, "", ns), store.GetOptions{}); !apierrors.IsNotFound(storeError(err, NamespaceResource.GroupResource(), ns)) {
+				return false, nil // created since the sweep listed namespaces
+			}
+		}
+		_, _, err := s.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{PropagationPolicy: &background})
+		return err == nil, err
 	}
 	if sv.GVR == EventResource && s.eventExpired(obj) {
 		_, _, err := s.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{PropagationPolicy: &background})

@@ -134,18 +134,47 @@ func TestEventsAndNamespaces(t *testing.T) {
 	if err != nil || len(l.Items) != 1 || l.Items[0].GetName() != "e2" {
 		t.Fatalf("events by involved object = %v, %v", l, err)
 	}
-	// Deleting a namespace collects what was in it.
+	// Deleting a namespace makes it Terminating until what was in it is gone.
+	held := widget("held", "small", nil)
+	held.SetNamespace("team")
+	held.SetFinalizers([]string{"example.setpoint.dev/hold"})
+	mustCreate(t, s, held)
 	if err := s.Delete(ctx, NamespaceResource, "", "team", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 100; i++ {
-		l, err := s.List(ctx, widgets, "team", metav1.ListOptions{})
-		if err == nil && len(l.Items) == 0 {
-			return
-		}
+	got, err := s.Get(ctx, NamespaceResource, "", "team", metav1.GetOptions{})
+	if p, _, _ := unstructured.NestedString(got.Object, "status", "phase"); err != nil || p != "Terminating" {
+		t.Fatalf("deleted namespace: phase %q, %v; want Terminating", p, err)
+	}
+	late := widget("late", "small", nil)
+	late.SetNamespace("team")
+	if _, err := s.Create(ctx, widgets, late, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("create in a terminating namespace = %v, want Forbidden", err)
+	}
+	waitUntil(t, "the plain widget collected", func() bool {
+		_, err := s.Get(ctx, widgets, "team", "w", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	if _, err := s.Get(ctx, NamespaceResource, "", "team", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the namespace went while a widget in it waits for its finalizer: %v", err)
+	}
+	if _, err := s.Patch(ctx, widgets, "team", "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the namespace gone", func() bool {
+		_, err := s.Get(ctx, NamespaceResource, "", "team", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 200 && !cond(); i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("the widget of a deleted namespace was not collected")
+	if !cond() {
+		t.Fatalf("timed out waiting for %s", what)
+	}
 }
 
 // recordingAdmitter mutates and validates, recording the order of calls.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -150,9 +151,14 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 		return nil, err
 	}
 	ns := obj.GetNamespace()
-	if sv.Namespaced && gvr != NamespaceResource {
-		if _, err := s.store.Get(ctx, store.ObjectKey("", "namespaces", "", ns), store.GetOptions{}); err != nil {
+	if sv.Namespaced {
+		kv, err := s.store.Get(ctx, store.ObjectKey("", "namespaces", "", ns), store.GetOptions{})
+		if err != nil {
 			return nil, storeError(err, NamespaceResource.GroupResource(), ns)
+		}
+		if terminating(kv.Value) {
+			return nil, apierrors.NewForbidden(gvr.GroupResource(), obj.GetName(),
+				fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
 		}
 	}
 	generated := obj.GetName() == "" && obj.GetGenerateName() != ""
@@ -394,4 +400,14 @@ func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *Admissio
 	normalizeNumbers(obj.Object)
 	_, err := coerce(sv, obj)
 	return err
+}
+
+// terminating tells whether a stored document carries a deletionTimestamp.
+func terminating(doc []byte) bool {
+	var d struct {
+		Metadata struct {
+			DeletionTimestamp *string `json:"deletionTimestamp"`
+		} `json:"metadata"`
+	}
+	return json.Unmarshal(doc, &d) == nil && d.Metadata.DeletionTimestamp != nil
 }
