@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,8 +180,9 @@ func (a *acceptance) eventually(what string, limit time.Duration, check func() s
 }
 
 // createWidgets creates the widgets named prefix-0 ... prefix-(n-1), labelled
-// with phase, with 8 requests in flight.
-func (a *acceptance) createWidgets(prefix, phase string, n int) error {
+// with phase, with 8 requests in flight, starting one every pace; created
+// counts the successes when not nil.
+func (a *acceptance) createWidgets(prefix, phase string, n int, pace time.Duration, created *atomic.Int64) error {
 	sizes := []string{"small", "medium", "large"}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -196,12 +198,17 @@ func (a *acceptance) createWidgets(prefix, phase string, n int) error {
 				}
 				if err != nil {
 					errs <- fmt.Errorf("create %s-%d: %w", prefix, i, err)
+				} else if created != nil {
+					created.Add(1)
 				}
 			}
 		})
 	}
 	for i := range n {
 		next <- i
+		if pace > 0 {
+			time.Sleep(pace)
+		}
 	}
 	close(next)
 	wg.Wait()
@@ -347,7 +354,7 @@ func TestReconcileAcceptance(t *testing.T) {
 	t.Run("widgets converge", func(t *testing.T) {
 		a.t = t
 		start := time.Now()
-		if err := a.createWidgets("bulk", "bulk", n); err != nil {
+		if err := a.createWidgets("bulk", "bulk", n, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		created := time.Since(start)
@@ -486,8 +493,11 @@ func TestReconcileAcceptance(t *testing.T) {
 	t.Run("hot swap during a run leaves nothing stuck", func(t *testing.T) {
 		a.t = t
 		const m = 200
+		// Creates are paced over about 12 s so that both swaps land while
+		// widgets are still arriving and being reconciled.
 		done := make(chan error, 1)
-		go func() { done <- a.createWidgets("swap", "swap", m) }()
+		var created atomic.Int64
+		go func() { done <- a.createWidgets("swap", "swap", m, 60*time.Millisecond, &created) }()
 		total += m
 		var digest string
 		var swapErr error
@@ -497,6 +507,7 @@ func TestReconcileAcceptance(t *testing.T) {
 			if swapErr != nil {
 				break
 			}
+			t.Logf("swap %d to %s applied after %d of %d creates", i+1, digest[:19], created.Load(), m)
 		}
 		if err := errors.Join(<-done, swapErr); err != nil {
 			t.Fatal(err)
@@ -511,7 +522,7 @@ func TestReconcileAcceptance(t *testing.T) {
 	t.Run("restart during a run converges with nothing lost", func(t *testing.T) {
 		a.t = t
 		const m = 200
-		if err := a.createWidgets("restart", "restart", m); err != nil {
+		if err := a.createWidgets("restart", "restart", m, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		total += m
