@@ -79,9 +79,10 @@ type pluginAPI struct {
 
 // newPluginAPI builds the API over st with the Wasm host (its compile cache
 // in dataDir/wasm-cache), the module store, the plugin manager as the
-// admission chain, and the controller manager.
-func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, promReg prometheus.Registerer) (apiHandler, error) {
-	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver")})
+// admission chain, and the controller manager. Browsers on allowedOrigins
+// may open WebSocket watches besides the server's own origin.
+func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, promReg prometheus.Registerer) (apiHandler, error) {
+	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins})
 	if err != nil {
 		return nil, err
 	}

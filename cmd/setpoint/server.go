@@ -20,6 +20,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
+	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
@@ -36,6 +37,11 @@ type serverOptions struct {
 	examples        bool
 	examplesDir     string
 	shutdownTimeout time.Duration
+	allowedOrigins  []string
+
+	historyMinRevisions       int64
+	historyMinAge             time.Duration
+	historyCompactionInterval time.Duration
 }
 
 func newServerCommand() *cobra.Command {
@@ -82,6 +88,10 @@ signal exits at once.`,
 	f.BoolVar(&o.examples, "examples", false, "also register the example kinds and plugins: apply every CustomResourceDefinition in the YAML and JSON files under --examples-dir once the server is up, then upload each example's module from bin/wasm next to --examples-dir and apply its Plugin (EXAMPLE/plugin.yaml.tmpl); example objects are left to the walkthroughs, and a missing directory or module is logged and skipped")
 	f.StringVar(&o.examplesDir, "examples-dir", "examples", "where --examples looks for the example manifests")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests before closing their connections")
+	f.StringSliceVar(&o.allowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], such as https://app.example.com), besides the server's own, that may open a WebSocket watch; repeat the flag or separate origins with commas; * is refused")
+	f.Int64Var(&o.historyMinRevisions, "history-min-revisions", 10_000, "how many recent revisions background compaction keeps at least; it keeps whichever of this and --history-min-age keeps more, and a watch or continue token older than what is kept gets 410 Expired")
+	f.DurationVar(&o.historyMinAge, "history-min-age", 5*time.Minute, "how much recent history, by age, background compaction keeps at least")
+	f.DurationVar(&o.historyCompactionInterval, "history-compaction-interval", time.Minute, "how often background compaction looks for history to drop")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -169,6 +179,9 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	if err != nil {
 		return fmt.Errorf("--addr %q: %w", o.addr, err)
 	}
+	if err := o.validate(); err != nil {
+		return err
+	}
 	material, err := serving.Prepare(serving.Options{
 		DataDir:  o.dataDir,
 		Hosts:    servingHosts(host),
@@ -179,7 +192,12 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		return err
 	}
 
-	st, err := badger.Open(filepath.Join(o.dataDir, "store"), badger.Options{Logger: log.With("component", "store")})
+	st, err := badger.Open(filepath.Join(o.dataDir, "store"), badger.Options{
+		Logger:                 log.With("component", "store"),
+		CompactionWindow:       o.historyMinAge,
+		CompactionMinRevisions: o.historyMinRevisions,
+		CompactionInterval:     o.historyCompactionInterval,
+	})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -194,7 +212,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	}()
 
 	metrics := serving.NewMetrics()
-	api, err := newPluginAPI(st, log, o.dataDir, metrics.Registry())
+	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, metrics.Registry())
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
 	}
@@ -289,6 +307,29 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		runErr = fmt.Errorf("API background loops: %w", e)
 	}
 	return runErr
+}
+
+// validate checks the flags runServer does not check elsewhere, before
+// anything is created.
+func (o *serverOptions) validate() error {
+	for _, origin := range o.allowedOrigins {
+		if strings.Contains(origin, "*") {
+			return fmt.Errorf("--allowed-origins %q: wildcards are refused; list each origin, such as https://app.example.com", origin)
+		}
+		if err := wswatch.CheckOrigin(origin); err != nil {
+			return fmt.Errorf("--allowed-origins %q: want scheme://host[:port] with scheme http or https and nothing after the host, such as https://app.example.com", origin)
+		}
+	}
+	if o.historyMinRevisions < 1 {
+		return fmt.Errorf("--history-min-revisions %d: want 1 or more", o.historyMinRevisions)
+	}
+	if o.historyMinAge <= 0 {
+		return fmt.Errorf("--history-min-age %v: want a positive duration", o.historyMinAge)
+	}
+	if o.historyCompactionInterval <= 0 {
+		return fmt.Errorf("--history-compaction-interval %v: want a positive duration", o.historyCompactionInterval)
+	}
+	return nil
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -106,5 +107,57 @@ func TestServingHosts(t *testing.T) {
 		if name != "" && (len(got) == 0 || got[0] != name) {
 			t.Errorf("servingHosts(%q) = %v, want the host name %s first", wildcard, got, name)
 		}
+	}
+}
+
+func TestServerFlagsValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		origins []string
+		wantErr string
+	}{
+		{name: "defaults"},
+		{name: "repeated and comma-separated origins", args: []string{"--allowed-origins", "https://app.example.com,http://127.0.0.1:3000", "--allowed-origins", "https://ui.example.com:8443"},
+			origins: []string{"https://app.example.com", "http://127.0.0.1:3000", "https://ui.example.com:8443"}},
+		{name: "wildcard", args: []string{"--allowed-origins", "*"}, wantErr: `--allowed-origins "*": wildcards are refused`},
+		{name: "wildcard host", args: []string{"--allowed-origins", "https://*.example.com"}, wantErr: "wildcards are refused"},
+		{name: "no scheme", args: []string{"--allowed-origins", "app.example.com"}, wantErr: `--allowed-origins "app.example.com": want scheme://host[:port]`},
+		{name: "path", args: []string{"--allowed-origins", "https://app.example.com/ui"}, wantErr: "want scheme://host[:port]"},
+		{name: "other scheme", args: []string{"--allowed-origins", "ftp://app.example.com"}, wantErr: "want scheme://host[:port]"},
+		{name: "empty entry", args: []string{"--allowed-origins", "https://app.example.com,,"}, wantErr: "want scheme://host[:port]"},
+		{name: "tiny history", args: []string{"--history-min-revisions", "1", "--history-min-age", "1ms", "--history-compaction-interval", "10ms"}},
+		{name: "no revisions", args: []string{"--history-min-revisions", "0"}, wantErr: "--history-min-revisions 0: want 1 or more"},
+		{name: "zero age", args: []string{"--history-min-age", "0s"}, wantErr: "--history-min-age 0s: want a positive duration"},
+		{name: "negative interval", args: []string{"--history-compaction-interval", "-1s"}, wantErr: "--history-compaction-interval -1s: want a positive duration"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var o serverOptions
+			cmd := newServerCommand()
+			cmd.RunE = func(*cobra.Command, []string) error { return o.validate() }
+			// Read the parsed flags back through the command's own options.
+			cmd.PreRunE = func(c *cobra.Command, _ []string) error {
+				o.allowedOrigins, _ = c.Flags().GetStringSlice("allowed-origins")
+				o.historyMinRevisions, _ = c.Flags().GetInt64("history-min-revisions")
+				o.historyMinAge, _ = c.Flags().GetDuration("history-min-age")
+				o.historyCompactionInterval, _ = c.Flags().GetDuration("history-compaction-interval")
+				return nil
+			}
+			cmd.SetArgs(append([]string{"--data-dir", t.TempDir()}, tc.args...))
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			err := cmd.Execute()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("error %v", err)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			}
+			if tc.origins != nil && strings.Join(o.allowedOrigins, " ") != strings.Join(tc.origins, " ") {
+				t.Fatalf("origins %q, want %q", o.allowedOrigins, tc.origins)
+			}
+		})
 	}
 }

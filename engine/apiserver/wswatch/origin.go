@@ -50,6 +50,15 @@ func normalizeHost(scheme, hostport string) string {
 	return hostport
 }
 
+// CheckOrigin returns nil when s is an AllowedOrigins entry New accepts, and
+// an error wrapping ErrBadOrigin otherwise.
+func CheckOrigin(s string) error {
+	if _, ok := parseOrigin(s); !ok {
+		return fmt.Errorf("%w: %q", ErrBadOrigin, s)
+	}
+	return nil
+}
+
 func allowedOrigins(list []string) (map[string]bool, error) {
 	m := make(map[string]bool, len(list))
 	for _, o := range list {
