@@ -292,7 +292,8 @@ func TestServerHelpListsEveryFlag(t *testing.T) {
 		t.Fatalf("server --help: %v\n%s", err, out)
 	}
 	for _, flag := range []string{"--addr", "--data-dir", "--tls-cert-file", "--tls-private-key-file",
-		"--log-level", "--log-format", "--examples", "--examples-dir", "--shutdown-timeout"} {
+		"--log-level", "--log-format", "--examples", "--examples-dir", "--shutdown-timeout", "--allowed-origins",
+		"--history-min-revisions", "--history-min-age", "--history-compaction-interval"} {
 		found := false
 		for _, line := range strings.Split(string(out), "\n") {
 			fields := strings.Fields(line)

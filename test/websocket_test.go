@@ -311,7 +311,8 @@ func wsExpectEvents(t testing.TB, c *websocket.Conn, want ...string) {
 }
 
 func TestWebSocketWatch(t *testing.T) {
-	s := testserver.Start(t, testserver.Options{LogLevel: "debug"})
+	s := testserver.Start(t, testserver.Options{LogLevel: "debug",
+		Args: []string{"--allowed-origins", "https://app.example.com,http://127.0.0.1:3000", "--allowed-origins", "https://ui.example.com:8443"}})
 	w := wsSetupWidgets(t, s)
 
 	t.Run("auth", func(t *testing.T) {
@@ -360,6 +361,14 @@ func TestWebSocketWatch(t *testing.T) {
 			{name: "same", origin: s.URL, want: http.StatusSwitchingProtocols},
 			{name: "foreign", origin: "https://evil.example.org", want: http.StatusForbidden},
 			{name: "same host over http", origin: "http" + strings.TrimPrefix(s.URL, "https"), want: http.StatusForbidden},
+			// --allowed-origins, given comma-separated and repeated.
+			{name: "allowed extra", origin: "https://app.example.com", want: http.StatusSwitchingProtocols},
+			{name: "allowed extra, default port and case", origin: "https://APP.example.com:443", want: http.StatusSwitchingProtocols},
+			{name: "allowed extra with port", origin: "http://127.0.0.1:3000", want: http.StatusSwitchingProtocols},
+			{name: "allowed extra, repeated flag", origin: "https://ui.example.com:8443", want: http.StatusSwitchingProtocols},
+			{name: "allowed host, other port", origin: "https://ui.example.com", want: http.StatusForbidden},
+			{name: "allowed host, other scheme", origin: "http://app.example.com", want: http.StatusForbidden},
+			{name: "subdomain of an allowed one", origin: "https://evil.app.example.com", want: http.StatusForbidden},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
