@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -526,7 +527,9 @@ func TestReconcileAcceptance(t *testing.T) {
 			t.Fatal(err)
 		}
 		total += m
+		pending := a.widgetsConverged(accPhaseLabel+"=restart", m)
 		s.Restart()
+		t.Logf("restarted (SIGTERM) when: %s", cmp.Or(pending, "all converged already"))
 		took := a.eventually("every widget converged after the restart", accConvergeLimit, func() string {
 			return a.widgetsConverged("", total)
 		})
