@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -305,11 +306,88 @@ func TestBrowserUI(t *testing.T) {
 	waitJS(t, ctx, "signed out", `!document.getElementById('signin').hidden && sessionStorage.getItem('setpoint.token') === null`, 5*time.Second)
 }
 
+// TestBrowserClientRelistsAfterCompaction drives setpoint.js in chromium
+// against the real server with a tiny --history-* window: the page drops the
+// watch's messages (as a partition would) while the objects change and the
+// server compacts past the client's resourceVersion, then closes the socket;
+// the client resumes at once, gets 410, relists, reports the difference
+// once, and follows the watch again.
+func TestBrowserClientRelistsAfterCompaction(t *testing.T) {
+	chromiumPath(t)
+	s := testserver.Start(t, testserver.Options{Args: tinyHistory})
+	w := wsSetupWidgets(t, s)
+	rvA := w.create("a", "small", nil)
+	rvB := w.create("b", "small", nil)
+	ctx := browser(t, s)
+	// window.__partition drops the messages of every WebSocket the page opens.
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.URL+"/ui/"),
+		chromedp.Evaluate[chromedp.Void](`window.events = []; window.sockets = []; window.__partition = false;
+			window.WebSocket = class extends WebSocket {
+				constructor(...args) { super(...args); window.sockets.push(this); }
+				set onmessage(f) { super.onmessage = m => { if (!window.__partition) f(m); }; }
+			};
+			import('/ui/setpoint.js').then(m => {
+				window.w = m.watch('/apis/example.setpoint.dev/v1/widgets', {token: `+strconv.Quote(s.Token)+`, backoff: {initial: 50, max: 200}},
+					ev => window.events.push(ev.type + (ev.object ? ' ' + ev.object.metadata.name + '@' + ev.object.metadata.resourceVersion : '')));
+			});`)); err != nil {
+		t.Fatal(err)
+	}
+	want := "ADDED a@" + rvA + ",ADDED b@" + rvB + ",SYNCED"
+	waitJS(t, ctx, "first list", `window.events.join() === `+strconv.Quote(want), 10*time.Second)
+	rvA = w.setSize("a", "large")
+	want += ",MODIFIED a@" + rvA
+	waitJS(t, ctx, "a live event", `window.events.join() === `+strconv.Quote(want), 5*time.Second)
+
+	evalJS[chromedp.Void](t, ctx, `window.__partition = true`)
+	w.remove("a")
+	w.create("c", "small", nil)
+	for i := range 10 {
+		w.setSize("c", []string{"medium", "large"}[i%2])
+	}
+	rvB = w.setSize("b", "medium")
+	rvC := w.setSize("c", "small")
+	deadline := time.Now().Add(20 * time.Second)
+	for !wsExpired(t, s, rvA) {
+		if time.Now().After(deadline) {
+			t.Fatalf("resourceVersion %s not compacted 20s after it left the compaction window", rvA)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := evalJS[string](t, ctx, `window.events.join()`); got != want {
+		t.Fatalf("events during the partition: %s", strings.TrimPrefix(got, want))
+	}
+	evalJS[chromedp.Void](t, ctx, `window.__partition = false; window.sockets.at(-1).close(1000)`)
+
+	want += ",MODIFIED b@" + rvB + ",ADDED c@" + rvC + ",DELETED a@" + rvA + ",SYNCED"
+	waitJS(t, ctx, "relist after 410", `window.events.join() === `+strconv.Quote(want), 10*time.Second)
+	rvD := w.create("d", "large", nil)
+	want += ",ADDED d@" + rvD
+	waitJS(t, ctx, "the watch follows again", `window.events.join() === `+strconv.Quote(want), 5*time.Second)
+	names := evalJS[string](t, ctx, `window.w.items().map(o => o.metadata.name).join()`)
+	rv := evalJS[string](t, ctx, `window.w.resourceVersion`)
+	stats := evalJS[string](t, ctx, `window.w.stats.lists + ' lists, ' + window.w.stats.relists410 + ' relists on 410'`)
+	if names != "b,c,d" || rv != rvD || stats != "2 lists, 1 relists on 410" {
+		t.Fatalf("cache %q at %q after %s; want b,c,d at %s after 2 lists, 1 relists on 410", names, rv, stats, rvD)
+	}
+	evalJS[chromedp.Void](t, ctx, `window.w.stop()`)
+	waitJS(t, ctx, "stopped", `window.w.state === 'stopped'`, 5*time.Second)
+}
+
+// wsExpired tells whether a WebSocket watch of the widgets from rv gets a 410.
+func wsExpired(t *testing.T, s *testserver.Server, rv string) bool {
+	t.Helper()
+	c := wsMustWatch(t, s, url.Values{"resourceVersion": {rv}})
+	defer c.Close()
+	ev, err := readWSEvent(c, 10*time.Second)
+	return err == nil && ev.Type == "ERROR" && ev.Object.Code == http.StatusGone
+}
+
 // TestBrowserClientRelistsOn410 drives setpoint.js in chromium against a
-// small API that can answer 410 at will (the real server compacts only after
-// thousands of revisions): the client lists, watches, resumes after the
-// watch ends, relists when the resourceVersion is gone, reports the
-// difference once, and ignores a stale event.
+// small API that answers 410 and sends events at will, for what the real
+// server does not send (TestBrowserClientRelistsAfterCompaction covers the
+// real one): the client lists, watches, resumes after the watch ends,
+// relists when the resourceVersion is gone, reports the difference once,
+// and ignores a stale event.
 func TestBrowserClientRelistsOn410(t *testing.T) {
 	chromiumPath(t)
 	type item struct{ name, rv string }
