@@ -24,7 +24,7 @@ var widgets = schema.GroupVersionResource{Group: "example.setpoint.dev", Version
 
 // newService opens a Service on a real Badger store in a temp dir, with the
 // Widget CRD of examples/widget registered.
-func newService(t *testing.T) *Service {
+func newService(t testing.TB) *Service {
 	t.Helper()
 	db, err := badger.Open(t.TempDir(), badger.Options{})
 	if err != nil {
@@ -42,7 +42,7 @@ func newService(t *testing.T) *Service {
 	return s
 }
 
-func readYAML(t *testing.T, path string) *unstructured.Unstructured {
+func readYAML(t testing.TB, path string) *unstructured.Unstructured {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -51,7 +51,7 @@ func readYAML(t *testing.T, path string) *unstructured.Unstructured {
 	return fromYAML(t, string(b))
 }
 
-func fromYAML(t *testing.T, s string) *unstructured.Unstructured {
+func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
 	t.Helper()
 	var m map[string]any
 	if err := yaml.Unmarshal([]byte(s), &m); err != nil {

@@ -50,6 +50,8 @@ type Service struct {
 	opts  Options
 
 	gcKick chan struct{}
+	// watchDecode decodes each store event once for all watches.
+	watchDecode *decodeCache
 }
 
 type admitterBox struct{ a Admitter }
@@ -81,6 +83,8 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		reg:    newRegistry(),
 		opts:   opts,
 		gcKick: make(chan struct{}, 1),
+
+		watchDecode: newDecodeCache(),
 	}
 	s.SetAdmitter(opts.Admitter)
 	s.reg.add(builtins()...)

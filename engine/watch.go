@@ -29,6 +29,11 @@ const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
 // periodically. It ends after timeoutSeconds, when ctx is done or on Stop;
 // when the store cuts it off or the revision is compacted it sends an ERROR
 // event with a 410 Expired status and ends.
+//
+// The objects of ADDED, MODIFIED and DELETED events that follow a store
+// change are shared by every watch of the resource (each stored document is
+// decoded once for all of them): callers must not modify them, and copy
+// (DeepCopy) what they want to change.
 func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
 	sv, err := s.lookup(gvr, namespace, true)
 	if err != nil {
@@ -157,7 +162,7 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 				return
 			}
 			rev = ev.Revision()
-			out, ok := convertEvent(sv, sel, ev)
+			out, ok := convertEvent(s.watchDecode, sv, sel, ev)
 			if !ok {
 				continue
 			}
@@ -170,8 +175,8 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 
 // convertEvent turns a store event into the watch event a client with sel
 // sees, if any.
-func convertEvent(sv *served, sel *selector, ev store.Event) (watch.Event, bool) {
-	obj, err := decode(sv, &ev.Object)
+func convertEvent(dc *decodeCache, sv *served, sel *selector, ev store.Event) (watch.Event, bool) {
+	obj, err := dc.decode(sv, &ev.Object)
 	if err != nil {
 		st := err.(apierrors.APIStatus).Status()
 		return watch.Event{Type: watch.Error, Object: &st}, true
@@ -179,7 +184,7 @@ func convertEvent(sv *served, sel *selector, ev store.Event) (watch.Event, bool)
 	now := sel.matches(obj.Object)
 	was := false
 	if ev.Prev != nil && !sel.empty() {
-		if prev, err := decode(sv, ev.Prev); err == nil {
+		if prev, err := dc.decode(sv, ev.Prev); err == nil {
 			was = sel.matches(prev.Object)
 		}
 	} else {
