@@ -84,6 +84,9 @@ func (in *extismInstance) memoryBytes() uint64 { return uint64(in.pl.Memory().Si
 func (in *extismInstance) close(ctx context.Context) { in.pl.Close(ctx) }
 
 func (in *extismInstance) describe(ctx context.Context) (int, int32, error) {
+	// close-on-context-done stops a spinning guest at the deadline.
+	ctx, cancel := context.WithTimeout(ctx, initTimeout(in.p.cfg.Limits))
+	defer cancel()
 	version := abi.Version // Extism kits that cannot declare one get the current version
 	if in.pl.FunctionExists(abi.ExportVersion) {
 		rc, _, err := in.pl.CallWithContext(ctx, abi.ExportVersion, nil)

@@ -109,7 +109,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 	rt := wazero.NewRuntimeWithConfig(ctx, rcfg)
 	// Functions compile in parallel, one worker per core.
 	ctx = experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
-	compiled, err := rt.CompileModule(ctx, code)
+	compiled, err := compileModule(ctx, rt, code)
 	if err != nil {
 		rt.Close(ctx)
 		if strings.Contains(err.Error(), "over limit") || strings.Contains(err.Error(), "memory") && strings.Contains(err.Error(), "limit") {
@@ -189,6 +189,19 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 	}
 	p.log.Debug("plugin loaded", "digest", p.digest, "abi", abiKind.String(), "handlers", handlers)
 	return p, nil
+}
+
+// compileModule compiles untrusted bytes. wazero's validator can panic on
+// malformed input (a call to a function whose declared type index is out of
+// range: testdata/instrument/call-type-out-of-range.wasm); the panic
+// becomes an error.
+func compileModule(ctx context.Context, rt wazero.Runtime, wasm []byte) (m wazero.CompiledModule, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			m, err = nil, fmt.Errorf("the module is malformed (the compiler failed: %v)", r)
+		}
+	}()
+	return rt.CompileModule(ctx, wasm)
 }
 
 // importsModule reports whether the module imports anything from module

@@ -159,16 +159,27 @@ func (in *nativeInstance) memoryBytes() uint64 { return uint64(in.mem.Size()) }
 
 func (in *nativeInstance) close(ctx context.Context) { in.mod.Close(ctx) }
 
-func (in *nativeInstance) describe(ctx context.Context) (int, int32, error) {
+// describe runs the guest's version and handler exports under the
+// instantiation deadline; when they spin the guard stops them and the
+// instance must be discarded.
+func (in *nativeInstance) describe(ctx context.Context) (version int, handlers int32, err error) {
+	ctx, cancel := context.WithTimeout(ctx, initTimeout(in.p.cfg.Limits))
+	defer cancel()
+	release := in.guard(ctx)
+	defer func() {
+		if !release() && err == nil {
+			err = classify(ctx, ctx.Err(), in.out, in.p.cfg.Limits)
+		}
+	}()
 	res, err := in.mod.ExportedFunction(abi.ExportVersion).Call(ctx)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, classify(ctx, err, in.out, in.p.cfg.Limits)
 	}
-	version := int(int32(res[0]))
+	version = int(int32(res[0]))
 	if f := in.mod.ExportedFunction("setpoint_handlers"); f != nil {
 		res, err := f.Call(ctx)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, classify(ctx, err, in.out, in.p.cfg.Limits)
 		}
 		return version, int32(res[0]), nil
 	}

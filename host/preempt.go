@@ -13,7 +13,8 @@ import (
 // a loop per non-leaf function call, so it multiplies the cost of a call
 // several times. Instead, the host rewrites each native-ABI module once, at
 // load. It adds two mutable i32 globals, $stop (exported as stopGlobal) and
-// $count, and at the head of every loop it inserts
+// $count, and at the head of every loop and the entry of every function it
+// inserts
 //
 //	count = count - 1
 //	if count == 0 {
@@ -24,17 +25,23 @@ import (
 //
 // which costs a few instructions per iteration. When a call's context is
 // done the host sets $stop and the guest traps within yieldEvery loop
-// iterations; loops are the only way Wasm code runs without bound
-// (recursion ends in a stack overflow), so the deadline holds. The periodic
+// iterations or calls; without loops and calls a function runs at most
+// its own length, so the deadline holds. The periodic
 // host call matters as much as the flag: compiled guest code cannot be
 // preempted by the Go scheduler, so a guest that never left it would stall
 // every stop-the-world phase of the garbage collector, and with it the
 // goroutine that is to set $stop. A trapped instance is discarded.
 //
+// The guest cannot reach the injected globals: the rewriter refuses a
+// module whose code or exports name their indices, and the export of $stop
+// is visible only to the host, since every plugin version has a wazero
+// runtime of its own and nothing there imports from the guest.
+//
 // The yield uses the module's own import of sched_yield (Go's wasip1
 // runtime always imports it), so no function index shifts. Modules without
-// it, or with an opcode the rewriter cannot decode, fall back to wazero's
-// close-on-context-done.
+// it, with a start function (it runs at instantiation, before the host can
+// reach $stop) or with anything the rewriter cannot decode fall back to
+// wazero's close-on-context-done.
 
 // yieldEvery is the number of loop iterations between two checks of $stop.
 const yieldEvery = 1000
@@ -45,7 +52,17 @@ const stopGlobal = "setpoint_stop"
 // errUninstrumentable says the rewriter met something it cannot decode.
 var errUninstrumentable = errors.New("cannot instrument module")
 
-// instrument returns wasm with the stop global and the loop-head checks.
+// maxGlobals is wazero's limit on a module's globals; the rewriter adds two.
+const maxGlobals = 1 << 27
+
+// instrument returns wasm with the stop global and the checks. It parses
+// untrusted bytes: it never panics, and it refuses (errUninstrumentable)
+// what it cannot rewrite safely, so that the caller falls back to wazero's
+// close-on-context-done. In particular it refuses a module that could
+// reach the injected globals itself: an instruction or an export naming
+// their indices (invalid in the original module, valid once they exist),
+// or an export already named stopGlobal. It also refuses a start
+// function, which runs at instantiation, before the host can reach $stop.
 func instrument(wasm []byte) ([]byte, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
 		return nil, fmt.Errorf("%w: not a Wasm binary", errUninstrumentable)
@@ -56,12 +73,20 @@ func instrument(wasm []byte) ([]byte, error) {
 	}
 	var secs []section
 	r := reader{b: wasm, i: 8}
+	last := 0
 	for r.i < len(r.b) {
 		id := r.byte()
 		n := r.u32()
 		body := r.bytes(int(n))
 		if r.err != nil {
 			return nil, r.err
+		}
+		if id != 0 {
+			// Known sections, each at most once, in the required order.
+			if id > 12 || sectionOrder(id) <= last {
+				return nil, fmt.Errorf("%w: section %d unknown, repeated or out of order", errUninstrumentable, id)
+			}
+			last = sectionOrder(id)
 		}
 		secs = append(secs, section{id, body})
 	}
@@ -70,6 +95,7 @@ func instrument(wasm []byte) ([]byte, error) {
 	hasGlobalSec := false
 	yieldIdx := int64(-1)
 	var types [][2][]byte
+	var exports []byte
 	for _, s := range secs {
 		switch s.id {
 		case 1:
@@ -91,13 +117,26 @@ func instrument(wasm []byte) ([]byte, error) {
 			if sr.err != nil {
 				return nil, sr.err
 			}
+		case 7:
+			exports = s.body
+		case 8:
+			return nil, fmt.Errorf("%w: the module has a start function", errUninstrumentable)
 		}
 	}
 	if yieldIdx < 0 {
-		return nil, fmt.Errorf("%w: the module does not import wasi_snapshot_preview1.sched_yield", errUninstrumentable)
+		return nil, fmt.Errorf("%w: the module does not import wasi_snapshot_preview1.sched_yield () -> i32", errUninstrumentable)
+	}
+	if importedGlobals+definedGlobals > maxGlobals-2 {
+		return nil, fmt.Errorf("%w: %d globals leave no room for two more", errUninstrumentable, importedGlobals+definedGlobals)
 	}
 	stopIdx := uint32(importedGlobals + definedGlobals)
 	countIdx := stopIdx + 1
+	if exports == nil {
+		return nil, fmt.Errorf("%w: the module has no export section", errUninstrumentable)
+	}
+	if err := scanExports(exports, stopIdx); err != nil {
+		return nil, err
+	}
 	// The new globals: mutable i32 $stop = 0 and $count = yieldEvery.
 	newGlobals := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b, 0x7f, 0x01, 0x41}
 	newGlobals = appendSleb(newGlobals, yieldEvery)
@@ -131,7 +170,7 @@ func instrument(wasm []byte) ([]byte, error) {
 			if sr.err != nil {
 				return nil, sr.err
 			}
-			body := binary.AppendUvarint(nil, uint64(n+1))
+			body := binary.AppendUvarint(nil, uint64(n)+1)
 			body = append(body, s.body[sr.i:]...)
 			body = binary.AppendUvarint(body, uint64(len(stopGlobal)))
 			body = append(body, stopGlobal...)
@@ -139,7 +178,7 @@ func instrument(wasm []byte) ([]byte, error) {
 			body = binary.AppendUvarint(body, uint64(stopIdx))
 			emit(7, body)
 		case 10:
-			body, err := instrumentCode(s.body, loopCheck(stopIdx, countIdx, uint32(yieldIdx)))
+			body, err := instrumentCode(s.body, loopCheck(stopIdx, countIdx, uint32(yieldIdx)), stopIdx)
 			if err != nil {
 				return nil, err
 			}
@@ -217,6 +256,28 @@ func scanImports(body []byte, types [][2][]byte) (globals int, yield int64, err 
 	return globals, yield, r.err
 }
 
+// scanExports refuses an export named stopGlobal and an export of a global
+// at or past index firstNew, the first injected global.
+func scanExports(body []byte, firstNew uint32) error {
+	r := reader{b: body}
+	n := r.u32()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		name := r.bytes(int(r.u32()))
+		kind := r.byte()
+		idx := r.u32()
+		if r.err != nil {
+			break
+		}
+		if string(name) == stopGlobal {
+			return fmt.Errorf("%w: the module already exports %s", errUninstrumentable, stopGlobal)
+		}
+		if kind == 0x03 && idx >= firstNew {
+			return fmt.Errorf("%w: export %q names global %d, which the module does not define", errUninstrumentable, name, idx)
+		}
+	}
+	return r.err
+}
+
 // loopCheck is the code inserted at each loop head (see the comment at the
 // top of this file).
 func loopCheck(stop, count, yield uint32) []byte {
@@ -250,7 +311,7 @@ func appendSleb(b []byte, v int64) []byte {
 }
 
 // instrumentCode rewrites the code section.
-func instrumentCode(body []byte, check []byte) ([]byte, error) {
+func instrumentCode(body []byte, check []byte, firstNew uint32) ([]byte, error) {
 	r := reader{b: body}
 	n := r.u32()
 	out := binary.AppendUvarint(make([]byte, 0, len(body)+len(body)/4), uint64(n))
@@ -262,7 +323,7 @@ func instrumentCode(body []byte, check []byte) ([]byte, error) {
 			return nil, r.err
 		}
 		var err error
-		fn, err = instrumentFunc(fn[:0], code, check)
+		fn, err = instrumentFunc(fn[:0], code, check, firstNew)
 		if err != nil {
 			return nil, fmt.Errorf("function %d: %w", i, err)
 		}
@@ -272,12 +333,16 @@ func instrumentCode(body []byte, check []byte) ([]byte, error) {
 	return out, nil
 }
 
-// instrumentFunc copies one function body, inserting check after the block
-// type of every loop.
-func instrumentFunc(out, code, check []byte) ([]byte, error) {
+// instrumentFunc copies one function body, inserting check at its entry
+// (unless it begins with a loop, whose head has one) and after the block
+// type of every loop. The entry check bounds code without loops: a tree of
+// calls, each function calling the next twice, runs 2^depth calls with a
+// shallow stack. firstNew is the index of the first injected global;
+// instructions naming it or a later one are refused.
+func instrumentFunc(out, code, check []byte, firstNew uint32) ([]byte, error) {
 	r := reader{b: code}
 	locals := r.u32()
-	for i := uint32(0); i < locals; i++ {
+	for i := uint32(0); i < locals && r.err == nil; i++ {
 		r.u32()
 		r.byte()
 	}
@@ -285,6 +350,9 @@ func instrumentFunc(out, code, check []byte) ([]byte, error) {
 		return nil, r.err
 	}
 	out = append(out, code[:r.i]...)
+	if r.i >= len(r.b) || r.b[r.i] != 0x03 {
+		out = append(out, check...)
+	}
 	for r.i < len(r.b) && r.err == nil {
 		start := r.i
 		op := r.byte()
@@ -314,7 +382,11 @@ func instrumentFunc(out, code, check []byte) ([]byte, error) {
 		case op == 0x1c: // select t*
 			n := r.u32()
 			r.bytes(int(n))
-		case op >= 0x20 && op <= 0x26: // locals, globals, table.get/set
+		case op == 0x23 || op == 0x24: // global.get, global.set
+			if idx := r.u32(); idx >= firstNew && r.err == nil {
+				return nil, fmt.Errorf("%w: an instruction names global %d, which the module does not define", errUninstrumentable, idx)
+			}
+		case op >= 0x20 && op <= 0x26: // locals, table.get/set
 			r.u32()
 		case op >= 0x28 && op <= 0x3e: // loads and stores: memarg
 			r.memarg()
@@ -400,6 +472,9 @@ func (r *reader) u32() uint32 {
 	var v uint32
 	for shift := 0; shift < 35; shift += 7 {
 		c := r.byte()
+		if shift == 28 && c > 0x0f { // past 32 bits
+			break
+		}
 		v |= uint32(c&0x7f) << shift
 		if c < 0x80 {
 			return v
