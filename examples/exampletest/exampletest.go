@@ -68,6 +68,12 @@ func Run(t *testing.T, steps []string, serverArgs ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The binary may have another name ($SETPOINT_BIN): put it on PATH as
+	// setpoint, as a reader's PATH has it.
+	pathDir := t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(pathDir, "setpoint")); err != nil {
+		t.Fatal(err)
+	}
 	s := testserver.Start(t, testserver.Options{Args: serverArgs})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -78,7 +84,7 @@ func Run(t *testing.T, steps []string, serverArgs ...string) string {
 	cmd.Env = append(os.Environ(),
 		"KUBECONFIG="+s.Kubeconfig,
 		"HOME="+t.TempDir(),
-		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"PATH="+pathDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"NO_COLOR=1",
 	)
 	out, err := cmd.CombinedOutput()
