@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -384,18 +385,24 @@ func normalizeNumbers(v any) any {
 	return v
 }
 
-// mutateAndCoerce runs mutating admission and, when there is an admitter,
-// defaults and prunes what it returned.
+// mutateAndCoerce runs mutating admission and, when it changed obj (already
+// coerced by the caller), defaults and prunes what it returned. The check is
+// exact (reflect.DeepEqual, so an int64 turned into a float64 counts as a
+// change) and costs a copy of obj, a fraction of a coercion.
 func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *AdmissionRequest, obj *unstructured.Unstructured) error {
 	if s.admitter() == nil {
 		return nil
 	}
 	name, ns := obj.GetName(), obj.GetNamespace()
+	before := obj.DeepCopy()
 	if err := s.mutate(ctx, req); err != nil {
 		return err
 	}
 	if obj.GetName() != name || obj.GetNamespace() != ns {
 		return apierrors.NewInternalError(fmt.Errorf("mutating admission changed the name or namespace of %s/%s", ns, name))
+	}
+	if reflect.DeepEqual(before.Object, obj.Object) {
+		return nil // unchanged: already coerced
 	}
 	normalizeNumbers(obj.Object)
 	_, err := coerce(sv, obj)

@@ -19,9 +19,20 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// writeJSON writes v as JSON with code.
+// writeJSON writes v as JSON with code. Unstructured objects and lists are
+// written as their MarshalJSON makes them (compact, HTML-escaped, ending in a
+// newline): json.Marshal would only re-check and compact the same bytes.
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	switch o := v.(type) {
+	case *unstructured.Unstructured:
+		b, err = o.MarshalJSON()
+	case *unstructured.UnstructuredList:
+		b, err = o.MarshalJSON()
+	default:
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		writeStatus(w, http.StatusInternalServerError, "InternalError", fmt.Sprintf("encode response: %v", err))
 		return
