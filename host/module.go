@@ -86,6 +86,9 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		return &ModuleError{Plugin: name, Err: err, Detail: fmt.Sprintf(format, args...)}
 	}
 
+	if err := checkCounts(wasm); err != nil {
+		return nil, refuse(ErrInvalidModule, "%v", err)
+	}
 	abiKind := NativeABI
 	if importsModule(wasm, extismEnv) {
 		abiKind = ExtismABI

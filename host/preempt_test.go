@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -36,10 +37,14 @@ func instrumentBounded(t *testing.T, wasm []byte, bound time.Duration) ([]byte, 
 	}
 }
 
-// compileShape compiles wasm with wazero and describes its imports and
+// compileShape checks wasm as Load does before compiling (checkCounts),
+// compiles it with wazero and describes its imports and
 // exports, or returns the compile error.
 func compileShape(rt wazero.Runtime, wasm []byte) (string, error) {
 	ctx := context.Background()
+	if err := checkCounts(wasm); err != nil {
+		return "", err
+	}
 	m, err := compileModule(ctx, rt, wasm)
 	if err != nil {
 		return "", err
@@ -277,5 +282,24 @@ func TestLoadRecoversCompilerPanic(t *testing.T) {
 		if _, err := loadGuest(t, context.Background(), wasm, cfg); !errors.Is(err, ErrInvalidModule) {
 			t.Fatalf("err = %v, want ErrInvalidModule", err)
 		}
+	}
+}
+
+// TestLoadRefusesHugeDeclaredCount: a hundred-byte module declaring a table
+// section of 150 million entries (found by FuzzInstrument, which it stalled
+// for seconds) is refused before wazero allocates the entries.
+func TestLoadRefusesHugeDeclaredCount(t *testing.T) {
+	wasm, err := os.ReadFile(filepath.Join("testdata", "instrument", "huge-table-count.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := loadGuest(t, context.Background(), wasm, Config{}); !errors.Is(err, ErrInvalidModule) {
+		t.Fatalf("err = %v, want ErrInvalidModule", err)
+	}
+	runtime.ReadMemStats(&after)
+	if d := after.TotalAlloc - before.TotalAlloc; d > 64<<20 {
+		t.Fatalf("refusing a %d-byte module allocated %d MiB", len(wasm), d>>20)
 	}
 }
