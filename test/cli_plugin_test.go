@@ -47,9 +47,14 @@ func TestCLIPlugins(t *testing.T) {
 	ok(t, s, "apply", "-f", filepath.Join(writeFiles(t, map[string]string{"crd.yaml": widgetCRD}), "crd.yaml"))
 
 	t.Run("install an admission plugin and meet its denial", func(t *testing.T) {
-		out := ok(t, s, "plugin", "install", "labels", "--wasm", labels, "--admit", "wd", "--operations", "CREATE,UPDATE", "--config", "labels=team")
+		out := ok(t, s, "plugin", "install", "labels", "--wasm", labels, "--admit", "wd", "--operations", "CREATE,UPDATE", "--config", "labels=team",
+			"--permissions", "read=widgets,write=events")
 		if !regexp.MustCompile(`plugin.setpoint.dev/labels created \(module sha256:[0-9a-f]{64}\)\nplugin.setpoint.dev/labels loaded\n`).MatchString(out) {
 			t.Errorf("install output:\n%s", out)
+		}
+		perms := ok(t, s, "get", "plugin", "labels", "-o", "jsonpath={.spec.permissions.read[*]} / {.spec.permissions.write[*]}")
+		if !regexp.MustCompile(`^widgets\S* / events\S*$`).MatchString(strings.TrimSpace(perms)) {
+			t.Errorf("--permissions read=widgets,write=events gave spec.permissions %q", perms)
 		}
 		bad := "apiVersion: example.setpoint.dev/v1\nkind: Widget\nmetadata: {name: nolabel}\nspec: {name: Plain, size: small}\n"
 		fails(t, s, nil, bad, 6, []string{"<stdin>:1", `"labels"`, "missing required labels: team"}, "apply", "-f", "-")

@@ -58,6 +58,7 @@ type pluginOptions struct {
 	operations    []string
 	failurePolicy string
 	read          []string
+	permissions   []string
 	write         []string
 	callTimeout   time.Duration
 	memoryPages   uint32
@@ -75,21 +76,23 @@ func (o *pluginOptions) addWaitFlags(cmd *cobra.Command) {
 func newPluginInstallCommand() *cobra.Command {
 	o := &pluginOptions{}
 	cmd := &cobra.Command{
-		Use:   "install NAME --wasm FILE [--reconcile RESOURCE] [--owns RESOURCE...] [--admit RESOURCE...] [--mutating] [--read RESOURCE...] [--write RESOURCE...]",
+		Use:   "install NAME --wasm FILE [--reconcile RESOURCE] [--owns RESOURCE...] [--admit RESOURCE...] [--mutating] [--permissions read=RESOURCE,write=RESOURCE...]",
 		Short: "Upload a module and create a Plugin that runs it",
 		Long: `Upload the module in --wasm and create the Plugin NAME that runs it: it
 reconciles the kind named by --reconcile (with children of the kinds in
 --owns), and/or admits writes to the kinds in --admit (validating, or mutating
 with --mutating). RESOURCE is what get accepts: plural, singular, kind or short
-name. --read and --write are the permissions the plugin's host calls get
-("*" for every kind; --write events lets it emit events).
+name. --permissions (or --read and --write) are what the plugin's host calls
+may touch: --permissions read=widgets,read=gadgets,write=events is the same as
+--read widgets --read gadgets --write events ("*" for every kind; write=events
+lets it emit events).
 
 On a terminal the upload shows a progress bar. With --wait (the default) the
 command returns once the server has loaded the module, and fails with the
 server's reason if it cannot.
 
 ` + exitCodeHelp,
-		Example: `  setpoint plugin install widget --wasm bin/wasm/widget.wasm --reconcile widgets --owns configmaps --write events
+		Example: `  setpoint plugin install widget --wasm bin/wasm/widget-plugin.wasm --reconcile widgets --owns widgetprovisions --permissions write=events
   setpoint plugin install required-labels --wasm bin/wasm/requiredlabels.wasm --admit widgets --config labels=team,env`,
 		Args: rangeArgs(1, 1, "NAME --wasm FILE [flags]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -107,6 +110,7 @@ server's reason if it cannot.
 	f.StringVar(&o.failurePolicy, "failure-policy", "Fail", "when the plugin fails to answer, Fail rejects the write and Ignore lets it through")
 	f.StringArrayVar(&o.read, "read", nil, "a resource the plugin may read through host calls, or * (repeatable)")
 	f.StringArrayVar(&o.write, "write", nil, "a resource the plugin may write through host calls, such as events (repeatable)")
+	f.StringSliceVar(&o.permissions, "permissions", nil, "host-call permissions as read=RESOURCE or write=RESOURCE, comma-separated or repeated")
 	f.DurationVar(&o.callTimeout, "call-timeout", 0, "deadline of one call into the plugin (default: the server's)")
 	f.Uint32Var(&o.memoryPages, "memory-pages", 0, "memory cap of an instance in 64 KiB pages (default: the server's)")
 	f.IntVar(&o.poolSize, "pool-size", 0, "instances kept warm (default: the server's)")
@@ -253,6 +257,9 @@ func runPluginInstall(ctx context.Context, o *pluginOptions, name string, stdout
 			rule["operations"] = ops
 		}
 		spec["admission"] = []any{rule}
+	}
+	if err := o.splitPermissions(); err != nil {
+		return err
 	}
 	perms := map[string]any{}
 	if len(o.read) > 0 {
@@ -622,4 +629,26 @@ func orDefault(s string) string {
 		return "(server default)"
 	}
 	return s
+}
+
+// splitPermissions folds --permissions entries (read=RESOURCE, write=RESOURCE)
+// into the --read and --write lists.
+func (o *pluginOptions) splitPermissions() error {
+	for _, p := range o.permissions {
+		verb, res, ok := strings.Cut(strings.TrimSpace(p), "=")
+		res = strings.TrimSpace(res)
+		if !ok || res == "" {
+			return usageError("--permissions %q: want read=RESOURCE or write=RESOURCE", p)
+		}
+		switch strings.ToLower(strings.TrimSpace(verb)) {
+		case "read":
+			o.read = append(o.read, res)
+		case "write":
+			o.write = append(o.write, res)
+		default:
+			return usageError("--permissions %q: %q is neither read nor write", p, verb)
+		}
+	}
+	o.permissions = nil
+	return nil
 }
