@@ -353,17 +353,19 @@ func instrumentFunc(out, code, check []byte, firstNew uint32) ([]byte, error) {
 	if r.i >= len(r.b) || r.b[r.i] != 0x03 {
 		out = append(out, check...)
 	}
+	// copied is where the code not yet copied to out starts; runs between
+	// loop heads are copied whole.
+	copied := r.i
 	for r.i < len(r.b) && r.err == nil {
-		start := r.i
 		op := r.byte()
 		switch {
 		case op == 0x02 || op == 0x04: // block, if
 			r.blockType()
 		case op == 0x03: // loop
 			r.blockType()
-			out = append(out, code[start:r.i]...)
+			out = append(out, code[copied:r.i]...)
 			out = append(out, check...)
-			continue
+			copied = r.i
 		case op == 0x0c || op == 0x0d: // br, br_if
 			r.u32()
 		case op == 0x0e: // br_table
@@ -426,12 +428,11 @@ func instrumentFunc(out, code, check []byte, firstNew uint32) ([]byte, error) {
 		default:
 			return nil, fmt.Errorf("%w: opcode 0x%02x", errUninstrumentable, op)
 		}
-		out = append(out, code[start:r.i]...)
 	}
 	if r.err != nil {
 		return nil, r.err
 	}
-	return out, nil
+	return append(out, code[copied:]...), nil
 }
 
 // reader decodes the Wasm binary format; the first error sticks.

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -105,6 +106,12 @@ func fuzzSeeds() [][]byte {
 		guestModule(guestSpec{globals: 2, reconcile: spinUnless([]byte{0x23, 0x01, 0x24, 0x00})}),
 		guestModule(guestSpec{start: 2}),
 		guestModule(guestSpec{noYield: true}),
+	}
+	// The real guests take seconds to compile twice under the race
+	// detector: they seed fuzzing, while plain test runs cover them by
+	// loading them (TestWidgetConformance, TestSpinningGuestDoesNotStallGC).
+	if f := flag.Lookup("test.fuzz"); f == nil || f.Value.String() == "" {
+		return seeds
 	}
 	for _, name := range []string{"widget", "faulty"} {
 		if b, err := os.ReadFile(filepath.Join("..", "bin", "wasm", name+".wasm")); err == nil {
