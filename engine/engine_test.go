@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -573,4 +575,49 @@ func copyBomb() string {
 		ops += fmt.Sprintf(`,{"op":"copy","from":"/spec","path":"/metadata/annotations/b%d"}`, i)
 	}
 	return ops + "]"
+}
+
+func TestListJSONMatchesList(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	for i := range 5 {
+		mustCreate(t, s, widget(fmt.Sprintf("w%d", i), "small", map[string]string{"n": fmt.Sprint(i % 2)}))
+	}
+	for _, tc := range []struct {
+		name string
+		opts metav1.ListOptions
+	}{
+		{"all", metav1.ListOptions{}},
+		{"label selector", metav1.ListOptions{LabelSelector: "n=1"}},
+		{"page", metav1.ListOptions{Limit: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := s.List(ctx, widgets, "default", tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := s.ListJSON(ctx, widgets, "default", tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.APIVersion != l.GetAPIVersion() || j.Kind != l.GetKind() || j.ResourceVersion != l.GetResourceVersion() || j.Continue != l.GetContinue() {
+				t.Errorf("header %+v, want %s %s %s %q", j, l.GetAPIVersion(), l.GetKind(), l.GetResourceVersion(), l.GetContinue())
+			}
+			if len(j.Items) != len(l.Items) {
+				t.Fatalf("%d items, want %d", len(j.Items), len(l.Items))
+			}
+			for i := range l.Items {
+				var got map[string]any
+				if err := json.Unmarshal(j.Items[i], &got); err != nil {
+					t.Fatalf("item %d: %v: %s", i, err, j.Items[i])
+				}
+				want, _ := l.Items[i].MarshalJSON()
+				var wantM map[string]any
+				_ = json.Unmarshal(want, &wantM)
+				if diff := cmp.Diff(wantM, got); diff != "" {
+					t.Errorf("item %d (-List +ListJSON):\n%s", i, diff)
+				}
+			}
+		})
+	}
 }

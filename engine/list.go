@@ -162,26 +162,9 @@ func (s *Service) listRevision(ctx context.Context, opts metav1.ListOptions) (in
 // opts.Limit is set. Every page of a continued list is read at the revision
 // of the first.
 func (s *Service) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	sv, err := s.lookup(gvr, namespace, true)
+	sv, res, err := s.listStored(ctx, gvr, namespace, opts)
 	if err != nil {
 		return nil, err
-	}
-	sel, err := parseSelector(gvr, opts.LabelSelector, opts.FieldSelector)
-	if err != nil {
-		return nil, err
-	}
-	rev, err := s.listRevision(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	if opts.Limit < 0 {
-		return nil, apierrors.NewBadRequest("limit must not be negative")
-	}
-	res, err := s.store.List(ctx, store.ResourcePrefix(gvr.Group, gvr.Resource, namespace), store.ListOptions{
-		Revision: rev, Limit: opts.Limit, Continue: opts.Continue, Filter: sel.filter(),
-	})
-	if err != nil {
-		return nil, storeError(err, gvr.GroupResource(), "")
 	}
 	list := &unstructured.UnstructuredList{Object: map[string]any{}}
 	list.SetAPIVersion(gvr.GroupVersion().String())
@@ -197,4 +180,30 @@ func (s *Service) List(ctx context.Context, gvr schema.GroupVersionResource, nam
 		list.Items = append(list.Items, *u)
 	}
 	return list, nil
+}
+
+// listStored reads the stored documents List returns.
+func (s *Service) listStored(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*served, *store.ListResult, error) {
+	sv, err := s.lookup(gvr, namespace, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	sel, err := parseSelector(gvr, opts.LabelSelector, opts.FieldSelector)
+	if err != nil {
+		return nil, nil, err
+	}
+	rev, err := s.listRevision(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if opts.Limit < 0 {
+		return nil, nil, apierrors.NewBadRequest("limit must not be negative")
+	}
+	res, err := s.store.List(ctx, store.ResourcePrefix(gvr.Group, gvr.Resource, namespace), store.ListOptions{
+		Revision: rev, Limit: opts.Limit, Continue: opts.Continue, Filter: sel.filter(),
+	})
+	if err != nil {
+		return nil, nil, storeError(err, gvr.GroupResource(), "")
+	}
+	return sv, res, nil
 }

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/setpoint-dev/setpoint/engine"
 )
 
 // writeJSON writes v as JSON with code. Unstructured objects and lists are
@@ -40,6 +42,40 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
+}
+
+// writeJSONList writes l as the JSON of the UnstructuredList it stands for,
+// copying the items as they are.
+func writeJSONList(w http.ResponseWriter, l *engine.JSONList) {
+	n := 128
+	for _, it := range l.Items {
+		n += len(it) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"apiVersion":`...)
+	b = appendJSONString(b, l.APIVersion)
+	b = append(b, `,"items":[`...)
+	for i, it := range l.Items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	b = append(b, `],"kind":`...)
+	b = appendJSONString(b, l.Kind)
+	b = append(b, `,"metadata":{"continue":`...)
+	b = appendJSONString(b, l.Continue)
+	b = append(b, `,"resourceVersion":`...)
+	b = appendJSONString(b, l.ResourceVersion)
+	b = append(b, "}}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s)
+	return append(b, q...)
 }
 
 // writeStatus writes a failure meta/v1 Status.

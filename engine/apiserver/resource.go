@@ -165,6 +165,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t target) error {
 	if opts.Watch {
 		return s.watch(w, r, t, opts)
 	}
+	if !wantsPartial(r) && acceptParams(r, "Table") == nil && !wantsYAML(r) {
+		l, err := s.eng.ListJSON(r.Context(), t.gvr(), t.namespace, opts)
+		if err != nil {
+			return err
+		}
+		writeJSONList(w, l)
+		return nil
+	}
 	l, err := s.eng.List(r.Context(), t.gvr(), t.namespace, opts)
 	if err != nil {
 		return err

@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// JSONList is a page of a list whose items are JSON documents, for callers
+// that only write the list out.
+type JSONList struct {
+	APIVersion      string
+	Kind            string
+	ResourceVersion string
+	Continue        string
+	// Items are the objects as JSON, each what MarshalJSON of the
+	// corresponding item of List gives, up to the order of keys.
+	Items [][]byte
+}
+
+// ListJSON is List with the items as JSON. Stored documents already at the
+// served version are passed through with their resourceVersion spliced in,
+// without decoding and re-encoding them; others go through decode.
+func (s *Service) ListJSON(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*JSONList, error) {
+	sv, res, err := s.listStored(ctx, gvr, namespace, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &JSONList{
+		APIVersion:      gvr.GroupVersion().String(),
+		Kind:            sv.ListKind,
+		ResourceVersion: strconv.FormatInt(res.Revision, 10),
+		Continue:        res.Continue,
+		Items:           make([][]byte, 0, len(res.Items)),
+	}
+	prefix := storedPrefix(sv)
+	for i := range res.Items {
+		b, err := itemJSON(sv, prefix, &res.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out.Items = append(out.Items, b)
+	}
+	return out, nil
+}
+
+// storedPrefix is how a document stored by encode at sv's version begins:
+// encode writes compact JSON with sorted keys, so apiVersion, kind and
+// metadata come first.
+func storedPrefix(sv *served) []byte {
+	gv, _ := json.Marshal(sv.GVR.GroupVersion().String())
+	kind, _ := json.Marshal(sv.Kind)
+	p := append([]byte(`{"apiVersion":`), gv...)
+	p = append(p, `,"kind":`...)
+	p = append(p, kind...)
+	return append(p, `,"metadata":{`...)
+}
+
+var resourceVersionField = []byte(`"resourceVersion"`)
+
+// itemJSON returns kv as served at sv's version with its resourceVersion.
+// When the document starts with prefix, is valid JSON and has no
+// resourceVersion of its own, it inserts "resourceVersion" first in metadata;
+// otherwise it decodes and re-encodes.
+func itemJSON(sv *served, prefix []byte, kv *store.KeyValue) ([]byte, error) {
+	v := bytes.TrimRight(kv.Value, " \t\r\n")
+	if bytes.HasPrefix(v, prefix) && !bytes.Contains(v, resourceVersionField) && json.Valid(v) {
+		rest := v[len(prefix):]
+		b := make([]byte, 0, len(v)+32)
+		b = append(b, prefix...)
+		b = append(b, `"resourceVersion":"`...)
+		b = strconv.AppendInt(b, kv.ModRevision, 10)
+		b = append(b, '"')
+		if rest[0] != '}' {
+			b = append(b, ',')
+		}
+		return append(b, rest...), nil
+	}
+	u, err := decode(sv, kv)
+	if err != nil {
+		return nil, err
+	}
+	b, err := u.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b, "\n"), nil
+}
