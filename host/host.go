@@ -87,37 +87,10 @@ type Host struct {
 	plugins map[*Plugin]struct{} // loaded and not yet closed
 	// instrumented keeps the rewritten bytes of the last few modules by
 	// digest, so reloading a version (a rollback, a restart of a plugin)
-	// skips the rewrite; order lists the digests oldest first.
+	// skips the rewrite; order lists the digests oldest first. See
+	// instrumentcache.go.
 	instrumented map[string][]byte
 	order        []string
-}
-
-// maxInstrumented bounds the instrumented-module cache.
-const maxInstrumented = 8
-
-// instrumentCached returns the instrumented form of wasm.
-func (h *Host) instrumentCached(digest string, wasm []byte) ([]byte, error) {
-	h.mu.Lock()
-	b, ok := h.instrumented[digest]
-	h.mu.Unlock()
-	if ok {
-		return b, nil
-	}
-	b, err := instrument(wasm)
-	if err != nil {
-		return nil, err
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if _, ok := h.instrumented[digest]; !ok {
-		if len(h.order) == maxInstrumented {
-			delete(h.instrumented, h.order[0])
-			h.order = h.order[1:]
-		}
-		h.instrumented[digest] = b
-		h.order = append(h.order, digest)
-	}
-	return b, nil
 }
 
 // New returns a Host. It creates CacheDir when it does not exist.

@@ -1,0 +1,119 @@
+package host
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The instrumented form of each module is kept by the digest of the
+// original, in memory for the last few modules and, with a cache dir, on
+// disk next to wazero's compiled code, so a load after a restart (a hit in
+// wazero's cache) skips the rewrite as well as the compile.
+
+// rewriterVersion names instrument's output in the on-disk cache; bump it
+// whenever that output changes.
+const rewriterVersion = 2
+
+// maxInstrumented bounds the in-memory instrumented-module cache.
+const maxInstrumented = 8
+
+// instrumentCached returns the instrumented form of wasm, whose digest is
+// digest.
+func (h *Host) instrumentCached(digest string, wasm []byte) ([]byte, error) {
+	h.mu.Lock()
+	b, ok := h.instrumented[digest]
+	h.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	path := h.instrumentedPath(digest)
+	if b, ok := readInstrumented(path); ok {
+		h.remember(digest, b)
+		return b, nil
+	}
+	b, err := instrument(wasm)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
+		if err := writeInstrumented(path, b); err != nil {
+			h.opts.Logger.Warn("cannot cache an instrumented module", "digest", digest, "err", err.Error())
+		}
+	}
+	h.remember(digest, b)
+	return b, nil
+}
+
+func (h *Host) remember(digest string, b []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.instrumented[digest]; ok {
+		return
+	}
+	if len(h.order) == maxInstrumented {
+		delete(h.instrumented, h.order[0])
+		h.order = h.order[1:]
+	}
+	h.instrumented[digest] = b
+	h.order = append(h.order, digest)
+}
+
+// instrumentedPath is the file of the instrumented form of the module with
+// digest, or "" without a cache dir.
+func (h *Host) instrumentedPath(digest string) string {
+	if h.opts.CacheDir == "" {
+		return ""
+	}
+	return filepath.Join(h.opts.CacheDir, "instrumented",
+		fmt.Sprintf("v%d-%s.wasm", rewriterVersion, strings.TrimPrefix(digest, "sha256:")))
+}
+
+// readInstrumented reads a cached instrumented module: its bytes, then
+// their SHA-256, so that a torn or damaged file is a miss rather than a
+// module without its checks.
+func readInstrumented(path string) ([]byte, bool) {
+	if path == "" {
+		return nil, false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < sha256.Size {
+		return nil, false
+	}
+	body, sum := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
+	if s := sha256.Sum256(body); !bytes.Equal(s[:], sum) {
+		return nil, false
+	}
+	return body, true
+}
+
+// writeInstrumented writes b and its SHA-256 to path through a temporary
+// file, so that readers never see a partial file.
+func writeInstrumented(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "tmp-*")
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	_, err = f.Write(b)
+	if err == nil {
+		_, err = f.Write(sum[:])
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}

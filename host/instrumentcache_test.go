@@ -1,0 +1,65 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestInstrumentedCacheOnDisk: a host on the cache dir of an earlier one
+// (a restart) takes the instrumented module from disk; a damaged file is a
+// miss, rewritten.
+func TestInstrumentedCacheOnDisk(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	wasm := guestModule(guestSpec{reconcile: spinUnless(nestedLoops)})
+	want, err := instrument(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func() *Host {
+		t.Helper()
+		h, err := New(Options{CacheDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		p, err := h.Load(ctx, "guest", wasm, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Preemption() != "loop-checks" {
+			t.Fatalf("preemption = %q", p.Preemption())
+		}
+		return h
+	}
+	h := load()
+	path := h.instrumentedPath(Digest(wasm))
+	if got, ok := readInstrumented(path); !ok || !bytes.Equal(got, want) {
+		t.Fatalf("cached form at %s: ok=%v, equal=%v", path, ok, bytes.Equal(got, want))
+	}
+	// A damaged file (a nop at the first loop head dropped, its checksum
+	// kept) is not used.
+	b, _ := os.ReadFile(path)
+	i := bytes.Index(b, loopCheck(0, 1, 0))
+	if i < 0 {
+		t.Fatal("no loop check in the cached form")
+	}
+	if err := os.WriteFile(path, append(b[:i:i], b[i+1:]...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := readInstrumented(path); ok {
+		t.Fatal("a damaged file reads as a hit")
+	}
+	load()
+	if got, ok := readInstrumented(path); !ok || !bytes.Equal(got, want) {
+		t.Fatal("the damaged file was not rewritten")
+	}
+	// No temporary files are left behind.
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "tmp-*"))
+	if len(files) != 0 {
+		t.Fatalf("temporary files left: %v", files)
+	}
+}
