@@ -120,6 +120,8 @@ type run struct {
 	primary  *informer
 	children []*informer
 	events   chan *unstructured.Unstructured // to recordEvents
+	// own tracks the controller's writes the primary cache has not seen.
+	own *ownWrites
 }
 
 // Run starts the caches, waits for their first list, then reconciles with
@@ -140,8 +142,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		Name:        c.opts.Name,
 		RateLimiter: c.opts.RateLimiter, // nil: a fresh default per Run
 		Metrics:     c.opts.Metrics.queueProvider(),
-	}), events: make(chan *unstructured.Unstructured, eventBuffer)}
+	}), events: make(chan *unstructured.Unstructured, eventBuffer), own: newOwnWrites()}
 	r.primary = newInformer(c.opts.For, c.opts.Client, c.opts.Namespace, c.log, func(old, cur *unstructured.Unstructured) {
+		if cur == nil {
+			r.own.forget(Key{old.GetNamespace(), old.GetName()})
+		} else {
+			r.own.stale(Key{cur.GetNamespace(), cur.GetName()}, cur.GetResourceVersion()) // forgets a write the cache has caught up with
+		}
 		if !changeMatters(old, cur) {
 			return
 		}
@@ -190,7 +197,9 @@ func (c *Controller) Run(ctx context.Context) error {
 // kind calls for a reconcile. A change of status alone does not: it is
 // usually the controller's own write, and reconciling on it would call the
 // plugin twice per change and defeat backoff. Status edited by someone else
-// is put right at the next resync.
+// is put right at the next resync. Because the controller's own status
+// write triggers nothing, a reconcile that runs before the cache has seen
+// that write reads the object afresh (see ownWrites).
 func changeMatters(old, cur *unstructured.Unstructured) bool {
 	if old == nil || cur == nil {
 		return true

@@ -319,10 +319,13 @@ type instrumented struct {
 	writes  map[string]int
 	watches int
 	active  map[watch.Interface]struct{}
+	// held, per resource, blocks the delivery of watch events until it is
+	// closed (see Hold).
+	held map[string]chan struct{}
 }
 
 func instrument(c controller.Client) *instrumented {
-	return &instrumented{Client: c, writes: make(map[string]int), active: make(map[watch.Interface]struct{})}
+	return &instrumented{Client: c, writes: make(map[string]int), active: make(map[watch.Interface]struct{}), held: make(map[string]chan struct{})}
 }
 
 func (c *instrumented) setFail(f func(verb string, gvr schema.GroupVersionResource, name string) error) {
@@ -391,10 +394,11 @@ func (c *instrumented) Watch(ctx context.Context, gvr schema.GroupVersionResourc
 	if err := c.check("watch", gvr, ""); err != nil {
 		return nil, err
 	}
-	w, err := c.Client.Watch(ctx, gvr, ns, o)
+	inner, err := c.Client.Watch(ctx, gvr, ns, o)
 	if err != nil {
 		return nil, err
 	}
+	w := c.gate(gvr.Resource, inner)
 	c.mu.Lock()
 	c.watches++
 	c.active[w] = struct{}{}
@@ -436,4 +440,65 @@ func (c *instrumented) Delete(ctx context.Context, gvr schema.GroupVersionResour
 	err := c.Client.Delete(ctx, gvr, ns, name, o)
 	c.count("delete", gvr, err)
 	return err
+}
+
+// Hold stops delivering the watch events of resource, in order, until the
+// returned release is called: the watchers' caches fall behind the store,
+// as they do under load.
+func (c *instrumented) Hold(resource string) (release func()) {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	c.held[resource] = ch
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		if c.held[resource] == ch {
+			delete(c.held, resource)
+		}
+		c.mu.Unlock()
+		close(ch)
+	}
+}
+
+// gatedWatch forwards the events of a watch, waiting before each one while
+// its resource is held.
+type gatedWatch struct {
+	inner watch.Interface
+	out   chan watch.Event
+	stop  chan struct{}
+	once  sync.Once
+}
+
+func (c *instrumented) gate(resource string, inner watch.Interface) watch.Interface {
+	g := &gatedWatch{inner: inner, out: make(chan watch.Event), stop: make(chan struct{})}
+	go func() {
+		defer close(g.out)
+		for ev := range inner.ResultChan() {
+			c.mu.Lock()
+			hold := c.held[resource]
+			c.mu.Unlock()
+			if hold != nil {
+				select {
+				case <-hold:
+				case <-g.stop:
+					return
+				}
+			}
+			select {
+			case g.out <- ev:
+			case <-g.stop:
+				return
+			}
+		}
+	}()
+	return g
+}
+
+func (g *gatedWatch) ResultChan() <-chan watch.Event { return g.out }
+
+func (g *gatedWatch) Stop() {
+	g.once.Do(func() {
+		close(g.stop)
+		g.inner.Stop()
+	})
 }

@@ -53,9 +53,25 @@ func (r result) outcome() string {
 func (c *Controller) reconcile(ctx context.Context, r *run, key Key) result {
 	cached, ok := r.primary.get(key)
 	if !ok {
+		r.own.forget(key)
 		return result{skipped: true} // deleted; its children are collected by ownerReference
 	}
-	obj := cached.DeepCopy()
+	var obj *unstructured.Unstructured
+	if r.own.stale(key, cached.GetResourceVersion()) {
+		// The cache has not seen this controller's last write: comparing
+		// with the cached status could skip a write the store needs.
+		fresh, err := c.opts.Client.Get(ctx, c.opts.For.Resource, key.Namespace, key.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			r.own.forget(key)
+			return result{skipped: true}
+		}
+		if err != nil {
+			return result{err: fmt.Errorf("get past stale cache: %w", err)}
+		}
+		obj = fresh
+	} else {
+		obj = cached.DeepCopy()
+	}
 	for attempt := 0; ; attempt++ {
 		res := c.reconcileObject(ctx, r, key, obj)
 		if !apierrors.IsConflict(res.err) || attempt >= maxConflictRetries {
@@ -98,6 +114,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 			return result{err: fmt.Errorf("set finalizer: %w", err)}
 		}
 		obj = updated
+		r.own.wrote(key, updated.GetResourceVersion())
 		status, _ = obj.Object["status"].(map[string]any)
 	}
 
@@ -185,9 +202,11 @@ func (c *Controller) writeStatus(ctx context.Context, r *run, obj *unstructured.
 	}
 	out := obj.DeepCopy()
 	out.Object["status"] = want
-	if _, err := c.opts.Client.UpdateStatus(ctx, c.opts.For.Resource, out, metav1.UpdateOptions{}); err != nil {
+	updated, err := c.opts.Client.UpdateStatus(ctx, c.opts.For.Resource, out, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
+	r.own.wrote(Key{obj.GetNamespace(), obj.GetName()}, updated.GetResourceVersion())
 	before, _ := readyOf(observed)
 	if msg, _ := before["message"].(string); before["status"] == string(ready.status) && before["reason"] == ready.reason &&
 		strings.HasPrefix(msg, truncate(ready.message)) {
