@@ -31,9 +31,6 @@ const (
 	StateReady        = "Ready"
 )
 
-// RecheckAfter is how soon a widget still Provisioning is reconciled again.
-const RecheckAfter = 2 * time.Second
-
 // ErrInvalidSize reports a spec.size other than small, medium or large. The
 // kind's schema already refuses one; the plugin does not trust that.
 var ErrInvalidSize = errors.New("spec.size must be small, medium or large")
@@ -115,13 +112,10 @@ func (op *Operator) Reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.Re
 	if last != "" {
 		status.Str("lastProvisioned", last)
 	}
-	resp := &abi.ReconcileResponse{Status: status.Bytes(), Children: []abi.RawJSON{child}}
-	if state == StateProvisioning {
-		// Look again soon even if no change of the provision arrives: a
-		// provisioning widget must not stay so for the resync period.
-		resp.RequeueAfter = RecheckAfter
-	}
-	return resp, nil
+	// No recheck while Provisioning: the provision's own change reconciles
+	// the widget again, and the engine writes the status it computes even
+	// when its cache has not yet seen the previous one.
+	return &abi.ReconcileResponse{Status: status.Bytes(), Children: []abi.RawJSON{child}}, nil
 }
 
 // Finalize runs while a widget is being deleted: it releases the widget's

@@ -68,12 +68,11 @@ func TestReconcile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantRequeue := time.Duration(0)
-			if tt.wantState == operator.StateProvisioning {
-				wantRequeue = operator.RecheckAfter
+			if resp.RequeueAfter != 0 {
+				t.Errorf("RequeueAfter = %v, want 0: a provision's change reconciles the widget", resp.RequeueAfter)
 			}
-			if resp.RequeueAfter != wantRequeue {
-				t.Errorf("RequeueAfter = %v, want %v", resp.RequeueAfter, wantRequeue)
+			if got := resp.Status.String("state"); got != tt.wantState {
+				t.Errorf("status.state = %q, want %q", got, tt.wantState)
 			}
 			if got := string(resp.Status); got != tt.wantStatus {
 				t.Errorf("status = %s\nwant     %s", got, tt.wantStatus)
