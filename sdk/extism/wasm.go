@@ -61,9 +61,7 @@ func hostList(offs uint64) uint64
 //go:wasmimport extism:host/user emit_event
 func hostEmitEvent(offs uint64) uint64
 
-var _ plugin.Host = extismHost{}
-
-var inBuf, outBuf, reqBuf []byte
+var inBuf, outBuf []byte
 
 //go:wasmexport setpoint_abi_version
 func abiVersion() int32 { return abi.Version }
@@ -90,7 +88,7 @@ func call(export string) int32 {
 	for ; i < n; i++ {
 		inBuf[i] = byte(inputLoadU8(i))
 	}
-	out, failed := handlers.Dispatch(extismHost{}, export, inBuf, outBuf[:0])
+	out, failed := handlers.Dispatch(extismHost, export, inBuf, outBuf[:0])
 	outBuf = out
 	offs := store(out)
 	if failed {
@@ -140,57 +138,18 @@ func hostCall(fn func(uint64) uint64, req []byte) []byte {
 	return out
 }
 
-type extismHost struct{}
-
-func (extismHost) Log(level, msg string, attrs ...string) {
-	r := abi.LogRequest{Level: level, Message: msg}
-	if len(attrs) > 0 {
-		r.Attrs = make(map[string]string, len(attrs)/2)
-		for i := 0; i+1 < len(attrs); i += 2 {
-			r.Attrs[attrs[i]] = attrs[i+1]
-		}
-	}
-	reqBuf = r.AppendJSON(reqBuf[:0])
-	hostCall(hostLog, reqBuf)
-}
-
-func (extismHost) Get(req abi.GetRequest) (abi.RawJSON, bool, error) {
-	reqBuf = req.AppendJSON(reqBuf[:0])
-	var resp abi.GetResponse
-	if err := resp.UnmarshalJSON(hostCall(hostGet, reqBuf)); err != nil {
-		return nil, false, err
-	}
-	if resp.Error != "" {
-		return nil, false, hostError(resp.Error)
-	}
-	return resp.Object, resp.Found, nil
-}
-
-func (extismHost) List(req abi.ListRequest) ([]abi.RawJSON, error) {
-	reqBuf = req.AppendJSON(reqBuf[:0])
-	var resp abi.ListResponse
-	if err := resp.UnmarshalJSON(hostCall(hostList, reqBuf)); err != nil {
-		return nil, err
-	}
-	if resp.Error != "" {
-		return nil, hostError(resp.Error)
-	}
-	return resp.Items, nil
-}
-
-func (extismHost) EmitEvent(ev abi.EmitEventRequest) error {
-	reqBuf = ev.AppendJSON(reqBuf[:0])
-	var resp abi.HostResponse
-	if err := resp.UnmarshalJSON(hostCall(hostEmitEvent, reqBuf)); err != nil {
-		return err
-	}
-	if resp.Error != "" {
-		return hostError(resp.Error)
+// extismHost is the Host of a plugin running under Setpoint: each host function
+// is one call through the module's imports.
+var extismHost = plugin.NewHost(func(fn plugin.HostFunc, req []byte) []byte {
+	switch fn {
+	case plugin.HostLog:
+		return hostCall(hostLog, req)
+	case plugin.HostGet:
+		return hostCall(hostGet, req)
+	case plugin.HostList:
+		return hostCall(hostList, req)
+	case plugin.HostEmitEvent:
+		return hostCall(hostEmitEvent, req)
 	}
 	return nil
-}
-
-// hostError is an error the host returned for a host call.
-type hostError string
-
-func (e hostError) Error() string { return string(e) }
+})

@@ -9,15 +9,12 @@ import (
 	"github.com/setpoint-dev/setpoint/sdk/plugin"
 )
 
-var _ plugin.Host = wasmHost{}
-
 // The glue's buffers, reused across calls. The Go heap does not move, so an
 // address handed to the host stays valid while the slice is referenced here.
 var (
 	inBuf   []byte // input region returned by setpoint_alloc
 	outBuf  []byte // output region of the last export call
 	hostBuf []byte // responses of host calls
-	reqBuf  []byte // requests of host calls
 )
 
 //go:wasmexport setpoint_abi_version
@@ -53,7 +50,7 @@ func finalize(ptr unsafe.Pointer, n int32) int64 { return call(abi.ExportFinaliz
 
 func call(export string, ptr unsafe.Pointer, n int32) int64 {
 	input := unsafe.Slice((*byte)(ptr), n)
-	out, failed := handlers.Dispatch(wasmHost{}, export, input, outBuf[:0])
+	out, failed := handlers.Dispatch(wasmHost, export, input, outBuf[:0])
 	outBuf = out
 	if len(out) > abi.MaxDocumentLen {
 		out = append(out[:0], "plugin: output too large"...)
@@ -99,53 +96,18 @@ func hostCall(fn func(unsafe.Pointer, int32, unsafe.Pointer, int32) int32, req [
 	return hostBuf[:n]
 }
 
-// wasmHost is the Host of a plugin running under Setpoint.
-type wasmHost struct{}
-
-func (wasmHost) Log(level, msg string, attrs ...string) {
-	r := abi.LogRequest{Level: level, Message: msg}
-	if len(attrs) > 0 {
-		r.Attrs = make(map[string]string, len(attrs)/2)
-		for i := 0; i+1 < len(attrs); i += 2 {
-			r.Attrs[attrs[i]] = attrs[i+1]
-		}
-	}
-	reqBuf = r.AppendJSON(reqBuf[:0])
-	hostCall(hostLog, reqBuf)
-}
-
-func (wasmHost) Get(req abi.GetRequest) (abi.RawJSON, bool, error) {
-	reqBuf = req.AppendJSON(reqBuf[:0])
-	var resp abi.GetResponse
-	if err := resp.UnmarshalJSON(hostCall(hostGet, reqBuf)); err != nil {
-		return nil, false, err
-	}
-	if resp.Error != "" {
-		return nil, false, hostError(resp.Error)
-	}
-	return resp.Object, resp.Found, nil
-}
-
-func (wasmHost) List(req abi.ListRequest) ([]abi.RawJSON, error) {
-	reqBuf = req.AppendJSON(reqBuf[:0])
-	var resp abi.ListResponse
-	if err := resp.UnmarshalJSON(hostCall(hostList, reqBuf)); err != nil {
-		return nil, err
-	}
-	if resp.Error != "" {
-		return nil, hostError(resp.Error)
-	}
-	return resp.Items, nil
-}
-
-func (wasmHost) EmitEvent(ev abi.EmitEventRequest) error {
-	reqBuf = ev.AppendJSON(reqBuf[:0])
-	var resp abi.HostResponse
-	if err := resp.UnmarshalJSON(hostCall(hostEmitEvent, reqBuf)); err != nil {
-		return err
-	}
-	if resp.Error != "" {
-		return hostError(resp.Error)
+// wasmHost is the Host of a plugin running under Setpoint: each host function
+// is one call through the module's imports.
+var wasmHost = plugin.NewHost(func(fn plugin.HostFunc, req []byte) []byte {
+	switch fn {
+	case plugin.HostLog:
+		return hostCall(hostLog, req)
+	case plugin.HostGet:
+		return hostCall(hostGet, req)
+	case plugin.HostList:
+		return hostCall(hostList, req)
+	case plugin.HostEmitEvent:
+		return hostCall(hostEmitEvent, req)
 	}
 	return nil
-}
+})
