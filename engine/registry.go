@@ -160,13 +160,6 @@ func (r *registry) removeLocked(name string) {
 	}
 }
 
-func (r *registry) crd(name string) (*apiextensionsv1.CustomResourceDefinition, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	c, ok := r.crds[name]
-	return c, ok
-}
-
 // resources returns every served resource, sorted by group, resource and
 // version priority (the preferred version first within a resource).
 func (r *registry) resources() []Resource {

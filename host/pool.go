@@ -137,13 +137,6 @@ func (pl *pool) memory() (total uint64, n int) {
 	return total, len(pl.idle)
 }
 
-// size reports the idle instances.
-func (pl *pool) size() int {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	return len(pl.idle)
-}
-
 // close closes the idle instances and the runner; calls must be over.
 func (pl *pool) close() {
 	pl.mu.Lock()

@@ -136,13 +136,7 @@ func (w *wsWidgets) setSize(name, size string) string {
 		map[string]any{"spec": map[string]any{"size": size}}).ResourceVersion
 }
 
-func (w *wsWidgets) setNote(name, note string) string {
-	w.t.Helper()
-	return w.call("PATCH", wsWidgetsPath+"/"+name, "application/merge-patch+json",
-		map[string]any{"spec": map[string]any{"note": note}}).ResourceVersion
-}
-
-// setNoteRaw is setNote for large notes: it builds the body and reads the
+// setNoteRaw sets spec.note, for large notes: it builds the body and reads the
 // resourceVersion from the head of the response without JSON codecs, which
 // are slow on megabytes under the race detector.
 func (w *wsWidgets) setNoteRaw(name, note string) string {

@@ -11,9 +11,8 @@ import (
 )
 
 var (
-	widgetKind = Kind{Resource: schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "widgets"}, Kind: "Widget", Namespaced: true}
-	cmKind     = Kind{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", Namespaced: true}
-	nodeKind   = Kind{Resource: schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "racks"}, Kind: "Rack"}
+	cmKind   = Kind{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Kind: "ConfigMap", Namespaced: true}
+	nodeKind = Kind{Resource: schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "racks"}, Kind: "Rack"}
 )
 
 func obj(m map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: m} }
