@@ -48,9 +48,10 @@ func listPackages(t *testing.T) []goPackage {
 
 // rule says which of our own packages a set of packages must not import.
 type rule struct {
-	name   string
-	from   func(pkg string) bool
-	forbid func(imp string) bool
+	name      string
+	from      func(pkg string) bool
+	forbid    func(imp string) bool
+	violation [2]string // a package and an import that break the rule
 }
 
 func under(prefixes ...string) func(string) bool {
@@ -78,40 +79,61 @@ func exactly(names ...string) func(string) bool {
 
 func ours(p string) bool { return p == module || strings.HasPrefix(p, module+"/") }
 
-// TestDependencyDirection enforces the arrows of DESIGN.md's package map.
-func TestDependencyDirection(t *testing.T) {
+// dependencyRules are the arrows of DESIGN.md's package map. Each carries one
+// made-up import that breaks it, so that TestRuleCatchesViolations can check the
+// rule is not vacuous.
+func dependencyRules() []rule {
 	backends := under("store/badger", "store/etcd")
-	rules := []rule{
+	return []rule{
 		{name: "sdk/abi imports only the standard library",
-			from: under("sdk/abi"), forbid: func(imp string) bool { return strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") }},
+			from: under("sdk/abi"), forbid: func(imp string) bool { return strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") },
+			violation: [2]string{module + "/sdk/abi", "github.com/tetratelabs/wazero"}},
 		{name: "store imports nothing of ours but sdk/abi",
-			from: exactly("store"), forbid: func(imp string) bool { return ours(imp) && !under("sdk/abi")(imp) }},
+			from: exactly("store"), forbid: func(imp string) bool { return ours(imp) && !under("sdk/abi")(imp) },
+			violation: [2]string{module + "/store", module + "/engine"}},
 		{name: "store backends never import the engine, host or cmd",
-			from: under("store"), forbid: under("engine", "host", "cmd")},
+			from: under("store"), forbid: under("engine", "host", "cmd"),
+			violation: [2]string{module + "/store/badger", module + "/host"}},
 		{name: "the engine reaches the store through its contract only",
-			from: under("engine"), forbid: func(imp string) bool { return backends(imp) || under("host", "cmd")(imp) }},
+			from: under("engine"), forbid: func(imp string) bool { return backends(imp) || under("host", "cmd")(imp) },
+			violation: [2]string{module + "/engine/controller", module + "/store/badger"}},
 		{name: "the host never imports the engine or the store",
-			from: under("host"), forbid: under("engine", "store", "cmd")},
+			from: under("host"), forbid: under("engine", "store", "cmd"),
+			violation: [2]string{module + "/host", module + "/store"}},
 		{name: "the engine core does not import its API server",
-			from: func(p string) bool { return under("engine")(p) && !under("engine/apiserver")(p) }, forbid: under("engine/apiserver")},
+			from: func(p string) bool { return under("engine")(p) && !under("engine/apiserver")(p) }, forbid: under("engine/apiserver"),
+			violation: [2]string{module + "/engine/plugins", module + "/engine/apiserver/serving"}},
 		{name: "nothing imports cmd",
-			from: func(p string) bool { return !under("cmd")(p) }, forbid: under("cmd")},
+			from: func(p string) bool { return !under("cmd")(p) }, forbid: under("cmd"),
+			violation: [2]string{module + "/test/testserver", module + "/cmd/setpoint"}},
 	}
+}
+
+// TestDependencyDirection enforces the arrows of DESIGN.md's package map on
+// every package of the module; a rule that applies to no package fails, so a
+// renamed package cannot make a rule pass by matching nothing.
+func TestDependencyDirection(t *testing.T) {
+	rules := dependencyRules()
 	pkgs := listPackages(t)
 	if len(pkgs) == 0 {
 		t.Fatal("go list found no packages")
 	}
 	for _, r := range rules {
 		t.Run(r.name, func(t *testing.T) {
+			applied := 0
 			for _, p := range pkgs {
 				if !r.from(p.ImportPath) {
 					continue
 				}
+				applied++
 				for _, imp := range p.Imports {
 					if r.forbid(imp) {
 						t.Errorf("%s imports %s", p.ImportPath, imp)
 					}
 				}
+			}
+			if applied == 0 {
+				t.Errorf("the rule applies to no package of the module")
 			}
 		})
 	}
@@ -120,6 +142,12 @@ func TestDependencyDirection(t *testing.T) {
 // TestRuleCatchesViolations keeps the rules honest: each must reject a made-up
 // import that breaks it.
 func TestRuleCatchesViolations(t *testing.T) {
+	for _, r := range dependencyRules() {
+		from, imp := r.violation[0], r.violation[1]
+		if !r.from(from) || !r.forbid(imp) {
+			t.Errorf("rule %q lets %s import %s", r.name, from, imp)
+		}
+	}
 	if !under("engine")(module + "/engine/apiserver") {
 		t.Error("under(engine) misses engine/apiserver")
 	}
