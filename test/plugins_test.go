@@ -337,7 +337,7 @@ func TestPlugins(t *testing.T) {
 		guestCh <- built{wasm, err}
 	}()
 
-	s := testserver.Start(t, testserver.Options{Env: []string{"SETPOINT_PLUGIN_STATUS_INTERVAL=500ms"}})
+	s := testserver.Start(t, testserver.Options{Args: []string{"--plugin-status-interval", "500ms"}})
 	crd, err := os.ReadFile(filepath.Join("..", "examples", "widget", "crd.yaml"))
 	if err != nil {
 		t.Fatal(err)

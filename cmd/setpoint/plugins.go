@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -80,8 +79,9 @@ type pluginAPI struct {
 // newPluginAPI builds the API over st with the Wasm host (its compile cache
 // in dataDir/wasm-cache), the module store, the plugin manager as the
 // admission chain, and the controller manager. Browsers on allowedOrigins
-// may open WebSocket watches besides the server's own origin.
-func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, promReg prometheus.Registerer) (apiHandler, error) {
+// may open WebSocket watches besides the server's own origin; a Plugin's
+// call counters reach its status every statusInterval.
+func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval time.Duration, promReg prometheus.Registerer) (apiHandler, error) {
 	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins})
 	if err != nil {
 		return nil, err
@@ -106,19 +106,10 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 		return nil, err
 	}
 	ctrls := controller.NewManager(controller.ManagerOptions{Metrics: ctrlMetrics, Logger: log.With("component", "controllers")})
-	// SETPOINT_PLUGIN_STATUS_INTERVAL (a Go duration) is how often the call
-	// counters reach a Plugin's status; tests shorten it.
-	var interval time.Duration
-	if v := os.Getenv("SETPOINT_PLUGIN_STATUS_INTERVAL"); v != "" {
-		if interval, err = time.ParseDuration(v); err != nil {
-			_ = h.Close()
-			return nil, fmt.Errorf("SETPOINT_PLUGIN_STATUS_INTERVAL: %w", err)
-		}
-	}
 	mgr, err := plugins.New(plugins.Options{
 		Service: svc, Modules: modules, Host: adapter, Controllers: ctrls,
 		Metrics: ctrlMetrics, Registerer: promReg,
-		StatusInterval: interval, Logger: log.With("component", "plugins"),
+		StatusInterval: statusInterval, Logger: log.With("component", "plugins"),
 	})
 	if err != nil {
 		_ = h.Close()

@@ -42,6 +42,7 @@ type serverOptions struct {
 	historyMinRevisions       int64
 	historyMinAge             time.Duration
 	historyCompactionInterval time.Duration
+	pluginStatusInterval      time.Duration
 }
 
 func newServerCommand() *cobra.Command {
@@ -92,6 +93,7 @@ signal exits at once.`,
 	f.Int64Var(&o.historyMinRevisions, "history-min-revisions", 10_000, "how many recent revisions background compaction keeps at least; it keeps whichever of this and --history-min-age keeps more, and a watch or continue token older than what is kept gets 410 Expired")
 	f.DurationVar(&o.historyMinAge, "history-min-age", 5*time.Minute, "how much recent history, by age, background compaction keeps at least")
 	f.DurationVar(&o.historyCompactionInterval, "history-compaction-interval", time.Minute, "how often background compaction looks for history to drop")
+	f.DurationVar(&o.pluginStatusInterval, "plugin-status-interval", 10*time.Second, "how often each Plugin's call and error counts are written to its status (only when they changed)")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -212,7 +214,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	}()
 
 	metrics := serving.NewMetrics()
-	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, metrics.Registry())
+	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, metrics.Registry())
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
 	}
@@ -328,6 +330,9 @@ func (o *serverOptions) validate() error {
 	}
 	if o.historyCompactionInterval <= 0 {
 		return fmt.Errorf("--history-compaction-interval %v: want a positive duration", o.historyCompactionInterval)
+	}
+	if o.pluginStatusInterval <= 0 {
+		return fmt.Errorf("--plugin-status-interval %v: want a positive duration", o.pluginStatusInterval)
 	}
 	return nil
 }

@@ -130,6 +130,8 @@ func TestServerFlagsValidate(t *testing.T) {
 		{name: "no revisions", args: []string{"--history-min-revisions", "0"}, wantErr: "--history-min-revisions 0: want 1 or more"},
 		{name: "zero age", args: []string{"--history-min-age", "0s"}, wantErr: "--history-min-age 0s: want a positive duration"},
 		{name: "negative interval", args: []string{"--history-compaction-interval", "-1s"}, wantErr: "--history-compaction-interval -1s: want a positive duration"},
+		{name: "short plugin status interval", args: []string{"--plugin-status-interval", "250ms"}},
+		{name: "zero plugin status interval", args: []string{"--plugin-status-interval", "0s"}, wantErr: "--plugin-status-interval 0s: want a positive duration"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,6 +144,7 @@ func TestServerFlagsValidate(t *testing.T) {
 				o.historyMinRevisions, _ = c.Flags().GetInt64("history-min-revisions")
 				o.historyMinAge, _ = c.Flags().GetDuration("history-min-age")
 				o.historyCompactionInterval, _ = c.Flags().GetDuration("history-compaction-interval")
+				o.pluginStatusInterval, _ = c.Flags().GetDuration("plugin-status-interval")
 				return nil
 			}
 			cmd.SetArgs(append([]string{"--data-dir", t.TempDir()}, tc.args...))
