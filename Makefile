@@ -8,7 +8,7 @@ ADDR  ?= 127.0.0.1:6443
 TEST_TIMEOUT ?= 20m
 
 .PHONY: all build plugins test test-go vet lint run soak fuzz bench bench-store \
-	bench-api bench-watch bench-plugin bench-reconcile deps clean
+	bench-api bench-watch bench-plugin bench-upload bench-reconcile deps clean
 
 all: build plugins
 
@@ -57,7 +57,7 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; done
 
-bench: bench-store bench-api bench-watch bench-plugin bench-reconcile
+bench: bench-store bench-api bench-watch bench-plugin bench-upload bench-reconcile
 
 bench-store:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./store/badger/bench
@@ -70,6 +70,9 @@ bench-watch: build
 
 bench-plugin: plugins
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./host/bench
+
+bench-upload: build plugins
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/upload
 
 bench-reconcile: build plugins
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/reconcile
