@@ -22,6 +22,17 @@ type ObjectReader interface {
 	ListObjects(ctx context.Context, req abi.ListRequest) ([][]byte, error)
 }
 
+// ObjectWriter serves the write host functions (create, update, patch,
+// delete). The host offers them when Options.Objects also implements it; it
+// checks the plugin's write permission, refuses writes during admit calls,
+// and counts each write in the host-call budget before calling it.
+// WriteObject runs one write as the plugin named plugin, under ctx (the
+// call's deadline), and answers with the stored object or the error with its
+// Kubernetes reason and code.
+type ObjectWriter interface {
+	WriteObject(ctx context.Context, plugin, fn string, req abi.WriteRequest) abi.WriteResponse
+}
+
 // EventRecorder records the events plugins emit.
 type EventRecorder interface {
 	RecordEvent(ctx context.Context, plugin string, regarding abi.ObjectRef, ev abi.Event) error
@@ -33,6 +44,9 @@ type Permissions struct {
 	// Read lists the kinds the plugin may get and list, each as
 	// "Kind.group", or "Kind" for the core group; "*" allows every kind.
 	Read []string
+	// Write lists the kinds the plugin may create, update, patch and
+	// delete, named like Read; "*" allows every kind.
+	Write []string
 	// Events allows emit_event.
 	Events bool
 }
@@ -40,6 +54,11 @@ type Permissions struct {
 // mayRead reports whether the permissions allow reading kind of apiVersion.
 func (p Permissions) mayRead(apiVersion, kind string) bool {
 	return slices.Contains(p.Read, "*") || slices.Contains(p.Read, groupKind(apiVersion, kind))
+}
+
+// mayWrite reports whether the permissions allow writing kind of apiVersion.
+func (p Permissions) mayWrite(apiVersion, kind string) bool {
+	return slices.Contains(p.Write, "*") || slices.Contains(p.Write, groupKind(apiVersion, kind))
 }
 
 // groupKind is "Kind.group", or "Kind" for the core group.
@@ -173,8 +192,69 @@ func (s *callScope) handle(ctx context.Context, fn string, req []byte) []byte {
 			return s.errorDoc("emit_event: " + err.Error())
 		}
 		return s.errorDoc("")
+	case abi.HostCreate, abi.HostUpdate, abi.HostPatch, abi.HostDelete:
+		return s.write(ctx, fn, req)
 	}
 	return s.errorDoc("unknown host function " + fn)
+}
+
+// write serves the write host functions: it checks the request, the call's
+// export and the plugin's permissions, then hands the write to the server's
+// ObjectWriter.
+func (s *callScope) write(ctx context.Context, fn string, req []byte) []byte {
+	var r abi.WriteRequest
+	if err := r.UnmarshalJSON(req); err != nil {
+		return s.writeError(fn+": "+err.Error(), "BadRequest", 400)
+	}
+	apiVersion, kind, name := r.APIVersion, r.Kind, r.Name
+	if fn == abi.HostCreate || fn == abi.HostUpdate {
+		ref := abi.RefOf(r.Object)
+		apiVersion, kind, name = ref.APIVersion, ref.Kind, ref.Name
+		if name == "" && fn == abi.HostCreate {
+			name = r.Object.String("metadata", "generateName")
+		}
+	}
+	switch {
+	case kind == "" || name == "":
+		return s.writeError(fn+": the request names no kind or no name", "BadRequest", 400)
+	case r.Subresource != "" && (r.Subresource != "status" || fn == abi.HostCreate || fn == abi.HostDelete):
+		return s.writeError(fmt.Sprintf("%s: subresource %q is not writable (only update and patch take \"status\")", fn, r.Subresource), "BadRequest", 400)
+	}
+	p := s.p
+	if s.export == abi.ExportAdmit {
+		// Admission must have no side effects (dry runs), and a write would
+		// re-enter admission, possibly of this plugin, whose pool this call
+		// already draws on.
+		return s.writeError(fmt.Sprintf("%v: plugin %q may not write during admission (%s %s)", ErrPermissionDenied, p.name, fn, groupKind(apiVersion, kind)), "Forbidden", 403)
+	}
+	if !p.cfg.Permissions.mayWrite(apiVersion, kind) {
+		return s.writeError(fmt.Sprintf("%v: plugin %q may not write %s", ErrPermissionDenied, p.name, groupKind(apiVersion, kind)), "Forbidden", 403)
+	}
+	w, ok := p.host.opts.Objects.(ObjectWriter)
+	if !ok {
+		return s.writeError(fmt.Sprintf("%v: this server serves no object writes to plugins", ErrPermissionDenied), "Forbidden", 403)
+	}
+	if err := ctx.Err(); err != nil {
+		return s.writeError(fmt.Sprintf("%s: the call's deadline passed: %v", fn, err), "Timeout", 504)
+	}
+	resp := w.WriteObject(ctx, p.name, fn, r)
+	if resp.Error != "" {
+		resp.Object = nil
+		if resp.Code == 0 {
+			resp.Code = 500
+		}
+		if resp.Reason == "" {
+			resp.Reason = "InternalError"
+		}
+	}
+	s.buf = resp.AppendJSON(s.buf[:0])
+	return s.buf
+}
+
+func (s *callScope) writeError(msg, reason string, code int) []byte {
+	r := abi.WriteResponse{Error: msg, Reason: reason, Code: code}
+	s.buf = r.AppendJSON(s.buf[:0])
+	return s.buf
 }
 
 func (s *callScope) checkRead(apiVersion, kind string) error {

@@ -46,6 +46,14 @@ const (
 	HostGet       = "get"
 	HostList      = "list"
 	HostEmitEvent = "emit_event"
+	// HostCreate, HostUpdate, HostPatch and HostDelete write objects
+	// (WriteRequest in, WriteResponse out), only of kinds the plugin may
+	// write and never during an admit call. Added in ABI 1.1 (docs/ABI.md):
+	// a module that imports them needs a host that offers them.
+	HostCreate = "create"
+	HostUpdate = "update"
+	HostPatch  = "patch"
+	HostDelete = "delete"
 	// HostResult is `result(outPtr, outCap i32) -> i32` (native ABI only):
 	// it copies the pending response of the last host call to outPtr and
 	// returns its length.
@@ -244,4 +252,44 @@ type EmitEventRequest struct {
 // HostResponse is the output of the log and emit_event host functions.
 type HostResponse struct {
 	Error string
+}
+
+// WriteRequest is the input of the create, update, patch and delete host
+// functions.
+type WriteRequest struct {
+	// Object is the whole object to create or update (create, update): it
+	// names itself with apiVersion, kind, metadata.name and, for a
+	// namespaced kind, metadata.namespace ("default" when empty). An update
+	// that carries metadata.resourceVersion fails with Conflict if the
+	// object changed since.
+	Object RawJSON
+	// APIVersion, Kind, Namespace and Name name the object to patch or
+	// delete.
+	APIVersion string
+	Kind       string
+	Namespace  string
+	Name       string
+	// Subresource is "" for the object or "status" for its status
+	// subresource (update, patch).
+	Subresource string
+	// Patch is a JSON merge patch (RFC 7386) to apply (patch).
+	Patch RawJSON
+	// UID and ResourceVersion, when set, are preconditions of a delete.
+	UID             string
+	ResourceVersion string
+}
+
+// WriteResponse is the output of the write host functions.
+type WriteResponse struct {
+	// Object is the object as stored after a create, update or patch, and
+	// after a delete the object as it was removed or as it now waits for
+	// its finalizers.
+	Object RawJSON
+	// Error says why the write failed; Reason and Code are then the
+	// Kubernetes status reason and HTTP code ("NotFound" 404,
+	// "AlreadyExists" 409, "Conflict" 409, "Invalid" 422, "Forbidden" 403,
+	// ...), so a guest can tell a lost race from a denial.
+	Error  string
+	Reason string
+	Code   int
 }

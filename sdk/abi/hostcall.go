@@ -275,3 +275,84 @@ func (r *ObjectRef) UnmarshalJSON(b []byte) error {
 		return true
 	})
 }
+
+// AppendJSON appends the encoding of r to b.
+func (r *WriteRequest) AppendJSON(b []byte) []byte {
+	e := newEncoder(b)
+	e.str("apiVersion", r.APIVersion)
+	e.str("kind", r.Kind)
+	e.str("namespace", r.Namespace)
+	e.str("name", r.Name)
+	e.str("subresource", r.Subresource)
+	e.str("uid", r.UID)
+	e.str("resourceVersion", r.ResourceVersion)
+	e.raw("patch", r.Patch)
+	e.raw("object", r.Object)
+	return e.close()
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r *WriteRequest) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *WriteRequest) UnmarshalJSON(b []byte) error {
+	*r = WriteRequest{}
+	return unmarshal(b, false, func(d *decoder, k []byte) bool {
+		switch string(k) {
+		case "apiVersion":
+			r.APIVersion = d.str()
+		case "kind":
+			r.Kind = d.str()
+		case "namespace":
+			r.Namespace = d.str()
+		case "name":
+			r.Name = d.str()
+		case "subresource":
+			r.Subresource = d.str()
+		case "uid":
+			r.UID = d.str()
+		case "resourceVersion":
+			r.ResourceVersion = d.str()
+		case "patch":
+			r.Patch = d.raw()
+		case "object":
+			r.Object = d.raw()
+		default:
+			d.skip(0)
+		}
+		return true
+	})
+}
+
+// AppendJSON appends the encoding of r to b.
+func (r *WriteResponse) AppendJSON(b []byte) []byte {
+	e := newEncoder(b)
+	e.raw("object", r.Object)
+	e.str("error", r.Error)
+	e.str("reason", r.Reason)
+	e.int("code", int64(r.Code))
+	return e.close()
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r *WriteResponse) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *WriteResponse) UnmarshalJSON(b []byte) error {
+	*r = WriteResponse{}
+	return unmarshal(b, false, func(d *decoder, k []byte) bool {
+		switch string(k) {
+		case "object":
+			r.Object = d.raw()
+		case "error":
+			r.Error = d.str()
+		case "reason":
+			r.Reason = d.str()
+		case "code":
+			r.Code = int(d.int())
+		default:
+			d.skip(0)
+		}
+		return true
+	})
+}

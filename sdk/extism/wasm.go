@@ -61,6 +61,18 @@ func hostList(offs uint64) uint64
 //go:wasmimport extism:host/user emit_event
 func hostEmitEvent(offs uint64) uint64
 
+//go:wasmimport extism:host/user create
+func hostCreate(offs uint64) uint64
+
+//go:wasmimport extism:host/user update
+func hostUpdate(offs uint64) uint64
+
+//go:wasmimport extism:host/user patch
+func hostPatch(offs uint64) uint64
+
+//go:wasmimport extism:host/user delete
+func hostDelete(offs uint64) uint64
+
 var inBuf, outBuf []byte
 
 //go:wasmexport setpoint_abi_version
@@ -150,6 +162,14 @@ var extismHost = plugin.NewHost(func(fn plugin.HostFunc, req []byte) []byte {
 		return hostCall(hostList, req)
 	case plugin.HostEmitEvent:
 		return hostCall(hostEmitEvent, req)
+	case plugin.HostCreate:
+		return hostCall(hostCreate, req)
+	case plugin.HostUpdate:
+		return hostCall(hostUpdate, req)
+	case plugin.HostPatch:
+		return hostCall(hostPatch, req)
+	case plugin.HostDelete:
+		return hostCall(hostDelete, req)
 	}
 	return nil
 })

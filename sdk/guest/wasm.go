@@ -75,6 +75,18 @@ func hostList(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int32
 //go:wasmimport setpoint emit_event
 func hostEmitEvent(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int32) int32
 
+//go:wasmimport setpoint create
+func hostCreate(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int32) int32
+
+//go:wasmimport setpoint update
+func hostUpdate(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int32) int32
+
+//go:wasmimport setpoint patch
+func hostPatch(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int32) int32
+
+//go:wasmimport setpoint delete
+func hostDelete(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int32) int32
+
 //go:wasmimport setpoint result
 func hostResult(out unsafe.Pointer, outCap int32) int32
 
@@ -108,6 +120,14 @@ var wasmHost = plugin.NewHost(func(fn plugin.HostFunc, req []byte) []byte {
 		return hostCall(hostList, req)
 	case plugin.HostEmitEvent:
 		return hostCall(hostEmitEvent, req)
+	case plugin.HostCreate:
+		return hostCall(hostCreate, req)
+	case plugin.HostUpdate:
+		return hostCall(hostUpdate, req)
+	case plugin.HostPatch:
+		return hostCall(hostPatch, req)
+	case plugin.HostDelete:
+		return hostCall(hostDelete, req)
 	}
 	return nil
 })

@@ -11,6 +11,11 @@ const (
 	HostGet
 	HostList
 	HostEmitEvent
+	// The write host functions (ABI 1.1); see Writer.
+	HostCreate
+	HostUpdate
+	HostPatch
+	HostDelete
 )
 
 // CallHost sends the request document req to the host function fn and returns

@@ -1,8 +1,9 @@
 // Package plugintest is a Host for testing plugin logic natively: it serves
-// objects from memory, records logs and events, and can deny reads, so a
-// handler's behaviour is checked with plain `go test` and no Wasm at all.
-// To test the built module under the real host, use the main module's
-// host/hosttest.
+// objects from memory, takes writes into memory (plugin.Create, Update,
+// Patch, Delete and their status forms), records logs, events and writes,
+// and can deny reads and writes, so a handler's behaviour is checked with
+// plain `go test` and no Wasm at all. To test the built module under the real
+// host, use the main module's host/hosttest.
 package plugintest
 
 import (
@@ -29,12 +30,18 @@ type Host struct {
 	objects []abi.RawJSON
 	// Deny, when set, is consulted before each Get and List with the kind;
 	// a non-nil error is returned to the plugin as a denial.
-	Deny   func(kind string) error
-	Logs   []LogEntry
-	Events []abi.EmitEventRequest
+	Deny func(kind string) error
+	// DenyWrite, when set, is consulted before each write with the kind;
+	// a non-nil error is returned to the plugin as a Forbidden WriteError.
+	DenyWrite func(kind string) error
+	Logs      []LogEntry
+	Events    []abi.EmitEventRequest
+	// Writes records every write, in order, with its outcome.
+	Writes []WriteEntry
+	rev    int // the last resourceVersion a write assigned
 }
 
-// Add makes objects visible to Get and List.
+// Add makes objects visible to Get and List, and to writes.
 func (h *Host) Add(objects ...abi.RawJSON) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -1,0 +1,126 @@
+// Package writes is the logic of the writer test guests (writer on the
+// native ABI, extismwriter on the Extism ABI): handlers that write objects
+// through the host's write functions as the call's config says.
+//
+// Config "op" picks the write: create or update (config "object", the whole
+// object), updatestatus, patch or patchstatus (config "patch", a merge patch,
+// of the object named by config apiVersion, kind, namespace, name), delete
+// (the same name, config "uid" a precondition), or ensure. Config "repeat"
+// makes it that many times. A failed write is the handler's error, written
+// "<message> (reason <reason>, code <code>)". Reconcile and finalize report
+// the written object in their status or events; admit tries the write and
+// denies with its error (writes are refused in admission), except with op
+// annotate-user, where it allows and annotates the object with the user
+// of the request.
+//
+// ensure is the end-to-end flow: reconciling an object, it creates the
+// ConfigMap "<name>-note" in the object's namespace with data.size from
+// spec.size, or merge-patches data.size if the ConfigMap exists, and
+// reports status.state Ready and status.note.
+package writes
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+	"github.com/setpoint-dev/setpoint/sdk/plugin"
+)
+
+// Handlers are the guest's handlers.
+var Handlers = plugin.Handlers{Reconcile: reconcile, Admit: admit, Finalize: finalize}
+
+// UserAnnotation is the annotation op annotate-user sets.
+const UserAnnotation = "test.setpoint.dev/written-by"
+
+func reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+	if req.Config["op"] == "ensure" {
+		return ensure(h, req)
+	}
+	out, err := do(h, req.Config)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.ReconcileResponse{Status: abi.NewObject(nil).Raw("written", out).Bytes()}, nil
+}
+
+func finalize(h plugin.Host, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
+	if _, err := do(h, req.Config); err != nil {
+		return nil, err
+	}
+	return &abi.FinalizeResponse{Done: true}, nil
+}
+
+func admit(h plugin.Host, req *abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+	if req.Config["op"] == "annotate-user" {
+		patch := abi.NewObject(nil).Str("op", "add").Str("path", "/metadata/annotations").
+			Object("value", func(o *abi.Object) { o.Str(UserAnnotation, req.User.Username) }).Bytes()
+		return &abi.AdmissionResponse{Allowed: true, Patch: abi.RawJSON("[" + string(patch) + "]")}, nil
+	}
+	if _, err := do(h, req.Config); err != nil {
+		return &abi.AdmissionResponse{Message: err.Error(), Code: 403}, nil
+	}
+	return &abi.AdmissionResponse{Allowed: true}, nil
+}
+
+// do makes the write the config names, repeat times, and returns the object
+// of the last one.
+func do(h plugin.Host, cfg map[string]string) (abi.RawJSON, error) {
+	n := 1
+	if r, err := strconv.Atoi(cfg["repeat"]); err == nil {
+		n = r
+	}
+	ref := abi.ObjectRef{APIVersion: cfg["apiVersion"], Kind: cfg["kind"], Namespace: cfg["namespace"], Name: cfg["name"], UID: cfg["uid"]}
+	var out abi.RawJSON
+	for range n {
+		var err error
+		switch cfg["op"] {
+		case "create":
+			out, err = plugin.Create(h, abi.RawJSON(cfg["object"]))
+		case "update":
+			out, err = plugin.Update(h, abi.RawJSON(cfg["object"]))
+		case "updatestatus":
+			out, err = plugin.UpdateStatus(h, abi.RawJSON(cfg["object"]))
+		case "patch":
+			out, err = plugin.Patch(h, ref, []byte(cfg["patch"]))
+		case "patchstatus":
+			out, err = plugin.PatchStatus(h, ref, []byte(cfg["patch"]))
+		case "delete":
+			err = plugin.Delete(h, ref)
+		default:
+			return nil, fmt.Errorf("unknown op %q", cfg["op"])
+		}
+		if err != nil {
+			return nil, describe(err)
+		}
+	}
+	return out, nil
+}
+
+func ensure(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+	ref := abi.RefOf(req.Object)
+	name := ref.Name + "-note"
+	size := req.Object.String("spec", "size")
+	cm := abi.NewObject(nil).Str("apiVersion", "v1").Str("kind", "ConfigMap").
+		Object("metadata", func(o *abi.Object) { o.Str("name", name).Str("namespace", ref.Namespace) }).
+		Object("data", func(o *abi.Object) { o.Str("size", size).Str("widget", ref.Name) }).Bytes()
+	out, err := plugin.Create(h, cm)
+	if plugin.IsAlreadyExists(err) {
+		patch := abi.NewObject(nil).Object("data", func(o *abi.Object) { o.Str("size", size) }).Bytes()
+		out, err = plugin.Patch(h, abi.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ref.Namespace, Name: name}, patch)
+	}
+	if err != nil {
+		return nil, describe(err)
+	}
+	st := abi.NewObject(nil).Str("state", "Ready").Str("note", name).Str("noteVersion", out.String("metadata", "resourceVersion"))
+	return &abi.ReconcileResponse{Status: st.Bytes()}, nil
+}
+
+// describe writes a failed write's reason and code into its message.
+func describe(err error) error {
+	var code int
+	if we, ok := err.(*plugin.WriteError); ok {
+		code = we.Code
+	}
+	return fmt.Errorf("%w (reason %s, code %d)", err, plugin.ReasonOf(err), code)
+}
