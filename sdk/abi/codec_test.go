@@ -204,3 +204,82 @@ func TestDecodeAliasedTakesTheLastObject(t *testing.T) {
 		t.Fatalf("admission: %v %+v", err, ar)
 	}
 }
+
+func TestFields(t *testing.T) {
+	keys := []string{"status", "metadata", "spec", "missing"}
+	tests := []struct {
+		name string
+		in   string
+		want []string // per key; "" for absent
+	}{
+		{"widget", widget, []string{"", `{"name":"w1","namespace":"default","uid":"u-1","labels":{"team":"a\"b"}}`,
+			`{"name":"gizmo","size":"small","tags":["x","y\u00e9"],"n":-1.5e3}`, ""}},
+		{"all present, any order", ` { "spec" : 1 , "status":{"a":"}"},"metadata":[{}]}`, []string{`{"a":"}"}`, `[{}]`, `1`, ""}},
+		{"first of duplicates", `{"spec":1,"spec":2}`, []string{"", "", "1", ""}},
+		{"escaped key", `{"sp\u0065c":true}`, []string{"", "", "true", ""}},
+		{"not an object", `[1]`, []string{"", "", "", ""}},
+		{"malformed", `{"spec":1,"status"`, []string{"", "", "1", ""}},
+		{"empty", ``, []string{"", "", "", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vals := make([]RawJSON, len(keys))
+			for i := range vals {
+				vals[i] = RawJSON("stale")
+			}
+			RawJSON(tt.in).Fields(keys, vals)
+			for i, k := range keys {
+				if string(vals[i]) != tt.want[i] {
+					t.Errorf("%s = %q, want %q", k, vals[i], tt.want[i])
+				}
+				if g, ok := RawJSON(tt.in).Get(k); json.Valid([]byte(tt.in)) && (ok != (vals[i] != nil) || string(g) != string(vals[i])) {
+					t.Errorf("%s: Fields gives %q, Get gives %q %v", k, vals[i], g, ok)
+				}
+			}
+		})
+	}
+}
+
+func TestObjectBeginEnd(t *testing.T) {
+	var o Object
+	o.Reset(make([]byte, 0, 8))
+	o.Str("a", "1").Begin("m").Str("name", "n").Begin("labels").Str("k", "v").End().End().
+		Begin("empty").End().Int("n", 2).Object("f", func(o *Object) {
+		o.Str("x", "y").Begin("left").Str("open", "yes") // End omitted: Object closes it
+	})
+	want := `{"a":"1","m":{"name":"n","labels":{"k":"v"}},"empty":{},"n":2,"f":{"x":"y","left":{"open":"yes"}}}`
+	if got := string(o.Bytes()); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	o.Reset(nil)
+	o.Begin("a").Begin("b").Str("c", "d")
+	if got := string(o.Bytes()); got != `{"a":{"b":{"c":"d"}}}` {
+		t.Fatalf("Bytes does not close open members: %s", got)
+	}
+	if got := string(o.End().Bytes()); got != `{"a":{"b":{"c":"d"}}}` {
+		t.Fatalf("End after Bytes changed the object: %s", got)
+	}
+}
+
+// TestLookupsAndBuilderDoNotAllocate pins the property guests rely on:
+// reading members with Fields and View and writing nested objects with
+// Begin and End into a buffer with room allocate nothing.
+func TestLookupsAndBuilderDoNotAllocate(t *testing.T) {
+	obj := RawJSON(widget)
+	keys := []string{"metadata", "spec"}
+	buf := make([]byte, 0, 256)
+	allocs := testing.AllocsPerRun(100, func() {
+		var top [2]RawJSON
+		obj.Fields(keys, top[:])
+		var o Object
+		o.Reset(buf)
+		o.Begin("metadata").Str("name", top[0].View("name")).End().
+			Begin("spec").Str("size", top[1].View("size")).End()
+		if len(o.Bytes()) == 0 {
+			t.Fatal("empty")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per run, want 0", allocs)
+	}
+}

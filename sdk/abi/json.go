@@ -232,13 +232,76 @@ func (r RawJSON) Has(path ...string) bool {
 	return ok && string(v) != "null"
 }
 
+// Fields looks up several members of the object r in one pass: vals[i]
+// becomes the value of the member keys[i], or nil when r has no such member
+// (or is not an object). It stops scanning once every key is found. Reading
+// the top-level members an object's logic needs (metadata, spec, status)
+// with one Fields call, then fields inside them with Get, View or Int,
+// scans each byte of r at most once, where a Get from the root per field
+// rescans the members before it every time. r must be valid JSON, as for
+// Get. vals must be at least as long as keys.
+func (r RawJSON) Fields(keys []string, vals []RawJSON) {
+	vals = vals[:len(keys)]
+	clear(vals)
+	b := []byte(r)
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return
+	}
+	i++
+	left := len(keys)
+	for left > 0 {
+		i = skipWS(b, i)
+		if i >= len(b) || b[i] != '"' {
+			return
+		}
+		ks, escaped := i+1, false
+		j := ks
+		for j < len(b) && b[j] != '"' {
+			if b[j] == '\\' {
+				escaped = true
+				j++
+			}
+			j++
+		}
+		if j >= len(b) {
+			return
+		}
+		k := b[ks:j]
+		i = skipWS(b, j+1)
+		if i >= len(b) || b[i] != ':' {
+			return
+		}
+		i = skipWS(b, i+1)
+		end := skipValue(b, i)
+		if end < 0 {
+			return
+		}
+		for n, key := range keys {
+			if vals[n] == nil && ((!escaped && string(k) == key) || (escaped && unescapedEquals(k, key))) {
+				vals[n] = r[i:end:end]
+				left--
+				break
+			}
+		}
+		i = skipWS(b, end)
+		if i >= len(b) || b[i] != ',' {
+			return
+		}
+		i++
+	}
+}
+
 // Object is a JSON object writer that appends to a caller-owned buffer, for
 // building statuses, children and patches without reflection. The zero
-// value is ready to use; Bytes closes the object.
+// value is ready to use; Bytes closes the object. Nested objects are
+// written either with Object, which takes a function, or between Begin and
+// End, which allocate nothing even when the writer lives on the stack.
 type Object struct {
 	b     []byte
 	first bool
 	open  bool
+	depth int // nested objects opened by Begin and not yet ended
 }
 
 // NewObject starts an object that appends to buf[:0], so a caller can reuse
@@ -252,7 +315,7 @@ func NewObject(buf []byte) *Object {
 // Reset starts a new object in buf[:0].
 func (o *Object) Reset(buf []byte) {
 	o.b = append(buf[:0], '{')
-	o.first, o.open = true, true
+	o.first, o.open, o.depth = true, true, 0
 }
 
 func (o *Object) key(k string) {
@@ -291,12 +354,37 @@ func (o *Object) Raw(k string, v RawJSON) *Object {
 	return o
 }
 
-// Object adds a nested object member built by fn.
+// Object adds a nested object member built by fn, which writes the
+// members through the writer it is given.
 func (o *Object) Object(k string, fn func(*Object)) *Object {
+	o.Begin(k)
+	depth := o.depth
+	fn(o)
+	for o.depth >= depth {
+		o.End()
+	}
+	return o
+}
+
+// Begin opens a nested object member k: the members written next belong to
+// it until the matching End.
+func (o *Object) Begin(k string) *Object {
 	o.key(k)
-	inner := Object{b: append(o.b, '{'), first: true, open: true}
-	fn(&inner)
-	o.b = append(inner.b, '}')
+	o.b = append(o.b, '{')
+	o.first = true
+	o.depth++
+	return o
+}
+
+// End closes the nested object opened by the last Begin; without one it
+// does nothing.
+func (o *Object) End() *Object {
+	if o.depth == 0 || !o.open {
+		return o
+	}
+	o.b = append(o.b, '}')
+	o.first = false // the outer object now holds the nested one
+	o.depth--
 	return o
 }
 
@@ -316,6 +404,9 @@ func (o *Object) Bytes() RawJSON {
 		} else {
 			return o.b
 		}
+	}
+	for ; o.depth > 0; o.depth-- {
+		o.b = append(o.b, '}')
 	}
 	o.b = append(o.b, '}')
 	o.open = false
