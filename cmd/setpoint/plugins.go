@@ -30,7 +30,7 @@ var _ plugins.Host = hostAdapter{}
 
 func hostConfig(cfg plugins.Config) host.Config {
 	return host.Config{
-		Permissions: host.Permissions{Read: cfg.Read, Events: cfg.Events},
+		Permissions: host.Permissions{Read: cfg.Read, Write: cfg.Write, Events: cfg.Events},
 		Limits:      host.Limits{CallTimeout: cfg.CallTimeout, MemoryPages: cfg.MemoryPages, PoolSize: cfg.PoolSize},
 	}
 }

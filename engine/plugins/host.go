@@ -40,6 +40,9 @@ type Config struct {
 	// Read lists the kinds the plugin may get and list, as "Kind.group"
 	// ("Kind" for the core group), or "*".
 	Read []string
+	// Write lists the kinds the plugin may create, update, patch and
+	// delete, named like Read, or "*".
+	Write []string
 	// Events allows the emit_event host function.
 	Events bool
 }

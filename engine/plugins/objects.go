@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -14,14 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
-// Objects serves the host functions get, list and emit_event over the
-// engine's object service. The host checks a plugin's permissions before it
-// calls them.
+// Objects serves the host functions get, list, emit_event and the writes
+// (create, update, patch, delete) over the engine's object service. The host
+// checks a plugin's permissions before it calls them.
 type Objects struct {
 	svc *engine.Service
 	log *slog.Logger
@@ -138,3 +141,109 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 func typesUID(s string) types.UID { return types.UID(s) }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// PluginGroup is the group of the user a plugin's writes are made as.
+const PluginGroup = "setpoint:plugins"
+
+// PluginUser is the user name, and the field manager, of a plugin's writes.
+func PluginUser(plugin string) string { return "plugin:" + plugin }
+
+// WriteObject serves the write host functions. A write goes through the
+// engine's object service like a client's (defaulting, schema validation,
+// mutating and validating admission, plugins' included, then the store), made
+// by the user PluginUser(plugin) in PluginGroup with that field manager. A
+// namespaced object without a namespace goes to the default namespace. A
+// failure comes back with its Kubernetes reason and code.
+func (o *Objects) WriteObject(ctx context.Context, plugin, fn string, req abi.WriteRequest) abi.WriteResponse {
+	ctx = request.WithUser(ctx, &user.DefaultInfo{Name: PluginUser(plugin), Groups: []string{PluginGroup}})
+	obj, ref, err := o.write(ctx, PluginUser(plugin), fn, req)
+	if err != nil {
+		resp := writeError(ctx, err)
+		o.log.DebugContext(ctx, "plugin write failed", "plugin", plugin, "op", fn, "kind", ref.Kind,
+			"namespace", ref.Namespace, "name", ref.Name, "reason", resp.Reason, "error", resp.Error)
+		return resp
+	}
+	o.log.DebugContext(ctx, "plugin write", "plugin", plugin, "op", fn, "kind", ref.Kind,
+		"namespace", ref.Namespace, "name", ref.Name, "rev", obj.GetResourceVersion())
+	b, err := obj.MarshalJSON()
+	if err != nil {
+		return writeError(ctx, err)
+	}
+	return abi.WriteResponse{Object: b}
+}
+
+func (o *Objects) write(ctx context.Context, manager, fn string, req abi.WriteRequest) (*unstructured.Unstructured, abi.ObjectRef, error) {
+	ref := abi.ObjectRef{APIVersion: req.APIVersion, Kind: req.Kind, Namespace: req.Namespace, Name: req.Name}
+	var u *unstructured.Unstructured
+	if fn == abi.HostCreate || fn == abi.HostUpdate {
+		u = &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(req.Object); err != nil {
+			return nil, ref, apierrors.NewBadRequest(fmt.Sprintf("%s: the object is not valid: %v", fn, err))
+		}
+		ref = abi.ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+	}
+	r, err := o.resource(ref.APIVersion, ref.Kind)
+	if err != nil {
+		return nil, ref, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Reason: metav1.StatusReasonNotFound, Code: 404, Message: err.Error()}}
+	}
+	switch {
+	case !r.Namespaced:
+		ref.Namespace = ""
+	case ref.Namespace == "":
+		ref.Namespace = engine.DefaultNamespace
+	}
+	if u != nil {
+		u.SetNamespace(ref.Namespace)
+	}
+	switch fn {
+	case abi.HostCreate:
+		out, err := o.svc.Create(ctx, r.GVR, u, metav1.CreateOptions{FieldManager: manager})
+		return out, ref, err
+	case abi.HostUpdate:
+		opts := metav1.UpdateOptions{FieldManager: manager}
+		if req.Subresource == "status" {
+			out, err := o.svc.UpdateStatus(ctx, r.GVR, u, opts)
+			return out, ref, err
+		}
+		out, err := o.svc.Update(ctx, r.GVR, u, opts)
+		return out, ref, err
+	case abi.HostPatch:
+		var subs []string
+		if req.Subresource != "" {
+			subs = []string{req.Subresource}
+		}
+		out, err := o.svc.Patch(ctx, r.GVR, ref.Namespace, ref.Name, types.MergePatchType, req.Patch,
+			metav1.PatchOptions{FieldManager: manager}, subs...)
+		return out, ref, err
+	case abi.HostDelete:
+		var opts metav1.DeleteOptions
+		if req.UID != "" || req.ResourceVersion != "" {
+			opts.Preconditions = &metav1.Preconditions{}
+			if req.UID != "" {
+				uid := typesUID(req.UID)
+				opts.Preconditions.UID = &uid
+			}
+			if req.ResourceVersion != "" {
+				opts.Preconditions.ResourceVersion = &req.ResourceVersion
+			}
+		}
+		out, _, err := o.svc.DeleteObject(ctx, r.GVR, ref.Namespace, ref.Name, opts)
+		return out, ref, err
+	}
+	return nil, ref, apierrors.NewBadRequest(fn + " is not a write")
+}
+
+// writeError is the answer to a failed write: the status of an API error,
+// Timeout for a call past its deadline, InternalError otherwise.
+func writeError(ctx context.Context, err error) abi.WriteResponse {
+	var st apierrors.APIStatus
+	switch {
+	case errors.As(err, &st):
+		s := st.Status()
+		return abi.WriteResponse{Error: s.Message, Reason: string(s.Reason), Code: int(s.Code)}
+	case ctx.Err() != nil:
+		return abi.WriteResponse{Error: err.Error(), Reason: string(metav1.StatusReasonTimeout), Code: 504}
+	}
+	return abi.WriteResponse{Error: err.Error(), Reason: string(metav1.StatusReasonInternalError), Code: 500}
+}

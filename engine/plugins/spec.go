@@ -3,7 +3,6 @@ package plugins
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -107,7 +106,23 @@ func (sp Spec) hostConfig(svc *engine.Service) (Config, error) {
 		}
 		cfg.Read = append(cfg.Read, groupKind(res.GVK().GroupKind()))
 	}
-	cfg.Events = slices.Contains(sp.Permissions.Write, "events") || slices.Contains(sp.Permissions.Write, "*")
+	// "events" is the emit_event permission (not the Event kind), "*" every
+	// kind and events; any other entry names a kind as read does.
+	for _, w := range sp.Permissions.Write {
+		switch w {
+		case "events":
+			cfg.Events = true
+		case "*":
+			cfg.Events = true
+			cfg.Write = append(cfg.Write, "*")
+		default:
+			res, err := resolve(svc, w)
+			if err != nil {
+				return cfg, fmt.Errorf("spec.permissions.write: %w", err)
+			}
+			cfg.Write = append(cfg.Write, groupKind(res.GVK().GroupKind()))
+		}
+	}
 	return cfg, nil
 }
 
