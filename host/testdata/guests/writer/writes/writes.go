@@ -13,10 +13,12 @@
 // annotate-user, where it allows and annotates the object with the user
 // of the request.
 //
-// ensure is the end-to-end flow: reconciling an object, it creates the
-// ConfigMap "<name>-note" in the object's namespace with data.size from
-// spec.size, or merge-patches data.size if the ConfigMap exists, and
-// reports status.state Ready and status.note.
+// ensure is the end-to-end flow: reconciling an object, it creates the Note
+// (example.setpoint.dev/v1) "<name>-note" in the object's namespace with
+// spec.size from the object's spec.size (or the raw JSON of config
+// "noteSize"), or merge-patches spec.size if the Note exists, then
+// merge-patches the Note's status.observedSize, and reports status.state
+// Ready and status.note.
 package writes
 
 import (
@@ -99,21 +101,33 @@ func do(h plugin.Host, cfg map[string]string) (abi.RawJSON, error) {
 
 func ensure(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
 	ref := abi.RefOf(req.Object)
-	name := ref.Name + "-note"
-	size := req.Object.String("spec", "size")
-	cm := abi.NewObject(nil).Str("apiVersion", "v1").Str("kind", "ConfigMap").
-		Object("metadata", func(o *abi.Object) { o.Str("name", name).Str("namespace", ref.Namespace) }).
-		Object("data", func(o *abi.Object) { o.Str("size", size).Str("widget", ref.Name) }).Bytes()
-	out, err := plugin.Create(h, cm)
+	note := abi.ObjectRef{APIVersion: "example.setpoint.dev/v1", Kind: "Note", Namespace: ref.Namespace, Name: ref.Name + "-note"}
+	size := jsonString(req.Object.String("spec", "size"))
+	if raw := req.Config["noteSize"]; raw != "" {
+		size = abi.RawJSON(raw)
+	}
+	obj := abi.NewObject(nil).Str("apiVersion", note.APIVersion).Str("kind", note.Kind).
+		Object("metadata", func(o *abi.Object) { o.Str("name", note.Name).Str("namespace", note.Namespace) }).
+		Object("spec", func(o *abi.Object) { o.Raw("size", size).Str("widget", ref.Name) }).Bytes()
+	_, err := plugin.Create(h, obj)
 	if plugin.IsAlreadyExists(err) {
-		patch := abi.NewObject(nil).Object("data", func(o *abi.Object) { o.Str("size", size) }).Bytes()
-		out, err = plugin.Patch(h, abi.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ref.Namespace, Name: name}, patch)
+		_, err = plugin.Patch(h, note, abi.NewObject(nil).Object("spec", func(o *abi.Object) { o.Raw("size", size) }).Bytes())
 	}
 	if err != nil {
 		return nil, describe(err)
 	}
-	st := abi.NewObject(nil).Str("state", "Ready").Str("note", name).Str("noteVersion", out.String("metadata", "resourceVersion"))
+	out, err := plugin.PatchStatus(h, note, abi.NewObject(nil).Object("status", func(o *abi.Object) { o.Raw("observedSize", size) }).Bytes())
+	if err != nil {
+		return nil, describe(err)
+	}
+	st := abi.NewObject(nil).Str("state", "Ready").Str("note", note.Name).Str("noteVersion", out.String("metadata", "resourceVersion"))
 	return &abi.ReconcileResponse{Status: st.Bytes()}, nil
+}
+
+// jsonString is s as a JSON string.
+func jsonString(s string) abi.RawJSON {
+	v, _ := abi.NewObject(nil).Str("s", s).Bytes().Get("s")
+	return v
 }
 
 // describe writes a failed write's reason and code into its message.
