@@ -92,3 +92,26 @@ func itemJSON(sv *served, prefix []byte, kv *store.KeyValue) ([]byte, error) {
 	}
 	return bytes.TrimRight(b, "\n"), nil
 }
+
+// servedJSON returns a document stored by encode for sv, at revision rev, as
+// the API serves it: with "resourceVersion" inserted first in metadata. It
+// returns nil when the document does not begin as encode writes one at sv's
+// version (the caller then encodes the object itself). encode drops the
+// resourceVersion, so the document has none of its own.
+func servedJSON(sv *served, stored []byte, rev int64) []byte {
+	prefix := storedPrefix(sv)
+	v := bytes.TrimRight(stored, " \t\r\n")
+	if !bytes.HasPrefix(v, prefix) || len(v) == len(prefix) {
+		return nil
+	}
+	rest := v[len(prefix):]
+	b := make([]byte, 0, len(v)+32)
+	b = append(b, prefix...)
+	b = append(b, `"resourceVersion":"`...)
+	b = strconv.AppendInt(b, rev, 10)
+	b = append(b, '"')
+	if rest[0] != '}' {
+		b = append(b, ',')
+	}
+	return append(b, rest...)
+}

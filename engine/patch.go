@@ -76,7 +76,7 @@ func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, na
 		if pinned && rv != "" {
 			return nil, apierrors.NewConflict(gvr.GroupResource(), name, errors.New(conflictMessage))
 		}
-		out, err := s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, uopts, sub)
+		out, _, err := s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, uopts, sub)
 		if apierrors.IsConflict(err) && !pinned && attempt < maxPatchAttempts {
 			continue
 		}

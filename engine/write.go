@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,7 +58,7 @@ func checkType(sv *served, obj *unstructured.Unstructured) error {
 // dropped.
 func coerce(sv *served, obj *unstructured.Unstructured) ([]string, error) {
 	apiVersion, kind := obj.GetAPIVersion(), obj.GetKind()
-	objectMeta, found, unknown, err := schemaobjectmeta.GetObjectMetaWithOptions(obj.Object, schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: true})
+	canonical, meta, found, unknown, err := objectMeta(obj.Object)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 	}
@@ -84,10 +85,8 @@ func coerce(sv *served, obj *unstructured.Unstructured) ([]string, error) {
 	unknown = append(unknown, paths...)
 	obj.SetAPIVersion(apiVersion)
 	obj.SetKind(kind)
-	if found {
-		if err := schemaobjectmeta.SetObjectMeta(obj.Object, objectMeta); err != nil {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
-		}
+	if err := setObjectMeta(obj.Object, canonical, meta, found); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 	}
 	return unknown, nil
 }
@@ -132,33 +131,46 @@ func validFieldValidation(v string) error {
 // metadata (uid, creationTimestamp, resourceVersion, generation, deletion
 // fields) is set by the server whatever the client sent.
 func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
+	out, _, err := s.create(ctx, gvr, obj, opts)
+	return out, err
+}
+
+// CreateJSON is Create that also returns the created object as JSON: the
+// document written to the store with its resourceVersion spliced in, so that
+// a caller answering with it need not encode the object again. The JSON is
+// nil after a dry run; the caller then encodes the object.
+func (s *Service) CreateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, []byte, error) {
+	return s.create(ctx, gvr, obj, opts)
+}
+
+func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, []byte, error) {
 	if obj == nil || obj.Object == nil {
-		return nil, apierrors.NewBadRequest("no object to create")
+		return nil, nil, apierrors.NewBadRequest("no object to create")
 	}
 	sv, err := s.lookup(gvr, obj.GetNamespace(), false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dry, err := dryRun(opts.DryRun)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := validFieldValidation(opts.FieldValidation); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	obj = obj.DeepCopy()
 	normalizeNumbers(obj.Object)
 	if err := checkType(sv, obj); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ns := obj.GetNamespace()
 	if sv.Namespaced {
 		kv, err := s.store.Get(ctx, store.ObjectKey("", "namespaces", "", ns), store.GetOptions{})
 		if err != nil {
-			return nil, storeError(err, NamespaceResource.GroupResource(), ns)
+			return nil, nil, storeError(err, NamespaceResource.GroupResource(), ns)
 		}
 		if terminating(kv.Value) {
-			return nil, apierrors.NewForbidden(gvr.GroupResource(), obj.GetName(),
+			return nil, nil, apierrors.NewForbidden(gvr.GroupResource(), obj.GetName(),
 				fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
 		}
 	}
@@ -176,41 +188,42 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 
 	unknown, err := coerce(sv, obj)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req := newAdmissionRequest(ctx, OpCreate, sv, "", obj, nil, dry)
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sv.strategy.PrepareForCreate(ctx, obj)
 	if sv.hooks != nil {
 		if err := sv.hooks.prepare(ctx, s, obj.Object, nil); err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	}
 	if obj.GetName() == "" {
-		return nil, invalid(sv, "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
+		return nil, nil, invalid(sv, "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
 	}
 	if err := invalid(sv, obj.GetName(), sv.strategy.Validate(ctx, obj)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := strictFields(ctx, sv, opts.FieldValidation, unknown); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.validateAdmission(ctx, req); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if dry {
 		// A dry run answers as the write would: AlreadyExists included.
 		if _, err := s.store.Get(ctx, key(sv, ns, obj.GetName()), store.GetOptions{}); err == nil {
-			return nil, apierrors.NewAlreadyExists(gvr.GroupResource(), obj.GetName())
+			return nil, nil, apierrors.NewAlreadyExists(gvr.GroupResource(), obj.GetName())
 		}
-		return obj, nil
+		return obj, nil, nil
 	}
+	var body []byte
 	for attempt := 0; ; attempt++ {
 		b, err := encode(obj)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rev, err := s.store.Create(ctx, key(sv, ns, obj.GetName()), b)
 		if errors.Is(err, store.ErrAlreadyExists) && generated && attempt < 3 {
@@ -218,74 +231,91 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 			continue
 		}
 		if err != nil {
-			return nil, storeError(err, gvr.GroupResource(), obj.GetName())
+			return nil, nil, storeError(err, gvr.GroupResource(), obj.GetName())
 		}
 		obj.SetResourceVersion(strconv.FormatInt(rev, 10))
+		body = servedJSON(sv, b, rev)
 		break
 	}
 	if sv.hooks != nil {
 		sv.hooks.committed(ctx, s, obj.Object, nil)
 	}
-	return obj, nil
+	return obj, body, nil
 }
 
 // Update replaces an object. A non-empty resourceVersion must be the stored
 // one (409 Conflict otherwise); an empty one updates unconditionally. When the
 // kind has a status subresource, status is kept as stored.
 func (s *Service) Update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+	out, _, err := s.update(ctx, gvr, obj, opts, "")
+	return out, err
+}
+
+// UpdateJSON is Update that also returns the object as JSON, made from the
+// document written to the store (see CreateJSON); the JSON is nil when
+// nothing was written (a dry run, or no change).
+func (s *Service) UpdateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, []byte, error) {
 	return s.update(ctx, gvr, obj, opts, "")
 }
 
 // UpdateStatus replaces the status of an object through its /status
 // subresource; everything else is kept as stored.
 func (s *Service) UpdateStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+	out, _, err := s.update(ctx, gvr, obj, opts, "status")
+	return out, err
+}
+
+// UpdateStatusJSON is UpdateStatus that also returns the object as JSON (see
+// UpdateJSON).
+func (s *Service) UpdateStatusJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, []byte, error) {
 	return s.update(ctx, gvr, obj, opts, "status")
 }
 
-func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string) (*unstructured.Unstructured, error) {
+func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string) (*unstructured.Unstructured, []byte, error) {
 	if obj == nil || obj.Object == nil {
-		return nil, apierrors.NewBadRequest("no object to update")
+		return nil, nil, apierrors.NewBadRequest("no object to update")
 	}
 	sv, err := s.lookup(gvr, obj.GetNamespace(), false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if sub == "status" && !sv.Status {
-		return nil, notServed(gvr)
+		return nil, nil, notServed(gvr)
 	}
 	obj = obj.DeepCopy()
 	normalizeNumbers(obj.Object)
 	if err := checkType(sv, obj); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	kv, err := s.store.Get(ctx, key(sv, obj.GetNamespace(), obj.GetName()), store.GetOptions{})
 	if err != nil {
-		return nil, storeError(err, gvr.GroupResource(), obj.GetName())
+		return nil, nil, storeError(err, gvr.GroupResource(), obj.GetName())
 	}
 	old, err := decode(sv, kv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if rv := obj.GetResourceVersion(); rv != "" && rv != old.GetResourceVersion() {
-		return nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), errors.New(conflictMessage))
+		return nil, nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), errors.New(conflictMessage))
 	}
 	return s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, opts, sub)
 }
 
-// applyUpdate runs the update pipeline of obj over old (stored at rev).
-func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured.Unstructured, rev int64, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string) (*unstructured.Unstructured, error) {
+// applyUpdate runs the update pipeline of obj over old (stored at rev). It
+// returns the object and, when it wrote one, its JSON as servedJSON makes it.
+func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured.Unstructured, rev int64, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string) (*unstructured.Unstructured, []byte, error) {
 	dry, err := dryRun(opts.DryRun)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := validFieldValidation(opts.FieldValidation); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if obj.GetName() != old.GetName() {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name of the stored object (%s)", obj.GetName(), old.GetName()))
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name of the stored object (%s)", obj.GetName(), old.GetName()))
 	}
 	if uid := obj.GetUID(); uid != "" && uid != old.GetUID() {
-		return nil, apierrors.NewConflict(sv.GVR.GroupResource(), obj.GetName(),
+		return nil, nil, apierrors.NewConflict(sv.GVR.GroupResource(), obj.GetName(),
 			fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, old.GetUID()))
 	}
 	obj.SetNamespace(old.GetNamespace())
@@ -300,11 +330,11 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 
 	unknown, err := coerce(sv, obj)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req := newAdmissionRequest(ctx, OpUpdate, sv, sub, obj, old, dry)
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st := sv.strategy
 	if sub == "status" {
@@ -314,31 +344,32 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	obj.SetResourceVersion(old.GetResourceVersion())
 	if sv.hooks != nil {
 		if err := sv.hooks.prepare(ctx, s, obj.Object, old.Object); err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	}
 	if err := invalid(sv, obj.GetName(), st.ValidateUpdate(ctx, obj, old)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := strictFields(ctx, sv, opts.FieldValidation, unknown); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.validateAdmission(ctx, req); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if equality.Semantic.DeepEqual(obj.Object, old.Object) || dry {
-		return obj, nil // nothing to write: the resourceVersion stays
+		return obj, nil, nil // nothing to write: the resourceVersion stays
 	}
 	b, err := encode(obj)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	k := key(sv, obj.GetNamespace(), obj.GetName())
 	newRev, err := s.store.Update(ctx, k, b, rev)
 	if err != nil {
-		return nil, storeError(err, sv.GVR.GroupResource(), obj.GetName())
+		return nil, nil, storeError(err, sv.GVR.GroupResource(), obj.GetName())
 	}
 	obj.SetResourceVersion(strconv.FormatInt(newRev, 10))
+	body := servedJSON(sv, b, newRev)
 	if sv.hooks != nil {
 		sv.hooks.committed(ctx, s, obj.Object, old.Object)
 	}
@@ -350,12 +381,12 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 					sv.hooks.committed(ctx, s, nil, obj.Object)
 				}
 			} else if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-				return nil, storeError(err, sv.GVR.GroupResource(), obj.GetName())
+				return nil, nil, storeError(err, sv.GVR.GroupResource(), obj.GetName())
 			}
 		}
 		s.kickGC()
 	}
-	return obj, nil
+	return obj, body, nil
 }
 
 // normalizeNumbers converts integral float64 values to int64 in place, as the
@@ -387,8 +418,8 @@ func normalizeNumbers(v any) any {
 
 // mutateAndCoerce runs mutating admission and, when it changed obj (already
 // coerced by the caller), defaults and prunes what it returned. The check is
-// exact (reflect.DeepEqual, so an int64 turned into a float64 counts as a
-// change) and costs a copy of obj, a fraction of a coercion.
+// exact (jsonEqual, so an int64 turned into a float64 counts as a change)
+// and costs a copy of obj, a fraction of a coercion.
 func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *AdmissionRequest, obj *unstructured.Unstructured) error {
 	if s.admitter() == nil {
 		return nil
@@ -401,7 +432,7 @@ func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *Admissio
 	if obj.GetName() != name || obj.GetNamespace() != ns {
 		return apierrors.NewInternalError(fmt.Errorf("mutating admission changed the name or namespace of %s/%s", ns, name))
 	}
-	if reflect.DeepEqual(before.Object, obj.Object) {
+	if jsonEqual(before.Object, obj.Object) {
 		return nil // unchanged: already coerced
 	}
 	normalizeNumbers(obj.Object)
@@ -409,8 +440,61 @@ func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *Admissio
 	return err
 }
 
+// jsonEqual is reflect.DeepEqual for the values of an Unstructured object,
+// without reflection for the types JSON decoding gives: like DeepEqual,
+// values of different types (an int64 and a float64) differ, and so does
+// NaN from itself.
+func jsonEqual(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || x == nil || y == nil || len(x) != len(y) {
+			return ok && x == nil && y == nil
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !jsonEqual(xv, yv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || x == nil || y == nil || len(x) != len(y) {
+			return ok && x == nil && y == nil
+		}
+		for i := range x {
+			if !jsonEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	case float64:
+		y, ok := b.(float64)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case nil:
+		return b == nil
+	}
+	return reflect.DeepEqual(a, b)
+}
+
 // terminating tells whether a stored document carries a deletionTimestamp.
+// Documents are written by encode, whose metadata has only known keys
+// spelled as they are and no escaped letters: one without the key needs no
+// decoding.
 func terminating(doc []byte) bool {
+	if !bytes.Contains(doc, []byte(`"deletionTimestamp"`)) {
+		return false
+	}
 	var d struct {
 		Metadata struct {
 			DeletionTimestamp *string `json:"deletionTimestamp"`

@@ -199,6 +199,19 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, t target, code 
 	return nil
 }
 
+// respondJSON is respond for a written object whose JSON the engine
+// returned (nil when it did not): a client that asks for plain JSON gets
+// those bytes as they are.
+func (s *Server) respondJSON(w http.ResponseWriter, r *http.Request, t target, code int, obj *unstructured.Unstructured, body []byte) error {
+	if body == nil || wantsPartial(r) || acceptParams(r, "Table") != nil || wantsYAML(r) {
+		return s.respond(w, r, t, code, obj)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+	return nil
+}
+
 // table renders obj as a meta/v1 Table, honouring includeObject.
 func (s *Server) table(r *http.Request, t target, obj runtime.Object) (*metav1.Table, error) {
 	var topts metav1.TableOptions
@@ -278,11 +291,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t target) error 
 	if err != nil {
 		return err
 	}
-	out, err := s.eng.Create(r.Context(), t.gvr(), obj, opts)
+	out, body, err := s.eng.CreateJSON(r.Context(), t.gvr(), obj, opts)
 	if err != nil {
 		return err
 	}
-	return s.respond(w, r, t, http.StatusCreated, out)
+	return s.respondJSON(w, r, t, http.StatusCreated, out, body)
 }
 
 func (s *Server) update(w http.ResponseWriter, r *http.Request, t target) error {
@@ -295,18 +308,19 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, t target) error 
 		return err
 	}
 	var out *unstructured.Unstructured
+	var body []byte
 	switch t.sub {
 	case "status":
-		out, err = s.eng.UpdateStatus(r.Context(), t.gvr(), obj, opts)
+		out, body, err = s.eng.UpdateStatusJSON(r.Context(), t.gvr(), obj, opts)
 	case "scale":
 		out, err = s.eng.UpdateScale(r.Context(), t.gvr(), t.namespace, t.name, obj, opts)
 	default:
-		out, err = s.eng.Update(r.Context(), t.gvr(), obj, opts)
+		out, body, err = s.eng.UpdateJSON(r.Context(), t.gvr(), obj, opts)
 	}
 	if err != nil {
 		return err
 	}
-	return s.respond(w, r, t, http.StatusOK, out)
+	return s.respondJSON(w, r, t, http.StatusOK, out, body)
 }
 
 func (s *Server) patch(w http.ResponseWriter, r *http.Request, t target) error {

@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// sameJSON fails unless body is the JSON of obj (keys in any order).
+func sameJSON(t *testing.T, what string, body []byte, obj *unstructured.Unstructured) {
+	t.Helper()
+	if body == nil {
+		t.Fatalf("%s: no JSON", what)
+	}
+	var got, want map[string]any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatalf("%s: %v: %s", what, err, body)
+	}
+	b, err := obj.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s (-object +JSON):\n%s", what, diff)
+	}
+}
+
+func TestWriteJSONIsTheObject(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+
+	in := widget("w1", "small", map[string]string{"a": "b"})
+	in.SetAnnotations(map[string]string{"note": `"resourceVersion" in a value`})
+	created, body, err := s.CreateJSON(ctx, widgets, in, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.GetResourceVersion() == "" {
+		t.Fatal("no resourceVersion")
+	}
+	sameJSON(t, "create", body, created)
+	got, err := s.Get(ctx, widgets, "default", "w1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "create against get", body, got)
+
+	if _, body, err := s.CreateJSON(ctx, widgets, widget("w2", "small", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil || body != nil {
+		t.Errorf("dry-run create: JSON %s, err %v; want none", body, err)
+	}
+
+	upd := got.DeepCopy()
+	upd.SetLabels(map[string]string{"a": "c"})
+	updated, body, err := s.UpdateJSON(ctx, widgets, upd, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if updated.GetResourceVersion() == got.GetResourceVersion() {
+		t.Fatal("resourceVersion unchanged by an update")
+	}
+	sameJSON(t, "update", body, updated)
+
+	// Nothing written: no JSON, the caller encodes the object.
+	if _, body, err := s.UpdateJSON(ctx, widgets, updated, metav1.UpdateOptions{}); err != nil || body != nil {
+		t.Errorf("no-op update: JSON %s, err %v; want none", body, err)
+	}
+
+	st := updated.DeepCopy()
+	if err := unstructured.SetNestedField(st.Object, "Ready", "status", "state"); err != nil {
+		t.Fatal(err)
+	}
+	stOut, body, err := s.UpdateStatusJSON(ctx, widgets, st, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, "status update", body, stOut)
+	if v, _, _ := unstructured.NestedString(stOut.Object, "status", "state"); v != "Ready" {
+		t.Errorf("status.state %q after a status update", v)
+	}
+}
+
+func TestServedJSONOtherDocuments(t *testing.T) {
+	sv := &served{Resource: Resource{GVR: widgets, Kind: "Widget"}}
+	for _, tc := range []struct {
+		name, doc, want string
+	}{
+		{"stored form", `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"a"},"spec":{}}` + "\n",
+			`{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"resourceVersion":"7","name":"a"},"spec":{}}`},
+		{"empty metadata", `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{}}`,
+			`{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"resourceVersion":"7"}}`},
+		{"other version", `{"apiVersion":"example.setpoint.dev/v2","kind":"Widget","metadata":{"name":"a"}}`, ""},
+		{"no metadata", `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","spec":{}}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(servedJSON(sv, []byte(tc.doc), 7)); got != tc.want {
+				t.Errorf("servedJSON = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestJSONEqualIsDeepEqual(t *testing.T) {
+	nan := math.NaN()
+	values := []any{
+		nil, "a", "b", "", int64(1), int64(2), float64(1), 1.5, nan, true, false,
+		map[string]any(nil), map[string]any{}, map[string]any{"a": int64(1)}, map[string]any{"a": float64(1)},
+		map[string]any{"a": int64(1), "b": nil}, map[string]any{"a": int64(1), "c": nil}, map[string]any{"a": []any{"x"}},
+		[]any(nil), []any{}, []any{"x"}, []any{"x", "y"}, []any{"y", "x"}, []any{map[string]any{"a": "b"}},
+		map[string]string{"a": "b"}, []string{"x"}, int(1), int32(1),
+	}
+	for _, a := range values {
+		for _, b := range values {
+			if got, want := jsonEqual(a, b), reflect.DeepEqual(a, b); got != want {
+				t.Errorf("jsonEqual(%#v, %#v) = %v, reflect.DeepEqual %v", a, b, got, want)
+			}
+			// The same, nested.
+			na, nb := map[string]any{"k": []any{a}}, map[string]any{"k": []any{b}}
+			if got, want := jsonEqual(na, nb), reflect.DeepEqual(na, nb); got != want {
+				t.Errorf("jsonEqual(%#v, %#v) = %v, reflect.DeepEqual %v", na, nb, got, want)
+			}
+		}
+	}
+}
+
+func TestCreateInTerminatingOrMissingNamespace(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName("doomed")
+	if _, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := widget("w", "small", nil)
+	w.SetNamespace("doomed")
+	if _, err := s.Create(ctx, widgets, w, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create in an active namespace: %v", err)
+	}
+	if err := s.Delete(ctx, NamespaceResource, "", "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, NamespaceResource, "", "doomed", metav1.GetOptions{})
+	if err != nil || got.GetDeletionTimestamp() == nil {
+		t.Fatalf("namespace after delete: %v, %v; want it terminating", got, err)
+	}
+	w2 := widget("w2", "small", nil)
+	w2.SetNamespace("doomed")
+	_, err = s.Create(ctx, widgets, w2, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "because it is being terminated") {
+		t.Errorf("create in a terminating namespace: %v, want Forbidden", err)
+	}
+	w3 := widget("w3", "small", nil)
+	w3.SetNamespace("missing")
+	if _, err := s.Create(ctx, widgets, w3, metav1.CreateOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("create in a missing namespace: %v, want NotFound", err)
+	}
+}
+
+func TestTerminating(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		doc  string
+		want bool
+	}{
+		{"active", `{"apiVersion":"v1","kind":"Namespace","metadata":{"creationTimestamp":"2026-11-21T06:00:00Z","name":"a"}}`, false},
+		{"terminating", `{"apiVersion":"v1","kind":"Namespace","metadata":{"deletionTimestamp":"2026-11-21T06:00:00Z","name":"a"}}`, true},
+		{"key only in an annotation", `{"metadata":{"annotations":{"deletionTimestamp":"x"},"name":"a"}}`, false},
+		{"quoted in a value", `{"metadata":{"annotations":{"a":"\"deletionTimestamp\""},"name":"a"}}`, false},
+		{"not JSON", `{"deletionTimestamp"`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := terminating([]byte(tc.doc)); got != tc.want {
+				t.Errorf("terminating(%s) = %v, want %v", tc.doc, got, tc.want)
+			}
+		})
+	}
+}
