@@ -80,6 +80,7 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 	}
 	ow := &objectWatch{
 		ch:     make(chan watch.Event),
+		sinkCh: make(chan func(watch.Event) bool),
 		cancel: cancel,
 		done:   make(chan struct{}),
 	}
@@ -89,14 +90,31 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 
 var _ watch.Interface = (*objectWatch)(nil)
 
-// objectWatch is a running Watch. Its goroutine owns the store watcher.
+// objectWatch is a running Watch. Its goroutine owns the store watcher and,
+// once Deliver has handed it one, the sink.
 type objectWatch struct {
 	ch     chan watch.Event
+	sinkCh chan func(watch.Event) bool // Deliver's hand-over to the goroutine
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 func (w *objectWatch) ResultChan() <-chan watch.Event { return w.ch }
+
+// Deliver makes the watch call fn with each further event instead of
+// sending it on ResultChan: fn is called from the watch's goroutine, in
+// order, must not block, and ends the watch by returning false. ResultChan
+// is still closed when the watch ends, after the last call. Deliver returns
+// once the watch has taken fn, or has ended; it is meant to be called once,
+// before anything is received from ResultChan. It saves a consumer that
+// only queues events (the WebSocket server) a goroutine and a hand-off per
+// event.
+func (w *objectWatch) Deliver(fn func(watch.Event) bool) {
+	select {
+	case w.sinkCh <- fn:
+	case <-w.done:
+	}
+}
 
 // Stop ends the watch and waits for its goroutine. It is idempotent.
 func (w *objectWatch) Stop() {
@@ -111,10 +129,18 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 	defer sw.Stop()
 	defer w.cancel()
 
+	var sink func(watch.Event) bool // set by Deliver
+	sinkCh := w.sinkCh
 	send := func(ev watch.Event) bool {
+		if sink != nil {
+			return sink(ev)
+		}
 		select {
 		case w.ch <- ev:
 			return true
+		case sink = <-sinkCh:
+			sinkCh = nil
+			return sink(ev)
 		case <-ctx.Done():
 			return false
 		}
@@ -149,6 +175,8 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 		select {
 		case <-ctx.Done():
 			return
+		case sink = <-sinkCh:
+			sinkCh = nil
 		case <-tick:
 			if !send(bookmark(rev, false)) {
 				return

@@ -2,78 +2,96 @@ package wswatch
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
-// maxBatch is how many bytes a batch gathers before it is written out.
+// maxBatch is how many bytes of frames the writer gathers before it hands
+// them to the connection.
 const maxBatch = 256 << 10
 
-// batchConn lets the writer gather the frames of several queued events and
-// hand them to the connection (TLS records, write system calls) in one write
-// instead of one each: under fan-out most of a watch's CPU goes to those
-// per-message writes. Outside a batch, writes go straight through, so that
-// the handshake and the reader's control replies (pong, close) are never
-// held back.
-type batchConn struct {
+// keptBatch is the largest batch buffer that goes back to the pool; larger
+// ones (a burst of large objects) are left to the garbage collector.
+const keptBatch = 512 << 10
+
+// batchBufs holds the writers' batch buffers between flushes, so that an
+// idle connection holds none and a busy one allocates none.
+var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// frameConn is the hijacked connection. The writer frames the queued events
+// itself (a server's text frames are not masked) and hands all of them to
+// the connection in one write: one TLS record set and one write system call
+// per flush instead of one per event, which is most of a watch's CPU under
+// fan-out. gorilla keeps writing the control frames (ping, pong, close)
+// through Write; mu makes each of those and each batch whole on the wire.
+type frameConn struct {
 	net.Conn
 
-	mu       sync.Mutex // guards buf and batching; held across the underlying Write
-	buf      []byte
-	batching bool
+	mu sync.Mutex // held across each write to Conn
 }
 
-func (c *batchConn) Write(p []byte) (int, error) {
+func (c *frameConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.batching {
-		return c.Conn.Write(p)
-	}
-	if len(c.buf)+len(p) > maxBatch {
-		if err := c.flushLocked(); err != nil {
-			return 0, err
-		}
-		if len(p) > maxBatch {
-			return c.Conn.Write(p)
-		}
-	}
-	c.buf = append(c.buf, p...)
-	return len(p), nil
+	return c.Conn.Write(p)
 }
 
-// begin starts gathering writes.
-func (c *batchConn) begin() {
-	c.mu.Lock()
-	c.batching = true
-	c.mu.Unlock()
-}
-
-// flush writes what was gathered and ends the batch.
-func (c *batchConn) flush() error {
+// writeMessages writes msgs as text frames, in order, gathering them into
+// writes of about maxBatch bytes, each within timeout.
+func (c *frameConn) writeMessages(msgs [][]byte, timeout time.Duration) error {
+	bp := batchBufs.Get().(*[]byte)
+	buf := (*bp)[:0]
+	defer func() {
+		if cap(buf) <= keptBatch {
+			*bp = buf[:0]
+			batchBufs.Put(bp)
+		}
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.batching = false
-	return c.flushLocked()
-}
-
-func (c *batchConn) flushLocked() error {
-	if len(c.buf) == 0 {
-		return nil
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+		return fmt.Errorf("wswatch: write: %w", err)
 	}
-	_, err := c.Conn.Write(c.buf)
-	c.buf = nil // an idle connection keeps no buffer
-	if err != nil {
+	for _, msg := range msgs {
+		if len(buf) > 0 && len(buf)+len(msg) > maxBatch {
+			if _, err := c.Conn.Write(buf); err != nil {
+				return fmt.Errorf("wswatch: write: %w", err)
+			}
+			buf = buf[:0]
+		}
+		buf = appendFrame(buf, msg)
+	}
+	if _, err := c.Conn.Write(buf); err != nil {
 		return fmt.Errorf("wswatch: write: %w", err)
 	}
 	return nil
 }
 
-// hijacker hands the upgrader a batchConn instead of the raw connection.
+// appendFrame appends msg as one unmasked, unfragmented text frame (RFC
+// 6455 section 5.2).
+func appendFrame(b, msg []byte) []byte {
+	const finText = 0x81
+	switch n := len(msg); {
+	case n < 126:
+		b = append(b, finText, byte(n))
+	case n <= 0xffff:
+		b = append(b, finText, 126)
+		b = binary.BigEndian.AppendUint16(b, uint16(n))
+	default:
+		b = append(b, finText, 127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	return append(b, msg...)
+}
+
+// hijacker hands the upgrader a frameConn instead of the raw connection.
 type hijacker struct {
 	http.ResponseWriter
-	conn *batchConn
+	conn *frameConn
 }
 
 func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
@@ -81,7 +99,7 @@ func (h *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.conn = &batchConn{Conn: c}
+	h.conn = &frameConn{Conn: c}
 	return h.conn, rw, nil
 }
 

@@ -16,11 +16,26 @@ import (
 // objects without a resourceVersion and annotated bookmarks (the end of the
 // initial events) are not cached. Old entries are evicted first in, first
 // out.
+//
+// In front of that, entries are also found by object pointer: the engine
+// hands the same decoded object to every watch of the resource, so after
+// the first connection the lookup costs one pointer hash instead of reading
+// and hashing six strings. The cache holds the objects it keys, so a
+// pointer cannot be reused for another object while its entry lives; the
+// objects are read-only (the engine's Watch documents this).
 type encodeCache struct {
-	mu   sync.Mutex // guards m, ring, next
-	m    map[cacheKey][]byte
-	ring []cacheKey
-	next int
+	mu      sync.Mutex // guards the fields below
+	m       map[cacheKey][]byte
+	ring    []cacheKey
+	next    int
+	byObj   map[objKey][]byte
+	objRing []objKey
+	objNext int
+}
+
+type objKey struct {
+	typ watch.EventType
+	obj *unstructured.Unstructured
 }
 
 type cacheKey struct {
@@ -29,7 +44,10 @@ type cacheKey struct {
 }
 
 func newEncodeCache(size int) *encodeCache {
-	return &encodeCache{m: make(map[cacheKey][]byte, size), ring: make([]cacheKey, size)}
+	return &encodeCache{
+		m: make(map[cacheKey][]byte, size), ring: make([]cacheKey, size),
+		byObj: make(map[objKey][]byte, size), objRing: make([]objKey, size),
+	}
 }
 
 func keyOf(ev watch.Event) (cacheKey, bool) {
@@ -55,12 +73,25 @@ func keyOf(ev watch.Event) (cacheKey, bool) {
 
 // encode returns the cached encoding of ev, or encodes and caches it.
 func (c *encodeCache) encode(ev watch.Event, enc func(watch.Event) ([]byte, error)) ([]byte, error) {
+	var ok2 objKey
+	if u, ok := ev.Object.(*unstructured.Unstructured); ok && u != nil && ev.Type != watch.Bookmark && ev.Type != watch.Error {
+		ok2 = objKey{typ: ev.Type, obj: u}
+		c.mu.Lock()
+		b, hit := c.byObj[ok2]
+		c.mu.Unlock()
+		if hit {
+			return b, nil
+		}
+	}
 	k, ok := keyOf(ev)
 	if !ok {
 		return enc(ev)
 	}
 	c.mu.Lock()
 	b, hit := c.m[k]
+	if hit && ok2.obj != nil {
+		c.addObjLocked(ok2, b)
+	}
 	c.mu.Unlock()
 	if hit {
 		return b, nil
@@ -70,6 +101,9 @@ func (c *encodeCache) encode(ev watch.Event, enc func(watch.Event) ([]byte, erro
 		return nil, err
 	}
 	c.mu.Lock()
+	if ok2.obj != nil {
+		c.addObjLocked(ok2, b)
+	}
 	if _, dup := c.m[k]; !dup {
 		if old := c.ring[c.next]; old != (cacheKey{}) {
 			delete(c.m, old)
@@ -80,6 +114,20 @@ func (c *encodeCache) encode(ev watch.Event, enc func(watch.Event) ([]byte, erro
 	}
 	c.mu.Unlock()
 	return b, nil
+}
+
+// addObjLocked records b as the encoding of k, evicting the oldest entry
+// found by pointer. The caller holds c.mu.
+func (c *encodeCache) addObjLocked(k objKey, b []byte) {
+	if _, dup := c.byObj[k]; dup {
+		return
+	}
+	if old := c.objRing[c.objNext]; old.obj != nil {
+		delete(c.byObj, old)
+	}
+	c.objRing[c.objNext] = k
+	c.objNext = (c.objNext + 1) % len(c.objRing)
+	c.byObj[k] = b
 }
 
 // unstructuredKey reads the key straight from the object's map: the

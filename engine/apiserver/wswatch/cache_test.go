@@ -58,8 +58,62 @@ func TestEncodeCache(t *testing.T) {
 	}
 }
 
+// TestEncodeCacheSharedObject checks the lookup by object pointer: a shared
+// object is found again without encoding, under each event type apart, and
+// its entry is evicted like the others.
+func TestEncodeCacheSharedObject(t *testing.T) {
+	c := newEncodeCache(2)
+	calls := 0
+	enc := func(ev watch.Event) ([]byte, error) { calls++; return EncodeEvent(ev) }
+	shared := obj("example.setpoint.dev/v1", "a", "5")
+	tests := []struct {
+		name      string
+		ev        watch.Event
+		wantCalls int
+	}{
+		{name: "first", ev: watch.Event{Type: watch.Modified, Object: shared}, wantCalls: 1},
+		{name: "same object", ev: watch.Event{Type: watch.Modified, Object: shared}, wantCalls: 0},
+		{name: "same object, other type", ev: watch.Event{Type: watch.Added, Object: shared}, wantCalls: 1},
+		{name: "equal copy", ev: watch.Event{Type: watch.Modified, Object: shared.DeepCopy()}, wantCalls: 0},
+		{name: "others", ev: watch.Event{Type: watch.Modified, Object: obj("example.setpoint.dev/v1", "b", "6")}, wantCalls: 1},
+		{name: "others 2", ev: watch.Event{Type: watch.Modified, Object: obj("example.setpoint.dev/v1", "c", "7")}, wantCalls: 1},
+		{name: "evicted", ev: watch.Event{Type: watch.Modified, Object: shared}, wantCalls: 1},
+	}
+	for _, tc := range tests {
+		before := calls
+		b, err := c.encode(tc.ev, enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := EncodeEvent(tc.ev)
+		if string(b) != string(want) {
+			t.Fatalf("%s: got %s, want %s", tc.name, b, want)
+		}
+		if got := calls - before; got != tc.wantCalls {
+			t.Fatalf("%s: %d encodings, want %d", tc.name, got, tc.wantCalls)
+		}
+	}
+	if len(c.byObj) > 2 || len(c.m) > 2 {
+		t.Fatalf("cache holds %d entries by object and %d by key, want at most 2 each", len(c.byObj), len(c.m))
+	}
+}
+
 func BenchmarkEncodeFanOut(b *testing.B) {
 	const watchers = 1000
+	b.Run("shared", func(b *testing.B) {
+		// One event delivered to 1,000 watchers that share the decoded
+		// object, as the engine's decode cache hands it out.
+		c := newEncodeCache(4096)
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			ev := watch.Event{Type: watch.Modified, Object: obj("example.setpoint.dev/v1", "a", strconv.Itoa(i))}
+			for w := 0; w < watchers; w++ {
+				if _, err := c.encode(ev, EncodeEvent); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 	for _, cached := range []bool{false, true} {
 		b.Run("cached="+strconv.FormatBool(cached), func(b *testing.B) {
 			c := newEncodeCache(4096)

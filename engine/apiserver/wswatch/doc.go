@@ -62,18 +62,25 @@
 // # Goroutines
 //
 // For each connection, Serve runs on the request's goroutine and writes to
-// the socket (events, pings, the close frame). It starts two goroutines and
-// waits for both before it returns: the reader, which reads control frames
-// (pongs, close) and ends the session when the client goes away, and the
-// pump, which reads the watch's result channel, encodes each event and puts
-// it on the connection's bounded queue. The queue (a mutex-guarded slice,
-// empty and unallocated while idle) is the only state they share.
+// the socket (events, pings, the close frame). It starts the reader, which
+// reads control frames (pongs, close) and ends the session when the client
+// goes away. Events reach the connection's bounded queue (a mutex-guarded
+// slice, empty and unallocated while idle) in one of two ways: a watch with a
+// Deliver method (the engine's) calls the session's deliver function from
+// its own goroutine, which encodes the event and queues it without blocking;
+// any other watch gets a third goroutine, the pump, which reads the result
+// channel and does the same. Serve waits for the goroutines it started
+// before it returns. The queue is the only state they share.
 //
 // # Cost under fan-out
 //
 // Every watcher of a kind gets the same events, so the Server keeps the last
 // encoded events (Options.EncodeCacheSize) and encodes each one once for all
-// connections; Options.Encode must therefore give the same bytes for the same
-// event. When several events are queued, the writer hands their frames to
-// the connection in one write (one run of TLS records, one system call).
+// connections, finding it by object pointer when the watches share decoded
+// objects (the engine's do); Options.Encode must therefore give the same
+// bytes for the same event. The writer frames the queued events itself and
+// hands all of them to the connection in one write (one run of TLS records,
+// one system call), and after a write it lets Options.WriteInterval pass
+// before the next, so that under a steady stream each write carries several
+// events while an event after a quiet spell goes out at once.
 package wswatch

@@ -52,6 +52,11 @@ type Options struct {
 	// EncodeCacheSize is how many encoded events are kept for other
 	// connections to reuse; 4096 by default.
 	EncodeCacheSize int
+	// WriteInterval is the least time between two writes of events to one
+	// connection: events that arrive meanwhile go out together in the next
+	// write, which costs far less CPU than one write each. 16ms (a frame at
+	// 60 Hz: a browser shows changes no faster) by default.
+	WriteInterval time.Duration
 	// CloseGrace is how long the server waits for the client's close frame
 	// after its own; 1s by default.
 	CloseGrace time.Duration
@@ -87,6 +92,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.EncodeCacheSize <= 0 {
 		o.EncodeCacheSize = 4096
+	}
+	if o.WriteInterval <= 0 {
+		o.WriteInterval = 16 * time.Millisecond
 	}
 	if o.CloseGrace <= 0 {
 		o.CloseGrace = time.Second

@@ -98,7 +98,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, start StartFunc) 
 type session struct {
 	s          *Server
 	c          *websocket.Conn
-	bc         *batchConn      // c's connection; nil if the upgrader hijacked around it
+	bc         *frameConn      // c's connection; nil if the upgrader hijacked around it
 	shutdown   context.Context // the request's: done when the server stops or the request times out
 	q          *queue
 	readerDone chan struct{}
@@ -124,6 +124,15 @@ func (ss *session) read(cancel context.CancelFunc) {
 
 // run starts the watch and writes until it ends. It returns the close code
 // and reason to send (0 for none).
+//
+// Events reach the queue in one of two ways. A watch that implements
+// [deliverer] (the engine's) calls deliver itself, from its own goroutine;
+// its result channel then only tells when it ended. Any other watch gets a
+// pump goroutine that receives from the result channel and calls deliver.
+//
+// After a write, the next one waits until WriteInterval has passed: under a
+// steady stream of events each write then carries all that arrived
+// meanwhile, while an event after a quiet spell goes out at once.
 func (ss *session) run(ctx context.Context, cancel context.CancelFunc, start StartFunc) (int, string, error) {
 	o := &ss.s.opts
 	wi, err := start(ctx)
@@ -132,21 +141,42 @@ func (ss *session) run(ctx context.Context, cancel context.CancelFunc, start Sta
 		if encErr != nil {
 			return websocket.CloseInternalServerErr, "encode error", encErr
 		}
-		if werr := ss.write(msg); werr != nil {
+		if werr := ss.writeBatch([][]byte{msg}); werr != nil {
 			return 0, "", werr
 		}
 		return websocket.CloseNormalClosure, reasonEnded, fmt.Errorf("wswatch: start watch: %w", err)
 	}
-	pumpDone := make(chan struct{})
-	go ss.pump(ctx, wi, pumpDone)
-	defer func() {
-		cancel()
-		wi.Stop()
-		<-pumpDone
-	}()
+	var results <-chan watch.Event
+	if d, ok := wi.(deliverer); ok {
+		d.Deliver(ss.deliver)
+		results = wi.ResultChan()
+		defer func() {
+			cancel()
+			wi.Stop()
+		}()
+	} else {
+		pumpDone := make(chan struct{})
+		go ss.pump(ctx, wi, pumpDone)
+		defer func() {
+			cancel()
+			wi.Stop()
+			<-pumpDone
+		}()
+	}
 
 	ping := time.NewTicker(o.PingInterval)
 	defer ping.Stop()
+	var (
+		ready     = ss.q.ready
+		hold      *time.Timer // started when events arrive within WriteInterval of the last write
+		holdC     <-chan time.Time
+		lastWrite time.Time
+	)
+	defer func() {
+		if hold != nil {
+			hold.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ss.readerDone:
@@ -157,17 +187,41 @@ func (ss *session) run(ctx context.Context, cancel context.CancelFunc, start Sta
 			if err := ss.c.WriteControl(websocket.PingMessage, nil, time.Now().Add(o.WriteTimeout)); err != nil {
 				return 0, "", fmt.Errorf("wswatch: ping: %w", err)
 			}
-		case <-ss.q.ready:
-			items, ended, overflow := ss.q.take()
-			if overflow {
-				return CloseTooSlow, reasonTooSlow, ErrTooSlow
+			continue
+		case ev, ok := <-results:
+			if !ok {
+				results = nil
+				ss.q.end()
+			} else if !ss.deliver(ev) {
+				// Not expected from a deliverer; handled all the same.
+				results = nil
 			}
+			continue
+		case <-ready:
+			if wait := o.WriteInterval - time.Since(lastWrite); wait > 0 {
+				if hold == nil {
+					hold = time.NewTimer(wait)
+				} else {
+					hold.Reset(wait)
+				}
+				ready, holdC = nil, hold.C
+				continue
+			}
+		case <-holdC:
+			ready, holdC = ss.q.ready, nil
+		}
+		items, ended, overflow := ss.q.take()
+		if overflow {
+			return CloseTooSlow, reasonTooSlow, ErrTooSlow
+		}
+		if len(items) > 0 {
 			if err := ss.writeBatch(items); err != nil {
 				return 0, "", err
 			}
-			if ended {
-				return ss.endCode()
-			}
+			lastWrite = time.Now()
+		}
+		if ended {
+			return ss.endCode()
 		}
 	}
 }
@@ -185,34 +239,45 @@ func (ss *session) endCode() (int, string, error) {
 // writeBatch writes msgs, gathered into as few connection writes as
 // their size allows.
 func (ss *session) writeBatch(msgs [][]byte) error {
-	if ss.bc == nil || len(msgs) == 1 {
-		for _, msg := range msgs {
-			if err := ss.write(msg); err != nil {
-				return err
-			}
-		}
-		return nil
+	if ss.bc != nil {
+		return ss.bc.writeMessages(msgs, ss.s.opts.WriteTimeout)
 	}
-	ss.bc.begin()
 	for _, msg := range msgs {
-		if err := ss.write(msg); err != nil {
-			_ = ss.bc.flush()
-			return err
+		_ = ss.c.SetWriteDeadline(time.Now().Add(ss.s.opts.WriteTimeout))
+		if err := ss.c.WriteMessage(websocket.TextMessage, msg); err != nil {
+			return fmt.Errorf("wswatch: write: %w", err)
 		}
-	}
-	return ss.bc.flush()
-}
-
-func (ss *session) write(msg []byte) error {
-	_ = ss.c.SetWriteDeadline(time.Now().Add(ss.s.opts.WriteTimeout))
-	if err := ss.c.WriteMessage(websocket.TextMessage, msg); err != nil {
-		return fmt.Errorf("wswatch: write: %w", err)
 	}
 	return nil
 }
 
-// pump moves events from the watch to the queue until the watch ends, ctx
-// ends or the queue overflows.
+// deliverer is a watch that can hand its events to a function instead of
+// sending them on its result channel, which saves a goroutine per
+// connection and a hand-off per event. Deliver returns once the watch has
+// taken fn; from then on the watch calls fn with each event, in order, from
+// one goroutine, and stops when fn returns false. Its result channel still
+// closes when it ends, after the last call.
+type deliverer interface {
+	Deliver(fn func(watch.Event) bool)
+}
+
+// deliver encodes ev and queues it for the writer. It does not block; it
+// returns false once the watch must stop (the queue overflowed, or an
+// event could not be encoded and an ERROR event ended the stream).
+func (ss *session) deliver(ev watch.Event) bool {
+	msg, err := ss.s.cache.encode(ev, ss.s.opts.Encode)
+	if err != nil {
+		if msg, err = ss.s.opts.Encode(errorEvent(err)); err == nil {
+			ss.q.push(msg)
+		}
+		ss.q.end()
+		return false
+	}
+	return ss.q.push(msg)
+}
+
+// pump moves events from a watch that is not a deliverer to the queue
+// until the watch ends, ctx ends or the queue overflows.
 func (ss *session) pump(ctx context.Context, wi watch.Interface, done chan<- struct{}) {
 	defer close(done)
 	for {
@@ -224,15 +289,7 @@ func (ss *session) pump(ctx context.Context, wi watch.Interface, done chan<- str
 				ss.q.end()
 				return
 			}
-			msg, err := ss.s.cache.encode(ev, ss.s.opts.Encode)
-			if err != nil {
-				if msg, err = ss.s.opts.Encode(errorEvent(err)); err == nil {
-					ss.q.push(msg)
-				}
-				ss.q.end()
-				return
-			}
-			if !ss.q.push(msg) {
+			if !ss.deliver(ev) {
 				return
 			}
 		}

@@ -60,6 +60,54 @@ func (w *chanWatch) stopped() bool {
 	}
 }
 
+// sinkWatch is a watch that hands its events to the function Deliver gives
+// it, as the engine's watch does, instead of its result channel; the result
+// channel only closes when the watch ends.
+type sinkWatch struct {
+	*chanWatch
+	set chan struct{} // closed by Deliver
+	fn  func(watch.Event) bool
+}
+
+func newSinkWatch() *sinkWatch {
+	return &sinkWatch{chanWatch: newChanWatch(0), set: make(chan struct{})}
+}
+
+func (w *sinkWatch) Deliver(fn func(watch.Event) bool) {
+	w.fn = fn
+	close(w.set)
+}
+
+// send calls the sink with ev, as the watch's goroutine would; false means
+// the sink wants no more events.
+func (w *sinkWatch) send(ev watch.Event, d time.Duration) bool {
+	select {
+	case <-w.set:
+	case <-time.After(d):
+		return false
+	}
+	return !w.stopped() && w.fn(ev)
+}
+
+// source is a test watch the test feeds with send and ends with end.
+type source interface {
+	watch.Interface
+	send(ev watch.Event, d time.Duration) bool
+	end()
+}
+
+func (w *chanWatch) end() { close(w.ch) }
+
+// sources are the two ways a watch hands over its events: a result channel
+// (drained by wswatch's pump) or a sink (the engine's watch).
+var sources = []struct {
+	name string
+	new  func() source
+}{
+	{name: "channel", new: func() source { return newChanWatch(0) }},
+	{name: "sink", new: func() source { return newSinkWatch() }},
+}
+
 func widget(name string, rv int, pad int) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("example.setpoint.dev/v1")
@@ -377,7 +425,12 @@ func TestShutdownClosesGoingAway(t *testing.T) {
 }
 
 func TestSlowClientIsClosedTooSlow(t *testing.T) {
-	w := newChanWatch(0)
+	for _, src := range sources {
+		t.Run(src.name, func(t *testing.T) { testSlowClient(t, src.new()) })
+	}
+}
+
+func testSlowClient(t *testing.T, w source) {
 	h := newHarness(t, wswatch.Options{MaxQueuedEvents: 16, MaxQueuedBytes: 1 << 20}, func(context.Context) (watch.Interface, error) { return w, nil })
 	c := h.mustDial()
 
@@ -485,26 +538,34 @@ func TestRequestTimeoutClosesNormally(t *testing.T) {
 }
 
 func TestBurstArrivesWholeAndInOrder(t *testing.T) {
-	w := newChanWatch(4096)
-	h := newHarness(t, wswatch.Options{}, func(context.Context) (watch.Interface, error) { return w, nil })
-	c := h.mustDial()
-	const n = 1000
-	for i := 1; i <= n; i++ {
-		w.ch <- watch.Event{Type: watch.Modified, Object: widget("w"+strconv.Itoa(i%7), i, i%300)}
-	}
-	close(w.ch)
-	for i := 1; i <= n; i++ {
-		ev := readEvent(t, c)
-		var o unstructured.Unstructured
-		if err := o.UnmarshalJSON(ev.Object); err != nil {
-			t.Fatalf("event %d: %v", i, err)
-		}
-		if o.GetResourceVersion() != strconv.Itoa(i) {
-			t.Fatalf("event %d has resourceVersion %s", i, o.GetResourceVersion())
-		}
-	}
-	if code, _ := readClose(t, c); code != websocket.CloseNormalClosure {
-		t.Fatalf("close code %d, want 1000", code)
+	for _, src := range sources {
+		t.Run(src.name, func(t *testing.T) {
+			w := src.new()
+			h := newHarness(t, wswatch.Options{}, func(context.Context) (watch.Interface, error) { return w, nil })
+			c := h.mustDial()
+			const n = 1000
+			go func() {
+				for i := 1; i <= n; i++ {
+					if !w.send(watch.Event{Type: watch.Modified, Object: widget("w"+strconv.Itoa(i%7), i, i%300)}, 5*time.Second) {
+						return
+					}
+				}
+				w.end()
+			}()
+			for i := 1; i <= n; i++ {
+				ev := readEvent(t, c)
+				var o unstructured.Unstructured
+				if err := o.UnmarshalJSON(ev.Object); err != nil {
+					t.Fatalf("event %d: %v", i, err)
+				}
+				if o.GetResourceVersion() != strconv.Itoa(i) {
+					t.Fatalf("event %d has resourceVersion %s", i, o.GetResourceVersion())
+				}
+			}
+			if code, _ := readClose(t, c); code != websocket.CloseNormalClosure {
+				t.Fatalf("close code %d, want 1000", code)
+			}
+		})
 	}
 }
 

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// TestWatchDeliver checks the sink mode of a watch: after Deliver, the
+// initial events and then the changes reach the sink, in order, and nothing
+// reaches the result channel; a sink that returns false ends the watch,
+// which closes the result channel and calls the sink no more.
+func TestWatchDeliver(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	mustCreate(t, s, widget("a", "small", nil))
+	w, err := s.Watch(ctx, widgets, "default", metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	got := make(chan watch.Event, 16)
+	calls := 0
+	w.(*objectWatch).Deliver(func(ev watch.Event) bool {
+		calls++
+		got <- ev
+		return calls < 3 // the third event is the last one taken
+	})
+	next := func() watch.Event {
+		t.Helper()
+		select {
+		case ev := <-got:
+			return ev
+		case ev, ok := <-w.ResultChan():
+			if !ok && len(got) > 0 {
+				return <-got // the sink's last event came before the end
+			}
+			t.Fatalf("result channel gave %v (open %v) in sink mode", ev, ok)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event in 5s")
+		}
+		return watch.Event{}
+	}
+	name := func(ev watch.Event) string { return ev.Object.(*unstructured.Unstructured).GetName() }
+	if ev := next(); ev.Type != watch.Added || name(ev) != "a" {
+		t.Fatalf("initial event %s %s, want ADDED a", ev.Type, name(ev))
+	}
+	mustCreate(t, s, widget("b", "small", nil))
+	if ev := next(); ev.Type != watch.Added || name(ev) != "b" {
+		t.Fatalf("event %s %s, want ADDED b", ev.Type, name(ev))
+	}
+	if _, err := s.Patch(ctx, widgets, "default", "a", types.MergePatchType, []byte(`{"spec":{"size":"large"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.Type != watch.Modified || name(ev) != "a" {
+		t.Fatalf("event %s %s, want MODIFIED a", ev.Type, name(ev))
+	}
+	select {
+	case _, ok := <-w.ResultChan():
+		if ok {
+			t.Fatal("result channel gave an event in sink mode")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch did not end when the sink returned false")
+	}
+	mustCreate(t, s, widget("c", "small", nil))
+	time.Sleep(50 * time.Millisecond)
+	if calls != 3 {
+		t.Fatalf("sink called %d times, want 3", calls)
+	}
+}
+
+// TestWatchDeliverAfterEnd checks that Deliver does not wait for a watch
+// that has already ended.
+func TestWatchDeliverAfterEnd(t *testing.T) {
+	s := newService(t)
+	w, err := s.Watch(context.Background(), widgets, "default", metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Stop()
+	done := make(chan struct{})
+	go func() {
+		w.(*objectWatch).Deliver(func(watch.Event) bool { return true })
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Deliver blocked on a stopped watch")
+	}
+}
