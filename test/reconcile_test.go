@@ -538,4 +538,30 @@ func TestReconcileAcceptance(t *testing.T) {
 		}
 		t.Logf("after a restart right after %d creates: all %d widgets converged in %s", m, total, took.Round(time.Millisecond))
 	})
+
+	t.Run("crash during a run converges with nothing lost", func(t *testing.T) {
+		a.t = t
+		const m = 200
+		// Every create below was acknowledged before the kill, so each of
+		// these widgets must be there afterwards, and reconciled once: a
+		// lost widget fails the count, a lost child or status the
+		// convergence, a duplicated child the count of WidgetProvisions.
+		if err := a.createWidgets("crash", "crash", m, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		total += m
+		pending := a.widgetsConverged(accPhaseLabel+"=crash", m)
+		s.Crash()
+		t.Logf("killed (SIGKILL) and restarted when: %s", cmp.Or(pending, "all converged already"))
+		if got := len(a.list(accWidgets, accPhaseLabel+"=crash")); got != m {
+			t.Fatalf("%d of the %d acknowledged widgets survived the crash", got, m)
+		}
+		took := a.eventually("every widget converged after the crash", accConvergeLimit, func() string {
+			return a.widgetsConverged("", total)
+		})
+		if got := len(a.list(accProvisions, "")); got != total {
+			t.Errorf("%d WidgetProvisions for %d widgets", got, total)
+		}
+		t.Logf("after a crash right after %d creates: all %d widgets converged in %s", m, total, took.Round(time.Millisecond))
+	})
 }

@@ -302,6 +302,17 @@ func (s *Server) Restart() {
 	}
 }
 
+// Crash kills the server with SIGKILL, giving it no chance to flush or
+// close anything, and starts it again on the same data directory and port.
+// It fails the test if the new process does not become ready.
+func (s *Server) Crash() {
+	s.t.Helper()
+	s.kill()
+	if err := s.start(s.Addr); err != nil {
+		s.t.Fatalf("start after a crash: %v\nserver output:\n%s", err, s.logs.String())
+	}
+}
+
 // Logs returns everything the server printed so far, across restarts.
 func (s *Server) Logs() string { return s.logs.String() }
 
