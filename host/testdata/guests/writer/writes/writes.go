@@ -18,7 +18,8 @@
 // spec.size from the object's spec.size (or the raw JSON of config
 // "noteSize"), or merge-patches spec.size if the Note exists, then
 // merge-patches the Note's status.observedSize, and reports status.state
-// Ready and status.note.
+// Ready and status.provision (the Note's name, as the Widget's schema keeps
+// it); finalizing the object, it deletes the Note.
 package writes
 
 import (
@@ -47,6 +48,13 @@ func reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse
 }
 
 func finalize(h plugin.Host, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
+	if req.Config["op"] == "ensure" {
+		// The object goes: so does its Note.
+		if err := plugin.Delete(h, noteOf(abi.RefOf(req.Object))); err != nil && !plugin.IsNotFound(err) {
+			return nil, describe(err)
+		}
+		return &abi.FinalizeResponse{Done: true}, nil
+	}
 	if _, err := do(h, req.Config); err != nil {
 		return nil, err
 	}
@@ -101,7 +109,7 @@ func do(h plugin.Host, cfg map[string]string) (abi.RawJSON, error) {
 
 func ensure(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
 	ref := abi.RefOf(req.Object)
-	note := abi.ObjectRef{APIVersion: "example.setpoint.dev/v1", Kind: "Note", Namespace: ref.Namespace, Name: ref.Name + "-note"}
+	note := noteOf(ref)
 	size := jsonString(req.Object.String("spec", "size"))
 	if raw := req.Config["noteSize"]; raw != "" {
 		size = abi.RawJSON(raw)
@@ -120,8 +128,13 @@ func ensure(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse, e
 	if err != nil {
 		return nil, describe(err)
 	}
-	st := abi.NewObject(nil).Str("state", "Ready").Str("note", note.Name).Str("noteVersion", out.String("metadata", "resourceVersion"))
+	st := abi.NewObject(nil).Str("state", "Ready").Str("provision", out.String("metadata", "name"))
 	return &abi.ReconcileResponse{Status: st.Bytes()}, nil
+}
+
+// noteOf names the Note of the object ref names.
+func noteOf(ref abi.ObjectRef) abi.ObjectRef {
+	return abi.ObjectRef{APIVersion: "example.setpoint.dev/v1", Kind: "Note", Namespace: ref.Namespace, Name: ref.Name + "-note"}
 }
 
 // jsonString is s as a JSON string.
