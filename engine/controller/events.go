@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/cache"
 )
 
 // EventsResource is where the controller records core/v1 Events.
@@ -69,17 +70,64 @@ func (r *run) event(c *Controller, obj *unstructured.Unstructured, typ, reason, 
 	}
 }
 
+// Repeated events are aggregated the way Kubernetes' event recorders do: an
+// event with the same object, type, reason, message and source as one this
+// recorder wrote within eventAggregationWindow updates that Event (count
+// and lastTimestamp) instead of adding another, so a reconcile that fails
+// the same way on every retry leaves one Event whose count grows.
+const (
+	eventAggregationWindow = 10 * time.Minute
+	// eventAggregationKeys bounds the recorder's memory of recent events.
+	eventAggregationKeys = 4096
+)
+
+// eventKey identifies the events that aggregate into one.
+func eventKey(ev *unstructured.Unstructured) string {
+	inv, _ := ev.Object["involvedObject"].(map[string]any)
+	return fmt.Sprint(inv["uid"], "\x00", inv["namespace"], "\x00", inv["name"], "\x00", ev.Object["type"], "\x00",
+		ev.Object["reason"], "\x00", ev.Object["message"], "\x00", ev.Object["reportingComponent"])
+}
+
 // recordEvents writes queued events until ctx is done. A failure to record
 // is logged and otherwise ignored.
 func (c *Controller) recordEvents(ctx context.Context, r *run) {
+	recent := cache.NewLRUExpireCache(eventAggregationKeys)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-r.events:
-			if _, err := c.opts.Client.Create(ctx, EventsResource, ev, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
-				c.log.Debug("event not recorded", "reason", ev.Object["reason"], "err", err)
+			key := eventKey(ev)
+			if prev, ok := recent.Get(key); ok {
+				stored, err := c.bumpEvent(ctx, prev.(*unstructured.Unstructured), ev)
+				if err == nil {
+					recent.Add(key, stored, eventAggregationWindow)
+					continue
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				// Deleted or changed meanwhile: record it anew.
+				c.log.Debug("event not aggregated", "reason", ev.Object["reason"], "err", err)
 			}
+			stored, err := c.opts.Client.Create(ctx, EventsResource, ev, metav1.CreateOptions{})
+			if err != nil {
+				if ctx.Err() == nil {
+					c.log.Debug("event not recorded", "reason", ev.Object["reason"], "err", err)
+				}
+				continue
+			}
+			recent.Add(key, stored, eventAggregationWindow)
 		}
 	}
+}
+
+// bumpEvent counts ev into prev, the Event stored for the same key: one
+// more occurrence, seen last at ev's time.
+func (c *Controller) bumpEvent(ctx context.Context, prev, ev *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	next := prev.DeepCopy()
+	count, _, _ := unstructured.NestedInt64(next.Object, "count")
+	next.Object["count"] = max(count, 1) + 1
+	next.Object["lastTimestamp"] = ev.Object["lastTimestamp"]
+	return c.opts.Client.Update(ctx, EventsResource, next, metav1.UpdateOptions{})
 }
