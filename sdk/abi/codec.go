@@ -43,28 +43,52 @@ func (r *ReconcileRequest) MarshalJSON() ([]byte, error) { return r.AppendJSON(n
 // UnmarshalJSON implements json.Unmarshaler.
 func (r *ReconcileRequest) UnmarshalJSON(b []byte) error { return r.decode(b, false) }
 
-// DecodeAliased decodes b into r; r's RawJSON members and Config strings
-// alias b. b must be valid JSON written by AppendJSON, which puts the object
-// last: DecodeAliased takes it without scanning it.
+// DecodeAliased decodes b into r; r's RawJSON members, Config strings and
+// the keys of Children and Config alias b, and the Children and Config
+// maps r already holds are cleared and reused. b must be valid JSON written
+// by AppendJSON, which puts the object last: DecodeAliased takes it without
+// scanning it.
 func (r *ReconcileRequest) DecodeAliased(b []byte) error { return r.decode(b, true) }
 
+// decode reads a reconcile (or finalize) request. In alias mode it reuses
+// the Children and Config maps r already holds, cleared: a guest decodes
+// every call into the same request, and a map costs several allocations.
+// It reads members in a loop rather than through callbacks, so that the
+// decoder stays on the stack.
 func (r *ReconcileRequest) decode(b []byte, alias bool) error {
+	var children map[string][]RawJSON
+	var config map[string]string
+	if alias {
+		children, config = r.Children, r.Config
+		clear(children)
+		clear(config)
+	}
 	*r = ReconcileRequest{}
-	return unmarshal(b, alias, func(d *decoder, k []byte) bool {
+	d := decoder{b: b, alias: alias}
+	d.ws()
+	if d.i >= len(d.b) || d.b[d.i] != '{' {
+		d.fail("expected an object")
+		return d.err
+	}
+	for first := d.open('{'); ; first = false {
+		k, ok := d.member(first)
+		if !ok {
+			break
+		}
 		switch string(k) {
 		case "object":
 			r.Object = d.lastRaw()
 		case "children":
-			r.Children = d.rawListMap()
+			r.Children = d.rawListMap(children)
 		case "attempt":
 			r.Attempt = int(d.int())
 		case "config":
-			r.Config = d.strMap()
+			r.Config = d.strMapInto(config)
 		default:
 			d.skip(0)
 		}
-		return true
-	})
+	}
+	return d.end()
 }
 
 // AppendJSON appends the encoding of r to b.

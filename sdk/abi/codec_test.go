@@ -1,12 +1,14 @@
 package abi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 const widget = `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"w1","namespace":"default","uid":"u-1","labels":{"team":"a\"b"}},"spec":{"name":"gizmo","size":"small","tags":["x","y\u00e9"],"n":-1.5e3}}`
@@ -166,6 +168,10 @@ func FuzzDecode(f *testing.F) {
 		_ = r.UnmarshalJSON(b)
 		var a AdmissionRequest
 		_ = a.UnmarshalJSON(b)
+		var rq ReconcileRequest
+		if err := rq.UnmarshalJSON(b); err == nil && !json.Valid(b) {
+			t.Fatalf("ReconcileRequest accepted invalid JSON %q", b)
+		}
 		_, _ = RawJSON(b).Get("metadata", "name")
 	})
 }
@@ -282,4 +288,121 @@ func TestLookupsAndBuilderDoNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per run, want 0", allocs)
 	}
+}
+
+// TestDecodeAliasedReusesMaps decodes requests with different children and
+// config into one request, as the guest SDK does: nothing of an earlier
+// request survives, and the steady state allocates one list per kind.
+func TestDecodeAliasedReusesMaps(t *testing.T) {
+	first := (&ReconcileRequest{Object: RawJSON(widget), Config: map[string]string{"a": "1", "b": "2"},
+		Children: map[string][]RawJSON{"ConfigMap": {RawJSON(`{"n":1}`)}, "Secret": {RawJSON(`{"n":2}`)}}}).AppendJSON(nil)
+	second := (&ReconcileRequest{Object: RawJSON(`{"kind":"W"}`), Config: map[string]string{"b": "3"},
+		Children: map[string][]RawJSON{"Secret": {RawJSON(`{"n":4}`), RawJSON(`[5]`)}}}).AppendJSON(nil)
+	var r ReconcileRequest
+	if err := r.DecodeAliased(first); err != nil {
+		t.Fatal(err)
+	}
+	children, config := r.Children, r.Config
+	if err := r.DecodeAliased(second); err != nil {
+		t.Fatal(err)
+	}
+	want := ReconcileRequest{Object: RawJSON(`{"kind":"W"}`), Config: map[string]string{"b": "3"},
+		Children: map[string][]RawJSON{"Secret": {RawJSON(`{"n":4}`), RawJSON(`[5]`)}}}
+	if !reflect.DeepEqual(r, want) {
+		t.Fatalf("second decode:\n got %#v\nwant %#v", r, want)
+	}
+	if reflect.ValueOf(r.Children).Pointer() != reflect.ValueOf(children).Pointer() ||
+		reflect.ValueOf(r.Config).Pointer() != reflect.ValueOf(config).Pointer() {
+		t.Error("the maps were not reused")
+	}
+	if err := r.DecodeAliased((&ReconcileRequest{Object: RawJSON(`{}`)}).AppendJSON(nil)); err != nil || r.Children != nil || r.Config != nil {
+		t.Fatalf("request without children or config: %v %#v", err, r)
+	}
+	steady := (&ReconcileRequest{Object: RawJSON(widget), Children: map[string][]RawJSON{"ConfigMap": {RawJSON(`{"n":1}`)}}}).AppendJSON(nil)
+	if err := r.DecodeAliased(steady); err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _ = r.DecodeAliased(steady) }); allocs != 1 {
+		t.Errorf("%v allocations per decode, want 1 (the list of children)", allocs)
+	}
+	// Decoding a copy does not alias or reuse: the caller's maps stay.
+	var owned ReconcileRequest
+	if err := owned.UnmarshalJSON(first); err != nil {
+		t.Fatal(err)
+	}
+	m := owned.Children
+	if err := owned.UnmarshalJSON(second); err != nil || len(m) != 2 {
+		t.Fatalf("UnmarshalJSON touched the previous map: %v %v", err, m)
+	}
+}
+
+// TestWordScanning puts each byte the scanners look for at every offset of
+// strings around the eight-byte word, so both the word and the byte paths
+// of the encoder, skipValue, Get and View meet it.
+func TestWordScanning(t *testing.T) {
+	for _, special := range []string{`"`, `\`, "\n", "\x00", "\x1f", "é", "\xff", "/"} {
+		for n := 0; n <= 20; n++ {
+			for at := 0; at <= n; at++ {
+				s := strings.Repeat("a", at) + special + strings.Repeat("b", n-at)
+				enc := appendString(nil, s)
+				var back string
+				if err := json.Unmarshal(enc, &back); err != nil {
+					t.Fatalf("appendString(%q) = %s: %v", s, enc, err)
+				}
+				if want := replaceInvalid(s); back != want {
+					t.Fatalf("appendString(%q) decodes to %q", s, back)
+				}
+				doc := []byte(`{"k` + string(enc[1:len(enc)-1]) + `":[` + string(enc) + `],"v":` + string(enc) + `}`)
+				if end := skipValue(doc, 0); end != len(doc) {
+					t.Fatalf("skipValue(%s) = %d, want %d", doc, end, len(doc))
+				}
+				if got := RawJSON(doc).View("v"); got != back {
+					t.Fatalf("View(v) of %s = %q, want %q", doc, got, back)
+				}
+				if _, ok := RawJSON(doc).Get("k" + back); !ok {
+					t.Fatalf("Get of the key %q in %s failed", "k"+back, doc)
+				}
+			}
+		}
+	}
+}
+
+// FuzzScan checks the word-at-a-time scanners against encoding/json: every
+// string encodes to JSON that decodes to it, and skipValue finds the end of
+// every valid value.
+func FuzzScan(f *testing.F) {
+	for _, s := range []string{widget, `"a\"b\\"`, `{"a":"12345678\"9"}`, "\"\x7f\u2028\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		enc := appendString(nil, string(b))
+		var back string
+		if err := json.Unmarshal(enc, &back); err != nil || back != replaceInvalid(string(b)) {
+			t.Fatalf("appendString(%q) = %s decodes to %q, %v", b, enc, back, err)
+		}
+		if end := skipValue(enc, 0); end != len(enc) {
+			t.Fatalf("skipValue(%s) = %d, want %d", enc, end, len(enc))
+		}
+		if v := bytes.TrimSpace(b); len(v) > 0 && json.Valid(v) {
+			if end := skipValue(v, 0); end != len(v) {
+				t.Fatalf("skipValue(%s) = %d, want %d", v, end, len(v))
+			}
+		}
+	})
+}
+
+// replaceInvalid replaces each byte of s that is not part of valid UTF-8
+// with U+FFFD, as appendString does.
+func replaceInvalid(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteString("\ufffd")
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

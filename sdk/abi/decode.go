@@ -78,75 +78,117 @@ func (d *decoder) expect(c byte) {
 	d.i++
 }
 
-// object reads an object (or null), calling fn with each key; fn consumes the
-// value and returns false to stop early (leaving the decoder on the value
-// after the key).
-func (d *decoder) object(fn func(d *decoder, key []byte) bool) {
+// open starts reading a compound value that begins with c ('{' or '['):
+// it consumes the opening byte and reports true, or consumes null and
+// reports false. The members or elements are then read with member or
+// element, in a plain loop:
+//
+//	for first := d.open('{'); ; first = false {
+//		key, ok := d.member(first)
+//		if !ok {
+//			break
+//		}
+//		... consume the value ...
+//	}
+//
+// Loops instead of callbacks keep the decoder on its caller's stack (a
+// callback would move it to the heap) and spare a function-value call per
+// member, which matters inside a Wasm guest.
+func (d *decoder) open(c byte) bool {
 	if d.null() || d.err != nil {
-		return
+		return false
 	}
-	d.expect('{')
+	d.expect(c)
+	return d.err == nil
+}
+
+// member moves to the next member of the object being read and returns its
+// key, leaving the decoder on the value; it reports false after the closing
+// brace, on error, and when the object was null (first is false then). The
+// key aliases the input or d.scratch, as rawStr's result does. first must
+// be the result of open for the first member and false afterwards.
+func (d *decoder) member(first bool) ([]byte, bool) {
+	if d.err != nil {
+		return nil, false
+	}
 	d.ws()
-	if d.i < len(d.b) && d.b[d.i] == '}' {
-		d.i++
-		return
+	if d.i >= len(d.b) {
+		d.fail("unterminated object")
+		return nil, false
 	}
-	for d.err == nil {
-		d.ws()
-		key := d.rawStr()
-		d.expect(':')
-		if d.err != nil {
-			return
+	if first {
+		if d.b[d.i] == '}' {
+			d.i++
+			return nil, false
 		}
-		d.ws()
-		if !fn(d, key) {
-			return
-		}
-		d.ws()
-		if d.i >= len(d.b) {
-			d.fail("unterminated object")
-			return
-		}
+	} else {
 		switch d.b[d.i] {
 		case ',':
 			d.i++
 		case '}':
 			d.i++
-			return
+			return nil, false
 		default:
 			d.fail("expected ',' or '}'")
+			return nil, false
+		}
+	}
+	key := d.rawStr()
+	d.expect(':')
+	if d.err != nil {
+		return nil, false
+	}
+	d.ws()
+	return key, true
+}
+
+// element moves to the next element of the array being read, like member.
+func (d *decoder) element(first bool) bool {
+	if d.err != nil {
+		return false
+	}
+	d.ws()
+	if d.i >= len(d.b) {
+		d.fail("unterminated array")
+		return false
+	}
+	if first {
+		if d.b[d.i] == ']' {
+			d.i++
+			return false
+		}
+	} else {
+		switch d.b[d.i] {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return false
+		default:
+			d.fail("expected ',' or ']'")
+			return false
+		}
+	}
+	d.ws()
+	return true
+}
+
+// object reads an object (or null), calling fn with each key; fn consumes the
+// value and returns false to stop early (leaving the decoder on the value
+// after the key).
+func (d *decoder) object(fn func(d *decoder, key []byte) bool) {
+	for first := d.open('{'); ; first = false {
+		key, ok := d.member(first)
+		if !ok || !fn(d, key) {
+			return
 		}
 	}
 }
 
 // array reads an array (or null), calling fn to consume each element.
 func (d *decoder) array(fn func(d *decoder)) {
-	if d.null() || d.err != nil {
-		return
-	}
-	d.expect('[')
-	d.ws()
-	if d.i < len(d.b) && d.b[d.i] == ']' {
-		d.i++
-		return
-	}
-	for d.err == nil {
-		d.ws()
+	for first := d.open('['); d.element(first); first = false {
 		fn(d)
-		d.ws()
-		if d.i >= len(d.b) {
-			d.fail("unterminated array")
-			return
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return
-		default:
-			d.fail("expected ',' or ']'")
-		}
 	}
 }
 
@@ -368,9 +410,18 @@ func (d *decoder) lastRaw() RawJSON {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
 
-func (d *decoder) strMap() map[string]string {
-	var m map[string]string
-	d.object(func(d *decoder, k []byte) bool {
+// strMap reads an object of strings.
+func (d *decoder) strMap() map[string]string { return d.strMapInto(nil) }
+
+// strMapInto reads an object of strings. m, when not nil, is cleared and
+// filled instead of a new map (aliased decoding reuses its maps).
+func (d *decoder) strMapInto(m map[string]string) map[string]string {
+	clear(m)
+	for first := d.open('{'); ; first = false {
+		k, ok := d.member(first)
+		if !ok {
+			break
+		}
 		if m == nil {
 			m = make(map[string]string)
 		}
@@ -380,8 +431,7 @@ func (d *decoder) strMap() map[string]string {
 		} else {
 			m[key] = d.aliasStr(d.rawStr())
 		}
-		return true
-	})
+	}
 	return m
 }
 
@@ -408,20 +458,27 @@ func (d *decoder) strList() []string {
 
 func (d *decoder) rawList() []RawJSON {
 	var l []RawJSON
-	d.array(func(d *decoder) { l = append(l, d.raw()) })
+	for first := d.open('['); d.element(first); first = false {
+		l = append(l, d.raw())
+	}
 	return l
 }
 
-func (d *decoder) rawListMap() map[string][]RawJSON {
-	var m map[string][]RawJSON
-	d.object(func(d *decoder, k []byte) bool {
+// rawListMap reads an object of arrays. m, when not nil, is cleared and
+// filled instead of a new map; in alias mode the keys alias the input.
+func (d *decoder) rawListMap(m map[string][]RawJSON) map[string][]RawJSON {
+	clear(m)
+	for first := d.open('{'); ; first = false {
+		k, ok := d.member(first)
+		if !ok {
+			break
+		}
 		if m == nil {
 			m = make(map[string][]RawJSON)
 		}
-		key := string(k)
+		key := d.aliasStr(k)
 		m[key] = d.rawList()
-		return true
-	})
+	}
 	return m
 }
 
@@ -438,9 +495,16 @@ func (d *decoder) skip(depth int) {
 	}
 	switch c := d.b[d.i]; {
 	case c == '{':
-		d.object(func(d *decoder, _ []byte) bool { d.skip(depth + 1); return true })
+		for first := d.open('{'); ; first = false {
+			if _, ok := d.member(first); !ok {
+				break
+			}
+			d.skip(depth + 1)
+		}
 	case c == '[':
-		d.array(func(d *decoder) { d.skip(depth + 1) })
+		for first := d.open('['); d.element(first); first = false {
+			d.skip(depth + 1)
+		}
 	case c == '"':
 		d.skipStr()
 	case c == '-' || (c >= '0' && c <= '9'):

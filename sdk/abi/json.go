@@ -1,7 +1,9 @@
 package abi
 
 import (
+	"encoding/binary"
 	"errors"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
@@ -62,15 +64,8 @@ func (r RawJSON) Get(path ...string) (RawJSON, bool) {
 			if i >= len(b) || b[i] != '"' {
 				return nil, false
 			}
-			ks, escaped := i+1, false
-			j := ks
-			for j < len(b) && b[j] != '"' {
-				if b[j] == '\\' {
-					escaped = true
-					j++
-				}
-				j++
-			}
+			ks := i + 1
+			j, escaped := stringEnd(b, ks)
 			if j >= len(b) {
 				return nil, false
 			}
@@ -105,6 +100,59 @@ func unescapedEquals(k []byte, key string) bool {
 	return string(d.rawStr()) == key && d.err == nil
 }
 
+// Word-at-a-time scanning. Strings are most of a JSON document's bytes,
+// and inside a Wasm guest every loop iteration costs several times its
+// native price, so the scanners test eight bytes per iteration for the few
+// bytes that end a plain run (a quote, a backslash, and for the encoder
+// control and non-ASCII bytes). A word is read little-endian
+// (binary.LittleEndian, one load on every target that allows unaligned
+// loads, wasm included), so its lowest flagged bit is its first such byte.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// zeroBytes flags (high bit set) the zero bytes of x; the lowest flag is
+// exact, higher ones may be false (a borrow), which is enough to find the
+// first one or to tell that there is none.
+func zeroBytes(x uint64) uint64 { return (x - lsb) &^ x & msb }
+
+// quoteOrEscape returns the index of the first '"' or '\\' in b at or after
+// i, or len(b) (or i, when i is past the end) when there is none.
+func quoteOrEscape(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i : i+8])
+		if m := zeroBytes(x^('"'*lsb)) | zeroBytes(x^('\\'*lsb)); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for i < len(b) && b[i] != '"' && b[i] != '\\' {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index of the quote that closes the string whose
+// body starts at b[i] (len(b) or more when it is unterminated) and whether
+// the body holds an escape.
+func stringEnd(b []byte, i int) (end int, escaped bool) {
+	i = quoteOrEscape(b, i)
+	for i < len(b) && b[i] == '\\' {
+		escaped = true
+		i = quoteOrEscape(b, i+2)
+	}
+	return i, escaped
+}
+
+// plainWord reports whether the eight bytes of s at i need no escaping in
+// a JSON string: no control byte, quote, backslash or non-ASCII byte.
+func plainWord(s string, i int) bool {
+	_ = s[i+7]
+	x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+	return (x&msb | (x-0x20*lsb)&^x&msb | zeroBytes(x^('"'*lsb)) | zeroBytes(x^('\\'*lsb))) == 0
+}
+
 func skipWS(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
 		i++
@@ -125,13 +173,7 @@ func skipValue(b []byte, i int) int {
 		for i < len(b) {
 			switch b[i] {
 			case '"':
-				i++
-				for i < len(b) && b[i] != '"' {
-					if b[i] == '\\' {
-						i++
-					}
-					i++
-				}
+				i, _ = stringEnd(b, i+1)
 			case '{', '[':
 				depth++
 			case '}', ']':
@@ -144,13 +186,7 @@ func skipValue(b []byte, i int) int {
 		}
 		return -1
 	case '"':
-		i++
-		for i < len(b) && b[i] != '"' {
-			if b[i] == '\\' {
-				i++
-			}
-			i++
-		}
+		i, _ = stringEnd(b, i+1)
 		if i >= len(b) {
 			return -1
 		}
@@ -183,11 +219,10 @@ func (r RawJSON) View(path ...string) string {
 		return ""
 	}
 	inner := v[1 : len(v)-1]
-	for _, c := range inner {
-		if c == '\\' {
-			d := decoder{b: v}
-			return d.str()
-		}
+	if quoteOrEscape(inner, 0) < len(inner) {
+		// An escape (a quote inside a valid string is escaped too).
+		d := decoder{b: v}
+		return d.str()
 	}
 	if len(inner) == 0 {
 		return ""
@@ -255,15 +290,8 @@ func (r RawJSON) Fields(keys []string, vals []RawJSON) {
 		if i >= len(b) || b[i] != '"' {
 			return
 		}
-		ks, escaped := i+1, false
-		j := ks
-		for j < len(b) && b[j] != '"' {
-			if b[j] == '\\' {
-				escaped = true
-				j++
-			}
-			j++
-		}
+		ks := i + 1
+		j, escaped := stringEnd(b, ks)
 		if j >= len(b) {
 			return
 		}
@@ -419,6 +447,10 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) && plainWord(s, i) {
+			i += 8
+			continue
+		}
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
 			i++
