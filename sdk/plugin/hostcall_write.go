@@ -71,8 +71,9 @@ func Create(h Host, obj abi.RawJSON) (abi.RawJSON, error) {
 	return write(h, HostCreate, abi.WriteRequest{Object: obj})
 }
 
-// Update replaces obj, except its status; with metadata.resourceVersion set
-// it fails with Conflict if the object changed since.
+// Update replaces obj (but not its status, on a kind with a status
+// subresource); with metadata.resourceVersion set it fails with Conflict if
+// the object changed since.
 func Update(h Host, obj abi.RawJSON) (abi.RawJSON, error) {
 	return write(h, HostUpdate, abi.WriteRequest{Object: obj})
 }

@@ -27,8 +27,9 @@ type WriteEntry struct {
 // metadata.resourceVersion or a UID precondition that does not hold, and
 // Forbidden when DenyWrite denies the kind. Writes get a fresh
 // resourceVersion (and a create a uid); an update keeps the stored status
-// and a status update keeps everything else, as on the server. Namespaces are
-// taken as given, without the server's defaulting.
+// and a status update keeps everything else, as the server does for kinds
+// with a status subresource. Namespaces are taken as given, without the
+// server's defaulting, and nothing is validated.
 func (h *Host) Write(fn plugin.HostFunc, req abi.WriteRequest) (abi.RawJSON, error) {
 	out, err := h.write(fn, req)
 	h.mu.Lock()
