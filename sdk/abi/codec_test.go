@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -405,4 +406,15 @@ func replaceInvalid(s string) string {
 		i += n
 	}
 	return b.String()
+}
+
+func TestParseInt(t *testing.T) {
+	for _, s := range []string{"0", "-0", "7", "-42", "123456789012345678", "-123456789012345678",
+		"9223372036854775807", "-9223372036854775808", "9223372036854775808", "1.5", "1e3", "-", "", "12a", "--1"} {
+		want, err := strconv.ParseInt(s, 10, 64)
+		got, ok := parseInt([]byte(s))
+		if ok != (err == nil) || (ok && got != want) {
+			t.Errorf("parseInt(%q) = %d, %v; strconv says %d, %v", s, got, ok, want, err)
+		}
+	}
 }

@@ -328,13 +328,38 @@ func (d *decoder) int() int64 {
 	if d.err != nil {
 		return 0
 	}
-	n, err := strconv.ParseInt(string(d.b[start:d.i]), 10, 64)
-	if err != nil {
+	n, ok := parseInt(d.b[start:d.i])
+	if !ok {
 		d.i = start
 		d.fail("expected an integer")
 		return 0
 	}
 	return n
+}
+
+// parseInt parses a JSON number that must be an integer in int64's range.
+// Up to 18 digits it adds them up in one loop (a guest pays for every call,
+// and strconv is several); longer ones go to strconv.
+func parseInt(b []byte) (int64, bool) {
+	digits := b
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		n, err := strconv.ParseInt(string(b), 10, 64)
+		return n, err == nil
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(digits) < len(b) {
+		n = -n
+	}
+	return n, true
 }
 
 // boolean reads true, false or null.
