@@ -229,28 +229,22 @@ func (crdHooks) committed(_ context.Context, s *Service, obj, old map[string]any
 	s.serveCRD(obj, revisionOf(&unstructured.Unstructured{Object: obj}))
 }
 
-func (crdHooks) deleting(ctx context.Context, s *Service, obj map[string]any, dryRun bool) error {
-	if dryRun {
-		return nil
-	}
-	crd, err := crdFromMap(obj)
-	if err != nil {
-		return err
-	}
-	s.reg.removeCRD(crd.Name, 0)
-	return s.purgeResource(ctx, crd.Spec.Group, crd.Status.AcceptedNames.Plural)
+// deleting lets a CRD go: DeleteObject gives it the cleanup finalizer, and
+// the garbage collector deletes its objects before removing the finalizer.
+func (crdHooks) deleting(context.Context, *Service, map[string]any, bool) error {
+	return nil
 }
 
 // serveCRD registers the resources of a CRD stored at revision rev, when its
-// names were accepted and it is not being deleted. A CRD that cannot be
-// built is logged and not served.
+// names were accepted. A CRD being deleted stays served, terminating, until
+// its objects are gone. A CRD that cannot be built is logged and not served.
 func (s *Service) serveCRD(obj map[string]any, rev int64) {
 	crd, err := crdFromMap(obj)
 	if err != nil {
 		s.log.Error("decode stored CustomResourceDefinition", "err", err)
 		return
 	}
-	if !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) || crd.DeletionTimestamp != nil {
+	if !apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
 		s.reg.removeCRD(crd.Name, rev)
 		return
 	}
@@ -259,6 +253,9 @@ func (s *Service) serveCRD(obj map[string]any, rev int64) {
 		s.log.Error("serve CustomResourceDefinition", "crd", crd.Name, "err", err)
 		s.reg.removeCRD(crd.Name, rev)
 		return
+	}
+	for _, sv := range ss {
+		sv.terminating = crd.DeletionTimestamp != nil
 	}
 	s.reg.setCRD(crd, ss, rev)
 }

@@ -2,8 +2,14 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -96,5 +102,147 @@ func TestCRDDryRunDeleteKeepsServing(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, widgets, "default", "stays", metav1.GetOptions{}); err != nil {
 		t.Fatalf("a dry-run delete of the CRD removed its objects: %v", err)
+	}
+}
+
+// settle runs garbage collection sweeps until one changes nothing.
+func settle(t *testing.T, s *Service) {
+	t.Helper()
+	for range 50 {
+		changed, err := s.sweep(context.Background())
+		if err != nil {
+			t.Fatalf("sweep: %v", err)
+		}
+		if !changed {
+			return
+		}
+	}
+	t.Fatal("sweeps did not settle")
+}
+
+func crdConditionOf(t *testing.T, s *Service, name, typ string) (status, reason string) {
+	t.Helper()
+	crd, err := s.Get(context.Background(), CRDResource, "", name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		if m := c.(map[string]any); m["type"] == typ {
+			return m["status"].(string), m["reason"].(string)
+		}
+	}
+	return "", ""
+}
+
+func TestCRDDeletionWaitsForObjectFinalizers(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	const name = "widgets.example.setpoint.dev"
+	mustCreate(t, s, widget("plain", "small", nil))
+	held := widget("held", "small", nil)
+	held.SetFinalizers([]string{"example.setpoint.dev/hold"})
+	mustCreate(t, s, held)
+
+	if err := s.Delete(ctx, CRDResource, "", name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crd, err := s.Get(ctx, CRDResource, "", name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("CRD gone at once: %v", err)
+	}
+	if crd.GetDeletionTimestamp() == nil || !slices.Contains(crd.GetFinalizers(), apiextensionsv1.CustomResourceCleanupFinalizer) {
+		t.Fatalf("deleted CRD: deletionTimestamp %v, finalizers %v; want both", crd.GetDeletionTimestamp(), crd.GetFinalizers())
+	}
+	if st, reason := crdConditionOf(t, s, name, "Terminating"); st != "True" || reason != "InstanceDeletionPending" {
+		t.Errorf("Terminating = %s (%s), want True (InstanceDeletionPending)", st, reason)
+	}
+	// Terminating: served for reads, creates refused.
+	if _, ok := s.Resource(widgets); !ok {
+		t.Fatal("a terminating CRD's kind is no longer served")
+	}
+	if _, err := s.Get(ctx, widgets, "default", "plain", metav1.GetOptions{}); err != nil {
+		t.Errorf("get while terminating: %v", err)
+	}
+	_, err = s.Create(ctx, widgets, widget("late", "small", nil), metav1.CreateOptions{})
+	if !apierrors.IsMethodNotSupported(err) || !strings.Contains(err.Error(), "terminating") {
+		t.Errorf("create while terminating: %v, want MethodNotAllowed", err)
+	}
+
+	// The sweep deletes every object; the one with a finalizer waits, and
+	// so does the CRD.
+	settle(t, s)
+	if _, err := s.Get(ctx, widgets, "default", "plain", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("object without finalizers after the cleanup: %v, want NotFound", err)
+	}
+	h, err := s.Get(ctx, widgets, "default", "held", metav1.GetOptions{})
+	if err != nil || h.GetDeletionTimestamp() == nil {
+		t.Fatalf("object with a finalizer: %v, %v; want it deleting, still there", h, err)
+	}
+	if st, reason := crdConditionOf(t, s, name, "Terminating"); st != "True" || reason != "InstanceDeletionInProgress" {
+		t.Errorf("Terminating = %s (%s), want True (InstanceDeletionInProgress)", st, reason)
+	}
+	if _, ok := s.Resource(widgets); !ok {
+		t.Fatal("kind no longer served while an object waits for its finalizer")
+	}
+
+	// Removing the finalizer (an update, allowed while terminating) lets
+	// the object go, and then the CRD.
+	h.SetFinalizers(nil)
+	if _, err := s.Update(ctx, widgets, h, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("remove the finalizer while terminating: %v", err)
+	}
+	settle(t, s)
+	if _, err := s.Get(ctx, CRDResource, "", name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("CRD after its last object went: %v, want NotFound", err)
+	}
+	if _, ok := s.Resource(widgets); ok {
+		t.Fatal("kind still served after the CRD went")
+	}
+}
+
+func TestCRDDeletionSeenByAnotherServer(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	other, err := New(ctx, Options{Store: s.store, GCInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = other.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	if err := s.Delete(ctx, CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The other server follows the CRD: it keeps serving the kind and
+	// refuses creates.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := other.Create(ctx, widgets, widget(fmt.Sprintf("w%d", time.Now().UnixNano()), "small", nil), metav1.CreateOptions{})
+		if apierrors.IsMethodNotSupported(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other server still accepts creates: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok := other.Resource(widgets); !ok {
+		t.Fatal("the other server stopped serving the terminating kind")
+	}
+	// Its garbage collector completes the deletion.
+	for {
+		if _, ok := other.Resource(widgets); !ok {
+			if _, err := s.Get(ctx, CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the CRD was not removed by the other server's garbage collector")
+		}
+		other.kickGC()
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -84,10 +85,19 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 
 		upd := cur.DeepCopy()
 		fins := upd.GetFinalizers()
-		if gvr == NamespaceResource {
+		switch gvr {
+		case NamespaceResource:
 			fins = addFinalizer(fins, NamespaceFinalizer)
 			if err := unstructured.SetNestedField(upd.Object, string(corev1.NamespaceTerminating), "status", "phase"); err != nil {
 				return nil, false, apierrors.NewInternalError(err)
+			}
+		case CRDResource:
+			if cur.GetDeletionTimestamp() == nil {
+				fins = addFinalizer(fins, apiextensionsv1.CustomResourceCleanupFinalizer)
+				if err := setCRDCondition(upd.Object, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionPending",
+					"CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon", s.opts.Now()); err != nil {
+					return nil, false, apierrors.NewInternalError(err)
+				}
 			}
 		}
 		switch policy {
@@ -135,6 +145,9 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 			return nil, false, storeError(err, gr, name)
 		}
 		upd.SetResourceVersion(fmt.Sprint(rev))
+		if sv.hooks != nil {
+			sv.hooks.committed(ctx, s, upd.Object, cur.Object)
+		}
 		s.kickGC()
 		return upd, false, nil
 	}

@@ -107,6 +107,7 @@ func TestCRDServesAndStops(t *testing.T) {
 	if err := s.Delete(ctx, CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	settle(t, s)
 	if _, ok := s.Resource(widgets); ok {
 		t.Fatal("widgets still served after the CRD was deleted")
 	}

@@ -116,7 +116,7 @@ func (s *Service) sweep(ctx context.Context) (bool, error) {
 			dependents[ref.UID] = append(dependents[ref.UID], o)
 		}
 	}
-	changed := false
+	changed := s.cleanupCRDs(ctx, all)
 	for _, o := range all {
 		c, err := s.collect(ctx, o, byUID, dependents, namespaces)
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

@@ -67,6 +67,9 @@ type served struct {
 	// fields are the top-level fields of a built-in kind; others are dropped
 	// (and reported to fieldValidation), as typed decoding would.
 	fields map[string]bool
+	// terminating is set when the kind's CRD is being deleted: its objects
+	// are being deleted, and creates are refused.
+	terminating bool
 }
 
 // kindHooks lets a built-in kind take part in writes.

@@ -151,6 +151,11 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err != nil {
 		return nil, nil, err
 	}
+	if sv.terminating {
+		err := apierrors.NewMethodNotSupported(gvr.GroupResource(), "create")
+		err.ErrStatus.Message = "create not allowed while custom resource definition is terminating"
+		return nil, nil, err
+	}
 	dry, err := dryRun(opts.DryRun)
 	if err != nil {
 		return nil, nil, err

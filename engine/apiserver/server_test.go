@@ -244,9 +244,31 @@ func TestDiscovery(t *testing.T) {
 	if !strings.Contains(string(b), "dev.setpoint.example.v1.Widget") {
 		t.Errorf("openapi v2 lacks the Widget definition")
 	}
-	// Deleting the CRD stops serving the kind.
-	ts.mustDo(t, 200, request{method: "DELETE", path: crdPath + "/widgets.example.setpoint.dev"})
-	ts.mustDo(t, 404, request{path: widgetsPath})
+	// Deleting the CRD leaves it terminating while its objects go (one
+	// waits for its finalizer): the kind stays served, creates are refused.
+	ts.mustDo(t, http.StatusCreated, request{method: "POST", path: widgetsPath,
+		body: `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"held","finalizers":["example.setpoint.dev/hold"]},"spec":{"name":"W","size":"small"}}`})
+	b = ts.mustDo(t, 200, request{method: "DELETE", path: crdPath + "/widgets.example.setpoint.dev"})
+	if !strings.Contains(string(b), `"deletionTimestamp"`) || !strings.Contains(string(b), "customresourcecleanup.apiextensions.k8s.io") {
+		t.Errorf("DELETE of the CRD answered %s, want it terminating with the cleanup finalizer", b)
+	}
+	code, b, _ = ts.do(t, request{method: "POST", path: widgetsPath, body: widgetJSON("late", "small", nil)})
+	if code != http.StatusMethodNotAllowed || !strings.Contains(string(b), "terminating") {
+		t.Errorf("create while the CRD is terminating = %d %s, want 405", code, b)
+	}
+	waitFor(t, "the object to be deleting", func() bool {
+		b := ts.mustDo(t, 200, request{path: widgetsPath + "/held"})
+		return strings.Contains(string(b), `"deletionTimestamp"`)
+	})
+	ts.mustDo(t, 200, request{path: widgetsPath})
+	ts.mustDo(t, 200, request{method: "PATCH", path: widgetsPath + "/held", contentType: "application/merge-patch+json",
+		body: `{"metadata":{"finalizers":null}}`})
+	// Then the CRD goes, and the kind with it.
+	waitFor(t, "the kind to stop being served", func() bool {
+		code, _, _ := ts.do(t, request{path: widgetsPath})
+		return code == http.StatusNotFound
+	})
+	ts.mustDo(t, 404, request{path: crdPath + "/widgets.example.setpoint.dev"})
 	if b := ts.mustDo(t, 200, request{path: "/apis"}); strings.Contains(string(b), "example.setpoint.dev") {
 		t.Errorf("/apis still lists the group: %s", b)
 	}
@@ -478,5 +500,17 @@ func TestKubectlApplyWatchWait(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("kubectl get -w saw %v, want ADDED, MODIFIED and DELETED", seen)
 		}
+	}
+}
+
+// waitFor polls cond for up to 10 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
