@@ -38,6 +38,10 @@
 //     of live watchers (both under hub.mu); it fans each group out with
 //     non-blocking sends and ends any watcher whose buffer is full with
 //     store.ErrWatcherTooSlow, so a slow watcher never blocks a writer.
+//   - one drain goroutine per live watcher whose small channel is full
+//     (watch.go): it moves the events the notifier set aside for the watcher
+//     (at most WatchBuffer) into the channel, in order, and exits when none
+//     is left or the watcher ends; it then owns closing the channel.
 //   - one catch-up goroutine per new watcher (watch.go): replays history from
 //     the ring or from disk into the watcher's channel, then registers it with
 //     the notifier and exits.

@@ -22,8 +22,9 @@ type Options struct {
 	// Default: 1 minute. Negative disables background compaction.
 	CompactionInterval time.Duration
 
-	// WatchBuffer is the capacity of each watcher's channel; a live watcher
-	// whose channel is full is ended with store.ErrWatcherTooSlow. Default: 256.
+	// WatchBuffer is how many events each live watcher may have waiting; one
+	// further behind is ended with store.ErrWatcherTooSlow. The first 16 wait
+	// in its channel, the rest in a buffer grown on demand. Default: 256.
 	WatchBuffer int
 	// EventRing is how many recent events are kept in memory for watchers
 	// that start slightly behind. Default: 4096.

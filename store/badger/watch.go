@@ -30,12 +30,27 @@ func newHub(size int, rev int64) *hub {
 	return &hub{ring: make([]store.Event, size), low: rev + 1, notified: rev, live: make(map[*watcher]struct{})}
 }
 
-// watcher is one running watch. ch is closed exactly once, by end, under
-// hub.mu.
+// watchChan is the capacity of a watcher's channel. It is small, so that an
+// idle watcher costs little: a live watcher that falls further behind keeps
+// the rest of its WatchBuffer events in pending, grown on demand, and a
+// drain goroutine of its own moves them into the channel until it has
+// caught up.
+const watchChan = 16
+
+// watcher is one running watch. ch is closed exactly once, under hub.mu: by
+// end, or by the drain goroutine when one is running.
 type watcher struct {
 	db     *DB
 	prefix string
 	ch     chan store.Event
+	// spare is how many events pending may hold: WatchBuffer beyond the
+	// channel's capacity.
+	spare int
+	// pending holds the events that did not fit in ch, in order, while
+	// draining; guarded by hub.mu.
+	pending  []store.Event
+	draining bool          // a drain goroutine owns sends on ch and its close; guarded by hub.mu
+	cut      chan struct{} // closed by end while draining, to wake the drain goroutine
 	// start: events at or below it are not sent. Set before the watcher
 	// goes live; read by the notifier under hub.mu.
 	start    int64
@@ -75,7 +90,12 @@ func (h *hub) endLocked(w *watcher, err error) {
 	w.ended = true
 	w.err = err
 	delete(h.live, w)
-	close(w.ch)
+	if w.draining {
+		w.pending = nil // dropped: the consumer resumes from what it got
+		close(w.cut)    // the drain goroutine closes ch
+	} else {
+		close(w.ch)
+	}
 	if w.stopCtx != nil {
 		w.stopCtx() // the context no longer needs to stop this watcher
 	}
@@ -107,14 +127,56 @@ func (h *hub) publish(events []store.Event) {
 			if ev.Revision() <= w.start || !strings.HasPrefix(ev.Object.Key, w.prefix) {
 				continue
 			}
-			select {
-			case w.ch <- ev:
-			default:
-				h.endLocked(w, store.ErrWatcherTooSlow)
+			if !w.draining {
+				select {
+				case w.ch <- ev:
+					continue
+				default:
+				}
 			}
-			if w.ended {
+			if len(w.pending) >= w.spare {
+				h.endLocked(w, store.ErrWatcherTooSlow)
 				break
 			}
+			w.pending = append(w.pending, ev)
+			if !w.draining {
+				w.draining = true
+				w.cut = make(chan struct{})
+				w.db.watchers.Add(1)
+				go w.db.drain(w)
+			}
+		}
+	}
+}
+
+// drain is a live watcher's drain goroutine: it moves the pending events
+// into the channel, in order, and exits once none is left, or closes the
+// channel and exits once the watcher has ended.
+func (db *DB) drain(w *watcher) {
+	defer db.watchers.Done()
+	h := db.hub
+	for {
+		h.mu.Lock()
+		if w.ended {
+			w.draining = false
+			close(w.ch)
+			h.mu.Unlock()
+			return
+		}
+		if len(w.pending) == 0 {
+			w.draining = false
+			w.pending = nil // an idle watcher keeps no buffer
+			h.mu.Unlock()
+			return
+		}
+		ev := w.pending[0]
+		w.pending[0] = store.Event{}
+		w.pending = w.pending[1:]
+		cut := w.cut
+		h.mu.Unlock()
+		select {
+		case w.ch <- ev:
+		case <-cut:
 		}
 	}
 }
@@ -151,7 +213,8 @@ func (db *DB) Watch(ctx context.Context, prefix string, fromRevision int64) (sto
 	w := &watcher{
 		db:     db,
 		prefix: prefix,
-		ch:     make(chan store.Event, db.opts.WatchBuffer),
+		ch:     make(chan store.Event, min(db.opts.WatchBuffer, watchChan)),
+		spare:  max(db.opts.WatchBuffer-watchChan, 0),
 		start:  fromRevision,
 		stop:   make(chan struct{}),
 	}
