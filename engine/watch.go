@@ -171,9 +171,28 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 		defer t.Stop()
 		tick = t.C
 	}
+	if sel.empty() {
+		sel = nil // matches at once
+	}
+	// handle sends what a store event (or the end of the store watch) means
+	// for this watch; false ends the watch.
+	events := sw.Events()
+	handle := func(ev store.Event, ok bool) bool {
+		if !ok {
+			if err := sw.Err(); err != nil && !errors.Is(err, store.ErrClosed) {
+				st := storeError(err, sv.GVR.GroupResource(), "").(apierrors.APIStatus).Status()
+				send(watch.Event{Type: watch.Error, Object: &st})
+			}
+			return false
+		}
+		rev = ev.Revision()
+		out, ok := convertEvent(s.watchDecode, sv, sel, ev)
+		return !ok || send(out)
+	}
+	done := ctx.Done()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-done:
 			return
 		case sink = <-sinkCh:
 			sinkCh = nil
@@ -181,21 +200,22 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 			if !send(bookmark(rev, false)) {
 				return
 			}
-		case ev, ok := <-sw.Events():
-			if !ok {
-				if err := sw.Err(); err != nil && !errors.Is(err, store.ErrClosed) {
-					st := storeError(err, sv.GVR.GroupResource(), "").(apierrors.APIStatus).Status()
-					send(watch.Event{Type: watch.Error, Object: &st})
+		case ev, ok := <-events:
+			if !handle(ev, ok) {
+				return
+			}
+			// Take the events already waiting one by one: a receive alone
+			// costs much less than the select above, which locks every
+			// channel it waits on.
+			for more := true; more; {
+				select {
+				case ev, ok := <-events:
+					if !handle(ev, ok) {
+						return
+					}
+				default:
+					more = false
 				}
-				return
-			}
-			rev = ev.Revision()
-			out, ok := convertEvent(s.watchDecode, sv, sel, ev)
-			if !ok {
-				continue
-			}
-			if !send(out) {
-				return
 			}
 		}
 	}
