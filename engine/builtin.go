@@ -110,7 +110,7 @@ func newBuiltin(gvr schema.GroupVersionResource, kind, singular string, namespac
 	sst.statusOnly = true
 	columns = append(columns, apiextensionsv1.CustomResourceColumnDefinition{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"})
 	table, _ := tableconvertor.New(columns)
-	return &served{
+	sv := &served{
 		Resource: Resource{
 			GVR: gvr, Kind: kind, ListKind: kind + "List", Singular: singular,
 			ShortNames: shortNames, Namespaced: namespaced, Status: hasStatus, Builtin: true,
@@ -122,6 +122,8 @@ func newBuiltin(gvr schema.GroupVersionResource, kind, singular string, namespac
 		hooks:          hooks,
 		fields:         fieldSet(fields),
 	}
+	sv.prefix = storedPrefix(sv)
+	return sv
 }
 
 func fieldSet(fields []string) map[string]bool {

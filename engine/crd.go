@@ -146,7 +146,7 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 
 		st := customresource.NewStrategy(unstructuredscheme.NewUnstructuredObjectTyper(), namespaced, gvk,
 			validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
-		out = append(out, &served{
+		sv := &served{
 			Resource: Resource{
 				GVR:        gvr,
 				Kind:       names.Kind,
@@ -165,7 +165,9 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 			preserveUnknown: crd.Spec.PreserveUnknownFields,
 			table:           table,
 			scale:           scaleV1,
-		})
+		}
+		sv.prefix = storedPrefix(sv)
+		out = append(out, sv)
 	}
 	return out, nil
 }

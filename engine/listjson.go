@@ -39,7 +39,7 @@ func (s *Service) ListJSON(ctx context.Context, gvr schema.GroupVersionResource,
 		Continue:        res.Continue,
 		Items:           make([][]byte, 0, len(res.Items)),
 	}
-	prefix := storedPrefix(sv)
+	prefix := sv.storedPrefix()
 	for i := range res.Items {
 		b, err := itemJSON(sv, prefix, &res.Items[i])
 		if err != nil {
@@ -60,6 +60,14 @@ func storedPrefix(sv *served) []byte {
 	p = append(p, `,"kind":`...)
 	p = append(p, kind...)
 	return append(p, `,"metadata":{`...)
+}
+
+// storedPrefix returns sv.prefix, computing it when sv was built without.
+func (sv *served) storedPrefix() []byte {
+	if sv.prefix != nil {
+		return sv.prefix
+	}
+	return storedPrefix(sv)
 }
 
 var resourceVersionField = []byte(`"resourceVersion"`)
@@ -99,7 +107,7 @@ func itemJSON(sv *served, prefix []byte, kv *store.KeyValue) ([]byte, error) {
 // version (the caller then encodes the object itself). encode drops the
 // resourceVersion, so the document has none of its own.
 func servedJSON(sv *served, stored []byte, rev int64) []byte {
-	prefix := storedPrefix(sv)
+	prefix := sv.storedPrefix()
 	v := bytes.TrimRight(stored, " \t\r\n")
 	if !bytes.HasPrefix(v, prefix) || len(v) == len(prefix) {
 		return nil

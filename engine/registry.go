@@ -67,6 +67,9 @@ type served struct {
 	// fields are the top-level fields of a built-in kind; others are dropped
 	// (and reported to fieldValidation), as typed decoding would.
 	fields map[string]bool
+	// prefix is how documents encode stores at this version begin
+	// (storedPrefix), nil in served values built by hand.
+	prefix []byte
 	// terminating is set when the kind's CRD is being deleted: its objects
 	// are being deleted, and creates are refused.
 	terminating bool

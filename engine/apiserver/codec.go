@@ -160,7 +160,11 @@ func writeObject(w http.ResponseWriter, r *http.Request, code int, v any) {
 
 // readBody reads a request body of at most max bytes.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	size := 512
+	if n := r.ContentLength; n > 0 && n < max {
+		size = int(n) + 1 // room to read the end without growing
+	}
+	b, err := readAll(http.MaxBytesReader(w, r.Body, max), size)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the request body is larger than %d bytes", max))
@@ -169,6 +173,24 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("read request body: %v", err))
 	}
 	return b, nil
+}
+
+// readAll is io.ReadAll starting with a buffer of size bytes.
+func readAll(r io.Reader, size int) ([]byte, error) {
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // mediaType returns the media type of the request body.

@@ -1,9 +1,11 @@
 package apiserver
 
 import (
+	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestBodyLimits(t *testing.T) {
@@ -71,4 +73,22 @@ func depth(v any) int {
 		return d + 1
 	}
 	return 0
+}
+
+func TestReadAll(t *testing.T) {
+	for _, n := range []int{0, 1, 511, 512, 513, 1024, 5000} {
+		data := strings.Repeat("x", n)
+		for _, size := range []int{1, 512, n + 1, n / 2} {
+			if size < 1 {
+				size = 1
+			}
+			got, err := readAll(iotest.OneByteReader(strings.NewReader(data)), size)
+			if err != nil || string(got) != data {
+				t.Errorf("readAll of %d bytes with a %d-byte buffer: %d bytes, %v", n, size, len(got), err)
+			}
+		}
+	}
+	if _, err := readAll(iotest.ErrReader(io.ErrUnexpectedEOF), 8); err != io.ErrUnexpectedEOF {
+		t.Errorf("readAll error = %v", err)
+	}
 }
