@@ -2,15 +2,16 @@
 // the on-disk compilation cache, module validation, one instance pool per
 // loaded plugin version, the sandbox limits (memory cap, call deadline with
 // preemption, host-call budget), the host functions (log, get, list, emit
-// event) checked against each plugin's permissions, both guest ABIs (the
-// native ABI of sdk/guest and the Extism ABI through extism/go-sdk), and the
-// Registry that hot-swaps plugin versions by name.
+// event, and create, update, patch and delete outside admission) checked
+// against each plugin's permissions, both guest ABIs (the native ABI of
+// sdk/guest and the Extism ABI through extism/go-sdk), and the Registry that
+// hot-swaps plugin versions by name.
 //
 // The engine calls a plugin through interfaces it declares; *Plugin and
 // *Handle have the methods it needs (Reconcile, Admit, Finalize). Reads of
-// objects go through ObjectReader and events through EventRecorder, both
-// declared here and implemented by the server: host imports sdk/abi,
-// wazero and extism, never the engine or the store.
+// objects go through ObjectReader, writes through ObjectWriter and events
+// through EventRecorder, all declared here and implemented by the server:
+// host imports sdk/abi, wazero and extism, never the engine or the store.
 //
 // # Threads
 //

@@ -20,7 +20,9 @@ type Options struct {
 	// Logger receives plugin logs (host function log) and host diagnostics.
 	// Default: slog.Default().
 	Logger *slog.Logger
-	// Objects serves the get and list host functions. Nil denies them.
+	// Objects serves the get and list host functions, and the write host
+	// functions (create, update, patch, delete) when it also implements
+	// ObjectWriter. Nil denies them all.
 	Objects ObjectReader
 	// Events records events emitted by plugins. Nil logs them instead.
 	Events EventRecorder
