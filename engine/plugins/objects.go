@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -28,14 +30,27 @@ import (
 type Objects struct {
 	svc *engine.Service
 	log *slog.Logger
+	// recent maps an event's aggregation key to the Event last stored for
+	// it (see RecordEvent).
+	recent *cache.LRUExpireCache
 }
+
+// Events a plugin emits again aggregate into the Event recorded before, as
+// Kubernetes' event recorders do: same plugin, object, type, reason and
+// message within eventAggregationWindow add to its count and move its
+// lastTimestamp instead of adding an Event.
+const (
+	eventAggregationWindow = 10 * time.Minute
+	// eventAggregationKeys bounds the memory of recent events.
+	eventAggregationKeys = 4096
+)
 
 // NewObjects returns the host-function adapters over svc.
 func NewObjects(svc *engine.Service, log *slog.Logger) *Objects {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Objects{svc: svc, log: log}
+	return &Objects{svc: svc, log: log, recent: cache.NewLRUExpireCache(eventAggregationKeys)}
 }
 
 func (o *Objects) resource(apiVersion, kind string) (engine.Resource, error) {
@@ -112,6 +127,22 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 		typ = corev1.EventTypeNormal
 	}
 	now := metav1.Now()
+	key := strings.Join([]string{plugin, regarding.UID, ns, regarding.Kind, regarding.Name, typ, ev.Reason, ev.Message}, "\x00")
+	if prev, ok := o.recent.Get(key); ok {
+		next := prev.(*unstructured.Unstructured).DeepCopy()
+		count, _, _ := unstructured.NestedInt64(next.Object, "count")
+		next.Object["count"] = max(count, 1) + 1
+		next.Object["lastTimestamp"] = now.UTC().Format(time.RFC3339)
+		stored, err := o.svc.Update(ctx, engine.EventResource, next, metav1.UpdateOptions{})
+		if err == nil {
+			o.recent.Add(key, stored, eventAggregationWindow)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("plugins: record event: %w", err)
+		}
+		// Deleted, or counted by a concurrent call meanwhile: record anew.
+	}
 	e := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      strings.ToLower(regarding.Name + "." + rand.String(10)),
@@ -132,9 +163,11 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 	u := &unstructured.Unstructured{Object: m}
 	u.SetAPIVersion("v1")
 	u.SetKind("Event")
-	if _, err := o.svc.Create(ctx, engine.EventResource, u, metav1.CreateOptions{}); err != nil {
+	stored, err := o.svc.Create(ctx, engine.EventResource, u, metav1.CreateOptions{})
+	if err != nil {
 		return fmt.Errorf("plugins: record event: %w", err)
 	}
+	o.recent.Add(key, stored, eventAggregationWindow)
 	return nil
 }
 
