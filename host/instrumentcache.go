@@ -3,9 +3,12 @@ package host
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -60,6 +63,25 @@ func (h *Host) remember(digest string, b []byte) {
 	}
 	h.instrumented[digest] = b
 	h.order = append(h.order, digest)
+}
+
+// ForgetModule drops the cached instrumented form of the module with
+// digest, in memory and on disk, once the module is deleted for good.
+// Versions already loaded keep running. wazero's compilation cache in the
+// same dir is wazero's own (its files are named by wazero's hash of the
+// code, not by digest) and is left alone.
+func (h *Host) ForgetModule(digest string) {
+	h.mu.Lock()
+	if _, ok := h.instrumented[digest]; ok {
+		delete(h.instrumented, digest)
+		h.order = slices.DeleteFunc(h.order, func(d string) bool { return d == digest })
+	}
+	h.mu.Unlock()
+	if path := h.instrumentedPath(digest); path != "" {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			h.opts.Logger.Warn("cannot remove a cached instrumented module", "digest", digest, "err", err.Error())
+		}
+	}
 }
 
 // instrumentedPath is the file of the instrumented form of the module with

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -61,5 +62,58 @@ func TestInstrumentedCacheOnDisk(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "tmp-*"))
 	if len(files) != 0 {
 		t.Fatalf("temporary files left: %v", files)
+	}
+}
+
+// TestForgetModule: forgetting a module drops its instrumented form from
+// memory and disk, leaves other modules' alone, and a later load rebuilds
+// it.
+func TestForgetModule(t *testing.T) {
+	ctx := context.Background()
+	h, err := New(Options{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	gone := guestModule(guestSpec{reconcile: spinUnless(nestedLoops)})
+	kept := append(append([]byte{}, gone...), 0, 5, 3, 'g', 'c', '1', 'x') // a custom section: another digest
+	for _, wasm := range [][]byte{gone, kept} {
+		p, err := h.Load(ctx, "guest", wasm, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
+	}
+	cached := func(wasm []byte) (inMemory, onDisk bool) {
+		h.mu.Lock()
+		_, inMemory = h.instrumented[Digest(wasm)]
+		h.mu.Unlock()
+		_, onDisk = readInstrumented(h.instrumentedPath(Digest(wasm)))
+		return inMemory, onDisk
+	}
+	if m, d := cached(gone); !m || !d {
+		t.Fatalf("before: in memory %v, on disk %v", m, d)
+	}
+	h.ForgetModule(Digest(gone))
+	if m, d := cached(gone); m || d {
+		t.Fatalf("forgotten module: in memory %v, on disk %v", m, d)
+	}
+	if m, d := cached(kept); !m || !d {
+		t.Fatalf("other module: in memory %v, on disk %v", m, d)
+	}
+	h.mu.Lock()
+	order := slices.Clone(h.order)
+	h.mu.Unlock()
+	if slices.Contains(order, Digest(gone)) || len(order) != 1 {
+		t.Fatalf("order = %v", order)
+	}
+	h.ForgetModule(Digest(gone)) // twice is fine
+	p, err := h.Load(ctx, "guest", gone, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if m, d := cached(gone); !m || !d {
+		t.Fatalf("reloaded: in memory %v, on disk %v", m, d)
 	}
 }
