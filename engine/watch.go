@@ -80,7 +80,7 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 	}
 	ow := &objectWatch{
 		ch:     make(chan watch.Event),
-		sinkCh: make(chan func(watch.Event) bool),
+		sinkCh: make(chan sink),
 		cancel: cancel,
 		done:   make(chan struct{}),
 	}
@@ -94,25 +94,32 @@ var _ watch.Interface = (*objectWatch)(nil)
 // once Deliver has handed it one, the sink.
 type objectWatch struct {
 	ch     chan watch.Event
-	sinkCh chan func(watch.Event) bool // Deliver's hand-over to the goroutine
+	sinkCh chan sink // Deliver's hand-over to the goroutine
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
+// sink is where a watch in sink mode sends its events; see Deliver.
+type sink struct {
+	send func(watch.Event) bool
+	end  func()
+}
+
 func (w *objectWatch) ResultChan() <-chan watch.Event { return w.ch }
 
-// Deliver makes the watch call fn with each further event instead of
-// sending it on ResultChan: fn is called from the watch's goroutine, in
-// order, must not block, and ends the watch by returning false. ResultChan
-// is still closed when the watch ends, after the last call. Deliver returns
-// once the watch has taken fn, or has ended; it is meant to be called once,
-// before anything is received from ResultChan. It saves a consumer that
-// only queues events (the WebSocket server) a goroutine and a hand-off per
-// event.
-func (w *objectWatch) Deliver(fn func(watch.Event) bool) {
+// Deliver makes the watch call send with each further event instead of
+// sending it on ResultChan: send is called from the watch's goroutine, in
+// order, must not block, and ends the watch by returning false. When the
+// watch ends, end is called once, after the last send (at once, by Deliver,
+// if the watch has already ended), and ResultChan is closed. Deliver is
+// meant to be called once, before anything is received from ResultChan. It
+// saves a consumer that only queues events (the WebSocket server) a
+// goroutine and a hand-off per event.
+func (w *objectWatch) Deliver(send func(watch.Event) bool, end func()) {
 	select {
-	case w.sinkCh <- fn:
+	case w.sinkCh <- sink{send: send, end: end}:
 	case <-w.done:
+		end()
 	}
 }
 
@@ -124,23 +131,28 @@ func (w *objectWatch) Stop() {
 
 func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.Watcher, sel *selector,
 	initial []unstructured.Unstructured, rev int64, opts metav1.ListOptions, endMarker bool) {
+	var out sink // set by Deliver
 	defer close(w.done)
+	defer func() {
+		if out.end != nil {
+			out.end()
+		}
+	}()
 	defer close(w.ch)
 	defer sw.Stop()
 	defer w.cancel()
 
-	var sink func(watch.Event) bool // set by Deliver
 	sinkCh := w.sinkCh
 	send := func(ev watch.Event) bool {
-		if sink != nil {
-			return sink(ev)
+		if out.send != nil {
+			return out.send(ev)
 		}
 		select {
 		case w.ch <- ev:
 			return true
-		case sink = <-sinkCh:
+		case out = <-sinkCh:
 			sinkCh = nil
-			return sink(ev)
+			return out.send(ev)
 		case <-ctx.Done():
 			return false
 		}
@@ -186,15 +198,15 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 			return false
 		}
 		rev = ev.Revision()
-		out, ok := convertEvent(s.watchDecode, sv, sel, ev)
-		return !ok || send(out)
+		wev, ok := convertEvent(s.watchDecode, sv, sel, ev)
+		return !ok || send(wev)
 	}
 	done := ctx.Done()
 	for {
 		select {
 		case <-done:
 			return
-		case sink = <-sinkCh:
+		case out = <-sinkCh:
 			sinkCh = nil
 		case <-tick:
 			if !send(bookmark(rev, false)) {

@@ -14,7 +14,8 @@ import (
 // TestWatchDeliver checks the sink mode of a watch: after Deliver, the
 // initial events and then the changes reach the sink, in order, and nothing
 // reaches the result channel; a sink that returns false ends the watch,
-// which closes the result channel and calls the sink no more.
+// which calls end once, closes the result channel and calls the sink no
+// more.
 func TestWatchDeliver(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
@@ -25,11 +26,15 @@ func TestWatchDeliver(t *testing.T) {
 	}
 	defer w.Stop()
 	got := make(chan watch.Event, 16)
-	calls := 0
+	calls, ends := 0, 0
+	ended := make(chan struct{})
 	w.(*objectWatch).Deliver(func(ev watch.Event) bool {
 		calls++
 		got <- ev
 		return calls < 3 // the third event is the last one taken
+	}, func() {
+		ends++
+		close(ended)
 	})
 	next := func() watch.Event {
 		t.Helper()
@@ -61,22 +66,22 @@ func TestWatchDeliver(t *testing.T) {
 		t.Fatalf("event %s %s, want MODIFIED a", ev.Type, name(ev))
 	}
 	select {
-	case _, ok := <-w.ResultChan():
-		if ok {
-			t.Fatal("result channel gave an event in sink mode")
-		}
+	case <-ended:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the watch did not end when the sink returned false")
 	}
+	if _, ok := <-w.ResultChan(); ok {
+		t.Fatal("result channel gave an event in sink mode")
+	}
 	mustCreate(t, s, widget("c", "small", nil))
-	time.Sleep(50 * time.Millisecond)
-	if calls != 3 {
-		t.Fatalf("sink called %d times, want 3", calls)
+	w.Stop()
+	if calls != 3 || ends != 1 {
+		t.Fatalf("sink called %d times and end %d, want 3 and 1", calls, ends)
 	}
 }
 
 // TestWatchDeliverAfterEnd checks that Deliver does not wait for a watch
-// that has already ended.
+// that has already ended, and calls end itself.
 func TestWatchDeliverAfterEnd(t *testing.T) {
 	s := newService(t)
 	w, err := s.Watch(context.Background(), widgets, "default", metav1.ListOptions{})
@@ -85,13 +90,17 @@ func TestWatchDeliverAfterEnd(t *testing.T) {
 	}
 	w.Stop()
 	done := make(chan struct{})
+	ends := 0
 	go func() {
-		w.(*objectWatch).Deliver(func(watch.Event) bool { return true })
+		w.(*objectWatch).Deliver(func(watch.Event) bool { return true }, func() { ends++ })
 		close(done)
 	}()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Deliver blocked on a stopped watch")
+	}
+	if ends != 1 {
+		t.Fatalf("end called %d times, want 1", ends)
 	}
 }

@@ -28,15 +28,26 @@ var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return
 // per flush instead of one per event, which is most of a watch's CPU under
 // fan-out. gorilla keeps writing the control frames (ping, pong, close)
 // through Write; mu makes each of those and each batch whole on the wire.
+//
+// Once a close frame has gone out, writeMessages fails: nothing may follow
+// it on the wire.
 type frameConn struct {
 	net.Conn
 
-	mu sync.Mutex // held across each write to Conn
+	mu        sync.Mutex // held across each write to Conn; guards closeSent
+	closeSent bool
 }
+
+// closeFrame is the first byte of a close frame (FIN, opcode 8); gorilla
+// writes each control frame in one Write.
+const closeFrame = 0x88
 
 func (c *frameConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(p) > 0 && p[0] == closeFrame {
+		c.closeSent = true
+	}
 	return c.Conn.Write(p)
 }
 
@@ -53,6 +64,9 @@ func (c *frameConn) writeMessages(msgs [][]byte, timeout time.Duration) error {
 	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closeSent {
+		return errCloseSent
+	}
 	if err := c.Conn.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
 		return fmt.Errorf("wswatch: write: %w", err)
 	}

@@ -61,16 +61,20 @@
 //
 // # Goroutines
 //
-// For each connection, Serve runs on the request's goroutine and writes to
-// the socket (events, pings, the close frame). It starts the reader, which
-// reads control frames (pongs, close) and ends the session when the client
-// goes away. Events reach the connection's bounded queue (a mutex-guarded
-// slice, empty and unallocated while idle) in one of two ways: a watch with a
-// Deliver method (the engine's) calls the session's deliver function from
-// its own goroutine, which encodes the event and queues it without blocking;
-// any other watch gets a third goroutine, the pump, which reads the result
-// channel and does the same. Serve waits for the goroutines it started
-// before it returns. The queue is the only state they share.
+// For each connection, Serve runs on the request's goroutine, which reads
+// the client's control frames (pongs, close) until the session ends. Events
+// reach the connection's bounded queue (a mutex-guarded slice, empty and
+// unallocated while idle) in one of two ways: a watch with a Deliver method
+// (the engine's) calls the session's deliver function from its own
+// goroutine, which encodes the event and queues it without blocking; any
+// other watch gets a pump goroutine that reads the result channel and does
+// the same. A push into a queue that has no writer starts the writer
+// goroutine, which writes until it finds the queue empty and exits; a timer
+// sends the pings, and the close frame is written by whichever part ends
+// the session (the writer after the last event or on overflow, the
+// shutdown). An idle connection therefore holds one goroutine (the
+// request's) besides its watch's. Serve stops what it started and waits for
+// it before it returns.
 //
 // # Cost under fan-out
 //

@@ -11,4 +11,7 @@ var (
 	// ErrBadOrigin is returned by New for an AllowedOrigins entry that is not
 	// a plain scheme://host[:port].
 	ErrBadOrigin = errors.New("wswatch: bad allowed origin")
+
+	// errCloseSent is a write of events after the close frame.
+	errCloseSent = errors.New("wswatch: write after the close frame")
 )

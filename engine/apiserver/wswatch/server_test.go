@@ -65,17 +65,25 @@ func (w *chanWatch) stopped() bool {
 // channel only closes when the watch ends.
 type sinkWatch struct {
 	*chanWatch
-	set chan struct{} // closed by Deliver
-	fn  func(watch.Event) bool
+	set   chan struct{} // closed by Deliver
+	fn    func(watch.Event) bool
+	endFn func()
 }
 
 func newSinkWatch() *sinkWatch {
 	return &sinkWatch{chanWatch: newChanWatch(0), set: make(chan struct{})}
 }
 
-func (w *sinkWatch) Deliver(fn func(watch.Event) bool) {
-	w.fn = fn
+func (w *sinkWatch) Deliver(fn func(watch.Event) bool, end func()) {
+	w.fn, w.endFn = fn, end
 	close(w.set)
+}
+
+// end ends the watch as the engine's does: end, then the channel closes.
+func (w *sinkWatch) end() {
+	<-w.set
+	w.endFn()
+	close(w.ch)
 }
 
 // send calls the sink with ev, as the watch's goroutine would; false means

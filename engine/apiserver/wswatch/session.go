@@ -1,0 +1,304 @@
+package wswatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// session is one connection. The request's goroutine reads (control frames
+// from the client) until the session ends; a writer goroutine runs only
+// while there are events to write, so an idle connection has no goroutine
+// of its own besides the request's and its watch's.
+type session struct {
+	s        *Server
+	c        *websocket.Conn
+	bc       *frameConn      // c's connection; nil if the upgrader hijacked around it
+	shutdown context.Context // the request's: done when the server stops or the request times out
+	q        *queue
+
+	writers   sync.WaitGroup // the writer goroutine, while one runs
+	lastWrite time.Time      // owned by the running writer; handed on through q
+
+	mu       sync.Mutex // guards the fields below; held while a ping or the close frame is written
+	finished bool       // the session is over: no more pings, no close frame
+	closed   bool       // the close frame was sent, or the connection failed
+	code     int        // the close code sent; 0 for none
+	err      error      // why the session ended, for the log
+	ping     *time.Timer
+}
+
+// serve starts the watch, reads until the session ends, then stops what it
+// started and waits for it. It returns the close code sent (0 for none)
+// and the session's error.
+//
+// Events reach the queue in one of two ways. A watch that implements
+// [deliverer] (the engine's) calls deliver itself, from its own goroutine.
+// Any other watch gets a pump goroutine that receives from the result
+// channel and calls deliver. A push into a queue without a writer starts
+// one; the writer exits when it finds nothing more to write.
+//
+// The session ends when the reader returns: the client went away or was
+// silent too long, or a close frame was sent (the watch ended, the client
+// was too slow, the server is stopping) and the client answered it or
+// CloseGrace passed.
+func (ss *session) serve(ctx context.Context, cancel context.CancelFunc, start StartFunc) (int, error) {
+	o := &ss.s.opts
+	wi, err := start(ctx)
+	if err != nil {
+		msg, encErr := o.Encode(errorEvent(err))
+		switch {
+		case encErr != nil:
+			ss.close(websocket.CloseInternalServerErr, "encode error", encErr)
+		default:
+			if werr := ss.writeBatch([][]byte{msg}); werr != nil {
+				ss.fail(werr)
+			} else {
+				ss.close(websocket.CloseNormalClosure, reasonEnded, fmt.Errorf("wswatch: start watch: %w", err))
+			}
+		}
+		ss.read()
+		return ss.finish()
+	}
+	var pumpDone chan struct{}
+	if d, ok := wi.(deliverer); ok {
+		d.Deliver(ss.deliver, ss.end)
+	} else {
+		pumpDone = make(chan struct{})
+		go ss.pump(ctx, wi, pumpDone)
+	}
+	ss.mu.Lock()
+	ss.ping = time.AfterFunc(o.PingInterval, ss.sendPing)
+	ss.mu.Unlock()
+	stopShutdown := context.AfterFunc(ss.shutdown, func() {
+		code, reason := ss.endCode()
+		ss.close(code, reason, nil)
+	})
+
+	ss.read()
+
+	stopShutdown()
+	code, err := ss.finish()
+	cancel()
+	wi.Stop()
+	if pumpDone != nil {
+		<-pumpDone
+	}
+	ss.writers.Wait()
+	return code, err
+}
+
+// finish ends the session: no more pings or close frames, and the
+// connection is closed (a writer blocked on it returns at once).
+func (ss *session) finish() (int, error) {
+	ss.mu.Lock()
+	ss.finished = true
+	if ss.ping != nil {
+		ss.ping.Stop()
+	}
+	code, err := ss.code, ss.err
+	ss.mu.Unlock()
+	_ = ss.c.Close()
+	return code, err
+}
+
+// read consumes control frames until the client goes away, stays silent
+// past PingInterval+PongTimeout, or, once the close frame is sent, answers
+// it or lets CloseGrace pass.
+func (ss *session) read() {
+	c, o := ss.c, &ss.s.opts
+	silent := o.PingInterval + o.PongTimeout
+	c.SetReadLimit(o.ReadLimit)
+	extend := func() {
+		ss.mu.Lock()
+		if !ss.closed {
+			_ = c.SetReadDeadline(time.Now().Add(silent))
+		}
+		ss.mu.Unlock()
+	}
+	extend()
+	c.SetPongHandler(func(string) error { extend(); return nil })
+	for {
+		if _, _, err := c.NextReader(); err != nil {
+			return
+		}
+		extend()
+	}
+}
+
+// close sends the close frame with code and reason, once, and gives the
+// client CloseGrace to answer before the reader gives up; err is the
+// session's error for the log.
+func (ss *session) close(code int, reason string, err error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.finished || ss.closed {
+		return
+	}
+	ss.closed, ss.code, ss.err = true, code, err
+	o := &ss.s.opts
+	msg := websocket.FormatCloseMessage(code, reason)
+	if werr := ss.c.WriteControl(websocket.CloseMessage, msg, time.Now().Add(o.WriteTimeout)); werr != nil {
+		_ = ss.c.Close() // no use waiting for an answer
+		return
+	}
+	_ = ss.c.SetReadDeadline(time.Now().Add(o.CloseGrace))
+}
+
+// fail ends the session after a write error, without a close frame.
+func (ss *session) fail(err error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.finished || ss.closed {
+		return // the close frame went first; the reader waits for the answer
+	}
+	ss.closed, ss.err = true, err
+	_ = ss.c.Close()
+}
+
+// sendPing is the ping timer's function; it sets the timer again.
+func (ss *session) sendPing() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.finished || ss.closed {
+		return
+	}
+	o := &ss.s.opts
+	if err := ss.c.WriteControl(websocket.PingMessage, nil, time.Now().Add(o.WriteTimeout)); err != nil {
+		ss.closed, ss.err = true, fmt.Errorf("wswatch: ping: %w", err)
+		_ = ss.c.Close()
+		return
+	}
+	ss.ping.Reset(o.PingInterval)
+}
+
+// endCode is the close code for a watch that ended while the client was
+// still there: 1001 when the server is stopping (the request's context was
+// canceled), 1000 otherwise (the watch or the request timed out).
+func (ss *session) endCode() (int, string) {
+	if err := ss.shutdown.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return websocket.CloseGoingAway, reasonGoingAway
+	}
+	return websocket.CloseNormalClosure, reasonEnded
+}
+
+// deliverer is a watch that can hand its events to a function instead of
+// sending them on its result channel, which saves a goroutine per
+// connection and a hand-off per event. Deliver returns once the watch has
+// taken send and end; from then on the watch calls send with each event, in
+// order, from one goroutine, stops when send returns false, and calls end
+// once when it ends, after the last send (at once if it has already ended).
+type deliverer interface {
+	Deliver(send func(watch.Event) bool, end func())
+}
+
+// deliver encodes ev and queues it for the writer. It does not block; it
+// returns false once the watch must stop (the queue overflowed, or an
+// event could not be encoded and an ERROR event ended the stream).
+func (ss *session) deliver(ev watch.Event) bool {
+	msg, err := ss.s.cache.encode(ev, ss.s.opts.Encode)
+	if err != nil {
+		if msg, err = ss.s.opts.Encode(errorEvent(err)); err == nil {
+			ss.push(msg)
+		}
+		ss.end()
+		return false
+	}
+	return ss.push(msg)
+}
+
+func (ss *session) push(msg []byte) bool {
+	ok, start := ss.q.push(msg)
+	if start {
+		ss.startWriter()
+	}
+	return ok
+}
+
+// end tells the writer that the watch ended: what is queued is written,
+// then the close frame.
+func (ss *session) end() {
+	if ss.q.end() {
+		ss.startWriter()
+	}
+}
+
+func (ss *session) startWriter() {
+	ss.writers.Add(1)
+	go ss.write()
+}
+
+// write is the writer goroutine: it writes what is queued, in batches at
+// least WriteInterval apart (under a steady stream each write carries all
+// that arrived meanwhile, while an event after a quiet spell goes out at
+// once), and exits when the queue is empty, after the close frame when the
+// watch ended, or on the first error.
+func (ss *session) write() {
+	defer ss.writers.Done()
+	o := &ss.s.opts
+	for {
+		if wait := o.WriteInterval - time.Since(ss.lastWrite); wait > 0 {
+			time.Sleep(wait)
+		}
+		items, ended, overflow, idle := ss.q.take()
+		switch {
+		case idle:
+			return
+		case overflow:
+			ss.close(CloseTooSlow, reasonTooSlow, ErrTooSlow)
+			return
+		}
+		if len(items) > 0 {
+			if err := ss.writeBatch(items); err != nil {
+				ss.fail(err)
+				return
+			}
+			ss.lastWrite = time.Now()
+		}
+		if ended {
+			code, reason := ss.endCode()
+			ss.close(code, reason, nil)
+			return
+		}
+	}
+}
+
+// writeBatch writes msgs, gathered into as few connection writes as
+// their size allows.
+func (ss *session) writeBatch(msgs [][]byte) error {
+	if ss.bc != nil {
+		return ss.bc.writeMessages(msgs, ss.s.opts.WriteTimeout)
+	}
+	for _, msg := range msgs {
+		_ = ss.c.SetWriteDeadline(time.Now().Add(ss.s.opts.WriteTimeout))
+		if err := ss.c.WriteMessage(websocket.TextMessage, msg); err != nil {
+			return fmt.Errorf("wswatch: write: %w", err)
+		}
+	}
+	return nil
+}
+
+// pump moves events from a watch that is not a deliverer to the queue
+// until the watch ends, ctx ends or the queue overflows.
+func (ss *session) pump(ctx context.Context, wi watch.Interface, done chan<- struct{}) {
+	defer close(done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				ss.end()
+				return
+			}
+			if !ss.deliver(ev) {
+				return
+			}
+		}
+	}
+}
