@@ -59,9 +59,9 @@ func (r *ReconcileRequest) decode(b []byte, alias bool) error {
 	var children map[string][]RawJSON
 	var config map[string]string
 	if alias {
+		// rawListMap and strMapInto clear them (the former after taking
+		// the backing array of the old lists).
 		children, config = r.Children, r.Config
-		clear(children)
-		clear(config)
 	}
 	*r = ReconcileRequest{}
 	d := decoder{b: b, alias: alias}

@@ -481,17 +481,32 @@ func (d *decoder) strList() []string {
 	return l
 }
 
-func (d *decoder) rawList() []RawJSON {
-	var l []RawJSON
+func (d *decoder) rawList() []RawJSON { return d.rawListInto(nil) }
+
+// rawListInto appends the elements of an array to l; an empty array gives
+// nil.
+func (d *decoder) rawListInto(l []RawJSON) []RawJSON {
 	for first := d.open('['); d.element(first); first = false {
 		l = append(l, d.raw())
+	}
+	if len(l) == 0 {
+		return nil
 	}
 	return l
 }
 
 // rawListMap reads an object of arrays. m, when not nil, is cleared and
-// filled instead of a new map; in alias mode the keys alias the input.
+// filled instead of a new map, and the largest list it held lends its
+// backing array to the new lists, one after the other, each capped at its
+// length so that appending to one cannot overwrite the next. In alias mode
+// the keys alias the input.
 func (d *decoder) rawListMap(m map[string][]RawJSON) map[string][]RawJSON {
+	var spare []RawJSON
+	for _, l := range m {
+		if cap(l) > cap(spare) {
+			spare = l[:0]
+		}
+	}
 	clear(m)
 	for first := d.open('{'); ; first = false {
 		k, ok := d.member(first)
@@ -502,7 +517,13 @@ func (d *decoder) rawListMap(m map[string][]RawJSON) map[string][]RawJSON {
 			m = make(map[string][]RawJSON)
 		}
 		key := d.aliasStr(k)
-		m[key] = d.rawList()
+		l := d.rawListInto(spare)
+		if n := len(l); n > 0 && n <= cap(spare) && &l[0] == &spare[:1][0] {
+			spare = spare[n:n] // l took the front of spare
+		} else {
+			spare = nil
+		}
+		m[key] = l[:len(l):len(l)]
 	}
 	return m
 }

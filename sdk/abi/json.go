@@ -65,7 +65,7 @@ func (r RawJSON) Get(path ...string) (RawJSON, bool) {
 				return nil, false
 			}
 			ks := i + 1
-			j, escaped := stringEnd(b, ks)
+			j, escaped := keyEnd(b, ks)
 			if j >= len(b) {
 				return nil, false
 			}
@@ -140,6 +140,19 @@ func stringEnd(b []byte, i int) (end int, escaped bool) {
 	for i < len(b) && b[i] == '\\' {
 		escaped = true
 		i = quoteOrEscape(b, i+2)
+	}
+	return i, escaped
+}
+
+// keyEnd is stringEnd for keys, which are short: a plain loop, small
+// enough to be inlined, costs less there than the word-at-a-time scan.
+func keyEnd(b []byte, i int) (end int, escaped bool) {
+	for i < len(b) && b[i] != '"' {
+		if b[i] == '\\' {
+			escaped = true
+			i++
+		}
+		i++
 	}
 	return i, escaped
 }
@@ -219,10 +232,11 @@ func (r RawJSON) View(path ...string) string {
 		return ""
 	}
 	inner := v[1 : len(v)-1]
-	if quoteOrEscape(inner, 0) < len(inner) {
-		// An escape (a quote inside a valid string is escaped too).
-		d := decoder{b: v}
-		return d.str()
+	for _, c := range inner {
+		if c == '\\' {
+			d := decoder{b: v}
+			return d.str()
+		}
 	}
 	if len(inner) == 0 {
 		return ""
@@ -291,7 +305,7 @@ func (r RawJSON) Fields(keys []string, vals []RawJSON) {
 			return
 		}
 		ks := i + 1
-		j, escaped := stringEnd(b, ks)
+		j, escaped := keyEnd(b, ks)
 		if j >= len(b) {
 			return
 		}
