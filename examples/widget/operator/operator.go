@@ -52,6 +52,13 @@ func Capacity(size string) (int64, bool) {
 // nil), injected so tests see fixed timestamps.
 type Operator struct {
 	Now func() time.Time
+	// Reuse makes Reconcile build every response in one buffer kept across
+	// calls, so that a call allocates nothing: a response is then valid
+	// only until the next call. The Wasm guest (examples/widget/plugin)
+	// sets it, since a guest serves one call at a time and the SDK encodes
+	// each response before the next call; concurrent callers must not.
+	Reuse bool
+	reply *reply
 }
 
 // Handlers returns the handlers to register with the SDK's glue.
@@ -70,12 +77,15 @@ func (op *Operator) now() time.Time {
 // looked up in one pass over the object (abi.RawJSON.Fields).
 var (
 	widgetMembers = []string{"metadata", "spec", "status"}
-	childMembers  = []string{"metadata", "spec"}
+	metaMembers   = []string{"name", "namespace"}
+	specMembers   = []string{"size", "name"}
+	statusMembers = []string{"capacity", "lastProvisioned"}
+	childSpec     = []string{"size", "capacity"}
 )
 
 // reply is a response with room for its one child and the encoded status
-// and child, allocated once per call: inside a Wasm guest each allocation
-// costs several times what it costs natively.
+// and child, allocated once per call (or once, with Reuse): inside a Wasm
+// guest each allocation costs several times what it costs natively.
 type reply struct {
 	resp     abi.ReconcileResponse
 	children [1]abi.RawJSON
@@ -92,28 +102,35 @@ type reply struct {
 // buffer: this runs inside a Wasm guest, where every scan, call and
 // allocation costs several times the native figure.
 func (op *Operator) Reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
-	var top [3]abi.RawJSON
+	var top, meta, spec, status [3]abi.RawJSON
 	req.Object.Fields(widgetMembers, top[:])
-	meta, spec, status := top[0], top[1], top[2]
+	top[0].Fields(metaMembers, meta[:])
+	top[1].Fields(specMembers, spec[:])
 	// View does not copy: the strings alias the request, which outlives the
 	// handler's use of them (they are written into the response below).
-	name := meta.View("name")
-	size := spec.View("size")
+	name := meta[0].View()
+	size := spec[0].View()
 	capacity, ok := Capacity(size)
 	if !ok {
 		return nil, plugin.Terminal(fmt.Errorf("%w, not %q", ErrInvalidSize, size))
 	}
-	r := new(reply)
+	r := op.reply
+	if r == nil || !op.Reuse {
+		r = new(reply)
+		if op.Reuse {
+			op.reply = r
+		}
+	}
 	var o abi.Object
 	o.Reset(r.buf[:0])
 	o.Str("apiVersion", ChildAPIVersion).
 		Str("kind", ChildKind).
 		Begin("metadata").
-		Str("name", name).Str("namespace", meta.View("namespace")).
+		Str("name", name).Str("namespace", meta[1].View()).
 		Begin("labels").Str("example.setpoint.dev/widget", name).End().
 		End().
 		Begin("spec").
-		Str("widget", spec.View("name")).Str("size", size).Int("capacity", capacity).
+		Str("widget", spec[1].View()).Str("size", size).Int("capacity", capacity).
 		End()
 	child := o.Bytes()
 	// The status follows the child in the same buffer; the child's slice is
@@ -122,12 +139,14 @@ func (op *Operator) Reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.Re
 	child = child[:len(child):len(child)]
 
 	state := StateProvisioning
-	prevCapacity := status.Int("capacity")
-	last := status.View("lastProvisioned")
-	var c [2]abi.RawJSON
+	top[2].Fields(statusMembers, status[:])
+	prevCapacity := status[0].Int()
+	last := status[1].View()
+	var c, cs [2]abi.RawJSON
 	for _, obj := range req.Children[ChildKey] {
-		obj.Fields(childMembers, c[:])
-		if c[0].View("name") == name && c[1].View("size") == size && c[1].Int("capacity") == capacity {
+		obj.Fields(widgetMembers[:2], c[:])
+		c[1].Fields(childSpec, cs[:])
+		if c[0].View("name") == name && cs[0].View() == size && cs[1].Int() == capacity {
 			state = StateReady
 		}
 	}

@@ -11,7 +11,9 @@ import (
 )
 
 func init() {
-	op := &operator.Operator{}
+	// A guest serves one call at a time and the SDK encodes each response
+	// before the next call, so the operator may reuse its buffers.
+	op := &operator.Operator{Reuse: true}
 	guest.Register(op.Handlers())
 }
 
