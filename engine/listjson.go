@@ -94,7 +94,7 @@ func itemJSON(sv *served, prefix []byte, kv *store.KeyValue) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := u.MarshalJSON()
+	b, err := MarshalJSON(u)
 	if err != nil {
 		return nil, err
 	}

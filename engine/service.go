@@ -193,7 +193,11 @@ func encode(obj *unstructured.Unstructured) ([]byte, error) {
 	rv := obj.GetResourceVersion()
 	obj.SetResourceVersion("")
 	obj.SetSelfLink("")
-	b, err := obj.MarshalJSON()
+	b, ok := marshalObject(obj.Object)
+	var err error
+	if !ok {
+		b, err = obj.MarshalJSON()
+	}
 	obj.SetResourceVersion(rv)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))

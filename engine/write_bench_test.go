@@ -126,3 +126,20 @@ func processCPU() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkEncode measures encoding a 1 KiB Widget to its stored form.
+func BenchmarkEncode(b *testing.B) {
+	ctx := context.Background()
+	s := newService(b)
+	obj, err := s.Create(ctx, widgets, paddedWidget("w"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	defer reportCPU(b)()
+	for range b.N {
+		if _, err := encode(obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -29,7 +29,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	var err error
 	switch o := v.(type) {
 	case *unstructured.Unstructured:
-		b, err = o.MarshalJSON()
+		b, err = engine.MarshalJSON(o)
 	case *unstructured.UnstructuredList:
 		b, err = o.MarshalJSON()
 	default:
