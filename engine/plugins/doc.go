@@ -31,12 +31,19 @@
 // status's Loaded condition says why. `setpoint plugin install` does both
 // steps.
 //
+// Modules no Plugin uses (in spec.module.digest or status.loadedDigest) are
+// deleted after a grace period by the ModuleGC; GET ModulesPath lists the
+// stored modules and their users, DELETE ModulesPath/sha256:... deletes an
+// unused one at once.
+//
 // # Threads
 //
 // Manager.Run runs one engine/controller Controller for the Plugin kind
 // itself (its worker loads modules and writes status) inside a
 // controller.Manager it owns, next to the controllers of the plugins'
-// reconcile bindings, and returns once all of them have stopped. The
+// reconcile bindings, and the ModuleGC's loop (one pass every
+// ModuleGCInterval; the passes and explicit deletes are serialized by the
+// ModuleGC's mutex), and returns once all of them have stopped. The
 // Admitter holds an immutable snapshot of the admission bindings behind an
 // atomic pointer; the Manager replaces the snapshot after each change, so a
 // write in flight finishes with the bindings it started with.

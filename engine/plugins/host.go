@@ -24,6 +24,13 @@ type Host interface {
 	Caller(name string) Caller
 }
 
+// ModuleForgetter is implemented by a Host that caches what it derived from
+// a module under the module's digest; the ModuleGC calls it when it deletes
+// the module.
+type ModuleForgetter interface {
+	ForgetModule(digest string)
+}
+
 // Caller calls one plugin's exports.
 type Caller interface {
 	Reconcile(ctx context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error)

@@ -64,6 +64,14 @@ type Options struct {
 	// StatusInterval is how often a Plugin's call counters are written to
 	// its status (only when they changed). Default 10s.
 	StatusInterval time.Duration
+	// ModuleGCGrace is how long a module no Plugin uses stays stored (see
+	// ModuleGC). Default DefaultModuleGCGrace.
+	ModuleGCGrace time.Duration
+	// ModuleGCInterval is how often the ModuleGC looks for unused modules.
+	// Default half of ModuleGCGrace, at most a minute.
+	ModuleGCInterval time.Duration
+	// Now is the ModuleGC's clock. Default time.Now.
+	Now func() time.Time
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -76,6 +84,7 @@ type Manager struct {
 	log  *slog.Logger
 	adm  *Admitter
 	met  *metrics
+	gc   *ModuleGC
 
 	// mu guards plugins and pending.
 	mu      sync.Mutex
@@ -111,21 +120,49 @@ func New(opts Options) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.ModuleGCGrace <= 0 {
+		opts.ModuleGCGrace = DefaultModuleGCGrace
+	}
+	if opts.ModuleGCInterval <= 0 {
+		opts.ModuleGCInterval = min(opts.ModuleGCGrace/2, time.Minute)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	log := opts.Logger
 	met, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{opts: opts, log: log, met: met, adm: newAdmitter(log), plugins: map[string]*loaded{}, pending: map[string]bool{}}, nil
+	m := &Manager{opts: opts, log: log, met: met, adm: newAdmitter(log), plugins: map[string]*loaded{}, pending: map[string]bool{}}
+	m.gc = newModuleGC(opts, m.running, log)
+	return m, nil
+}
+
+// ModuleGC is the garbage collector of modules; Run runs it.
+func (m *Manager) ModuleGC() *ModuleGC { return m.gc }
+
+// running maps the digest of each module the manager runs to the Plugins
+// it runs it for.
+func (m *Manager) running() map[string][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]string{}
+	for name, l := range m.plugins {
+		if l.digest != "" {
+			out[l.digest] = append(out[l.digest], name)
+		}
+	}
+	return out
 }
 
 // Admitter is the admission chain of the loaded plugins; install it with
 // engine.Service.SetAdmitter.
 func (m *Manager) Admitter() *Admitter { return m.adm }
 
-// Run registers the Plugin kind and follows Plugin objects until ctx is
-// done. It returns after its controller stopped; the binding controllers
-// belong to Options.Controllers.
+// Run registers the Plugin kind and follows Plugin objects, and runs the
+// ModuleGC, until ctx is done. It returns after its controller and the
+// ModuleGC stopped; the binding controllers belong to Options.Controllers.
 func (m *Manager) Run(ctx context.Context) error {
 	if err := EnsureKind(ctx, m.opts.Service); err != nil {
 		return err
@@ -149,7 +186,14 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("plugins: %w", err)
 	}
-	return c.Run(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = m.gc.Run(ctx) })
+	err = c.Run(ctx)
+	cancel()
+	wg.Wait()
+	return err
 }
 
 // reconcile brings one Plugin's module and bindings in line with its spec.

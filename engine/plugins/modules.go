@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"sync"
 
 	"github.com/setpoint-dev/setpoint/store"
 )
@@ -17,12 +19,22 @@ var modulePrefix = store.ResourcePrefix(Group, "modules", "")
 // Modules is the content-addressed module store: module bytes kept in the
 // object store under their sha256 digest, so a restart needs nothing else.
 // It is safe for concurrent use.
+//
+// Modules are removed only by the ModuleGC. To keep an upload from being
+// undone by a deletion decided before it, every upload marks its digest
+// (Put, Touch) and a deletion names the mark it decided on: the mark and
+// the delete are serialized by mu, so a module uploaded again after the
+// decision is kept.
 type Modules struct {
 	st store.Store
+
+	mu    sync.Mutex // guards seq and marks; held across a delete's check and write
+	seq   uint64
+	marks map[string]uint64 // digest → seq of its last upload in this process
 }
 
 // NewModules returns the module store over st.
-func NewModules(st store.Store) *Modules { return &Modules{st: st} }
+func NewModules(st store.Store) *Modules { return &Modules{st: st, marks: map[string]uint64{}} }
 
 func moduleKey(digest string) string {
 	return modulePrefix + strings.TrimPrefix(digest, "sha256:")
@@ -31,6 +43,7 @@ func moduleKey(digest string) string {
 // Put stores wasm under digest, which the caller computed from wasm. It
 // reports whether the module was new; storing a module again is a no-op.
 func (m *Modules) Put(ctx context.Context, digest string, wasm []byte) (created bool, err error) {
+	m.touch(digest)
 	if _, err := m.st.Create(ctx, moduleKey(digest), wasm); err != nil {
 		if errors.Is(err, store.ErrAlreadyExists) {
 			return false, nil
@@ -38,6 +51,37 @@ func (m *Modules) Put(ctx context.Context, digest string, wasm []byte) (created 
 		return false, fmt.Errorf("plugins: store module %s: %w", digest, err)
 	}
 	return true, nil
+}
+
+// Touch reports whether digest is stored and, when it is, counts as an
+// upload of it: the garbage collector's grace period starts again.
+func (m *Modules) Touch(ctx context.Context, digest string) (bool, error) {
+	m.touch(digest)
+	if _, err := m.Get(ctx, digest); err != nil {
+		if errors.Is(err, ErrModuleNotFound) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// touch marks an upload of digest. It comes before the store is read or
+// written, so a delete either sees the mark or finishes before the upload
+// looks.
+func (m *Modules) touch(digest string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seq++
+	m.marks[digest] = m.seq
+}
+
+// mark returns the mark of digest's last upload in this process, 0 when
+// there was none.
+func (m *Modules) mark(digest string) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.marks[digest]
 }
 
 // Get returns the module stored under digest, or ErrModuleNotFound.
@@ -50,4 +94,65 @@ func (m *Modules) Get(ctx context.Context, digest string) ([]byte, error) {
 		return nil, fmt.Errorf("plugins: read module %s: %w", digest, err)
 	}
 	return kv.Value, nil
+}
+
+// StoredModule is a module in the store.
+type StoredModule struct {
+	Digest string
+	Size   int
+}
+
+// List returns the stored modules by digest. It reads every module's bytes
+// to size them but keeps none.
+func (m *Modules) List(ctx context.Context) ([]StoredModule, error) {
+	var out []StoredModule
+	opts := store.ListOptions{Filter: func(key string, value []byte) bool {
+		out = append(out, StoredModule{Digest: "sha256:" + strings.TrimPrefix(key, modulePrefix), Size: len(value)})
+		return false
+	}}
+	for {
+		res, err := m.st.List(ctx, modulePrefix, opts)
+		if err != nil {
+			return nil, fmt.Errorf("plugins: list modules: %w", err)
+		}
+		if res.Continue == "" {
+			break
+		}
+		opts.Continue = res.Continue
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Digest < out[j].Digest })
+	return out, nil
+}
+
+// errUploadedAgain: the module was uploaded again after the deletion was
+// decided; it is kept.
+var errUploadedAgain = errors.New("plugins: module uploaded again")
+
+// remove deletes digest unless it was uploaded again since its upload mark
+// was mark (errUploadedAgain). It returns the module as it was, so that a
+// caller who finds it still in use can restore it.
+func (m *Modules) remove(ctx context.Context, digest string, mark uint64) (*store.KeyValue, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.marks[digest] != mark {
+		return nil, errUploadedAgain
+	}
+	kv, _, err := m.st.Delete(ctx, moduleKey(digest), 0)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %s", ErrModuleNotFound, digest)
+		}
+		return nil, fmt.Errorf("plugins: delete module %s: %w", digest, err)
+	}
+	delete(m.marks, digest)
+	return kv, nil
+}
+
+// restore stores a removed module again; a module uploaded again in the
+// meantime is as good.
+func (m *Modules) restore(ctx context.Context, kv *store.KeyValue) error {
+	if _, err := m.st.Create(ctx, kv.Key, kv.Value); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
+		return fmt.Errorf("plugins: restore module %s: %w", kv.Key, err)
+	}
+	return nil
 }

@@ -17,7 +17,8 @@ import (
 )
 
 // ModulesPath is where modules are uploaded (POST, the bytes as
-// application/wasm) and read back (GET ModulesPath/sha256:...).
+// application/wasm), listed (GET), read back (GET ModulesPath/sha256:...)
+// and deleted (DELETE ModulesPath/sha256:...).
 const ModulesPath = "/apis/" + Group + "/" + Version + "/modules"
 
 // DefaultMaxModuleBytes bounds an uploaded module.
@@ -29,6 +30,10 @@ type UploadOptions struct {
 	Modules *Modules
 	// Host checks a module before it is accepted. Required.
 	Host Host
+	// GC lists modules with their users and deletes unused ones (GET
+	// ModulesPath, DELETE ModulesPath/sha256:...). Without it those answer
+	// 405.
+	GC *ModuleGC
 	// MaxBytes bounds a module. Default DefaultMaxModuleBytes.
 	MaxBytes int64
 	// Logger; slog.Default() when nil.
@@ -53,7 +58,13 @@ type ModuleInfo struct {
 // it must match the bytes. The module is compiled and checked by the host
 // before it is stored; a refused module gets 422 with the host's reason. The
 // answer is 201 with a ModuleInfo, or 200 when the same module was stored
-// already. GET ModulesPath/sha256:... returns the bytes.
+// already. Uploading a stored module again starts its garbage-collection
+// grace period again. GET ModulesPath/sha256:... returns the bytes.
+//
+// GET ModulesPath lists the stored modules as a ModuleList: digest, size
+// and the Plugins using each. DELETE ModulesPath/sha256:... deletes a module
+// no Plugin uses, at once: 200 with its ModuleInfo, 409 naming the Plugins
+// that use it, 404 when it is not stored.
 func NewUploadHandler(opts UploadOptions) http.Handler {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxModuleBytes
@@ -70,17 +81,23 @@ func (h *uploadHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest, _ := strings.CutPrefix(r.URL.Path, ModulesPath)
 	switch {
 	case rest == "" || rest == "/":
-		if r.Method != http.MethodPost {
+		switch {
+		case r.Method == http.MethodPost:
+			h.upload(w, r)
+		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && h.opts.GC != nil:
+			h.list(w, r)
+		default:
 			writeStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "upload a module with POST "+ModulesPath+" (Content-Type: application/wasm)")
-			return
 		}
-		h.upload(w, r)
 	case strings.HasPrefix(rest, "/"):
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			writeStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "modules are immutable: only GET is allowed")
-			return
+		switch {
+		case r.Method == http.MethodGet || r.Method == http.MethodHead:
+			h.get(w, r, rest[1:])
+		case r.Method == http.MethodDelete && h.opts.GC != nil:
+			h.delete(w, r, rest[1:])
+		default:
+			writeStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "modules are immutable: only GET and DELETE are allowed")
 		}
-		h.get(w, r, rest[1:])
 	default:
 		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "not found")
 	}
@@ -126,7 +143,7 @@ func (h *uploadHandler) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if _, err := h.opts.Modules.Get(ctx, digest); err == nil {
+	if stored, err := h.opts.Modules.Touch(ctx, digest); err == nil && stored {
 		writeJSON(w, http.StatusOK, ModuleInfo{APIVersion: Group + "/" + Version, Kind: "Module", Digest: digest, Size: len(wasm)})
 		return
 	}
@@ -172,6 +189,46 @@ func (h *uploadHandler) get(w http.ResponseWriter, r *http.Request, digest strin
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodGet {
 		_, _ = w.Write(wasm)
+	}
+}
+
+// ModuleList is the answer to GET ModulesPath.
+type ModuleList struct {
+	APIVersion string        `json:"apiVersion"`
+	Kind       string        `json:"kind"`
+	Items      []ModuleUsage `json:"items"`
+}
+
+func (h *uploadHandler) list(w http.ResponseWriter, r *http.Request) {
+	items, err := h.opts.GC.Usage(r.Context())
+	if err != nil {
+		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, ModuleList{APIVersion: Group + "/" + Version, Kind: "ModuleList", Items: items})
+}
+
+func (h *uploadHandler) delete(w http.ResponseWriter, r *http.Request, digest string) {
+	if !validDigest(digest) {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("%q is not sha256: and 64 lower-case hex digits", digest))
+		return
+	}
+	size, err := h.opts.GC.Delete(r.Context(), digest)
+	var inUse *ModuleInUseError
+	switch {
+	case errors.As(err, &inUse):
+		msg := "module " + digest + " was uploaded again while it was being deleted"
+		if len(inUse.Plugins) > 0 {
+			msg = "module " + digest + " is used by Plugins " + strings.Join(inUse.Plugins, ", ")
+		}
+		writeStatus(w, http.StatusConflict, metav1.StatusReasonConflict, msg)
+	case errors.Is(err, ErrModuleNotFound):
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "no module "+digest+" is stored")
+	case err != nil:
+		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, ModuleInfo{APIVersion: Group + "/" + Version, Kind: "Module", Digest: digest, Size: size})
 	}
 }
 
