@@ -63,6 +63,12 @@ func (a hostAdapter) Remove(name string) { a.reg.Remove(name) }
 
 func (a hostAdapter) Caller(name string) plugins.Caller { return a.reg.Handle(name) }
 
+// ForgetModule drops the host's cached instrumented form of a deleted
+// module.
+func (a hostAdapter) ForgetModule(digest string) { a.h.ForgetModule(digest) }
+
+var _ plugins.ModuleForgetter = hostAdapter{}
+
 // pluginAPI is the API with plugins live in it: the module upload endpoint
 // in front of the Kubernetes-compatible API, and the plugin manager and the
 // controllers of reconcile bindings running with the API's loops.
@@ -80,8 +86,9 @@ type pluginAPI struct {
 // in dataDir/wasm-cache), the module store, the plugin manager as the
 // admission chain, and the controller manager. Browsers on allowedOrigins
 // may open WebSocket watches besides the server's own origin; a Plugin's
-// call counters reach its status every statusInterval.
-func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval time.Duration, promReg prometheus.Registerer) (apiHandler, error) {
+// call counters reach its status every statusInterval; a module no Plugin
+// uses is deleted after moduleGCGrace.
+func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer) (apiHandler, error) {
 	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins})
 	if err != nil {
 		return nil, err
@@ -109,7 +116,7 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 	mgr, err := plugins.New(plugins.Options{
 		Service: svc, Modules: modules, Host: adapter, Controllers: ctrls,
 		Metrics: ctrlMetrics, Registerer: promReg,
-		StatusInterval: statusInterval, Logger: log.With("component", "plugins"),
+		StatusInterval: statusInterval, ModuleGCGrace: moduleGCGrace, Logger: log.With("component", "plugins"),
 	})
 	if err != nil {
 		_ = h.Close()
@@ -119,7 +126,7 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 	return &pluginAPI{
 		api: api,
 		upload: plugins.NewUploadHandler(plugins.UploadOptions{
-			Modules: modules, Host: adapter, Logger: log.With("component", "modules"),
+			Modules: modules, Host: adapter, GC: mgr.ModuleGC(), Logger: log.With("component", "modules"),
 		}),
 		host: h, registry: reg, manager: mgr, ctrls: ctrls, log: log,
 	}, nil

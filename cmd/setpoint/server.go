@@ -21,6 +21,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
+	"github.com/setpoint-dev/setpoint/engine/plugins"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
@@ -43,6 +44,7 @@ type serverOptions struct {
 	historyMinAge             time.Duration
 	historyCompactionInterval time.Duration
 	pluginStatusInterval      time.Duration
+	moduleGCGrace             time.Duration
 }
 
 func newServerCommand() *cobra.Command {
@@ -94,6 +96,7 @@ signal exits at once.`,
 	f.DurationVar(&o.historyMinAge, "history-min-age", 5*time.Minute, "how much recent history, by age, background compaction keeps at least")
 	f.DurationVar(&o.historyCompactionInterval, "history-compaction-interval", time.Minute, "how often background compaction looks for history to drop")
 	f.DurationVar(&o.pluginStatusInterval, "plugin-status-interval", 10*time.Second, "how often each Plugin's call and error counts are written to its status (only when they changed)")
+	f.DurationVar(&o.moduleGCGrace, "module-gc-grace", plugins.DefaultModuleGCGrace, "how long an uploaded module that no Plugin uses (in spec.module.digest or status.loadedDigest) is kept before it is deleted; the time is counted in memory, so a restart starts it again")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -214,7 +217,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	}()
 
 	metrics := serving.NewMetrics()
-	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, metrics.Registry())
+	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry())
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
 	}
@@ -333,6 +336,9 @@ func (o *serverOptions) validate() error {
 	}
 	if o.pluginStatusInterval <= 0 {
 		return fmt.Errorf("--plugin-status-interval %v: want a positive duration", o.pluginStatusInterval)
+	}
+	if o.moduleGCGrace <= 0 {
+		return fmt.Errorf("--module-gc-grace %v: want a positive duration", o.moduleGCGrace)
 	}
 	return nil
 }

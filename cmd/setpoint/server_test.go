@@ -132,6 +132,8 @@ func TestServerFlagsValidate(t *testing.T) {
 		{name: "negative interval", args: []string{"--history-compaction-interval", "-1s"}, wantErr: "--history-compaction-interval -1s: want a positive duration"},
 		{name: "short plugin status interval", args: []string{"--plugin-status-interval", "250ms"}},
 		{name: "zero plugin status interval", args: []string{"--plugin-status-interval", "0s"}, wantErr: "--plugin-status-interval 0s: want a positive duration"},
+		{name: "short module gc grace", args: []string{"--module-gc-grace", "1s"}},
+		{name: "zero module gc grace", args: []string{"--module-gc-grace", "0s"}, wantErr: "--module-gc-grace 0s: want a positive duration"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,6 +147,7 @@ func TestServerFlagsValidate(t *testing.T) {
 				o.historyMinAge, _ = c.Flags().GetDuration("history-min-age")
 				o.historyCompactionInterval, _ = c.Flags().GetDuration("history-compaction-interval")
 				o.pluginStatusInterval, _ = c.Flags().GetDuration("plugin-status-interval")
+				o.moduleGCGrace, _ = c.Flags().GetDuration("module-gc-grace")
 				return nil
 			}
 			cmd.SetArgs(append([]string{"--data-dir", t.TempDir()}, tc.args...))
