@@ -70,7 +70,7 @@ func (r *ReconcileRequest) decode(b []byte, alias bool) error {
 		d.fail("expected an object")
 		return d.err
 	}
-	for first := d.open('{'); ; first = false {
+	for first, open := true, d.open('{'); open; first = false {
 		k, ok := d.member(first)
 		if !ok {
 			break

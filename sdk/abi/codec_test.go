@@ -433,3 +433,30 @@ func TestParseInt(t *testing.T) {
 		}
 	}
 }
+
+// TestNullMembers decodes null where objects and arrays are expected,
+// followed by more members: null reads as empty and consumes nothing else.
+func TestNullMembers(t *testing.T) {
+	in := []byte(`{"attempt":1,"children":null,"config":null,"object":{"a":1}}`)
+	for _, alias := range []bool{false, true} {
+		var r ReconcileRequest
+		if err := r.decode(in, alias); err != nil || r.Attempt != 1 || string(r.Object) != `{"a":1}` || r.Children != nil || r.Config != nil {
+			t.Errorf("request (alias %v): %v %#v", alias, err, r)
+		}
+	}
+	var a AdmissionRequest
+	err := a.UnmarshalJSON([]byte(`{"kind":null,"name":"n","userInfo":{"groups":null,"username":"u"},"config":null,"object":{}}`))
+	if err != nil || a.Name != "n" || a.User.Username != "u" || string(a.Object) != `{}` {
+		t.Errorf("admission: %v %#v", err, a)
+	}
+	var resp ReconcileResponse
+	err = resp.UnmarshalJSON([]byte(`{"status":null,"children":null,"events":null,"error":"e"}`))
+	if err != nil || resp.Error != "e" || resp.Status != nil || resp.Children != nil || resp.Events != nil {
+		t.Errorf("response: %v %#v", err, resp)
+	}
+	err = resp.UnmarshalJSON([]byte(`{"children":[null,{}],"events":[null,{"type":"Normal"}],"terminal":true}`))
+	if err != nil || !resp.Terminal || len(resp.Children) != 2 || string(resp.Children[1]) != `{}` ||
+		len(resp.Events) != 2 || resp.Events[1].Type != "Normal" {
+		t.Errorf("response with null elements: %v %#v", err, resp)
+	}
+}

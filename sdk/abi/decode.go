@@ -79,11 +79,11 @@ func (d *decoder) expect(c byte) {
 }
 
 // open starts reading a compound value that begins with c ('{' or '['):
-// it consumes the opening byte and reports true, or consumes null and
-// reports false. The members or elements are then read with member or
-// element, in a plain loop:
+// it consumes the opening byte and reports true, or consumes null (or
+// fails) and reports false. When it reports true, the members or elements
+// are read with member or element, in a plain loop:
 //
-//	for first := d.open('{'); ; first = false {
+//	for first, open := true, d.open('{'); open; first = false {
 //		key, ok := d.member(first)
 //		if !ok {
 //			break
@@ -104,9 +104,9 @@ func (d *decoder) open(c byte) bool {
 
 // member moves to the next member of the object being read and returns its
 // key, leaving the decoder on the value; it reports false after the closing
-// brace, on error, and when the object was null (first is false then). The
-// key aliases the input or d.scratch, as rawStr's result does. first must
-// be the result of open for the first member and false afterwards.
+// brace and on error. The key aliases the input or d.scratch, as rawStr's
+// result does. first is true for the first member only. Call it only after
+// open reported true: on null there is nothing to read.
 func (d *decoder) member(first bool) ([]byte, bool) {
 	if d.err != nil {
 		return nil, false
@@ -177,7 +177,7 @@ func (d *decoder) element(first bool) bool {
 // value and returns false to stop early (leaving the decoder on the value
 // after the key).
 func (d *decoder) object(fn func(d *decoder, key []byte) bool) {
-	for first := d.open('{'); ; first = false {
+	for first, open := true, d.open('{'); open; first = false {
 		key, ok := d.member(first)
 		if !ok || !fn(d, key) {
 			return
@@ -187,7 +187,7 @@ func (d *decoder) object(fn func(d *decoder, key []byte) bool) {
 
 // array reads an array (or null), calling fn to consume each element.
 func (d *decoder) array(fn func(d *decoder)) {
-	for first := d.open('['); d.element(first); first = false {
+	for first, open := true, d.open('['); open && d.element(first); first = false {
 		fn(d)
 	}
 }
@@ -442,7 +442,7 @@ func (d *decoder) strMap() map[string]string { return d.strMapInto(nil) }
 // filled instead of a new map (aliased decoding reuses its maps).
 func (d *decoder) strMapInto(m map[string]string) map[string]string {
 	clear(m)
-	for first := d.open('{'); ; first = false {
+	for first, open := true, d.open('{'); open; first = false {
 		k, ok := d.member(first)
 		if !ok {
 			break
@@ -486,7 +486,7 @@ func (d *decoder) rawList() []RawJSON { return d.rawListInto(nil) }
 // rawListInto appends the elements of an array to l; an empty array gives
 // nil.
 func (d *decoder) rawListInto(l []RawJSON) []RawJSON {
-	for first := d.open('['); d.element(first); first = false {
+	for first, open := true, d.open('['); open && d.element(first); first = false {
 		l = append(l, d.raw())
 	}
 	if len(l) == 0 {
@@ -508,7 +508,7 @@ func (d *decoder) rawListMap(m map[string][]RawJSON) map[string][]RawJSON {
 		}
 	}
 	clear(m)
-	for first := d.open('{'); ; first = false {
+	for first, open := true, d.open('{'); open; first = false {
 		k, ok := d.member(first)
 		if !ok {
 			break
@@ -541,14 +541,14 @@ func (d *decoder) skip(depth int) {
 	}
 	switch c := d.b[d.i]; {
 	case c == '{':
-		for first := d.open('{'); ; first = false {
+		for first, open := true, d.open('{'); open; first = false {
 			if _, ok := d.member(first); !ok {
 				break
 			}
 			d.skip(depth + 1)
 		}
 	case c == '[':
-		for first := d.open('['); d.element(first); first = false {
+		for first, open := true, d.open('['); open && d.element(first); first = false {
 			d.skip(depth + 1)
 		}
 	case c == '"':
