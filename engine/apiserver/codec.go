@@ -248,6 +248,9 @@ func decodeObject(r *http.Request, body []byte) (*unstructured.Unstructured, err
 	if err != nil {
 		return nil, err
 	}
+	if m, ok := decodeJSONObject(j); ok {
+		return &unstructured.Unstructured{Object: m}, nil
+	}
 	var m map[string]any
 	if err := utiljson.Unmarshal(j, &m); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid JSON object: %v", err))
