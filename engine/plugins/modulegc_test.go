@@ -408,3 +408,43 @@ func TestModulesEndpoint(t *testing.T) {
 		t.Errorf("host forgot %v, want %v", got, []string{free})
 	}
 }
+
+// TestModuleGCUploadRace runs uploads of a module past its grace period
+// against GC passes, under -race: an upload that finds the module stored
+// (or stores it) is never undone by the pass. The narrow window between a
+// pass's decision and its delete is tested deterministically in
+// TestModuleGCRestoresModuleUsedDuringDelete.
+func TestModuleGCUploadRace(t *testing.T) {
+	e := newGCEnv(t)
+	ctx := context.Background()
+	g := e.m.ModuleGC()
+	for i := range 30 {
+		wasm := []byte("module " + strings.Repeat("x", i))
+		d := e.put(t, string(wasm))
+		e.collect(t, e.m)
+		e.clock.Advance(11 * time.Minute) // the next pass deletes it, unless uploaded again
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := g.Collect(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Go(func() {
+			stored, err := e.modules.Touch(ctx, d)
+			if err == nil && !stored {
+				_, err = e.modules.Put(ctx, d, wasm)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Wait()
+		if got := e.stored(t, d); !got[0] {
+			t.Fatalf("round %d: an upload was undone by a concurrent pass", i)
+		}
+		e.collect(t, e.m) // the upload restarted the grace period
+		if got := e.stored(t, d); !got[0] {
+			t.Fatalf("round %d: deleted right after an upload", i)
+		}
+	}
+}
