@@ -132,13 +132,13 @@ func (g *ModuleGC) Collect(ctx context.Context) error {
 		return err
 	}
 	now := g.now()
-	kept := make(map[string]bool, len(stored))
+	unusedNow := make(map[string]bool, len(stored))
 	var doomed []candidate
 	for _, m := range stored {
 		if len(users[m.Digest]) > 0 {
 			continue
 		}
-		kept[m.Digest] = true
+		unusedNow[m.Digest] = true
 		mark := g.modules.mark(m.Digest)
 		s, ok := g.seen[m.Digest]
 		if !ok || s.mark != mark {
@@ -150,7 +150,7 @@ func (g *ModuleGC) Collect(ctx context.Context) error {
 		}
 	}
 	for d := range g.seen {
-		if !kept[d] {
+		if !unusedNow[d] {
 			delete(g.seen, d) // used again, or gone
 		}
 	}
