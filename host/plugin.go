@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -105,7 +106,10 @@ func (p *Plugin) Prewarm(ctx context.Context, n int) error {
 // Reconcile calls the reconcile export.
 func (p *Plugin) Reconcile(ctx context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
 	resp := new(abi.ReconcileResponse)
-	err := p.invoke(ctx, abi.ExportReconcile, plugin.HasReconcile, req.AppendJSON, func() abi.ObjectRef { return abi.RefOf(req.Object) }, resp.UnmarshalJSON)
+	// The output aliases guest memory until the next call: copy it once and
+	// let the response's members alias the copy.
+	decode := func(out []byte) error { return resp.DecodeOwned(bytes.Clone(out)) }
+	err := p.invoke(ctx, abi.ExportReconcile, plugin.HasReconcile, req.AppendJSON, func() abi.ObjectRef { return abi.RefOf(req.Object) }, decode)
 	if err != nil {
 		return nil, err
 	}

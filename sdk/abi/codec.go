@@ -107,9 +107,27 @@ func (r *ReconcileResponse) AppendJSON(b []byte) []byte {
 func (r *ReconcileResponse) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
 
 // UnmarshalJSON implements json.Unmarshaler.
-func (r *ReconcileResponse) UnmarshalJSON(b []byte) error {
+func (r *ReconcileResponse) UnmarshalJSON(b []byte) error { return r.decode(b, false) }
+
+// DecodeOwned decodes b, which the caller hands over and must not change
+// afterwards, into r. It checks b like UnmarshalJSON, but r's RawJSON
+// members alias b instead of each being copied: the host copies a guest's
+// output once and decodes that copy.
+func (r *ReconcileResponse) DecodeOwned(b []byte) error { return r.decode(b, true) }
+
+func (r *ReconcileResponse) decode(b []byte, owned bool) error {
 	*r = ReconcileResponse{}
-	return unmarshal(b, false, func(d *decoder, k []byte) bool {
+	d := decoder{b: b, owned: owned}
+	d.ws()
+	if d.i >= len(d.b) || d.b[d.i] != '{' {
+		d.fail("expected an object")
+		return d.err
+	}
+	for first, open := true, d.open('{'); open; first = false {
+		k, ok := d.member(first)
+		if !ok {
+			break
+		}
 		switch string(k) {
 		case "status":
 			r.Status = d.raw()
@@ -118,7 +136,7 @@ func (r *ReconcileResponse) UnmarshalJSON(b []byte) error {
 		case "requeueAfterMs":
 			r.RequeueAfter = time.Duration(d.int()) * time.Millisecond
 		case "events":
-			r.Events = decodeEvents(d)
+			r.Events = decodeEvents(&d)
 		case "error":
 			r.Error = d.str()
 		case "terminal":
@@ -126,8 +144,8 @@ func (r *ReconcileResponse) UnmarshalJSON(b []byte) error {
 		default:
 			d.skip(0)
 		}
-		return true
-	})
+	}
+	return d.end()
 }
 
 // AppendJSON appends the encoding of ev to b.
@@ -155,16 +173,19 @@ func (ev *Event) member(d *decoder, k []byte) bool {
 
 func decodeEvents(d *decoder) []Event {
 	var l []Event
-	d.array(func(d *decoder) {
+	for first, open := true, d.open('['); open && d.element(first); first = false {
 		var ev Event
-		d.object(func(d *decoder, k []byte) bool {
+		for f, open := true, d.open('{'); open; f = false {
+			k, ok := d.member(f)
+			if !ok {
+				break
+			}
 			if !ev.member(d, k) {
 				d.skip(0)
 			}
-			return true
-		})
+		}
 		l = append(l, ev)
-	})
+	}
 	return l
 }
 

@@ -102,6 +102,9 @@ func TestDecodeErrors(t *testing.T) {
 			if err := r.UnmarshalJSON([]byte(tt.in)); !errors.Is(err, ErrSyntax) {
 				t.Fatalf("err = %v, want ErrSyntax", err)
 			}
+			if err := r.DecodeOwned([]byte(tt.in)); !errors.Is(err, ErrSyntax) {
+				t.Fatalf("DecodeOwned: err = %v, want ErrSyntax", err)
+			}
 		})
 	}
 }
@@ -458,5 +461,22 @@ func TestNullMembers(t *testing.T) {
 	if err != nil || !resp.Terminal || len(resp.Children) != 2 || string(resp.Children[1]) != `{}` ||
 		len(resp.Events) != 2 || resp.Events[1].Type != "Normal" {
 		t.Errorf("response with null elements: %v %#v", err, resp)
+	}
+}
+
+func TestDecodeOwned(t *testing.T) {
+	want := &ReconcileResponse{Status: RawJSON(`{"state":"Ready"}`), Children: []RawJSON{RawJSON(`{"kind":"ConfigMap"}`)},
+		RequeueAfter: 2 * time.Second, Events: []Event{{Type: "Normal", Reason: "R"}}, Error: "e", Terminal: true}
+	b := want.AppendJSON(nil)
+	var r ReconcileResponse
+	if err := r.DecodeOwned(b); err != nil || !reflect.DeepEqual(&r, want) {
+		t.Fatalf("DecodeOwned: %v %#v", err, r)
+	}
+	b[len(`{"status":{"`)] = 'X'
+	if r.Status[2] != 'X' {
+		t.Fatal("DecodeOwned copied the status")
+	}
+	if allocs := testing.AllocsPerRun(50, func() { _ = r.DecodeOwned(b) }); allocs > 3 {
+		t.Errorf("%v allocations per decode, want at most 3 (the lists of children and events, the error)", allocs)
 	}
 }

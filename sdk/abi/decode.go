@@ -26,8 +26,12 @@ type decoder struct {
 	b   []byte
 	i   int
 	err error
-	// alias makes raw values slices of b instead of copies.
+	// alias makes raw values slices of b instead of copies, without
+	// checking them (b comes from the host).
 	alias bool
+	// owned makes raw values slices of b too, after checking them (b is a
+	// copy the caller handed over).
+	owned bool
 	// scratch holds an unescaped key.
 	scratch []byte
 }
@@ -400,6 +404,9 @@ func (d *decoder) raw() RawJSON {
 	d.skip(0)
 	if d.err != nil {
 		return nil
+	}
+	if d.owned {
+		return RawJSON(d.b[start:d.i:d.i])
 	}
 	return RawJSON(slices.Clone(d.b[start:d.i]))
 }
