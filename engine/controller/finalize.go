@@ -38,7 +38,7 @@ func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Uns
 	}
 	observed := c.observedChildren(r, obj)
 	req := &abi.FinalizeRequest{Children: childrenByKind(observed), Attempt: attempt, Config: c.opts.Config}
-	if req.Object, err = obj.MarshalJSON(); err != nil {
+	if req.Object, err = encodeObject(obj.Object); err != nil {
 		return result{err: fmt.Errorf("encode object: %w", err)}
 	}
 	resp, err := c.callFinalize(ctx, req)
