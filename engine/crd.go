@@ -166,6 +166,9 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 			table:           table,
 			scale:           scaleV1,
 		}
+		if scaleSpec == nil {
+			sv.createValidation = newCreateValidation(gvk, namespaced, validator, structural)
+		}
 		sv.prefix = storedPrefix(sv)
 		out = append(out, sv)
 	}

@@ -67,6 +67,9 @@ type served struct {
 	// fields are the top-level fields of a built-in kind; others are dropped
 	// (and reported to fieldValidation), as typed decoding would.
 	fields map[string]bool
+	// createValidation, when set, validates creates in place of
+	// strategy.Validate (custom resources without a scale subresource).
+	createValidation *createValidation
 	// prefix is how documents encode stores at this version begin
 	// (storedPrefix), nil in served values built by hand.
 	prefix []byte

@@ -112,6 +112,14 @@ func strictFields(ctx context.Context, sv *served, fieldValidation string, unkno
 		sv.Kind, sv.GVR.Version, sv.Kind, strings.Join(msgs, ", ")))
 }
 
+// validateCreate runs the kind's create validation.
+func (sv *served) validateCreate(ctx context.Context, obj *unstructured.Unstructured) field.ErrorList {
+	if sv.createValidation != nil {
+		return sv.createValidation.validate(ctx, obj)
+	}
+	return sv.strategy.Validate(ctx, obj)
+}
+
 func invalid(sv *served, name string, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
@@ -208,7 +216,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if obj.GetName() == "" {
 		return nil, nil, invalid(sv, "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
 	}
-	if err := invalid(sv, obj.GetName(), sv.strategy.Validate(ctx, obj)); err != nil {
+	if err := invalid(sv, obj.GetName(), sv.validateCreate(ctx, obj)); err != nil {
 		return nil, nil, err
 	}
 	if err := strictFields(ctx, sv, opts.FieldValidation, unknown); err != nil {

@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
+	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/api/operation"
+	"k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/features"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+)
+
+// createValidation validates a new custom resource with the same checks,
+// in the same order and with the same errors, as the Validate of the
+// apiextensions custom resource strategy (type, metadata, OpenAPI schema,
+// embedded resources, list sets and maps, CEL rules), for kinds without a
+// scale subresource, with three savings decided once per kind:
+//
+//   - metadata is read into an ObjectMeta directly when it holds only the
+//     plain fields canonicalMeta knows, instead of through the reflective
+//     unstructured converter (which stays the path for anything else);
+//   - the embedded-resource walk runs only when the schema has an
+//     x-kubernetes-embedded-resource, and the list set/map check only when
+//     it has an x-kubernetes-list-type set or map: neither can report an
+//     error otherwise.
+type createValidation struct {
+	gvk        schema.GroupVersionKind
+	namespaced bool
+	validator  apiservervalidation.SchemaValidator
+	structural *structuralschema.Structural
+	cel        *cel.Validator
+	embedded   bool
+	listTypes  bool
+}
+
+func newCreateValidation(gvk schema.GroupVersionKind, namespaced bool, validator apiservervalidation.SchemaValidator, structural *structuralschema.Structural) *createValidation {
+	v := &createValidation{gvk: gvk, namespaced: namespaced, validator: validator, structural: structural,
+		cel: cel.NewValidator(structural, true, celconfig.PerCallLimit)}
+	walkStructural(structural, func(s *structuralschema.Structural) {
+		if s.XEmbeddedResource {
+			v.embedded = true
+		}
+		if s.XListType != nil && (*s.XListType == "set" || *s.XListType == "map") {
+			v.listTypes = true
+		}
+	})
+	return v
+}
+
+// walkStructural calls f on s and every schema under it.
+func walkStructural(s *structuralschema.Structural, f func(*structuralschema.Structural)) {
+	if s == nil {
+		return
+	}
+	f(s)
+	for k := range s.Properties {
+		p := s.Properties[k]
+		walkStructural(&p, f)
+	}
+	if s.AdditionalProperties != nil {
+		walkStructural(s.AdditionalProperties.Structural, f)
+	}
+	walkStructural(s.Items, f)
+}
+
+func (v *createValidation) validate(ctx context.Context, u *unstructured.Unstructured) field.ErrorList {
+	var errs field.ErrorList
+	if k := u.GetKind(); k != v.gvk.Kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), k, fmt.Sprintf("must be %v", v.gvk.Kind)))
+	}
+	if av, want := u.GetAPIVersion(), v.gvk.Group+"/"+v.gvk.Version; av != want {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), av, fmt.Sprintf("must be %v", want)))
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if meta, merrs := validationMeta(u.Object); len(merrs) > 0 {
+		errs = append(errs, merrs...)
+	} else {
+		errs = append(errs, validation.ValidateObjectMetaDeclaratively(ctx, operation.Create, meta, nil, v.namespaced,
+			validation.NameIsDNSSubdomain, field.NewPath("metadata"), utilfeature.DefaultFeatureGate.Enabled(features.DeclarativeValidationBeta))...)
+	}
+	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.Object, v.validator)...)
+	if v.embedded {
+		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, u.Object, v.structural, false)...)
+	}
+	if v.listTypes {
+		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, v.structural, u.Object)...)
+	}
+	if v.cel != nil {
+		if blocking(errs) {
+			errs = append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
+		} else {
+			cerrs, _ := v.cel.Validate(ctx, nil, v.structural, u.Object, nil, celconfig.RuntimeCELCostBudget)
+			errs = append(errs, cerrs...)
+		}
+	}
+	return errs
+}
+
+// blocking tells whether errs holds an error that keeps CEL rules from
+// being evaluated: the object is too far from its schema.
+func blocking(errs field.ErrorList) bool {
+	for _, e := range errs {
+		switch e.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+			return true
+		}
+	}
+	return false
+}
+
+// validationMeta returns obj's metadata as an ObjectMeta, as the custom
+// resource validator reads it (with the unstructured converter), directly
+// when typedMeta handles it.
+func validationMeta(obj map[string]any) (*metav1.ObjectMeta, field.ErrorList) {
+	raw := obj["metadata"]
+	if raw == nil {
+		return &metav1.ObjectMeta{}, nil
+	}
+	md, ok := raw.(map[string]any)
+	if !ok {
+		return nil, field.ErrorList{field.Invalid(field.NewPath("metadata"), raw, fmt.Sprintf("expected map[string]interface{}, got %T", raw))}
+	}
+	if m, ok := typedMeta(md); ok {
+		return m, nil
+	}
+	m := &metav1.ObjectMeta{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(md, m); err != nil {
+		return nil, field.ErrorList{field.Invalid(field.NewPath("metadata"), raw, err.Error())}
+	}
+	return m, nil
+}
+
+// typedMeta builds the ObjectMeta of metadata that holds only the fields
+// canonicalMeta knows, with the same types; it reports false otherwise.
+func typedMeta(md map[string]any) (*metav1.ObjectMeta, bool) {
+	m := &metav1.ObjectMeta{}
+	for k, v := range md {
+		switch k {
+		case "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion":
+			s, ok := v.(string)
+			if !ok {
+				return nil, false
+			}
+			switch k {
+			case "name":
+				m.Name = s
+			case "generateName":
+				m.GenerateName = s
+			case "namespace":
+				m.Namespace = s
+			case "selfLink":
+				m.SelfLink = s
+			case "uid":
+				m.UID = types.UID(s)
+			case "resourceVersion":
+				m.ResourceVersion = s
+			}
+		case "generation", "deletionGracePeriodSeconds":
+			n, ok := v.(int64)
+			if !ok {
+				return nil, false
+			}
+			if k == "generation" {
+				m.Generation = n
+			} else {
+				m.DeletionGracePeriodSeconds = &n
+			}
+		case "creationTimestamp", "deletionTimestamp":
+			s, ok := v.(string)
+			if !ok {
+				return nil, false
+			}
+			t, err := time.Parse(time.RFC3339, s)
+			if err != nil || t.IsZero() {
+				return nil, false
+			}
+			mt := metav1.NewTime(t.Local())
+			if k == "creationTimestamp" {
+				m.CreationTimestamp = mt
+			} else {
+				m.DeletionTimestamp = &mt
+			}
+		case "labels", "annotations":
+			in, ok := v.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			out := make(map[string]string, len(in))
+			for mk, mv := range in {
+				s, ok := mv.(string)
+				if !ok {
+					return nil, false
+				}
+				out[mk] = s
+			}
+			if k == "labels" {
+				m.Labels = out
+			} else {
+				m.Annotations = out
+			}
+		case "finalizers":
+			l, ok := v.([]any)
+			if !ok {
+				return nil, false
+			}
+			out := make([]string, len(l))
+			for i, e := range l {
+				s, ok := e.(string)
+				if !ok {
+					return nil, false
+				}
+				out[i] = s
+			}
+			m.Finalizers = out
+		default:
+			return nil, false
+		}
+	}
+	return m, true
+}

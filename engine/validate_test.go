@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// describe renders errors for comparison.
+func describe(errs field.ErrorList) []string {
+	out := make([]string, len(errs))
+	for i, e := range errs {
+		out[i] = fmt.Sprintf("%s|%s|%s|%v", e.Type, e.Field, e.Detail, e.BadValue)
+	}
+	return out
+}
+
+// sameValidation fails unless the kind's createValidation and its
+// strategy's Validate give the same errors for obj.
+func sameValidation(t *testing.T, sv *served, obj *unstructured.Unstructured) field.ErrorList {
+	t.Helper()
+	if sv.createValidation == nil {
+		t.Fatalf("%s has no createValidation", sv.GVR)
+	}
+	ctx := context.Background()
+	want := sv.strategy.Validate(ctx, obj.DeepCopy())
+	got := sv.createValidation.validate(ctx, obj.DeepCopy())
+	if diff := cmp.Diff(describe(want), describe(got)); diff != "" {
+		t.Errorf("createValidation differs from the strategy (-strategy +createValidation):\n%s", diff)
+	}
+	return got
+}
+
+func TestCreateValidationMatchesStrategy(t *testing.T) {
+	s := newService(t)
+	sv, _ := s.reg.get(widgets)
+	base := func() *unstructured.Unstructured {
+		u := widget("w", "small", map[string]string{"app": "x"})
+		u.SetUID("u")
+		u.SetCreationTimestamp(metav1.Now())
+		u.SetGeneration(1)
+		return u
+	}
+	for _, tc := range []struct {
+		name    string
+		change  func(u *unstructured.Unstructured)
+		invalid bool
+	}{
+		{"valid", func(*unstructured.Unstructured) {}, false},
+		{"valid with finalizers and annotations", func(u *unstructured.Unstructured) {
+			u.SetFinalizers([]string{"example.setpoint.dev/x"})
+			u.SetAnnotations(map[string]string{"a": "b"})
+		}, false},
+		{"bad name", func(u *unstructured.Unstructured) { u.SetName("Not_A_Name") }, true},
+		{"generateName only", func(u *unstructured.Unstructured) { u.SetName(""); u.SetGenerateName("w-") }, true},
+		{"bad label", func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"a b": "c"}) }, true},
+		{"annotations too large", func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{"a": strings.Repeat("x", 300*1024)})
+		}, true},
+		{"bad finalizer", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"a/b/c"}) }, true},
+		{"negative generation", func(u *unstructured.Unstructured) { u.SetGeneration(-1) }, true},
+		{"no namespace", func(u *unstructured.Unstructured) { u.SetNamespace("") }, true},
+		{"owner reference without uid", func(u *unstructured.Unstructured) {
+			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "K", Name: "n"}})
+		}, true},
+		{"metadata not an object", func(u *unstructured.Unstructured) { u.Object["metadata"] = "x" }, true},
+		{"no metadata", func(u *unstructured.Unstructured) { delete(u.Object, "metadata") }, true},
+		{"label not a string", func(u *unstructured.Unstructured) {
+			u.Object["metadata"].(map[string]any)["labels"] = map[string]any{"a": int64(1)}
+		}, true},
+		{"wrong kind", func(u *unstructured.Unstructured) { u.SetKind("Gadget") }, true},
+		{"wrong apiVersion", func(u *unstructured.Unstructured) { u.SetAPIVersion("example.setpoint.dev/v9") }, true},
+		{"size not in the enum", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "huge", "spec", "size")
+		}, true},
+		{"required field missing (CEL not run)", func(u *unstructured.Unstructured) {
+			unstructured.RemoveNestedField(u.Object, "spec", "size")
+		}, true},
+		{"CEL rule broken", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, strings.Repeat("n", 64), "spec", "name")
+		}, true},
+		{"conditions list map duplicate", func(u *unstructured.Unstructured) {
+			c := map[string]any{"type": "Ready", "status": "True"}
+			_ = unstructured.SetNestedSlice(u.Object, []any{c, runtime.DeepCopyJSONValue(c)}, "status", "conditions")
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := base()
+			tc.change(u)
+			if errs := sameValidation(t, sv, u); (len(errs) > 0) != tc.invalid {
+				t.Errorf("errors %v, want invalid %v", errs, tc.invalid)
+			}
+		})
+	}
+}
+
+func TestCreateValidationEmbeddedAndListTypes(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	crd := fromYAML(t, `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: boxes.example.setpoint.dev}
+spec:
+  group: example.setpoint.dev
+  scope: Namespaced
+  names: {plural: boxes, singular: box, kind: Box}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              tags: {type: array, x-kubernetes-list-type: set, items: {type: string}}
+              inner:
+                type: object
+                x-kubernetes-embedded-resource: true
+                x-kubernetes-preserve-unknown-fields: true
+`)
+	if _, err := s.Create(ctx, CRDResource, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sv, ok := s.reg.get(schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "boxes"})
+	if !ok {
+		t.Fatal("boxes not served")
+	}
+	if !sv.createValidation.embedded || !sv.createValidation.listTypes {
+		t.Fatalf("embedded %v, listTypes %v; want both", sv.createValidation.embedded, sv.createValidation.listTypes)
+	}
+	if wsv, _ := s.reg.get(widgets); wsv.createValidation.embedded || !wsv.createValidation.listTypes {
+		t.Errorf("Widget: embedded %v, listTypes %v; want false, true", wsv.createValidation.embedded, wsv.createValidation.listTypes)
+	}
+	for _, doc := range []string{
+		`{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"b","namespace":"default"},"spec":{"tags":["a","b"],"inner":{"apiVersion":"v1","kind":"K","metadata":{"name":"i"}}}}`,
+		`{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"b","namespace":"default"},"spec":{"tags":["a","a"]}}`,
+		`{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"b","namespace":"default"},"spec":{"inner":{"metadata":{"name":"Bad_Name"}}}}`,
+	} {
+		var m map[string]any
+		if err := utiljson.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatal(err)
+		}
+		sameValidation(t, sv, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// FuzzTypedMeta checks that typedMeta, when it accepts metadata, gives what
+// the unstructured converter gives.
+func FuzzTypedMeta(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"a","namespace":"default","labels":{"a":"b"},"annotations":{},"finalizers":[]}`,
+		`{"creationTimestamp":"2026-11-21T07:00:00.5-03:30","generation":2,"uid":"u","deletionGracePeriodSeconds":0,"deletionTimestamp":"2026-01-01T00:00:00Z"}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		var md map[string]any
+		if err := utiljson.Unmarshal([]byte(doc), &md); err != nil || md == nil {
+			return
+		}
+		got, ok := typedMeta(md)
+		if !ok {
+			return
+		}
+		want := &metav1.ObjectMeta{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(md, want); err != nil {
+			t.Fatalf("typedMeta accepted %s, which the converter refuses: %v", doc, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("typedMeta(%s) (-converter +typedMeta):\n%s", doc, diff)
+		}
+	})
+}
