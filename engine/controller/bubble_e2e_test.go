@@ -252,7 +252,7 @@ func TestTerminalErrorWaitsForGenerationChange(t *testing.T) {
 			return &abi.ReconcileResponse{}, nil
 		})
 		_, stop := runManager(t, newController(t, c, "strict", r, func(o *controller.Options) { o.ResyncPeriod = time.Minute }))
-		defer stop()
+		defer func() { stop() }() // the stop of the last run
 		create(t, c, widgets, newWidget("w", "large"))
 		synctest.Wait()
 		time.Sleep(2 * time.Minute) // backoff and resyncs would call again
@@ -268,6 +268,17 @@ func TestTerminalErrorWaitsForGenerationChange(t *testing.T) {
 		synctest.Wait()
 		if n := calls.Load(); n != 1 {
 			t.Errorf("plugin called %d times after a label change, want 1", n)
+		}
+		// A new run (a restart, a new plugin version) tries once more,
+		// since what failed may be state the previous process held; then it
+		// too waits for a change.
+		stop()
+		_, stop = runManager(t, newController(t, c, "strict", r, func(o *controller.Options) { o.ResyncPeriod = time.Minute }))
+		synctest.Wait()
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if n := calls.Load(); n != 2 {
+			t.Errorf("plugin called %d times in all after a new run, want 2", n)
 		}
 		updateWidget(t, c, "w", func(w *unstructured.Unstructured) { unstructured.SetNestedField(w.Object, "small", "spec", "size") })
 		synctest.Wait()

@@ -122,6 +122,8 @@ type run struct {
 	events   chan *unstructured.Unstructured // to recordEvents
 	// own tracks the controller's writes the primary cache has not seen.
 	own *ownWrites
+	// terminal tracks the objects this run found failing terminally.
+	terminal *terminalSeen
 }
 
 // Run starts the caches, waits for their first list, then reconciles with
@@ -142,7 +144,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		Name:        c.opts.Name,
 		RateLimiter: c.opts.RateLimiter, // nil: a fresh default per Run
 		Metrics:     c.opts.Metrics.queueProvider(),
-	}), events: make(chan *unstructured.Unstructured, eventBuffer), own: newOwnWrites()}
+	}), events: make(chan *unstructured.Unstructured, eventBuffer), own: newOwnWrites(), terminal: newTerminalSeen()}
 	r.primary = newInformer(c.opts.For, c.opts.Client, c.opts.Namespace, c.log, func(old, cur *unstructured.Unstructured) {
 		if cur == nil {
 			r.own.forget(Key{old.GetNamespace(), old.GetName()})

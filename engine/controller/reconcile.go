@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,6 +55,7 @@ func (c *Controller) reconcile(ctx context.Context, r *run, key Key) result {
 	cached, ok := r.primary.get(key)
 	if !ok {
 		r.own.forget(key)
+		r.terminal.forget(key)
 		return result{skipped: true} // deleted; its children are collected by ownerReference
 	}
 	var obj *unstructured.Unstructured
@@ -73,7 +75,11 @@ func (c *Controller) reconcile(ctx context.Context, r *run, key Key) result {
 		obj = cached.DeepCopy()
 	}
 	for attempt := 0; ; attempt++ {
+		gen := obj.GetGeneration()
 		res := c.reconcileObject(ctx, r, key, obj)
+		if res.terminal {
+			r.terminal.mark(key, gen)
+		}
 		if !apierrors.IsConflict(res.err) || attempt >= maxConflictRetries {
 			return res
 		}
@@ -93,12 +99,16 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 	attempt := r.queue.NumRequeues(key)
 	status, _ := obj.Object["status"].(map[string]any)
 	if obj.GetDeletionTimestamp() != nil {
-		if c.opts.Finalizer != nil && terminalAt(status, obj.GetGeneration(), ReasonFinalizeTerminal) {
+		if c.opts.Finalizer != nil && terminalAt(status, obj.GetGeneration(), ReasonFinalizeTerminal) && r.terminal.seen(key, obj.GetGeneration()) {
 			return result{skipped: true}
 		}
 		return c.finalize(ctx, r, obj, attempt)
 	}
-	if terminalAt(status, obj.GetGeneration(), ReasonTerminalError) {
+	// A terminal failure is not retried until the object changes; but a
+	// new run (a restart, a new plugin version) tries once more what its
+	// status says failed, since the cause may be state a process holds
+	// (the plugin manager's loaded modules) or code that changed.
+	if terminalAt(status, obj.GetGeneration(), ReasonTerminalError) && r.terminal.seen(key, obj.GetGeneration()) {
 		return result{skipped: true}
 	}
 	if has := slices.Contains(obj.GetFinalizers(), c.opts.FinalizerName); has != (c.opts.Finalizer != nil) {
@@ -267,4 +277,32 @@ func childrenByKind(observed []observedChild) map[string][]abi.RawJSON {
 		out[k] = append(out[k], b)
 	}
 	return out
+}
+
+// terminalSeen remembers, by generation, the objects whose reconcile (or
+// finalize) failed terminally in this run.
+type terminalSeen struct {
+	mu   sync.Mutex
+	gens map[Key]int64
+}
+
+func newTerminalSeen() *terminalSeen { return &terminalSeen{gens: map[Key]int64{}} }
+
+func (t *terminalSeen) mark(key Key, generation int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gens[key] = generation
+}
+
+func (t *terminalSeen) seen(key Key, generation int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g, ok := t.gens[key]
+	return ok && g == generation
+}
+
+func (t *terminalSeen) forget(key Key) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.gens, key)
 }

@@ -227,35 +227,44 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	}
 
 	var events []abi.Event
+	// failed says why the spec's module does not serve when the module
+	// that served before this process started could be restored instead:
+	// the bindings below are set up for that one, and the status still says
+	// why the spec's module does not serve.
+	var failed *failure
 	hostKey := sp.Module.Digest + " " + mustJSON(cfg)
 	if cur.hostKey != hostKey {
 		wasm, err := m.opts.Modules.Get(ctx, sp.Module.Digest)
 		if err != nil {
-			if errors.Is(err, ErrModuleNotFound) {
-				return st.fail(ReasonModuleNotFound, fmt.Errorf("module %s was not uploaded (POST it to %s)", sp.Module.Digest, ModulesPath), false), nil
+			if !errors.Is(err, ErrModuleNotFound) {
+				return nil, err
 			}
-			return nil, err
-		}
-		exports, err := m.opts.Host.Install(ctx, name, wasm, cfg)
-		if err != nil {
+			failed = &failure{reason: ReasonModuleNotFound, err: fmt.Errorf("module %s was not uploaded (POST it to %s)", sp.Module.Digest, ModulesPath)}
+			if !m.restoreServing(ctx, name, obj, cur, sp, cfg, &events) {
+				return failed.response(st), nil
+			}
+		} else if exports, err := m.opts.Host.Install(ctx, name, wasm, cfg); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			m.log.Warn("plugin module refused; the running version, if any, keeps serving", "plugin", name, "digest", sp.Module.Digest, "err", err)
-			resp := st.fail(ReasonInvalidModule, err, true)
-			resp.Events = append(resp.Events, abi.Event{Type: "Warning", Reason: "ModuleRefused", Message: err.Error()})
-			return resp, nil
+			failed = &failure{reason: ReasonInvalidModule, err: err, terminal: true,
+				events: []abi.Event{{Type: "Warning", Reason: "ModuleRefused", Message: err.Error()}}}
+			if !m.restoreServing(ctx, name, obj, cur, sp, cfg, &events) {
+				return failed.response(st), nil
+			}
+		} else {
+			m.log.Info("plugin loaded", "plugin", name, "digest", sp.Module.Digest)
+			msg := "loaded module " + sp.Module.Digest
+			if cur.digest != "" && cur.digest != sp.Module.Digest {
+				msg = "swapped module " + cur.digest + " for " + sp.Module.Digest
+			}
+			events = append(events, abi.Event{Type: "Normal", Reason: "ModuleLoaded", Message: msg})
+			m.mu.Lock()
+			cur.digest, cur.hostKey, cur.exports = sp.Module.Digest, hostKey, exports
+			m.plugins[name] = cur
+			m.mu.Unlock()
 		}
-		m.log.Info("plugin loaded", "plugin", name, "digest", sp.Module.Digest)
-		msg := "loaded module " + sp.Module.Digest
-		if cur.digest != "" && cur.digest != sp.Module.Digest {
-			msg = "swapped module " + cur.digest + " for " + sp.Module.Digest
-		}
-		events = append(events, abi.Event{Type: "Normal", Reason: "ModuleLoaded", Message: msg})
-		m.mu.Lock()
-		cur.digest, cur.hostKey, cur.exports = sp.Module.Digest, hostKey, exports
-		m.plugins[name] = cur
-		m.mu.Unlock()
 	}
 	st.loadedDigest = cur.digest
 
@@ -293,6 +302,11 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 		}
 	default:
 		bindErr = m.bindReconcile(name, cur, sp)
+	}
+	if failed != nil {
+		// The restored module serves; the spec's module still does not.
+		st.loadedDigest = cur.digest
+		return withEvents(events, failed.response(st)), nil
 	}
 	if len(missing) > 0 {
 		return withEvents(events, st.fail(ReasonMissingExport, fmt.Errorf("module %s does not export %s, which the spec binds", cur.digest, strings.Join(missing, " and ")), true)), nil
@@ -427,6 +441,51 @@ func newStatus(obj *unstructured.Unstructured, cur *loaded) *status {
 		st.loadedDigest = cur.digest
 	}
 	return st
+}
+
+// restoreServing loads, when this process runs no version of the Plugin
+// yet, the module its status says served before (status.loadedDigest), so
+// that a restart does not stop a plugin whose new module was refused or is
+// missing: the module loaded before keeps serving, as it did before the
+// restart, with the spec's current bindings. It reports whether it did.
+func (m *Manager) restoreServing(ctx context.Context, name string, obj *unstructured.Unstructured, cur *loaded, sp Spec, cfg Config, events *[]abi.Event) bool {
+	prev, _, _ := unstructured.NestedString(obj.Object, "status", "loadedDigest")
+	if cur.digest != "" || prev == "" || prev == sp.Module.Digest {
+		return false
+	}
+	wasm, err := m.opts.Modules.Get(ctx, prev)
+	if err != nil {
+		m.log.Warn("module that served before the restart is gone; nothing serves", "plugin", name, "digest", prev, "err", err)
+		return false
+	}
+	exports, err := m.opts.Host.Install(ctx, name, wasm, cfg)
+	if err != nil {
+		m.log.Warn("module that served before the restart no longer loads; nothing serves", "plugin", name, "digest", prev, "err", err)
+		return false
+	}
+	m.log.Info("plugin restored: the module that served before the restart serves again", "plugin", name, "digest", prev, "spec digest", sp.Module.Digest)
+	*events = append(*events, abi.Event{Type: "Normal", Reason: "ModuleRestored",
+		Message: "loaded module " + prev + ", which served before the restart, since module " + sp.Module.Digest + " does not load"})
+	m.mu.Lock()
+	cur.digest, cur.hostKey, cur.exports = prev, prev+" "+mustJSON(cfg), exports
+	m.plugins[name] = cur
+	m.mu.Unlock()
+	return true
+}
+
+// failure is why the spec's module does not serve.
+type failure struct {
+	reason   string
+	err      error
+	terminal bool
+	events   []abi.Event
+}
+
+// response is the answer that reports f in st.
+func (f *failure) response(st *status) *abi.ReconcileResponse {
+	resp := st.fail(f.reason, f.err, f.terminal)
+	resp.Events = append(resp.Events, f.events...)
+	return resp
 }
 
 // fail reports a problem: the Loaded condition says why, and the module
