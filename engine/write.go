@@ -139,19 +139,23 @@ func validFieldValidation(v string) error {
 // metadata (uid, creationTimestamp, resourceVersion, generation, deletion
 // fields) is set by the server whatever the client sent.
 func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.create(ctx, gvr, obj, opts)
+	out, _, err := s.create(ctx, gvr, obj, opts, false)
 	return out, err
 }
 
 // CreateJSON is Create that also returns the created object as JSON: the
 // document written to the store with its resourceVersion spliced in, so that
 // a caller answering with it need not encode the object again. The JSON is
-// nil after a dry run; the caller then encodes the object.
+// nil after a dry run; the caller then encodes the object. Unlike Create,
+// CreateJSON takes obj over: it works on obj itself rather than a copy, so
+// the caller must not use obj afterwards (the API hands it a freshly decoded
+// request body).
 func (s *Service) CreateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, []byte, error) {
-	return s.create(ctx, gvr, obj, opts)
+	return s.create(ctx, gvr, obj, opts, true)
 }
 
-func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, []byte, error) {
+// create runs Create; owned says the caller gave obj up, so no copy is made.
+func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions, owned bool) (*unstructured.Unstructured, []byte, error) {
 	if obj == nil || obj.Object == nil {
 		return nil, nil, apierrors.NewBadRequest("no object to create")
 	}
@@ -171,7 +175,9 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err := validFieldValidation(opts.FieldValidation); err != nil {
 		return nil, nil, err
 	}
-	obj = obj.DeepCopy()
+	if !owned {
+		obj = obj.DeepCopy()
+	}
 	normalizeNumbers(obj.Object)
 	if err := checkType(sv, obj); err != nil {
 		return nil, nil, err
