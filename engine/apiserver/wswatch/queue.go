@@ -60,6 +60,18 @@ func (q *queue) startLocked() bool {
 	return true
 }
 
+// idle reports whether there is nothing to do; then the writer must exit,
+// and the next push starts another.
+func (q *queue) idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) == 0 && !q.ended && !q.overflow {
+		q.writing = false
+		return true
+	}
+	return false
+}
+
 // take returns everything queued and the state flags. When there is
 // nothing to do it returns idle, and the writer must exit: the next push
 // starts another.

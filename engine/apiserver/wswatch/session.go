@@ -242,6 +242,12 @@ func (ss *session) write() {
 	defer ss.writers.Done()
 	o := &ss.s.opts
 	for {
+		// Exit at once when nothing is queued, rather than after the
+		// interval: the next push starts a writer, which waits out what
+		// is left of the interval then.
+		if ss.q.idle() {
+			return
+		}
 		if wait := o.WriteInterval - time.Since(ss.lastWrite); wait > 0 {
 			time.Sleep(wait)
 		}
