@@ -169,6 +169,12 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 		if scaleSpec == nil {
 			sv.createValidation = newCreateValidation(gvk, namespaced, validator, structural)
 		}
+		sv.noEmbedded = true
+		walkStructural(structural, func(s *structuralschema.Structural) {
+			if s.XEmbeddedResource {
+				sv.noEmbedded = false
+			}
+		})
 		sv.prefix = storedPrefix(sv)
 		out = append(out, sv)
 	}

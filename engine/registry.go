@@ -67,6 +67,9 @@ type served struct {
 	// fields are the top-level fields of a built-in kind; others are dropped
 	// (and reported to fieldValidation), as typed decoding would.
 	fields map[string]bool
+	// noEmbedded is set when the structural schema was found to have no
+	// x-kubernetes-embedded-resource: coercion has nothing to do there.
+	noEmbedded bool
 	// createValidation, when set, validates creates in place of
 	// strategy.Validate (custom resources without a scale subresource).
 	createValidation *createValidation

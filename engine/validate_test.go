@@ -144,6 +144,16 @@ spec:
 	if wsv, _ := s.reg.get(widgets); wsv.createValidation.embedded || !wsv.createValidation.listTypes {
 		t.Errorf("Widget: embedded %v, listTypes %v; want false, true", wsv.createValidation.embedded, wsv.createValidation.listTypes)
 	}
+	if wsv, _ := s.reg.get(widgets); !wsv.noEmbedded || sv.noEmbedded {
+		t.Errorf("noEmbedded: Widget %v, Box %v; want true, false", wsv.noEmbedded, sv.noEmbedded)
+	}
+	// Embedded resources are still coerced: an unknown field in their
+	// metadata is found.
+	box := fromYAML(t, `{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"c","namespace":"default"},"spec":{"inner":{"apiVersion":"v1","kind":"K","metadata":{"name":"i","bogus":1}}}}`)
+	_, err := s.Create(ctx, sv.GVR, box, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
+	if err == nil || !strings.Contains(err.Error(), "spec.inner.metadata.bogus") {
+		t.Errorf("strict create with an unknown field in an embedded resource's metadata: %v", err)
+	}
 	for _, doc := range []string{
 		`{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"b","namespace":"default"},"spec":{"tags":["a","b"],"inner":{"apiVersion":"v1","kind":"K","metadata":{"name":"i"}}}}`,
 		`{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"b","namespace":"default"},"spec":{"tags":["a","a"]}}`,

@@ -77,12 +77,14 @@ func coerce(sv *served, obj *unstructured.Unstructured) ([]string, error) {
 			structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
 		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, sv.structural)
 	}
-	ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, obj.Object, sv.structural, false,
-		schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: true})
-	if ferr != nil {
-		return nil, apierrors.NewBadRequest(ferr.Error())
+	if !sv.noEmbedded { // only embedded resources are coerced below the root
+		ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, obj.Object, sv.structural, false,
+			schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: true})
+		if ferr != nil {
+			return nil, apierrors.NewBadRequest(ferr.Error())
+		}
+		unknown = append(unknown, paths...)
 	}
-	unknown = append(unknown, paths...)
 	obj.SetAPIVersion(apiVersion)
 	obj.SetKind(kind)
 	if err := setObjectMeta(obj.Object, canonical, meta, found); err != nil {
