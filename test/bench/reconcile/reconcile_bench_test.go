@@ -232,8 +232,9 @@ func warm(b *testing.B, r controller.Reconciler) {
 }
 
 // converge creates n widgets, then starts a controller with r and returns
-// the time until every widget reports state Ready with a Ready condition.
-func converge(b *testing.B, n int, r controller.Reconciler) time.Duration {
+// the time until every widget reports state Ready with a Ready condition,
+// and the CPU time the process spent meanwhile (ns).
+func converge(b *testing.B, n int, r controller.Reconciler) (time.Duration, int64) {
 	s := newEngine(b)
 	ctx := context.Background()
 	sizes := []string{"small", "medium", "large"}
@@ -281,7 +282,7 @@ func converge(b *testing.B, n int, r controller.Reconciler) time.Duration {
 	m.Put(ctl)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	start := time.Now()
+	start, cpu := time.Now(), processCPU()
 	go func() { done <- m.Run(runCtx) }()
 	defer func() {
 		cancel()
@@ -308,7 +309,7 @@ func converge(b *testing.B, n int, r controller.Reconciler) time.Duration {
 			b.Fatalf("%d of %d Ready after 20 minutes", len(ready), n)
 		}
 	}
-	return time.Since(start)
+	return time.Since(start), processCPU() - cpu
 }
 
 func isReady(u *unstructured.Unstructured) bool {
@@ -453,15 +454,25 @@ func BenchmarkReconcile(b *testing.B) {
 		// Each round runs every mode, in an order rotated per round; the
 		// median round of each mode is reported, since one slow round
 		// (a neighbour's burst of disk or CPU) would otherwise decide.
+		// CPU time per object is reported too: a neighbour's load moves it
+		// far less than the time to Ready.
 		took := map[string][]time.Duration{}
+		cpu := map[string][]float64{}
 		for round := range rounds {
 			for i := range modes {
 				m := modes[(i+round)%len(modes)]
-				d := converge(b, n, m.r)
+				d, c := converge(b, n, m.r)
 				took[m.name] = append(took[m.name], d)
-				b.Logf("round %d  %-8s %6d objects Ready in %8s  %8.0f objects/s", round+1, m.name, n, d.Round(time.Millisecond), float64(n)/d.Seconds())
+				cpu[m.name] = append(cpu[m.name], float64(c)/1e3/float64(n))
+				b.Logf("round %d  %-8s %6d objects Ready in %8s  %8.0f objects/s  %6.0f µs of CPU/object", round+1, m.name, n,
+					d.Round(time.Millisecond), float64(n)/d.Seconds(), float64(c)/1e3/float64(n))
 			}
 		}
+		for _, m := range modes {
+			b.ReportMetric(median(cpu[m.name]), m.name+"-cpu-µs/obj")
+		}
+		b.Logf("CPU per object (medians): wasm %.0f µs, native %.0f µs, webhook %.0f µs; webhook / wasm %.2fx",
+			median(cpu["wasm"]), median(cpu["native"]), median(cpu["webhook"]), median(cpu["webhook"])/median(cpu["wasm"]))
 		rate := func(m string) float64 {
 			ds := slices.Clone(took[m])
 			slices.Sort(ds)
