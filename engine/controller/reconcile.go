@@ -135,7 +135,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 		Config:   c.opts.Config,
 	}
 	var err error
-	if req.Object, err = obj.MarshalJSON(); err != nil {
+	if req.Object, err = encodeObject(obj.Object); err != nil {
 		return result{err: fmt.Errorf("encode object: %w", err)}
 	}
 	resp, callErr := c.callReconcile(ctx, req)
@@ -269,7 +269,7 @@ func childrenByKind(observed []observedChild) map[string][]abi.RawJSON {
 	}
 	out := make(map[string][]abi.RawJSON)
 	for _, o := range observed {
-		b, err := o.obj.MarshalJSON()
+		b, err := encodeObject(o.obj.Object)
 		if err != nil {
 			continue
 		}
