@@ -183,7 +183,8 @@ func (s *Service) DeleteCollection(ctx context.Context, gvr schema.GroupVersionR
 }
 
 // purgeResource removes every stored object of a group/resource, bypassing
-// finalizers: what deleting its CRD does.
+// finalizers: what deleting a CRD does to objects of a kind it never served
+// (or can no longer serve), which the API cannot reach.
 func (s *Service) purgeResource(ctx context.Context, group, resource string) error {
 	prefix := store.ResourcePrefix(group, resource, "")
 	for {

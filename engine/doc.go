@@ -16,7 +16,8 @@
 // the CRD follower, which watches CustomResourceDefinition objects in the
 // store and keeps the registry in step with writes made elsewhere (another
 // replica, a restore), and the garbage collector, which sweeps on demand
-// (after deletes) and periodically. Each Watch call starts one goroutine that
+// (after deletes) and periodically; its sweeps also delete the objects of a
+// CRD being deleted and then release the CRD (crdcleanup.go). Each Watch call starts one goroutine that
 // owns its store watcher and ends when the watch is stopped or its context is
 // done. The registry is guarded by its own RWMutex; nothing else is shared.
 package engine
