@@ -305,6 +305,36 @@ func TestUpdateSemantics(t *testing.T) {
 	if _, err := s.UpdateStatus(ctx, widgets, w5, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
 		t.Errorf("bad status = %v, want Invalid", err)
 	}
+	// A custom resource, its status and a CRD are not updated without a
+	// resourceVersion (a client must have seen what it replaces); a
+	// namespace may be, as in Kubernetes.
+	blind := w5.DeepCopy()
+	blind.SetResourceVersion("")
+	blind.SetLabels(map[string]string{"blind": "yes"})
+	if _, err := s.Update(ctx, widgets, blind, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "metadata.resourceVersion") || !strings.Contains(err.Error(), "must be specified for an update") {
+		t.Errorf("update without resourceVersion = %v, want Invalid on metadata.resourceVersion", err)
+	}
+	if _, err := s.UpdateStatus(ctx, widgets, blind, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("status update without resourceVersion = %v, want Invalid", err)
+	}
+	crd, err := s.Get(ctx, CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd.SetResourceVersion("")
+	if _, err := s.Update(ctx, CRDResource, crd, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("CRD update without resourceVersion = %v, want Invalid", err)
+	}
+	ns, err := s.Get(ctx, NamespaceResource, "", "default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.SetResourceVersion("")
+	ns.SetLabels(map[string]string{"team": "a"})
+	if out, err := s.Update(ctx, NamespaceResource, ns, metav1.UpdateOptions{}); err != nil || out.GetLabels()["team"] != "a" {
+		t.Errorf("namespace update without resourceVersion = %v, %v; want it applied", out, err)
+	}
 }
 
 func TestPatch(t *testing.T) {

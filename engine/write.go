@@ -264,9 +264,12 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	return obj, body, nil
 }
 
-// Update replaces an object. A non-empty resourceVersion must be the stored
-// one (409 Conflict otherwise); an empty one updates unconditionally. When the
-// kind has a status subresource, status is kept as stored.
+// Update replaces an object. Its resourceVersion must be the stored one
+// (409 Conflict otherwise). As in Kubernetes, only namespaces and events may
+// be updated without one (unconditionally); for custom resources and
+// CustomResourceDefinitions a missing resourceVersion is invalid (422), so
+// that a client cannot overwrite a change it has not seen. Patches need none.
+// When the kind has a status subresource, status is kept as stored.
 func (s *Service) Update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
 	out, _, err := s.update(ctx, gvr, obj, opts, "")
 	return out, err
@@ -316,7 +319,11 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err != nil {
 		return nil, nil, err
 	}
-	if rv := obj.GetResourceVersion(); rv != "" && rv != old.GetResourceVersion() {
+	switch rv := obj.GetResourceVersion(); {
+	case rv == "" && !allowsUnconditionalUpdate(sv):
+		return nil, nil, apierrors.NewInvalid(schema.GroupKind{Group: gvr.Group, Kind: sv.Kind}, obj.GetName(), field.ErrorList{
+			field.Invalid(field.NewPath("metadata", "resourceVersion"), rv, "must be specified for an update")})
+	case rv != "" && rv != old.GetResourceVersion():
 		return nil, nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), errors.New(conflictMessage))
 	}
 	return s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, opts, sub)
@@ -522,4 +529,15 @@ func terminating(doc []byte) bool {
 		} `json:"metadata"`
 	}
 	return json.Unmarshal(doc, &d) == nil && d.Metadata.DeletionTimestamp != nil
+}
+
+// allowsUnconditionalUpdate says whether an update without a resourceVersion
+// may replace whatever is stored: the strategy's answer where it has one (the
+// custom resource strategy says no), else yes for the built-in namespaces and
+// events and no for CustomResourceDefinitions, as Kubernetes' strategies say.
+func allowsUnconditionalUpdate(sv *served) bool {
+	if u, ok := sv.strategy.(interface{ AllowUnconditionalUpdate(context.Context) bool }); ok {
+		return u.AllowUnconditionalUpdate(context.Background())
+	}
+	return sv.Builtin && sv.GVR != CRDResource
 }

@@ -39,6 +39,8 @@ func TestAPIErrors(t *testing.T) {
 			code: 409, reason: metav1.StatusReasonAlreadyExists},
 		{name: "conflict", method: "PUT", path: widgets + "/a", body: `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"a","resourceVersion":"1"},"spec":{"name":"A","size":"large"}}`,
 			code: 409, reason: metav1.StatusReasonConflict},
+		{name: "update without resourceVersion", method: "PUT", path: widgets + "/a", body: `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"a"},"spec":{"name":"A","size":"large"}}`,
+			code: 422, reason: metav1.StatusReasonInvalid, causes: []string{"metadata.resourceVersion"}},
 		{name: "invalid, one cause per field", method: "POST", path: widgets, body: `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"b"},"spec":{"size":"huge","name":7}}`,
 			code: 422, reason: metav1.StatusReasonInvalid, causes: []string{"spec.size", "spec.name"}},
 		{name: "too large", method: "POST", path: widgets, body: `{"x":"` + strings.Repeat("x", 3<<20) + `"}`, code: 413, reason: metav1.StatusReasonRequestEntityTooLarge},

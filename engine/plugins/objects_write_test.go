@@ -84,7 +84,7 @@ func TestWriteObject(t *testing.T) {
 	o := NewObjects(svc, quietLogger())
 	ctx := context.Background()
 
-	var rv1 string
+	var rv1, rv2 string
 	steps := []struct {
 		name       string
 		fn         string
@@ -108,14 +108,18 @@ func TestWriteObject(t *testing.T) {
 			wantReason: "AlreadyExists", wantCode: 409},
 		{name: "update", fn: abi.HostUpdate, req: func() abi.WriteRequest { return abi.WriteRequest{Object: note("n1", "large", rv1)} },
 			check: func(t *testing.T, obj abi.RawJSON) {
+				rv2 = obj.String("metadata", "resourceVersion")
 				if obj.String("spec", "size") != "large" || obj.String("status", "state") != "" {
 					t.Errorf("updated %s", obj)
 				}
 			}},
 		{name: "update with a stale resourceVersion", fn: abi.HostUpdate, req: func() abi.WriteRequest { return abi.WriteRequest{Object: note("n1", "medium", rv1)} },
 			wantReason: "Conflict", wantCode: 409},
-		{name: "update status", fn: abi.HostUpdate, req: func() abi.WriteRequest {
+		{name: "update status without a resourceVersion", fn: abi.HostUpdate, req: func() abi.WriteRequest {
 			return abi.WriteRequest{Object: note("n1", "ignored", ""), Subresource: "status"}
+		}, wantReason: "Invalid", wantCode: 422, wantMsg: "metadata.resourceVersion: Invalid value: \"\": must be specified for an update"},
+		{name: "update status", fn: abi.HostUpdate, req: func() abi.WriteRequest {
+			return abi.WriteRequest{Object: note("n1", "ignored", rv2), Subresource: "status"}
 		}, check: func(t *testing.T, obj abi.RawJSON) {
 			if obj.String("status", "state") != "from-ignored" || obj.String("spec", "size") != "large" {
 				t.Errorf("status update gave %s", obj)
