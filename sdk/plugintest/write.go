@@ -24,7 +24,8 @@ type WriteEntry struct {
 // Write implements plugin.Writer over the objects Add and earlier writes
 // made visible, with the server's answers: AlreadyExists on a create of an
 // existing object, NotFound on a write of a missing one, Conflict on a stale
-// metadata.resourceVersion or a UID precondition that does not hold, and
+// metadata.resourceVersion or a UID precondition that does not hold, Invalid
+// on an update without a resourceVersion (but of a Namespace or Event), and
 // Forbidden when DenyWrite denies the kind. Writes get a fresh
 // resourceVersion (and a create a uid); an update keeps the stored status
 // and a status update keeps everything else, as the server does for kinds
@@ -93,7 +94,11 @@ func (h *Host) write(fn plugin.HostFunc, req abi.WriteRequest) (abi.RawJSON, err
 		return out, nil
 	case plugin.HostUpdate:
 		meta, _ := obj["metadata"].(map[string]any)
-		if rv, _ := meta["resourceVersion"].(string); rv != "" && rv != storedMeta["resourceVersion"] {
+		rv, _ := meta["resourceVersion"].(string)
+		if rv == "" && ref.Kind != "Namespace" && ref.Kind != "Event" {
+			return nil, invalid(fmt.Sprintf("%s %q is invalid: metadata.resourceVersion: Invalid value: \"\": must be specified for an update", ref.Kind, ref.Name))
+		}
+		if rv != "" && rv != storedMeta["resourceVersion"] {
 			return nil, conflict
 		}
 		if req.Subresource == "status" {

@@ -2,6 +2,8 @@ package plugintest_test
 
 import (
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
@@ -48,6 +50,13 @@ func TestWriteLifecycle(t *testing.T) {
 	if _, err := plugin.Update(h, stale); !plugin.IsConflict(err) {
 		t.Errorf("Update with a stale resourceVersion = %v, want Conflict", err)
 	}
+	// An update must say which version it replaces, as on the server.
+	delete(m["metadata"].(map[string]any), "resourceVersion")
+	blind, _ := json.Marshal(m)
+	var we *plugin.WriteError
+	if _, err := plugin.Update(h, blind); !errors.As(err, &we) || we.Code != 422 || !strings.Contains(we.Message, "metadata.resourceVersion") {
+		t.Errorf("Update without a resourceVersion = %v, want Invalid on metadata.resourceVersion", err)
+	}
 	if got := get().String("data", "a"); got != "2" {
 		t.Errorf("after Update data.a = %q", got)
 	}
@@ -65,7 +74,8 @@ func TestWriteLifecycle(t *testing.T) {
 	if o := get(); o.String("data", "b") != "3" || o.String("data", "a") != "" || o.String("status", "state") != "Ready" {
 		t.Errorf("after Patch: %s", o)
 	}
-	if _, err := plugin.UpdateStatus(h, abi.RawJSON(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ns"},"status":{"state":"Done"}}`)); err != nil {
+	if _, err := plugin.UpdateStatus(h, abi.RawJSON(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ns","resourceVersion":"`+
+		get().String("metadata", "resourceVersion")+`"},"status":{"state":"Done"}}`)); err != nil {
 		t.Fatal(err)
 	}
 	if o := get(); o.String("status", "state") != "Done" || o.String("data", "b") != "3" {
