@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -108,7 +109,11 @@ func newBuiltin(gvr schema.GroupVersionResource, kind, singular string, namespac
 	st := builtinStrategy{namespaced: namespaced, hasStatus: hasStatus, nameFn: nameFn, validate: validate}
 	sst := st
 	sst.statusOnly = true
-	columns = append(columns, apiextensionsv1.CustomResourceColumnDefinition{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"})
+	if !slices.ContainsFunc(columns, func(c apiextensionsv1.CustomResourceColumnDefinition) bool {
+		return c.JSONPath == ".metadata.creationTimestamp"
+	}) {
+		columns = append(columns, apiextensionsv1.CustomResourceColumnDefinition{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"})
+	}
 	table, _ := tableconvertor.New(columns)
 	sv := &served{
 		Resource: Resource{
@@ -148,7 +153,9 @@ func builtins() []*served {
 			}, &corev1.Event{}, nil, []string{"involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp",
 				"count", "type", "eventTime", "series", "action", "related", "reportingComponent", "reportingInstance"}, "ev"),
 		newBuiltin(CRDResource, "CustomResourceDefinition", "customresourcedefinition", false, true, apivalidation.NameIsDNSSubdomain, validateCRD,
-			[]apiextensionsv1.CustomResourceColumnDefinition{{Name: "Created At", Type: "date", JSONPath: ".metadata.creationTimestamp"}},
+			// kubectl shows a CRD's creation time, not its age: the column
+			// is the timestamp as stored (RFC 3339), as Kubernetes prints it.
+			[]apiextensionsv1.CustomResourceColumnDefinition{{Name: "Created At", Type: "string", Format: "date-time", JSONPath: ".metadata.creationTimestamp"}},
 			nil, crdHooks{}, []string{"spec", "status"}, "crd", "crds"),
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,11 @@ func TestKubectl(t *testing.T) {
 		kubectl(t, "wait", "--for=condition=Established", "crd/widgets.example.setpoint.dev", "--timeout=20s")
 		if out := kubectl(t, "api-resources", "--api-group=example.setpoint.dev"); !strings.Contains(out, "widgets") || !strings.Contains(out, "wg") {
 			t.Fatalf("api-resources: %s", out)
+		}
+		// As in Kubernetes, a CRD's row shows when it was created, not an age.
+		if out := kubectl(t, "get", "crd", "widgets.example.setpoint.dev"); !regexp.MustCompile(
+			`^NAME +CREATED AT\nwidgets\.example\.setpoint\.dev +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n$`).MatchString(out) {
+			t.Errorf("get crd:\n%s", out)
 		}
 		out := kubectl(t, "explain", "widget.spec")
 		for _, want := range []string{"size", "enum: small, medium, large", "-required-"} {
