@@ -91,8 +91,12 @@ func (w *sinkWatch) end() {
 func (w *sinkWatch) send(ev watch.Event, d time.Duration) bool {
 	select {
 	case <-w.set:
-	case <-time.After(d):
-		return false
+	default:
+		select {
+		case <-w.set:
+		case <-time.After(d):
+			return false
+		}
 	}
 	return !w.stopped() && w.fn(ev)
 }
