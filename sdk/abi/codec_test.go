@@ -480,3 +480,48 @@ func TestDecodeOwned(t *testing.T) {
 		t.Errorf("%v allocations per decode, want at most 3 (the lists of children and events, the error)", allocs)
 	}
 }
+
+// FuzzDecodeAcceptsWhatEncodingJSONAccepts checks the decoders against
+// encoding/json: a document it decodes into the same shape must decode
+// here too (a null member once broke the member loop; this finds such a
+// slip).
+func FuzzDecodeAcceptsWhatEncodingJSONAccepts(f *testing.F) {
+	for _, s := range []string{`{"attempt":1,"children":null,"config":null,"object":{}}`,
+		`{"children":{"A":[null,{}],"B":null},"config":{"k":null}}`,
+		`{"status":null,"children":[null],"events":[null,{"type":"x"}],"error":"e","terminal":false,"requeueAfterMs":null}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var stdReq struct {
+			Object   json.RawMessage              `json:"object"`
+			Children map[string][]json.RawMessage `json:"children"`
+			Attempt  int                          `json:"attempt"`
+			Config   map[string]string            `json:"config"`
+		}
+		if json.Unmarshal(b, &stdReq) == nil {
+			var r ReconcileRequest
+			if err := r.UnmarshalJSON(b); err != nil {
+				t.Fatalf("ReconcileRequest refused %q, which encoding/json decodes: %v", b, err)
+			}
+		}
+		var stdResp struct {
+			Status         json.RawMessage   `json:"status"`
+			Children       []json.RawMessage `json:"children"`
+			RequeueAfterMs int64             `json:"requeueAfterMs"`
+			Events         []struct {
+				Type, Reason, Message string
+			} `json:"events"`
+			Error    string `json:"error"`
+			Terminal bool   `json:"terminal"`
+		}
+		if json.Unmarshal(b, &stdResp) == nil {
+			var r ReconcileResponse
+			if err := r.UnmarshalJSON(b); err != nil {
+				t.Fatalf("ReconcileResponse refused %q, which encoding/json decodes: %v", b, err)
+			}
+			if err := r.DecodeOwned(b); err != nil {
+				t.Fatalf("DecodeOwned refused %q, which encoding/json decodes: %v", b, err)
+			}
+		}
+	})
+}
