@@ -7,6 +7,7 @@ import "sync"
 // started. It allocates nothing while empty.
 type queue struct {
 	maxItems, maxBytes int
+	hurry              chan struct{} // wakes a writer waiting out WriteInterval when the queue grows large
 
 	mu       sync.Mutex // guards the fields below
 	items    [][]byte
@@ -14,10 +15,11 @@ type queue struct {
 	ended    bool // the watch ended; no more pushes
 	overflow bool // a push found the queue full; no more pushes
 	writing  bool // a writer runs; it will see what is pushed
+	waiting  bool // the writer waits out WriteInterval; push sends on hurry once the queue is large
 }
 
 func newQueue(maxItems, maxBytes int) *queue {
-	return &queue{maxItems: maxItems, maxBytes: maxBytes}
+	return &queue{maxItems: maxItems, maxBytes: maxBytes, hurry: make(chan struct{}, 1)}
 }
 
 // push appends msg; ok is false, and the queue is marked overflowed, when
@@ -37,7 +39,46 @@ func (q *queue) push(msg []byte) (ok, start bool) {
 	}
 	q.items = append(q.items, msg)
 	q.bytes += len(msg)
+	if q.waiting && q.largeLocked() {
+		q.waiting = false
+		select {
+		case q.hurry <- struct{}{}:
+		default:
+		}
+	}
 	return true, q.startLocked()
+}
+
+// largeLocked tells whether an eighth of the queue's bound is used: a
+// burst (the initial events of a watch, a backlog replayed), which the
+// writer must not hold back. The caller holds q.mu.
+func (q *queue) largeLocked() bool {
+	return len(q.items) >= q.maxItems/8 || q.bytes >= q.maxBytes/8
+}
+
+// wait is called by the writer before it waits out what is left of
+// WriteInterval: false means the queue is large and the writer must write at
+// once; true means it may wait on hurry, which push signals when the queue
+// grows large meanwhile.
+func (q *queue) wait() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.largeLocked() || q.ended || q.overflow {
+		return false
+	}
+	q.waiting = true
+	return true
+}
+
+// waited ends a wait.
+func (q *queue) waited() {
+	q.mu.Lock()
+	q.waiting = false
+	q.mu.Unlock()
+	select {
+	case <-q.hurry:
+	default:
+	}
 }
 
 // end marks the input finished; what is queued is still delivered. start

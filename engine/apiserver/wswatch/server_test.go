@@ -549,13 +549,17 @@ func TestRequestTimeoutClosesNormally(t *testing.T) {
 	}
 }
 
+// TestBurstArrivesWholeAndInOrder sends a burst three times the queue's
+// bound in events (the initial events of a large list, a replayed backlog)
+// to a client that reads promptly: the writer must keep up rather than wait
+// out WriteInterval, and the client gets every event, in order.
 func TestBurstArrivesWholeAndInOrder(t *testing.T) {
 	for _, src := range sources {
 		t.Run(src.name, func(t *testing.T) {
 			w := src.new()
 			h := newHarness(t, wswatch.Options{}, func(context.Context) (watch.Interface, error) { return w, nil })
 			c := h.mustDial()
-			const n = 1000
+			const n = 3 * 1024 // MaxQueuedEvents is 1024 by default
 			go func() {
 				for i := 1; i <= n; i++ {
 					if !w.send(watch.Event{Type: watch.Modified, Object: widget("w"+strconv.Itoa(i%7), i, i%300)}, 5*time.Second) {

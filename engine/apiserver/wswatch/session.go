@@ -24,6 +24,7 @@ type session struct {
 
 	writers   sync.WaitGroup // the writer goroutine, while one runs
 	lastWrite time.Time      // owned by the running writer; handed on through q
+	hold      *time.Timer    // the writer's wait for WriteInterval; owned like lastWrite
 
 	mu       sync.Mutex // guards the fields below; held while a ping or the close frame is written
 	finished bool       // the session is over: no more pings, no close frame
@@ -236,7 +237,8 @@ func (ss *session) startWriter() {
 // write is the writer goroutine: it writes what is queued, in batches at
 // least WriteInterval apart (under a steady stream each write carries all
 // that arrived meanwhile, while an event after a quiet spell goes out at
-// once), and exits when the queue is empty, after the close frame when the
+// once; a burst that fills an eighth of the queue goes out without waiting,
+// so that it does not overflow the queue for want of writing), and exits when the queue is empty, after the close frame when the
 // watch ended, or on the first error.
 func (ss *session) write() {
 	defer ss.writers.Done()
@@ -248,8 +250,18 @@ func (ss *session) write() {
 		if ss.q.idle() {
 			return
 		}
-		if wait := o.WriteInterval - time.Since(ss.lastWrite); wait > 0 {
-			time.Sleep(wait)
+		if wait := o.WriteInterval - time.Since(ss.lastWrite); wait > 0 && ss.q.wait() {
+			if ss.hold == nil {
+				ss.hold = time.NewTimer(wait)
+			} else {
+				ss.hold.Reset(wait)
+			}
+			select {
+			case <-ss.hold.C:
+			case <-ss.q.hurry:
+				ss.hold.Stop()
+			}
+			ss.q.waited()
 		}
 		items, ended, overflow, idle := ss.q.take()
 		switch {
