@@ -447,10 +447,12 @@ func testSlowClient(t *testing.T, w source) {
 	c := h.mustDial()
 
 	// The client reads nothing while the server sends 32 KiB events until
-	// the socket buffers and the queue fill and the pump stops taking them.
+	// the socket buffers and the queue fill and the pump stops taking them
+	// (a pause of 2 s, not less: on a loaded machine the server's goroutines
+	// can wait that long for a core without having stopped).
 	sent := 0
 	for ; sent < 5000; sent++ {
-		if !w.send(watch.Event{Type: watch.Added, Object: widget("w"+strconv.Itoa(sent), sent+1, 32<<10)}, 500*time.Millisecond) {
+		if !w.send(watch.Event{Type: watch.Added, Object: widget("w"+strconv.Itoa(sent), sent+1, 32<<10)}, 2*time.Second) {
 			break
 		}
 	}
@@ -494,7 +496,9 @@ func testSlowClient(t *testing.T, w source) {
 
 func TestSilentClientIsDropped(t *testing.T) {
 	w := newChanWatch(1)
-	h := newHarness(t, wswatch.Options{PingInterval: 50 * time.Millisecond, PongTimeout: 100 * time.Millisecond},
+	// The pong timeout leaves a loaded machine (tests run with -race beside
+	// other packages) time to schedule the live client's reader.
+	h := newHarness(t, wswatch.Options{PingInterval: 100 * time.Millisecond, PongTimeout: 400 * time.Millisecond},
 		func(context.Context) (watch.Interface, error) { return w, nil })
 
 	// A client that reads answers pings and stays.
@@ -519,7 +523,7 @@ func TestSilentClientIsDropped(t *testing.T) {
 	select {
 	case err := <-h.results:
 		t.Fatalf("the live client was dropped too: %v", err)
-	case <-time.After(400 * time.Millisecond):
+	case <-time.After(1200 * time.Millisecond): // three pong timeouts
 	}
 }
 
