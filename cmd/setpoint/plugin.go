@@ -83,9 +83,12 @@ reconciles the kind named by --reconcile (with children of the kinds in
 --owns), and/or admits writes to the kinds in --admit (validating, or mutating
 with --mutating). RESOURCE is what get accepts: plural, singular, kind or short
 name. --permissions (or --read and --write) are what the plugin's host calls
-may touch: --permissions read=widgets,read=gadgets,write=events is the same as
---read widgets --read gadgets --write events ("*" for every kind; write=events
-lets it emit events).
+may touch: --permissions read=widgets,read=gadgets,write=notes,write=events is
+the same as --read widgets --read gadgets --write notes --write events. read
+lets it get and list a kind; write lets it create, update, patch and delete
+objects of a kind (outside admission calls, as user plugin:NAME, through the
+server's validation and admission); write=events lets it emit events; "*" is
+every kind (and, for write, events).
 
 On a terminal the upload shows a progress bar. With --wait (the default) the
 command returns once the server has loaded the module, and fails with the
@@ -109,7 +112,7 @@ server's reason if it cannot.
 	f.StringSliceVar(&o.operations, "operations", nil, "admitted operations: CREATE, UPDATE, DELETE (default: all)")
 	f.StringVar(&o.failurePolicy, "failure-policy", "Fail", "when the plugin fails to answer, Fail rejects the write and Ignore lets it through")
 	f.StringArrayVar(&o.read, "read", nil, "a resource the plugin may read through host calls, or * (repeatable)")
-	f.StringArrayVar(&o.write, "write", nil, "a resource the plugin may write through host calls, such as events (repeatable)")
+	f.StringArrayVar(&o.write, "write", nil, "a resource the plugin may create, update, patch and delete through host calls, events to emit events, or * (repeatable)")
 	f.StringSliceVar(&o.permissions, "permissions", nil, "host-call permissions as read=RESOURCE or write=RESOURCE, comma-separated or repeated")
 	f.DurationVar(&o.callTimeout, "call-timeout", 0, "deadline of one call into the plugin (default: the server's)")
 	f.Uint32Var(&o.memoryPages, "memory-pages", 0, "memory cap of an instance in 64 KiB pages (default: the server's)")
