@@ -173,9 +173,11 @@ func key(sv *served, namespace, name string) string {
 
 // decode turns a stored document into the object served at sv's version.
 func decode(sv *served, kv *store.KeyValue) (*unstructured.Unstructured, error) {
-	var m map[string]any
-	if err := utiljson.Unmarshal(kv.Value, &m); err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: %w", kv.Key, err))
+	m, ok := DecodeJSONObject(kv.Value)
+	if !ok {
+		if err := utiljson.Unmarshal(kv.Value, &m); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: %w", kv.Key, err))
+		}
 	}
 	if m == nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: not an object", kv.Key))
