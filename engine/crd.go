@@ -167,7 +167,7 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 			scale:           scaleV1,
 		}
 		if scaleSpec == nil {
-			sv.createValidation = newCreateValidation(gvk, namespaced, validator, structural)
+			sv.createValidation = newCreateValidation(gvk, namespaced, validator, statusValidator, structural)
 		}
 		sv.noEmbedded = true
 		walkStructural(structural, func(s *structuralschema.Structural) {

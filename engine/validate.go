@@ -36,18 +36,21 @@ import (
 //     x-kubernetes-embedded-resource, and the list set/map check only when
 //     it has an x-kubernetes-list-type set or map: neither can report an
 //     error otherwise.
+//
+// Updates and status updates are validated the same way (validateupdate.go).
 type createValidation struct {
-	gvk        schema.GroupVersionKind
-	namespaced bool
-	validator  apiservervalidation.SchemaValidator
-	structural *structuralschema.Structural
-	cel        *cel.Validator
-	embedded   bool
-	listTypes  bool
+	gvk             schema.GroupVersionKind
+	namespaced      bool
+	validator       apiservervalidation.SchemaValidator
+	statusValidator apiservervalidation.SchemaValidator // of status alone; nil without a status subresource
+	structural      *structuralschema.Structural
+	cel             *cel.Validator
+	embedded        bool
+	listTypes       bool
 }
 
-func newCreateValidation(gvk schema.GroupVersionKind, namespaced bool, validator apiservervalidation.SchemaValidator, structural *structuralschema.Structural) *createValidation {
-	v := &createValidation{gvk: gvk, namespaced: namespaced, validator: validator, structural: structural,
+func newCreateValidation(gvk schema.GroupVersionKind, namespaced bool, validator, statusValidator apiservervalidation.SchemaValidator, structural *structuralschema.Structural) *createValidation {
+	v := &createValidation{gvk: gvk, namespaced: namespaced, validator: validator, statusValidator: statusValidator, structural: structural,
 		cel: cel.NewValidator(structural, true, celconfig.PerCallLimit)}
 	walkStructural(structural, func(s *structuralschema.Structural) {
 		if s.XEmbeddedResource {

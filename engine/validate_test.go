@@ -154,6 +154,7 @@ spec:
 	if err == nil || !strings.Contains(err.Error(), "spec.inner.metadata.bogus") {
 		t.Errorf("strict create with an unknown field in an embedded resource's metadata: %v", err)
 	}
+	var boxes []*unstructured.Unstructured
 	for _, doc := range []string{
 		`{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"b","namespace":"default"},"spec":{"tags":["a","b"],"inner":{"apiVersion":"v1","kind":"K","metadata":{"name":"i"}}}}`,
 		`{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"b","namespace":"default"},"spec":{"tags":["a","a"]}}`,
@@ -163,7 +164,18 @@ spec:
 		if err := utiljson.Unmarshal([]byte(doc), &m); err != nil {
 			t.Fatal(err)
 		}
-		sameValidation(t, sv, &unstructured.Unstructured{Object: m})
+		u := &unstructured.Unstructured{Object: m}
+		sameValidation(t, sv, u)
+		u.SetResourceVersion("3")
+		boxes = append(boxes, u)
+	}
+	// Updates between them: embedded resources and list sets as the
+	// strategies check them on update.
+	for _, old := range boxes {
+		for _, obj := range boxes {
+			sameUpdateValidation(t, sv, "", obj, old)
+			sameUpdateValidation(t, sv, "status", obj, old)
+		}
 	}
 }
 
@@ -193,4 +205,144 @@ func FuzzTypedMeta(f *testing.F) {
 			t.Fatalf("typedMeta(%s) (-converter +typedMeta):\n%s", doc, diff)
 		}
 	})
+}
+
+// sameUpdateValidation fails unless the kind's update validation (of the
+// status subresource when sub is "status") and its strategy's
+// ValidateUpdate give the same errors for obj over old.
+func sameUpdateValidation(t *testing.T, sv *served, sub string, obj, old *unstructured.Unstructured) field.ErrorList {
+	t.Helper()
+	if sv.createValidation == nil {
+		t.Fatalf("%s has no createValidation", sv.GVR)
+	}
+	ctx := context.Background()
+	st := sv.strategy
+	got := sv.createValidation.validateUpdate(ctx, obj.DeepCopy(), old.DeepCopy())
+	if sub == "status" {
+		st = sv.statusStrategy
+		got = sv.createValidation.validateStatusUpdate(ctx, obj.DeepCopy(), old.DeepCopy())
+	}
+	want := st.ValidateUpdate(ctx, obj.DeepCopy(), old.DeepCopy())
+	if diff := cmp.Diff(describe(want), describe(got)); diff != "" {
+		t.Errorf("%s update validation differs from the strategy (-strategy +engine):\n%s", sub, diff)
+	}
+	return got
+}
+
+// widgetVariants are Widgets as stored or as sent in an update, valid and
+// invalid in the ways update validation looks at.
+func widgetVariants() map[string]*unstructured.Unstructured {
+	base := func() *unstructured.Unstructured {
+		u := widget("w", "small", map[string]string{"app": "x"})
+		u.SetUID("u")
+		u.SetCreationTimestamp(metav1.Now())
+		u.SetGeneration(2)
+		u.SetResourceVersion("7")
+		u.Object["status"] = map[string]any{
+			"state": "Ready", "capacity": int64(1), "lastProvisioned": "2026-11-21T07:00:00Z",
+			"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Provisioned"}},
+		}
+		return u
+	}
+	vs := map[string]func(u *unstructured.Unstructured){
+		"valid": func(*unstructured.Unstructured) {},
+		"other status": func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "Provisioning", "status", "state")
+		},
+		"no status":        func(u *unstructured.Unstructured) { delete(u.Object, "status") },
+		"status not a map": func(u *unstructured.Unstructured) { u.Object["status"] = "x" },
+		"capacity a string": func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "one", "status", "capacity")
+		},
+		"bad date-time": func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "yesterday", "status", "lastProvisioned")
+		},
+		"condition status not in the enum": func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "Ready", "status": "Maybe"}}, "status", "conditions")
+		},
+		"condition without status": func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "Ready"}}, "status", "conditions")
+		},
+		"conditions list map duplicate": func(u *unstructured.Unstructured) {
+			c := map[string]any{"type": "Ready", "status": "True"}
+			_ = unstructured.SetNestedSlice(u.Object, []any{c, runtime.DeepCopyJSONValue(c)}, "status", "conditions")
+		},
+		"size not in the enum": func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "huge", "spec", "size")
+		},
+		"size missing": func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "size") },
+		"CEL rule broken": func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, strings.Repeat("n", 64), "spec", "name")
+		},
+		"other spec":    func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, "large", "spec", "size") },
+		"bad label":     func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"a b": "c"}) },
+		"other label":   func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"app": "y"}) },
+		"other name":    func(u *unstructured.Unstructured) { u.SetName("v") },
+		"other uid":     func(u *unstructured.Unstructured) { u.SetUID("v") },
+		"generation 1":  func(u *unstructured.Unstructured) { u.SetGeneration(1) },
+		"no rv":         func(u *unstructured.Unstructured) { u.SetResourceVersion("") },
+		"finalizer":     func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"example.setpoint.dev/f"}) },
+		"bad finalizer": func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"a/b/c"}) },
+		"deleting": func(u *unstructured.Unstructured) {
+			now := metav1.Now()
+			u.SetDeletionTimestamp(&now)
+		},
+		"owner reference without uid": func(u *unstructured.Unstructured) {
+			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "K", Name: "n"}})
+		},
+		"metadata not an object": func(u *unstructured.Unstructured) { u.Object["metadata"] = "x" },
+		"label not a string": func(u *unstructured.Unstructured) {
+			u.Object["metadata"].(map[string]any)["labels"] = map[string]any{"a": int64(1)}
+		},
+		"wrong kind": func(u *unstructured.Unstructured) { u.SetKind("Gadget") },
+		"wrong apiVersion and CEL rule broken": func(u *unstructured.Unstructured) {
+			u.SetAPIVersion("example.setpoint.dev/v9")
+			_ = unstructured.SetNestedField(u.Object, strings.Repeat("n", 64), "spec", "name")
+		},
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for name, change := range vs {
+		u := base()
+		change(u)
+		out[name] = u
+	}
+	return out
+}
+
+// TestUpdateValidationMatchesStrategy compares the engine's update and
+// status update validation with the strategies' on every pair of Widget
+// variants, as stored and as sent: valid and invalid updates, and invalid
+// values kept from the stored object (which ratcheting lets through).
+func TestUpdateValidationMatchesStrategy(t *testing.T) {
+	s := newService(t)
+	sv, _ := s.reg.get(widgets)
+	vs := widgetVariants()
+	counts := map[string][2]int{}
+	for oldName, old := range vs {
+		for newName, obj := range vs {
+			for _, sub := range []string{"", "status"} {
+				name := fmt.Sprintf("%s/%s over %s", sub, newName, oldName)
+				t.Run(name, func(t *testing.T) {
+					errs := sameUpdateValidation(t, sv, sub, obj, old)
+					c := counts[sub]
+					c[min(len(errs), 1)]++
+					counts[sub] = c
+				})
+			}
+		}
+	}
+	// The pairs must include both outcomes in both modes, ratcheting among
+	// them: an update that keeps an invalid stored value is valid.
+	for _, sub := range []string{"", "status"} {
+		if c := counts[sub]; c[0] == 0 || c[1] == 0 {
+			t.Errorf("%q updates: %d valid, %d invalid; want both", sub, c[0], c[1])
+		}
+	}
+	for _, sub := range []string{"", "status"} {
+		for _, name := range []string{"bad date-time", "size not in the enum", "CEL rule broken"} {
+			if errs := sameUpdateValidation(t, sv, sub, vs[name], vs[name]); len(errs) != 0 {
+				t.Errorf("%q update keeping %s: %v, want it ratcheted", sub, name, errs)
+			}
+		}
+	}
 }

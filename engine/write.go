@@ -122,6 +122,22 @@ func (sv *served) validateCreate(ctx context.Context, obj *unstructured.Unstruct
 	return sv.strategy.Validate(ctx, obj)
 }
 
+// validateUpdate runs the kind's update validation (of the status
+// subresource when sub is "status").
+func (sv *served) validateUpdate(ctx context.Context, sub string, obj, old *unstructured.Unstructured) field.ErrorList {
+	switch {
+	case sv.createValidation == nil:
+	case sub == "status":
+		return sv.createValidation.validateStatusUpdate(ctx, obj, old)
+	default:
+		return sv.createValidation.validateUpdate(ctx, obj, old)
+	}
+	if sub == "status" {
+		return sv.statusStrategy.ValidateUpdate(ctx, obj, old)
+	}
+	return sv.strategy.ValidateUpdate(ctx, obj, old)
+}
+
 func invalid(sv *served, name string, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
@@ -375,7 +391,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	}
-	if err := invalid(sv, obj.GetName(), st.ValidateUpdate(ctx, obj, old)); err != nil {
+	if err := invalid(sv, obj.GetName(), sv.validateUpdate(ctx, sub, obj, old)); err != nil {
 		return nil, nil, err
 	}
 	if err := strictFields(ctx, sv, opts.FieldValidation, unknown); err != nil {

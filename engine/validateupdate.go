@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
+	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
+	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	apiextensionsfeatures "k8s.io/apiextensions-apiserver/pkg/features"
+	"k8s.io/apimachinery/pkg/api/operation"
+	"k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/common"
+	"k8s.io/apiserver/pkg/features"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+)
+
+// validateUpdate validates an update of a custom resource with the checks,
+// order and errors of the ValidateUpdate of the apiextensions custom
+// resource strategy (type, metadata update, OpenAPI schema with validation
+// ratcheting, embedded resources, list sets and maps unless the old object
+// broke them already, CEL rules with ratcheting and transition rules), with
+// createValidation's savings: metadata read directly, and the embedded and
+// list-type walks skipped when the schema can give them nothing to report.
+func (v *createValidation) validateUpdate(ctx context.Context, obj, old *unstructured.Unstructured) field.ErrorList {
+	ratcheting := utilfeature.DefaultFeatureGate.Enabled(apiextensionsfeatures.CRDValidationRatcheting)
+	var options []apiservervalidation.ValidationOption
+	var celOptions []cel.Option
+	var correlated *common.CorrelatedObject
+	if ratcheting {
+		correlated = common.NewCorrelatedObject(obj.Object, old.Object, &model.Structural{Structural: v.structural})
+		options = append(options, apiservervalidation.WithRatcheting(correlated))
+		celOptions = append(celOptions, cel.WithRatcheting(correlated))
+	}
+	errs := v.typeMeta(obj)
+	if len(errs) == 0 {
+		errs = append(errs, v.metaUpdate(ctx, obj, old)...)
+		errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(nil, obj.Object, old.Object, v.validator, options...)...)
+	}
+	if v.embedded {
+		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, obj.Object, v.structural, false)...)
+	}
+	if v.listTypes {
+		if oldErrs := structurallisttype.ValidateListSetsAndMaps(nil, v.structural, old.Object); len(oldErrs) == 0 {
+			errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, v.structural, obj.Object)...)
+		}
+	}
+	errs = v.celUpdate(ctx, errs, obj, old, celOptions)
+	if ratcheting {
+		apiservervalidation.Metrics.ObserveRatchetingTime(*correlated.Duration)
+	}
+	return errs
+}
+
+// validateStatusUpdate validates an update through the status subresource
+// as the ValidateUpdate of the apiextensions status strategy does: as
+// validateUpdate, but the schema check covers status alone (with the status
+// schema), embedded resources are not checked, and list sets and maps are
+// reported when the new object breaks them and the old one did not.
+func (v *createValidation) validateStatusUpdate(ctx context.Context, obj, old *unstructured.Unstructured) field.ErrorList {
+	ratcheting := utilfeature.DefaultFeatureGate.Enabled(apiextensionsfeatures.CRDValidationRatcheting)
+	var options []apiservervalidation.ValidationOption
+	var celOptions []cel.Option
+	var correlated *common.CorrelatedObject
+	if ratcheting {
+		correlated = common.NewCorrelatedObject(obj.Object, old.Object, &model.Structural{Structural: v.structural})
+		if v.structural != nil {
+			options = append(options, apiservervalidation.WithRatcheting(correlated.Key("status")))
+		}
+		celOptions = append(celOptions, cel.WithRatcheting(correlated))
+	}
+	errs := v.typeMeta(obj)
+	if len(errs) == 0 {
+		errs = append(errs, v.metaUpdate(ctx, obj, old)...)
+		if status, ok := obj.Object["status"]; ok {
+			errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(field.NewPath("status"), status, old.Object["status"], v.statusValidator, options...)...)
+		}
+	}
+	if v.listTypes {
+		if newErrs := structurallisttype.ValidateListSetsAndMaps(nil, v.structural, obj.Object); len(newErrs) > 0 {
+			if oldErrs := structurallisttype.ValidateListSetsAndMaps(nil, v.structural, old.Object); len(oldErrs) == 0 {
+				errs = append(errs, newErrs...)
+			}
+		}
+	}
+	errs = v.celUpdate(ctx, errs, obj, old, celOptions)
+	if ratcheting {
+		apiservervalidation.Metrics.ObserveRatchetingTime(*correlated.Duration)
+	}
+	return errs
+}
+
+// typeMeta checks kind and apiVersion, as the strategy's ValidateTypeMeta.
+func (v *createValidation) typeMeta(u *unstructured.Unstructured) field.ErrorList {
+	var errs field.ErrorList
+	if k := u.GetKind(); k != v.gvk.Kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), k, "must be "+v.gvk.Kind))
+	}
+	if av, want := u.GetAPIVersion(), v.gvk.Group+"/"+v.gvk.Version; av != want {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), av, "must be "+want))
+	}
+	return errs
+}
+
+// metaUpdate validates the metadata of an update against the old one.
+func (v *createValidation) metaUpdate(ctx context.Context, obj, old *unstructured.Unstructured) field.ErrorList {
+	meta, errs := validationMeta(obj.Object)
+	if len(errs) > 0 {
+		return errs
+	}
+	oldMeta, errs := validationMeta(old.Object)
+	if len(errs) > 0 {
+		return errs
+	}
+	return validation.ValidateObjectMetaDeclaratively(ctx, operation.Update, meta, oldMeta, v.namespaced, nil,
+		field.NewPath("metadata"), utilfeature.DefaultFeatureGate.Enabled(features.DeclarativeValidationBeta))
+}
+
+// celUpdate appends the errors of the kind's CEL rules on an update, or the
+// note that they were not run when errs already holds a blocking error.
+func (v *createValidation) celUpdate(ctx context.Context, errs field.ErrorList, obj, old *unstructured.Unstructured, options []cel.Option) field.ErrorList {
+	if v.cel == nil {
+		return errs
+	}
+	if blocking(errs) {
+		return append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
+	}
+	cerrs, _ := v.cel.Validate(ctx, nil, v.structural, obj.Object, old.Object, celconfig.RuntimeCELCostBudget, options...)
+	return append(errs, cerrs...)
+}
