@@ -14,7 +14,6 @@ import (
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -400,7 +399,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	if err := s.validateAdmission(ctx, req); err != nil {
 		return nil, nil, err
 	}
-	if equality.Semantic.DeepEqual(obj.Object, old.Object) || dry {
+	if semanticEqual(obj.Object, old.Object) || dry {
 		return obj, nil, nil // nothing to write: the resourceVersion stays
 	}
 	b, err := encode(obj)
