@@ -346,3 +346,53 @@ func TestUpdateValidationMatchesStrategy(t *testing.T) {
 		}
 	}
 }
+
+// TestPrepareForUpdateMatchesStrategy compares the engine's preparation of
+// a custom resource update with the strategy's PrepareForUpdate on every
+// pair of Widget variants, for a kind with a status subresource (Widget)
+// and one without (Box).
+func TestPrepareForUpdateMatchesStrategy(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	box := fromYAML(t, `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: boxes.example.setpoint.dev}
+spec:
+  group: example.setpoint.dev
+  scope: Namespaced
+  names: {plural: boxes, singular: box, kind: Box}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`)
+	if _, err := s.Create(ctx, CRDResource, box, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wsv, _ := s.reg.get(widgets)
+	bsv, ok := s.reg.get(schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "boxes"})
+	if !ok || bsv.Status || !wsv.Status || bsv.createValidation == nil {
+		t.Fatalf("want boxes served without a status subresource and widgets with one")
+	}
+	vs := widgetVariants()
+	bumped := map[bool]int{}
+	for _, sv := range []*served{wsv, bsv} {
+		for oldName, old := range vs {
+			for newName, obj := range vs {
+				want, got := obj.DeepCopy(), obj.DeepCopy()
+				sv.strategy.PrepareForUpdate(ctx, want, old.DeepCopy())
+				sv.prepareForUpdate(ctx, "", got, old.DeepCopy())
+				if diff := cmp.Diff(want.Object, got.Object); diff != "" {
+					t.Errorf("%s: %s over %s (-strategy +engine):\n%s", sv.Kind, newName, oldName, diff)
+				}
+				bumped[got.GetGeneration() != obj.GetGeneration()]++
+			}
+		}
+	}
+	if bumped[true] == 0 || bumped[false] == 0 {
+		t.Errorf("generation bumped in %d pairs, kept in %d; want both", bumped[true], bumped[false])
+	}
+}

@@ -121,6 +121,43 @@ func (sv *served) validateCreate(ctx context.Context, obj *unstructured.Unstruct
 	return sv.strategy.Validate(ctx, obj)
 }
 
+// prepareForUpdate runs the strategy's PrepareForUpdate (of the status
+// subresource when sub is "status"). For custom resources other than their
+// status it is done here, as the custom resource strategy does it: status
+// is kept as stored when the kind has a status subresource, and generation
+// goes up when anything but metadata changed, compared without reflection.
+func (sv *served) prepareForUpdate(ctx context.Context, sub string, obj, old *unstructured.Unstructured) {
+	switch {
+	case sub == "status":
+		sv.statusStrategy.PrepareForUpdate(ctx, obj, old)
+		return
+	case sv.createValidation == nil:
+		sv.strategy.PrepareForUpdate(ctx, obj, old)
+		return
+	}
+	if sv.Status {
+		if st, ok := old.Object["status"]; ok {
+			obj.Object["status"] = st
+		} else {
+			delete(obj.Object, "status")
+		}
+	}
+	if !semanticEqual(withoutMetadata(obj.Object), withoutMetadata(old.Object)) {
+		obj.SetGeneration(old.GetGeneration() + 1)
+	}
+}
+
+// withoutMetadata returns a copy of obj's top level without metadata.
+func withoutMetadata(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		if k != "metadata" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // validateUpdate runs the kind's update validation (of the status
 // subresource when sub is "status").
 func (sv *served) validateUpdate(ctx context.Context, sub string, obj, old *unstructured.Unstructured) field.ErrorList {
@@ -379,11 +416,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
 		return nil, nil, err
 	}
-	st := sv.strategy
-	if sub == "status" {
-		st = sv.statusStrategy
-	}
-	st.PrepareForUpdate(ctx, obj, old)
+	sv.prepareForUpdate(ctx, sub, obj, old)
 	obj.SetResourceVersion(old.GetResourceVersion())
 	if sv.hooks != nil {
 		if err := sv.hooks.prepare(ctx, s, obj.Object, old.Object); err != nil {
