@@ -44,6 +44,25 @@ var errRetired = errors.New("host: plugin version retired")
 // Name is the plugin's name.
 func (p *Plugin) Name() string { return p.name }
 
+// Adopt gives a version that was loaded to check a module, and has served
+// no call since, the plugin name and the permissions of cfg, so that it can
+// be installed without loading the module again. It reports false, changing
+// nothing, when cfg asks for other limits or preemption than the version was
+// loaded with: those shape its runtime and its instances. The caller must
+// hold the only reference to p; installing it (Registry.Swap) publishes the
+// change to callers.
+func (p *Plugin) Adopt(name string, cfg Config) bool {
+	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.Limits != p.cfg.Limits || cfg.DisablePreemption != p.cfg.DisablePreemption {
+		return false
+	}
+	// Only what calls read changes; the pool's idle timer reads Limits.
+	p.name = name
+	p.log = p.host.opts.Logger.With("plugin", name)
+	p.cfg.Permissions = cfg.Permissions
+	return true
+}
+
 // Digest is the module's content address ("sha256:...").
 func (p *Plugin) Digest() string { return p.digest }
 

@@ -24,6 +24,57 @@ import (
 type hostAdapter struct {
 	h   *host.Host
 	reg *host.Registry
+	// checked keeps the version the last upload's check loaded, so that the
+	// Plugin that names the module right after is served by it instead of
+	// a second load.
+	checked *checkedVersion
+}
+
+// checkedKeep is how long a checked version waits for its Plugin.
+const checkedKeep = 2 * time.Minute
+
+// checkedVersion holds at most one version loaded by Check, closing it when
+// a newer one arrives or checkedKeep passes.
+type checkedVersion struct {
+	mu    sync.Mutex
+	p     *host.Plugin
+	timer *time.Timer
+}
+
+// keep holds p, closing the version held before.
+func (c *checkedVersion) keep(p *host.Plugin) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dropLocked()
+	c.p = p
+	c.timer = time.AfterFunc(checkedKeep, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.p == p {
+			c.dropLocked()
+		}
+	})
+}
+
+// take hands over the held version if it is of the module digest.
+func (c *checkedVersion) take(digest string) *host.Plugin {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.p == nil || c.p.Digest() != digest {
+		return nil
+	}
+	p := c.p
+	c.timer.Stop()
+	c.p, c.timer = nil, nil
+	return p
+}
+
+func (c *checkedVersion) dropLocked() {
+	if c.p != nil {
+		c.timer.Stop()
+		_ = c.p.Close()
+		c.p, c.timer = nil, nil
+	}
 }
 
 var _ plugins.Host = hostAdapter{}
@@ -35,9 +86,10 @@ func hostConfig(cfg plugins.Config) host.Config {
 	}
 }
 
-// Check loads the module as a throw-away version: it compiles (filling the
-// on-disk cache, so the install that follows is quick), checks and
-// instantiates it once.
+// Check loads the module as a version of no plugin yet: it compiles
+// (filling the on-disk cache), checks and instantiates it once. The version
+// is kept for checkedKeep, so that the Plugin created right after the upload
+// is served by it (see Install) rather than by a second load.
 func (a hostAdapter) Check(ctx context.Context, wasm []byte, cfg plugins.Config) error {
 	p, err := a.h.Load(ctx, "upload", wasm, hostConfig(cfg))
 	if err != nil {
@@ -48,15 +100,37 @@ func (a hostAdapter) Check(ctx context.Context, wasm []byte, cfg plugins.Config)
 		}
 		return err
 	}
-	return p.Close()
+	if a.checked == nil {
+		return p.Close()
+	}
+	a.checked.keep(p)
+	return nil
 }
 
+// Install serves the plugin name with wasm: with the version the upload's
+// check loaded when it is of this module and was loaded with the limits cfg
+// asks for, else with a new load (from the on-disk cache after a check).
 func (a hostAdapter) Install(ctx context.Context, name string, wasm []byte, cfg plugins.Config) (plugins.Exports, error) {
-	p, err := a.reg.Install(ctx, name, wasm, hostConfig(cfg))
+	hcfg := hostConfig(cfg)
+	if a.checked != nil {
+		if p := a.checked.take(host.Digest(wasm)); p != nil {
+			if p.Adopt(name, hcfg) {
+				if err := a.reg.Swap(name, p); err == nil {
+					return exportsOf(p), nil
+				}
+			}
+			_ = p.Close()
+		}
+	}
+	p, err := a.reg.Install(ctx, name, wasm, hcfg)
 	if err != nil {
 		return plugins.Exports{}, err
 	}
-	return plugins.Exports{Reconcile: p.HasReconcile(), Admit: p.HasAdmit(), Finalize: p.HasFinalize()}, nil
+	return exportsOf(p), nil
+}
+
+func exportsOf(p *host.Plugin) plugins.Exports {
+	return plugins.Exports{Reconcile: p.HasReconcile(), Admit: p.HasAdmit(), Finalize: p.HasFinalize()}
 }
 
 func (a hostAdapter) Remove(name string) { a.reg.Remove(name) }
@@ -105,7 +179,7 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 		return nil, fmt.Errorf("wasm host: %w", err)
 	}
 	reg := host.NewRegistry(h)
-	adapter := hostAdapter{h: h, reg: reg}
+	adapter := hostAdapter{h: h, reg: reg, checked: &checkedVersion{}}
 	modules := plugins.NewModules(st)
 	ctrlMetrics, err := controller.NewMetrics(promReg)
 	if err != nil {

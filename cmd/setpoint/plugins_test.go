@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/plugins"
+	"github.com/setpoint-dev/setpoint/host"
+	"github.com/setpoint-dev/setpoint/host/hosttest"
+)
+
+// The Plugin installed right after an upload is served by the version the
+// upload's check loaded, when its limits allow; otherwise by a new load.
+func TestInstallAdoptsCheckedVersion(t *testing.T) {
+	h := hosttest.NewHost(t, host.Options{})
+	reg := host.NewRegistry(h)
+	t.Cleanup(func() { _ = reg.Close() })
+	a := hostAdapter{h: h, reg: reg, checked: &checkedVersion{}}
+	ctx := context.Background()
+	wasm := hosttest.Module(t, "faulty")
+
+	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	checked := a.checked.p
+	if checked == nil {
+		t.Fatal("Check kept no version")
+	}
+	if _, err := a.Install(ctx, "first", wasm, plugins.Config{Read: []string{"ConfigMap"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := reg.Get("first"); got != checked || got.Name() != "first" {
+		t.Fatalf("first is served by %p (%s), want the checked version %p renamed", got, got.Name(), checked)
+	}
+	if a.checked.p != nil {
+		t.Fatal("the adopted version is still held")
+	}
+
+	// Other limits: a new load, and the checked version is closed.
+	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	checked = a.checked.p
+	if _, err := a.Install(ctx, "second", wasm, plugins.Config{CallTimeout: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if got := reg.Get("second"); got == checked || got.Name() != "second" {
+		t.Fatalf("second is served by the checked version (%s), want a new load", got.Name())
+	}
+	if a.checked.p != nil {
+		t.Fatal("a version of the installed module is still held")
+	}
+
+	// A module the check did not load: a new load, the held version stays
+	// for its own Plugin.
+	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	other := hosttest.Module(t, "widget")
+	if _, err := a.Install(ctx, "third", other, plugins.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := reg.Get("third"); got == a.checked.p || got.Digest() != host.Digest(other) {
+		t.Fatal("third is not served by its own module")
+	}
+	if a.checked.p == nil {
+		t.Fatal("the checked version of another module was dropped")
+	}
+}
