@@ -65,6 +65,19 @@ func rounds(b *testing.B) int {
 	return 5
 }
 
+// clients keeps one keep-alive client per server process, so that the
+// figures hold the server's time and not a TLS handshake per request.
+var clients = map[*testserver.Server]*http.Client{}
+
+func client(s *testserver.Server) *http.Client {
+	c, ok := clients[s]
+	if !ok {
+		c = s.HTTPClient()
+		clients[s] = c
+	}
+	return c
+}
+
 // do sends body (JSON unless contentType says otherwise) and fails b unless
 // the answer is one of want.
 func do(b *testing.B, s *testserver.Server, method, path, contentType string, body []byte, want ...int) []byte {
@@ -77,9 +90,7 @@ func do(b *testing.B, s *testserver.Server, method, path, contentType string, bo
 	if body != nil {
 		req.Header.Set("Content-Type", contentType)
 	}
-	c := s.HTTPClient()
-	defer c.CloseIdleConnections()
-	resp, err := c.Do(req)
+	resp, err := client(s).Do(req)
 	if err != nil {
 		b.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -208,6 +219,9 @@ func BenchmarkUploadToReady(b *testing.B) {
 			cold, coldUpload = append(cold, t), append(coldUpload, u)
 
 			s.Restart()
+			if c := clients[s]; c != nil {
+				c.CloseIdleConnections() // they went to the process that stopped
+			}
 			deletePlugin(b, s)
 			t2, u2 := uploadToReady(b, s, wasm)
 			cached, cachedUpload = append(cached, t2), append(cachedUpload, u2)
@@ -215,6 +229,10 @@ func BenchmarkUploadToReady(b *testing.B) {
 				r+1, t.Round(time.Millisecond), u.Round(time.Millisecond), t2.Round(time.Millisecond), u2.Round(time.Millisecond), before, loadavg())
 			if err := s.Stop(); err != nil {
 				b.Fatal(err)
+			}
+			if c := clients[s]; c != nil {
+				c.CloseIdleConnections()
+				delete(clients, s)
 			}
 		}
 		report := func(what string, d, up []time.Duration, goal time.Duration) {
