@@ -80,23 +80,18 @@ func walkStructural(s *structuralschema.Structural, f func(*structuralschema.Str
 }
 
 func (v *createValidation) validate(ctx context.Context, u *unstructured.Unstructured) field.ErrorList {
-	var errs field.ErrorList
-	if k := u.GetKind(); k != v.gvk.Kind {
-		errs = append(errs, field.Invalid(field.NewPath("kind"), k, fmt.Sprintf("must be %v", v.gvk.Kind)))
+	// As in the strategy, a wrong kind or apiVersion skips the metadata and
+	// schema checks, not the ones below.
+	errs := v.typeMeta(u)
+	if len(errs) == 0 {
+		if meta, merrs := validationMeta(u.Object); len(merrs) > 0 {
+			errs = append(errs, merrs...)
+		} else {
+			errs = append(errs, validation.ValidateObjectMetaDeclaratively(ctx, operation.Create, meta, nil, v.namespaced,
+				validation.NameIsDNSSubdomain, field.NewPath("metadata"), utilfeature.DefaultFeatureGate.Enabled(features.DeclarativeValidationBeta))...)
+		}
+		errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.Object, v.validator)...)
 	}
-	if av, want := u.GetAPIVersion(), v.gvk.Group+"/"+v.gvk.Version; av != want {
-		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), av, fmt.Sprintf("must be %v", want)))
-	}
-	if len(errs) > 0 {
-		return errs
-	}
-	if meta, merrs := validationMeta(u.Object); len(merrs) > 0 {
-		errs = append(errs, merrs...)
-	} else {
-		errs = append(errs, validation.ValidateObjectMetaDeclaratively(ctx, operation.Create, meta, nil, v.namespaced,
-			validation.NameIsDNSSubdomain, field.NewPath("metadata"), utilfeature.DefaultFeatureGate.Enabled(features.DeclarativeValidationBeta))...)
-	}
-	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.Object, v.validator)...)
 	if v.embedded {
 		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, u.Object, v.structural, false)...)
 	}

@@ -79,6 +79,12 @@ func TestCreateValidationMatchesStrategy(t *testing.T) {
 		}, true},
 		{"wrong kind", func(u *unstructured.Unstructured) { u.SetKind("Gadget") }, true},
 		{"wrong apiVersion", func(u *unstructured.Unstructured) { u.SetAPIVersion("example.setpoint.dev/v9") }, true},
+		{"wrong kind, list map duplicate and CEL rule broken", func(u *unstructured.Unstructured) {
+			u.SetKind("Gadget")
+			c := map[string]any{"type": "Ready", "status": "True"}
+			_ = unstructured.SetNestedSlice(u.Object, []any{c, runtime.DeepCopyJSONValue(c)}, "status", "conditions")
+			_ = unstructured.SetNestedField(u.Object, strings.Repeat("n", 64), "spec", "name")
+		}, true},
 		{"size not in the enum", func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, "huge", "spec", "size")
 		}, true},
