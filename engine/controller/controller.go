@@ -114,7 +114,14 @@ func New(opts Options) (*Controller, error) {
 // Name returns the controller's name.
 func (c *Controller) Name() string { return c.opts.Name }
 
-// run is the state of one Run: the caches and the queue.
+// kinds returns the kinds whose caches the controller uses: For, then Owns.
+func (c *Controller) kinds() []Kind {
+	return append([]Kind{c.opts.For}, c.opts.Owns...)
+}
+
+// run is the state of one Run: the queue, the handlers on the caches, and
+// what the run remembers of its own work. The caches may be shared with
+// other controllers; everything else is the run's own.
 type run struct {
 	queue    *workqueue.Queue[Key]
 	primary  *informer
@@ -124,62 +131,102 @@ type run struct {
 	own *ownWrites
 	// terminal tracks the objects this run found failing terminally.
 	terminal *terminalSeen
+	// used are the caches the run took from informers; unregister removes
+	// the run's handlers from them.
+	informers  *sharedInformers
+	used       []*sharedInformer
+	unregister []func()
 }
 
 // Run starts the caches, waits for their first list, then reconciles with
 // Workers workers until ctx is done. It returns after every goroutine it
-// started has stopped.
+// started has stopped. Run on its own, a controller shares its caches with
+// nobody; a Manager shares them among its controllers.
 //
-// Threads: one goroutine per cache (list and watch of a kind), Workers
-// workers that take keys from the queue and reconcile them, a resync
-// goroutine that enqueues every cached object each ResyncPeriod, and an
-// event recorder that writes the workers' events from a bounded buffer so
-// that events never delay a reconcile. The queue
-// is the only state the workers share with the caches; the caches own their
-// maps under their own locks.
+// Threads: one goroutine per cache (list and watch of a kind, see
+// sharedInformers), Workers workers that take keys from the queue and
+// reconcile them, a resync goroutine that enqueues every cached object each
+// ResyncPeriod, and an event recorder that writes the workers' events from a
+// bounded buffer so that events never delay a reconcile. The queue is the
+// only state the workers share with the caches; the caches own their maps
+// under their own locks, and call the run's handlers, which only add to the
+// queue, on their goroutines.
 func (c *Controller) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	return c.runStarted(ctx, c.start(ctx, newSharedInformers(c.log), nil))
+}
+
+// start creates the run's queue and registers its handlers on the caches
+// from informers, which replay the cached objects into the queue. own, when
+// set, are the pending writes of the predecessor this run replaces.
+func (c *Controller) start(ctx context.Context, informers *sharedInformers, own *ownWrites) *run {
+	if own == nil {
+		own = newOwnWrites()
+	}
 	r := &run{queue: workqueue.New(workqueue.Options[Key]{
 		Name:        c.opts.Name,
 		RateLimiter: c.opts.RateLimiter, // nil: a fresh default per Run
 		Metrics:     c.opts.Metrics.queueProvider(),
-	}), events: make(chan *unstructured.Unstructured, eventBuffer), own: newOwnWrites(), terminal: newTerminalSeen()}
-	r.primary = newInformer(c.opts.For, c.opts.Client, c.opts.Namespace, c.log, func(old, cur *unstructured.Unstructured) {
-		if cur == nil {
-			r.own.forget(Key{old.GetNamespace(), old.GetName()})
-		} else {
-			r.own.stale(Key{cur.GetNamespace(), cur.GetName()}, cur.GetResourceVersion()) // forgets a write the cache has caught up with
+	}), events: make(chan *unstructured.Unstructured, eventBuffer), own: own, terminal: newTerminalSeen(), informers: informers}
+	for i, k := range c.kinds() {
+		si := informers.acquire(ctx, k, c.opts.Client, c.opts.Namespace)
+		r.used = append(r.used, si)
+		if i == 0 {
+			r.primary = si.informer
+			r.unregister = append(r.unregister, si.register(func(old, cur *unstructured.Unstructured) { c.onPrimary(r, old, cur) }))
+			// The replay forgot what the cache has caught up with; forget
+			// too the objects deleted while no handler was registered.
+			r.own.retain(func(k Key) bool { _, ok := r.primary.get(k); return ok })
+			continue
 		}
-		if !changeMatters(old, cur) {
-			return
-		}
-		o := cur
-		if o == nil {
-			o = old
-		}
-		r.queue.Add(Key{o.GetNamespace(), o.GetName()})
-	})
-	for _, k := range c.opts.Owns {
-		r.children = append(r.children, newInformer(k, c.opts.Client, c.opts.Namespace, c.log, func(old, cur *unstructured.Unstructured) {
+		r.children = append(r.children, si.informer)
+		r.unregister = append(r.unregister, si.register(func(old, cur *unstructured.Unstructured) {
 			c.enqueueOwner(r, old)
 			c.enqueueOwner(r, cur)
 		}))
 	}
+	return r
+}
 
+// stop removes the run's handlers and releases its caches.
+func (r *run) stop() {
+	for _, f := range r.unregister {
+		f()
+	}
+	r.informers.releaseAll(r.used)
+}
+
+// onPrimary handles a change of an object of the controller's kind.
+func (c *Controller) onPrimary(r *run, old, cur *unstructured.Unstructured) {
+	if cur == nil {
+		r.own.forget(Key{old.GetNamespace(), old.GetName()})
+	} else {
+		r.own.stale(Key{cur.GetNamespace(), cur.GetName()}, cur.GetResourceVersion()) // forgets a write the cache has caught up with
+	}
+	if !changeMatters(old, cur) {
+		return
+	}
+	o := cur
+	if o == nil {
+		o = old
+	}
+	r.queue.Add(Key{o.GetNamespace(), o.GetName()})
+}
+
+// runStarted waits for r's caches, then reconciles until ctx is done, and
+// stops r.
+func (c *Controller) runStarted(ctx context.Context, r *run) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer r.stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer r.queue.ShutDown()
 	defer cancel()
-	all := append([]*informer{r.primary}, r.children...)
-	for _, inf := range all {
-		wg.Go(func() { inf.run(ctx) })
-	}
-	for _, inf := range all {
+	for _, si := range r.used {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-inf.synced:
+		case <-si.synced:
 		}
 	}
 	c.log.Info("controller started", "workers", c.opts.Workers)

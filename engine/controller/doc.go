@@ -8,7 +8,8 @@
 // backends nor the host.
 //
 // A Controller is level-triggered. Caches (informers) list and watch the
-// `for` kind and each owned kind; any change of an object, or of a child that
+// `for` kind and each owned kind; the controllers of a Manager share them,
+// one per resource and namespace. Any change of an object, or of a child that
 // names it as controller in its ownerReferences, enqueues the object's key,
 // and a periodic resync enqueues every object. A worker then reconciles from
 // the cached state, never from the event:
@@ -34,7 +35,11 @@
 //
 // Controller.Run starts one goroutine per cache, Options.Workers workers, one
 // resync goroutine and one event recorder (which writes the workers' events
-// from a bounded buffer), and returns after all of them stopped. The caches own
+// from a bounded buffer), and returns after all of them stopped. Under a
+// Manager, a cache's goroutine is started by the first controller that needs
+// it and stopped, and waited for, by the last one to stop; the caches call
+// each controller's handlers in turn, and handlers only add to their
+// controller's queue, so one controller never holds up another. The caches own
 // their maps under their own locks and hand out shared objects that the
 // workers copy before changing. The work queue guarantees that one key is
 // reconciled by one worker at a time. Manager.Run starts one goroutine per

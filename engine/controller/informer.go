@@ -28,15 +28,19 @@ const (
 // informer is the cache of one kind: it lists the kind, then watches it from
 // the list's resourceVersion, resuming the watch where it ended and listing
 // again when the resourceVersion has expired (410). Objects in it are shared:
-// callers must not modify them.
+// callers must not modify them. Several controllers may use one informer
+// (see sharedInformers), each with a handler of its own.
 type informer struct {
 	kind      Kind
 	client    Reader
 	namespace string
 	log       *slog.Logger
-	// onChange is called, outside mu, for every change: old is nil for a new
-	// object, cur is nil for a deleted one.
-	onChange func(old, cur *unstructured.Unstructured)
+
+	// hmu guards handlers and is held while they are called, so that a
+	// handler registered meanwhile sees every change after its replay. Lock
+	// order: hmu before mu.
+	hmu      sync.Mutex
+	handlers map[*handler]struct{}
 
 	// mu guards the fields below.
 	mu      sync.RWMutex
@@ -48,18 +52,68 @@ type informer struct {
 	once    sync.Once
 }
 
-func newInformer(kind Kind, client Reader, namespace string, log *slog.Logger, onChange func(old, cur *unstructured.Unstructured)) *informer {
+// handler is told of every change of an informer's objects: old is nil for
+// a new object, cur is nil for a deleted one. Handlers are called one after
+// the other on the informer's goroutine, so a handler must not block (the
+// controllers' handlers only add to their queue): a slow one would hold up
+// every other controller using the informer.
+type handler struct {
+	fn func(old, cur *unstructured.Unstructured)
+}
+
+func newInformer(kind Kind, client Reader, namespace string, log *slog.Logger) *informer {
 	return &informer{
 		kind:      kind,
 		client:    client,
 		namespace: namespace,
 		log:       log.With("resource", kind.Resource.String()),
-		onChange:  onChange,
+		handlers:  make(map[*handler]struct{}),
 		objects:   make(map[Key]*unstructured.Unstructured),
 		byOwner:   make(map[types.UID]map[Key]struct{}),
 		synced:    make(chan struct{}),
 	}
 }
+
+// register adds fn as a handler and calls it at once with every cached
+// object as new. It returns the function that removes the handler; fn is
+// not called after that returns.
+func (i *informer) register(fn func(old, cur *unstructured.Unstructured)) (unregister func()) {
+	h := &handler{fn: fn}
+	i.hmu.Lock()
+	i.mu.RLock()
+	objs := make([]*unstructured.Unstructured, 0, len(i.objects))
+	for _, o := range i.objects {
+		objs = append(objs, o)
+	}
+	i.mu.RUnlock()
+	i.handlers[h] = struct{}{}
+	for _, o := range objs {
+		fn(nil, o)
+	}
+	i.hmu.Unlock()
+	return func() {
+		i.hmu.Lock()
+		delete(i.handlers, h)
+		i.hmu.Unlock()
+	}
+}
+
+// notify calls every handler with each change, in order.
+func (i *informer) notify(changes ...change) {
+	if len(changes) == 0 {
+		return
+	}
+	i.hmu.Lock()
+	defer i.hmu.Unlock()
+	for _, c := range changes {
+		for h := range i.handlers {
+			h.fn(c.old, c.cur)
+		}
+	}
+}
+
+// change is one change of a cached object, as handlers see it.
+type change struct{ old, cur *unstructured.Unstructured }
 
 // get returns the cached object under key.
 func (i *informer) get(key Key) (*unstructured.Unstructured, bool) {
@@ -185,7 +239,6 @@ func (i *informer) relist(ctx context.Context) error {
 		}
 		opts.Continue = list.GetContinue()
 	}
-	type change struct{ old, cur *unstructured.Unstructured }
 	var changes []change
 	i.mu.Lock()
 	for k, old := range i.objects {
@@ -204,10 +257,9 @@ func (i *informer) relist(ctx context.Context) error {
 	}
 	i.rv = rv
 	i.mu.Unlock()
+	i.notify(changes...)
+	// After the handlers: a controller that sees synced has its queue full.
 	i.once.Do(func() { close(i.synced) })
-	for _, c := range changes {
-		i.onChange(c.old, c.cur)
-	}
 	return nil
 }
 
@@ -270,10 +322,10 @@ func (i *informer) apply(t watch.EventType, u *unstructured.Unstructured) {
 		if old == nil {
 			old = u
 		}
-		i.onChange(old, nil)
+		i.notify(change{old, nil})
 		return
 	}
-	i.onChange(old, u)
+	i.notify(change{old, u})
 }
 
 func (i *informer) putLocked(k Key, old, cur *unstructured.Unstructured) {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 )
@@ -92,6 +93,7 @@ func (m *Manager) poke() {
 // instance is one running controller.
 type instance struct {
 	c      *Controller
+	r      *run
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -99,8 +101,14 @@ type instance struct {
 // Run runs the controllers while this replica leads, until ctx is done. It
 // returns after every controller has stopped. Call it once at a time.
 //
+// The controllers share their caches: one informer per resource and
+// namespace, started by the first controller that needs it and stopped when
+// the last one stops. A controller replaced by Put finds the caches of its
+// predecessor's kinds as they were, without listing again.
+//
 // Threads: Run's goroutine starts and stops the controllers; each runs in a
-// goroutine of its own that Run waits for.
+// goroutine of its own that Run waits for, and each shared cache in a
+// goroutine that its last controller stops and waits for.
 func (m *Manager) Run(ctx context.Context) error {
 	for {
 		leadCtx, err := m.elector.Lead(ctx)
@@ -121,6 +129,7 @@ func (m *Manager) Run(ctx context.Context) error {
 
 // lead runs the wanted controllers until ctx is done, then stops them all.
 func (m *Manager) lead(ctx context.Context) {
+	informers := newSharedInformers(m.log)
 	running := make(map[string]*instance)
 	defer func() {
 		for _, in := range running {
@@ -131,7 +140,7 @@ func (m *Manager) lead(ctx context.Context) {
 		}
 	}()
 	for {
-		m.sync(ctx, running)
+		m.sync(ctx, informers, running)
 		select {
 		case <-ctx.Done():
 			return
@@ -141,8 +150,10 @@ func (m *Manager) lead(ctx context.Context) {
 }
 
 // sync stops the running controllers that were removed or replaced, then
-// starts the wanted ones that are not running.
-func (m *Manager) sync(ctx context.Context, running map[string]*instance) {
+// starts the wanted ones that are not running. The caches of the stopped
+// controllers are held until the new ones have taken theirs, so that a
+// replacement reuses them.
+func (m *Manager) sync(ctx context.Context, informers *sharedInformers, running map[string]*instance) {
 	m.mu.Lock()
 	want := make(map[string]*Controller, len(m.want))
 	for n, c := range m.want {
@@ -150,8 +161,11 @@ func (m *Manager) sync(ctx context.Context, running map[string]*instance) {
 	}
 	m.mu.Unlock()
 	var stopping []*instance
+	var held []*sharedInformer
+	defer func() { informers.releaseAll(held) }()
 	for n, in := range running {
 		if want[n] != in.c {
+			held = append(held, informers.hold(in.c)...)
 			in.cancel()
 			stopping = append(stopping, in)
 			delete(running, n)
@@ -160,9 +174,16 @@ func (m *Manager) sync(ctx context.Context, running map[string]*instance) {
 			}
 		}
 	}
+	// A successor of the same kind inherits the writes its predecessor made
+	// that the shared cache has not shown yet: it compares with that cache,
+	// where a run of its own would have listed afresh.
+	inherit := make(map[string]*ownWrites)
 	for _, in := range stopping {
 		<-in.done
 		m.log.Info("controller stopped", "controller", in.c.Name())
+		if next := want[in.c.Name()]; next != nil && sameCache(in.c, next) {
+			inherit[in.c.Name()] = in.r.own
+		}
 	}
 	for n, c := range want {
 		if _, ok := running[n]; ok {
@@ -171,11 +192,19 @@ func (m *Manager) sync(ctx context.Context, running map[string]*instance) {
 		cctx, cancel := context.WithCancel(ctx)
 		in := &instance{c: c, cancel: cancel, done: make(chan struct{})}
 		running[n] = in
+		r := c.start(cctx, informers, inherit[n])
+		in.r = r
 		go func() {
 			defer close(in.done)
-			if err := c.Run(cctx); err != nil {
+			if err := c.runStarted(cctx, r); err != nil {
 				m.log.Error("controller failed", "controller", n, "err", err)
 			}
 		}()
 	}
+}
+
+// sameCache reports whether a and b reconcile from the same cache.
+func sameCache(a, b *Controller) bool {
+	return a.opts.For.Resource == b.opts.For.Resource && a.opts.Namespace == b.opts.Namespace &&
+		reflect.TypeOf(a.opts.Client).Comparable() && a.opts.Client == b.opts.Client
 }

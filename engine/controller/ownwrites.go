@@ -60,6 +60,17 @@ func (w *ownWrites) forget(key Key) {
 	delete(w.rv, key)
 }
 
+// retain forgets every key for which keep returns false.
+func (w *ownWrites) retain(keep func(Key) bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k := range w.rv {
+		if !keep(k) {
+			delete(w.rv, k)
+		}
+	}
+}
+
 // len returns how many keys are remembered.
 func (w *ownWrites) len() int {
 	w.mu.Lock()
