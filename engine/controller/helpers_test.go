@@ -319,13 +319,18 @@ type instrumented struct {
 	writes  map[string]int
 	watches int
 	active  map[watch.Interface]struct{}
+	// lists counts, per resource, the lists started (first pages); open
+	// counts the watches not stopped yet.
+	lists map[string]int
+	open  map[string]int
 	// held, per resource, blocks the delivery of watch events until it is
 	// closed (see Hold).
 	held map[string]chan struct{}
 }
 
 func instrument(c controller.Client) *instrumented {
-	return &instrumented{Client: c, writes: make(map[string]int), active: make(map[watch.Interface]struct{}), held: make(map[string]chan struct{})}
+	return &instrumented{Client: c, writes: make(map[string]int), active: make(map[watch.Interface]struct{}), held: make(map[string]chan struct{}),
+		lists: make(map[string]int), open: make(map[string]int)}
 }
 
 func (c *instrumented) setFail(f func(verb string, gvr schema.GroupVersionResource, name string) error) {
@@ -362,6 +367,20 @@ func (c *instrumented) Watches() int {
 	return c.watches
 }
 
+// Lists returns how many lists of resource were started.
+func (c *instrumented) Lists(resource string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lists[resource]
+}
+
+// OpenWatches returns how many watches of resource are not stopped.
+func (c *instrumented) OpenWatches(resource string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.open[resource]
+}
+
 // EndWatches stops every running watch, as a server closing its streams would.
 func (c *instrumented) EndWatches() {
 	c.mu.Lock()
@@ -387,6 +406,11 @@ func (c *instrumented) List(ctx context.Context, gvr schema.GroupVersionResource
 	if err := c.check("list", gvr, ""); err != nil {
 		return nil, err
 	}
+	if o.Continue == "" {
+		c.mu.Lock()
+		c.lists[gvr.Resource]++
+		c.mu.Unlock()
+	}
 	return c.Client.List(ctx, gvr, ns, o)
 }
 
@@ -401,6 +425,7 @@ func (c *instrumented) Watch(ctx context.Context, gvr schema.GroupVersionResourc
 	w := c.gate(gvr.Resource, inner)
 	c.mu.Lock()
 	c.watches++
+	c.open[gvr.Resource]++
 	c.active[w] = struct{}{}
 	c.mu.Unlock()
 	return w, nil
@@ -467,10 +492,16 @@ type gatedWatch struct {
 	out   chan watch.Event
 	stop  chan struct{}
 	once  sync.Once
+	// onStop is called once, by the first Stop.
+	onStop func()
 }
 
 func (c *instrumented) gate(resource string, inner watch.Interface) watch.Interface {
-	g := &gatedWatch{inner: inner, out: make(chan watch.Event), stop: make(chan struct{})}
+	g := &gatedWatch{inner: inner, out: make(chan watch.Event), stop: make(chan struct{}), onStop: func() {
+		c.mu.Lock()
+		c.open[resource]--
+		c.mu.Unlock()
+	}}
 	go func() {
 		defer close(g.out)
 		for ev := range inner.ResultChan() {
@@ -500,5 +531,6 @@ func (g *gatedWatch) Stop() {
 	g.once.Do(func() {
 		close(g.stop)
 		g.inner.Stop()
+		g.onStop()
 	})
 }
