@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"log/slog"
-	"reflect"
 	"slices"
 	"sync"
 )
@@ -206,5 +205,5 @@ func (m *Manager) sync(ctx context.Context, informers *sharedInformers, running 
 // sameCache reports whether a and b reconcile from the same cache.
 func sameCache(a, b *Controller) bool {
 	return a.opts.For.Resource == b.opts.For.Resource && a.opts.Namespace == b.opts.Namespace &&
-		reflect.TypeOf(a.opts.Client).Comparable() && a.opts.Client == b.opts.Client
+		shareable(a.opts.Client) && shareable(b.opts.Client) && a.opts.Client == b.opts.Client
 }

@@ -27,7 +27,8 @@ type sharedInformers struct {
 }
 
 // informerKey identifies a shareable informer. Clients are compared as
-// interface values: the engine's Service is one pointer.
+// interface values, so only pointer clients share (the engine's Service is
+// one): comparing others could panic or tell copies apart.
 type informerKey struct {
 	client    Reader
 	resource  schema.GroupVersionResource
@@ -53,7 +54,7 @@ func newSharedInformers(log *slog.Logger) *sharedInformers {
 // but not its cancellation: it runs until its last user releases it.
 func (s *sharedInformers) acquire(ctx context.Context, kind Kind, client Reader, namespace string) *sharedInformer {
 	key := informerKey{client: client, resource: kind.Resource, namespace: namespace}
-	shared := reflect.TypeOf(client).Comparable()
+	shared := shareable(client)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if shared {
@@ -102,7 +103,7 @@ func (s *sharedInformers) release(si *sharedInformer) {
 // finds them cached instead of listing again. It starts none. Release them
 // with releaseAll.
 func (s *sharedInformers) hold(c *Controller) []*sharedInformer {
-	if !reflect.TypeOf(c.opts.Client).Comparable() {
+	if !shareable(c.opts.Client) {
 		return nil
 	}
 	s.mu.Lock()
@@ -121,4 +122,9 @@ func (s *sharedInformers) releaseAll(sis []*sharedInformer) {
 	for _, si := range sis {
 		s.release(si)
 	}
+}
+
+// shareable reports whether informers of client may be shared.
+func shareable(client Reader) bool {
+	return reflect.TypeOf(client).Kind() == reflect.Pointer
 }
