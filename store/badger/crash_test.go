@@ -53,7 +53,10 @@ func crashOptions() badger.Options {
 
 func hashOf(v []byte) string { s := sha256.Sum256(v); return hex.EncodeToString(s[:8]) }
 
-// crashChild opens the store, prints "start <rev>", then runs 64 writers that
+// crashChild opens the store, prints "start <rev>", then runs 64 writers (one
+// on odd cycles, so that groups of one write, which the store commits as a
+// Badger transaction, are killed too, not only the larger groups of a
+// KVLoader) that
 // create, update (with compare-and-swap) and delete their own keys, printing
 // "ack <rev> <key> <hash>" for each acknowledged write ("-" as hash for a
 // delete), and compacts older cycles now and then, until it is killed. Each line is one
@@ -78,8 +81,12 @@ func crashChild(dir string, cycle int) error {
 	if err := emit(fmt.Sprintf("start %d\n", rev)); err != nil {
 		return err
 	}
-	errc := make(chan error, 65)
-	for w := range 64 {
+	writers := 64
+	if cycle%2 == 1 {
+		writers = 1
+	}
+	errc := make(chan error, writers+1)
+	for w := range writers {
 		go func() {
 			rng := rand.New(rand.NewPCG(uint64(cycle), uint64(w)))
 			type live struct {

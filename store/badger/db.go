@@ -178,6 +178,12 @@ func (db *DB) applyIndex(evs []recordEvent, last int64) error {
 // without its record. A group too large for one request is split into several,
 // still in order.
 func (db *DB) writeGroup(record []byte, evs []recordEvent, last int64) error {
+	if sameVersion(evs, last) {
+		err := db.writeGroupTxn(record, evs, last)
+		if !errors.Is(err, bdg.ErrTxnTooBig) {
+			return err
+		}
+	}
 	l := db.bdb.NewKVLoader(1)
 	if record != nil {
 		if err := l.Set(&pb.KV{Key: historyKey(last), Value: record, Version: uint64(last)}); err != nil {
@@ -201,6 +207,56 @@ func (db *DB) writeGroup(record []byte, evs []recordEvent, last int64) error {
 		return fmt.Errorf("meta %d: %w", last, err)
 	}
 	if err := l.Finish(); err != nil {
+		return fmt.Errorf("group %d: %w", last, err)
+	}
+	return nil
+}
+
+// sameVersion reports whether every entry of a group has the group's last
+// revision as its version: a group of one write.
+func sameVersion(evs []recordEvent, last int64) bool {
+	for i := range evs {
+		if evs[i].rev != last {
+			return false
+		}
+	}
+	return true
+}
+
+// writeGroupTxn writes a group whose entries all have version last as one
+// Badger transaction committed at last. Badger marks a transaction's entries
+// in its write-ahead log and replays them only whole, so the record, the
+// index entries and the revision reach the store together or not at all,
+// whatever order Badger writes them in. A KVLoader gives the same guarantee
+// through order, but allocates two entry slices sized from the memtable per
+// group; a group of one write, the usual case when writers come one at a
+// time, is cheaper this way. Entries of different versions cannot share a
+// transaction (Badger drops its markers then), hence the KVLoader for
+// larger groups.
+func (db *DB) writeGroupTxn(record []byte, evs []recordEvent, last int64) error {
+	txn := db.bdb.NewTransactionAt(uint64(last), true)
+	defer txn.Discard()
+	if record != nil {
+		if err := txn.SetEntry(bdg.NewEntry(historyKey(last), record)); err != nil {
+			return fmt.Errorf("history %d: %w", last, err)
+		}
+	}
+	for i := range evs {
+		ev := &evs[i]
+		var err error
+		if ev.typ == store.Deleted {
+			err = txn.Delete(objectKey(ev.key))
+		} else {
+			err = txn.SetEntry(bdg.NewEntry(objectKey(ev.key), encodeObject(ev.createRev, ev.value)))
+		}
+		if err != nil {
+			return fmt.Errorf("index %d: %w", ev.rev, err)
+		}
+	}
+	if err := txn.SetEntry(bdg.NewEntry(metaRevKey, encodeRev(last))); err != nil {
+		return fmt.Errorf("meta %d: %w", last, err)
+	}
+	if err := txn.CommitAt(uint64(last), nil); err != nil {
 		return fmt.Errorf("group %d: %w", last, err)
 	}
 	return nil
