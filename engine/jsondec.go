@@ -14,7 +14,7 @@ import (
 // reports false for anything that is not a valid JSON object or that it
 // does not handle (a number out of range); the caller then decodes with
 // utiljson, which gives the error. The engine decodes stored documents
-// with it; it is the apiserver package's request decoder, exported here.
+// with it, and the API request bodies.
 func DecodeJSONObject(b []byte) (map[string]any, bool) {
 	d := jsonDecoder{b: b}
 	d.space()

@@ -248,7 +248,7 @@ func decodeObject(r *http.Request, body []byte) (*unstructured.Unstructured, err
 	if err != nil {
 		return nil, err
 	}
-	if m, ok := decodeJSONObject(j); ok {
+	if m, ok := engine.DecodeJSONObject(j); ok {
 		return &unstructured.Unstructured{Object: m}, nil
 	}
 	var m map[string]any
