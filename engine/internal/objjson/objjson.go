@@ -1,0 +1,90 @@
+// Package objjson writes the content of unstructured objects (the
+// map[string]any trees JSON decoding gives) as JSON without reflection,
+// byte for byte as encoding/json writes them: keys sorted, strings escaped
+// as it escapes them (HTML included), numbers as it writes them. The engine
+// encodes stored documents and responses with it, the controller the
+// objects of its reconcile requests.
+package objjson
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Append appends the JSON of v to b. It reports false, for the caller to
+// use encoding/json instead, when v holds anything but map[string]any,
+// []any, string, int64, float64, bool and nil, or a float encoding/json
+// refuses (NaN, infinities).
+func Append(b []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		if x == nil {
+			return append(b, "null"...), true
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, strings.Compare)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			var ok bool
+			if b, ok = Append(b, x[k]); !ok {
+				return nil, false
+			}
+		}
+		return append(b, '}'), true
+	case []any:
+		if x == nil {
+			return append(b, "null"...), true
+		}
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var ok bool
+			if b, ok = Append(b, e); !ok {
+				return nil, false
+			}
+		}
+		return append(b, ']'), true
+	case string:
+		return appendJSONString(b, x), true
+	case int64:
+		return strconv.AppendInt(b, x, 10), true
+	case bool:
+		return strconv.AppendBool(b, x), true
+	case nil:
+		return append(b, "null"...), true
+	case float64:
+		f, err := json.Marshal(x)
+		if err != nil {
+			return nil, false
+		}
+		return append(b, f...), true
+	}
+	return nil, false
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it (escaping
+// HTML): directly when every byte is printable ASCII other than the quote,
+// the backslash, '<', '>' and '&', through encoding/json otherwise.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
