@@ -40,6 +40,11 @@ func TestRoundTrip(t *testing.T) {
 		{"list response", &ListResponse{Items: []RawJSON{RawJSON(`{}`), RawJSON(`[1]`)}}, func() document { return &ListResponse{} }},
 		{"event", &EmitEventRequest{Event: Event{Type: "Normal", Reason: "R", Message: "m"}, Regarding: ObjectRef{Kind: "Widget", Name: "w"}}, func() document { return &EmitEventRequest{} }},
 		{"host response", &HostResponse{Error: "denied"}, func() document { return &HostResponse{} }},
+		{"write create", &WriteRequest{Object: RawJSON(widget)}, func() document { return &WriteRequest{} }},
+		{"write patch status", &WriteRequest{APIVersion: "example.setpoint.dev/v1", Kind: "Widget", Namespace: "default", Name: "w1", Subresource: "status", Patch: RawJSON(`{"status":{"state":"Ready"}}`)}, func() document { return &WriteRequest{} }},
+		{"write delete with preconditions", &WriteRequest{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "c", UID: "u-1", ResourceVersion: "42"}, func() document { return &WriteRequest{} }},
+		{"written", &WriteResponse{Object: RawJSON(widget)}, func() document { return &WriteResponse{} }},
+		{"write conflict", &WriteResponse{Error: "the object has been modified", Reason: "Conflict", Code: 409}, func() document { return &WriteResponse{} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
