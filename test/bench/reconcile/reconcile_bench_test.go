@@ -339,13 +339,16 @@ func callRequest() *abi.ReconcileRequest {
 	}
 }
 
-// BenchmarkReconcileCall is the cost of one reconcile call of the same
-// logic in each mode, without the engine: what a converge pays per call.
-// The modes run in interleaved rounds so that a shared machine's noise
-// spreads over all of them; each figure is the median round, in wall time
-// and in the process's CPU time (every thread: guest, host, the webhook's
-// client and server, the garbage collector), which load disturbs less.
-func BenchmarkReconcileCall(b *testing.B) {
+// mode is one way of running the widget operator's reconcile logic.
+type mode struct {
+	name string
+	r    controller.Reconciler
+}
+
+// reconcileModes loads the widget plugin and returns the three modes in the
+// order the figures use (wasm, native, webhook); cleanups release them
+// when b ends.
+func reconcileModes(b *testing.B) []mode {
 	wasm, err := os.ReadFile(filepath.Join(repo(b), "bin", "wasm", "widget-plugin.wasm"))
 	if err != nil {
 		b.Fatalf("%v (run `make plugins`)", err)
@@ -354,19 +357,26 @@ func BenchmarkReconcileCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer h.Close()
+	b.Cleanup(func() { h.Close() })
 	p, err := h.Load(context.Background(), "widget", wasm, host.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer p.Close()
+	b.Cleanup(func() { p.Close() })
 	op := &operator.Operator{}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	defer hc.CloseIdleConnections()
-	modes := []struct {
-		name string
-		r    controller.Reconciler
-	}{{"wasm", p}, {"native", native{op}}, {"webhook", webhook{url: webhookServer(b, op), c: hc}}}
+	b.Cleanup(hc.CloseIdleConnections)
+	return []mode{{"wasm", p}, {"native", native{op}}, {"webhook", webhook{url: webhookServer(b, op), c: hc}}}
+}
+
+// BenchmarkReconcileCall is the cost of one reconcile call of the same
+// logic in each mode, without the engine: what a converge pays per call.
+// The modes run in interleaved rounds so that a shared machine's noise
+// spreads over all of them; each figure is the median round, in wall time
+// and in the process's CPU time (every thread: guest, host, the webhook's
+// client and server, the garbage collector), which load disturbs less.
+func BenchmarkReconcileCall(b *testing.B) {
+	modes := reconcileModes(b)
 	for _, m := range modes {
 		warm(b, m.r)
 	}
@@ -418,31 +428,7 @@ func BenchmarkReconcile(b *testing.B) {
 			b.Fatalf("SETPOINT_BENCH_OBJECTS=%q", v)
 		}
 	}
-	wasm, err := os.ReadFile(filepath.Join(repo(b), "bin", "wasm", "widget-plugin.wasm"))
-	if err != nil {
-		b.Fatalf("%v (run `make plugins`)", err)
-	}
-	h, err := host.New(host.Options{CacheDir: filepath.Join(repo(b), "bin", "wasm-cache"), Logger: quiet()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.Close()
-	p, err := h.Load(context.Background(), "widget", wasm, host.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
-	op := &operator.Operator{}
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	defer hc.CloseIdleConnections()
-	modes := []struct {
-		name string
-		r    controller.Reconciler
-	}{
-		{"wasm", p},
-		{"native", native{op}},
-		{"webhook", webhook{url: webhookServer(b, op), c: hc}},
-	}
+	modes := reconcileModes(b)
 	rounds := 3
 	if v := os.Getenv("SETPOINT_BENCH_ROUNDS"); v != "" {
 		var err error
