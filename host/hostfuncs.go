@@ -78,8 +78,8 @@ var errBudget = errors.New("host-call budget exhausted")
 type callScope struct {
 	p      *Plugin
 	export string
-	// ref computes the reference of the call's object on first use (a host
-	// call that logs or emits an event), not on every call.
+	// ref computes the reference of the call's object; object caches it
+	// once a host call that logs or emits an event needs it.
 	ref      func() abi.ObjectRef
 	object   abi.ObjectRef
 	resolved bool
@@ -88,6 +88,14 @@ type callScope struct {
 	// the result host function (native ABI).
 	pending []byte
 	buf     []byte
+}
+
+// objectRef is the reference of the call's object, computed on first use.
+func (s *callScope) objectRef() abi.ObjectRef {
+	if !s.resolved {
+		s.object, s.resolved = s.ref(), true
+	}
+	return s.object
 }
 
 type scopeKey struct{}
@@ -102,9 +110,6 @@ func (s *callScope) handle(ctx context.Context, fn string, req []byte) []byte {
 	s.calls++
 	if s.calls > s.p.cfg.Limits.MaxHostCalls {
 		panic(errBudget)
-	}
-	if !s.resolved {
-		s.object, s.resolved = s.ref(), true
 	}
 	p := s.p
 	switch fn {
@@ -122,9 +127,10 @@ func (s *callScope) handle(ctx context.Context, fn string, req []byte) []byte {
 		case "error":
 			level = slog.LevelError
 		}
+		obj := s.objectRef()
 		attrs := []slog.Attr{
-			slog.String("kind", s.object.Kind), slog.String("namespace", s.object.Namespace),
-			slog.String("name", s.object.Name), slog.String("message", truncate(r.Message, 4096)),
+			slog.String("kind", obj.Kind), slog.String("namespace", obj.Namespace),
+			slog.String("name", obj.Name), slog.String("message", truncate(r.Message, 4096)),
 		}
 		if len(r.Attrs) > 0 {
 			g := make([]any, 0, len(r.Attrs))
@@ -181,7 +187,7 @@ func (s *callScope) handle(ctx context.Context, fn string, req []byte) []byte {
 		}
 		regarding := r.Regarding
 		if regarding == (abi.ObjectRef{}) {
-			regarding = s.object
+			regarding = s.objectRef()
 		}
 		if p.host.opts.Events == nil {
 			p.log.InfoContext(ctx, "plugin event", "kind", regarding.Kind, "namespace", regarding.Namespace,
