@@ -62,14 +62,11 @@ func (h *Host) Get(req abi.GetRequest) (abi.RawJSON, bool, error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, o := range h.objects {
-		ref := abi.RefOf(o)
-		if ref.Kind == req.Kind && ref.Name == req.Name && ref.Namespace == req.Namespace &&
-			(req.APIVersion == "" || ref.APIVersion == req.APIVersion) {
-			return o, true, nil
-		}
+	i := h.find(abi.ObjectRef{APIVersion: req.APIVersion, Kind: req.Kind, Namespace: req.Namespace, Name: req.Name})
+	if i < 0 {
+		return nil, false, nil
 	}
-	return nil, false, nil
+	return h.objects[i], true, nil
 }
 
 // List implements plugin.Host; LabelSelector supports k=v terms joined by
