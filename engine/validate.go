@@ -98,15 +98,7 @@ func (v *createValidation) validate(ctx context.Context, u *unstructured.Unstruc
 	if v.listTypes {
 		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, v.structural, u.Object)...)
 	}
-	if v.cel != nil {
-		if blocking(errs) {
-			errs = append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
-		} else {
-			cerrs, _ := v.cel.Validate(ctx, nil, v.structural, u.Object, nil, celconfig.RuntimeCELCostBudget)
-			errs = append(errs, cerrs...)
-		}
-	}
-	return errs
+	return v.celRules(ctx, errs, u, nil)
 }
 
 // blocking tells whether errs holds an error that keeps CEL rules from

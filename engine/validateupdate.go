@@ -27,19 +27,11 @@ import (
 // createValidation's savings: metadata read directly, and the embedded and
 // list-type walks skipped when the schema can give them nothing to report.
 func (v *createValidation) validateUpdate(ctx context.Context, obj, old *unstructured.Unstructured) field.ErrorList {
-	ratcheting := utilfeature.DefaultFeatureGate.Enabled(apiextensionsfeatures.CRDValidationRatcheting)
-	var options []apiservervalidation.ValidationOption
-	var celOptions []cel.Option
-	var correlated *common.CorrelatedObject
-	if ratcheting {
-		correlated = common.NewCorrelatedObject(obj.Object, old.Object, &model.Structural{Structural: v.structural})
-		options = append(options, apiservervalidation.WithRatcheting(correlated))
-		celOptions = append(celOptions, cel.WithRatcheting(correlated))
-	}
+	r := v.ratchet(obj, old, false)
 	errs := v.typeMeta(obj)
 	if len(errs) == 0 {
 		errs = append(errs, v.metaUpdate(ctx, obj, old)...)
-		errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(nil, obj.Object, old.Object, v.validator, options...)...)
+		errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(nil, obj.Object, old.Object, v.validator, r.options...)...)
 	}
 	if v.embedded {
 		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, obj.Object, v.structural, false)...)
@@ -49,10 +41,8 @@ func (v *createValidation) validateUpdate(ctx context.Context, obj, old *unstruc
 			errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, v.structural, obj.Object)...)
 		}
 	}
-	errs = v.celUpdate(ctx, errs, obj, old, celOptions)
-	if ratcheting {
-		apiservervalidation.Metrics.ObserveRatchetingTime(*correlated.Duration)
-	}
+	errs = v.celRules(ctx, errs, obj, old.Object, r.celOptions...)
+	r.observe()
 	return errs
 }
 
@@ -62,22 +52,12 @@ func (v *createValidation) validateUpdate(ctx context.Context, obj, old *unstruc
 // schema), embedded resources are not checked, and list sets and maps are
 // reported when the new object breaks them and the old one did not.
 func (v *createValidation) validateStatusUpdate(ctx context.Context, obj, old *unstructured.Unstructured) field.ErrorList {
-	ratcheting := utilfeature.DefaultFeatureGate.Enabled(apiextensionsfeatures.CRDValidationRatcheting)
-	var options []apiservervalidation.ValidationOption
-	var celOptions []cel.Option
-	var correlated *common.CorrelatedObject
-	if ratcheting {
-		correlated = common.NewCorrelatedObject(obj.Object, old.Object, &model.Structural{Structural: v.structural})
-		if v.structural != nil {
-			options = append(options, apiservervalidation.WithRatcheting(correlated.Key("status")))
-		}
-		celOptions = append(celOptions, cel.WithRatcheting(correlated))
-	}
+	r := v.ratchet(obj, old, true)
 	errs := v.typeMeta(obj)
 	if len(errs) == 0 {
 		errs = append(errs, v.metaUpdate(ctx, obj, old)...)
 		if status, ok := obj.Object["status"]; ok {
-			errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(field.NewPath("status"), status, old.Object["status"], v.statusValidator, options...)...)
+			errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(field.NewPath("status"), status, old.Object["status"], v.statusValidator, r.options...)...)
 		}
 	}
 	if v.listTypes {
@@ -87,10 +67,8 @@ func (v *createValidation) validateStatusUpdate(ctx context.Context, obj, old *u
 			}
 		}
 	}
-	errs = v.celUpdate(ctx, errs, obj, old, celOptions)
-	if ratcheting {
-		apiservervalidation.Metrics.ObserveRatchetingTime(*correlated.Duration)
-	}
+	errs = v.celRules(ctx, errs, obj, old.Object, r.celOptions...)
+	r.observe()
 	return errs
 }
 
@@ -120,15 +98,49 @@ func (v *createValidation) metaUpdate(ctx context.Context, obj, old *unstructure
 		field.NewPath("metadata"), utilfeature.DefaultFeatureGate.Enabled(features.DeclarativeValidationBeta))
 }
 
-// celUpdate appends the errors of the kind's CEL rules on an update, or the
-// note that they were not run when errs already holds a blocking error.
-func (v *createValidation) celUpdate(ctx context.Context, errs field.ErrorList, obj, old *unstructured.Unstructured, options []cel.Option) field.ErrorList {
+// ratcheting holds an update's validation ratcheting, as the strategies set
+// it up: nothing when the CRDValidationRatcheting feature is off.
+type ratcheting struct {
+	correlated *common.CorrelatedObject
+	options    []apiservervalidation.ValidationOption
+	celOptions []cel.Option
+}
+
+// ratchet correlates obj with old for ratcheting when the feature is on;
+// the schema options ratchet status alone when status is set (and only
+// with a structural schema, as the status strategy does).
+func (v *createValidation) ratchet(obj, old *unstructured.Unstructured, status bool) ratcheting {
+	if !utilfeature.DefaultFeatureGate.Enabled(apiextensionsfeatures.CRDValidationRatcheting) {
+		return ratcheting{}
+	}
+	r := ratcheting{correlated: common.NewCorrelatedObject(obj.Object, old.Object, &model.Structural{Structural: v.structural})}
+	switch {
+	case !status:
+		r.options = append(r.options, apiservervalidation.WithRatcheting(r.correlated))
+	case v.structural != nil:
+		r.options = append(r.options, apiservervalidation.WithRatcheting(r.correlated.Key("status")))
+	}
+	r.celOptions = append(r.celOptions, cel.WithRatcheting(r.correlated))
+	return r
+}
+
+// observe records the time ratcheting took, as the strategies do.
+func (r ratcheting) observe() {
+	if r.correlated != nil {
+		apiservervalidation.Metrics.ObserveRatchetingTime(*r.correlated.Duration)
+	}
+}
+
+// celRules appends the errors of the kind's CEL rules (with old nil on a
+// create), or the note that they were not run when errs already holds a
+// blocking error.
+func (v *createValidation) celRules(ctx context.Context, errs field.ErrorList, obj *unstructured.Unstructured, old any, options ...cel.Option) field.ErrorList {
 	if v.cel == nil {
 		return errs
 	}
 	if blocking(errs) {
 		return append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
 	}
-	cerrs, _ := v.cel.Validate(ctx, nil, v.structural, obj.Object, old.Object, celconfig.RuntimeCELCostBudget, options...)
+	cerrs, _ := v.cel.Validate(ctx, nil, v.structural, obj.Object, old, celconfig.RuntimeCELCostBudget, options...)
 	return append(errs, cerrs...)
 }
