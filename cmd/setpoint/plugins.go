@@ -56,11 +56,13 @@ func (c *checkedVersion) keep(p *host.Plugin) {
 	})
 }
 
-// take hands over the held version if it is of the module digest.
-func (c *checkedVersion) take(digest string) *host.Plugin {
+// take hands over the held version if it is of the module wasm. It hashes
+// wasm only when a version is held: most installs (every Plugin at start-up)
+// find none.
+func (c *checkedVersion) take(wasm []byte) *host.Plugin {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.p == nil || c.p.Digest() != digest {
+	if c.p == nil || c.p.Digest() != host.Digest(wasm) {
 		return nil
 	}
 	p := c.p
@@ -113,7 +115,7 @@ func (a hostAdapter) Check(ctx context.Context, wasm []byte, cfg plugins.Config)
 func (a hostAdapter) Install(ctx context.Context, name string, wasm []byte, cfg plugins.Config) (plugins.Exports, error) {
 	hcfg := hostConfig(cfg)
 	if a.checked != nil {
-		if p := a.checked.take(host.Digest(wasm)); p != nil {
+		if p := a.checked.take(wasm); p != nil {
 			if p.Adopt(name, hcfg) {
 				if err := a.reg.Swap(name, p); err == nil {
 					return exportsOf(p), nil
