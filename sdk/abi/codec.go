@@ -14,9 +14,7 @@ import "time"
 
 func unmarshal(b []byte, alias bool, fn func(d *decoder, key []byte) bool) error {
 	d := decoder{b: b, alias: alias}
-	d.ws()
-	if d.i >= len(d.b) || d.b[d.i] != '{' {
-		d.fail("expected an object")
+	if !d.document() {
 		return d.err
 	}
 	d.object(fn)
@@ -65,9 +63,7 @@ func (r *ReconcileRequest) decode(b []byte, alias bool) error {
 	}
 	*r = ReconcileRequest{}
 	d := decoder{b: b, alias: alias}
-	d.ws()
-	if d.i >= len(d.b) || d.b[d.i] != '{' {
-		d.fail("expected an object")
+	if !d.document() {
 		return d.err
 	}
 	for first, open := true, d.open('{'); open; first = false {
@@ -118,9 +114,7 @@ func (r *ReconcileResponse) DecodeOwned(b []byte) error { return r.decode(b, tru
 func (r *ReconcileResponse) decode(b []byte, owned bool) error {
 	*r = ReconcileResponse{}
 	d := decoder{b: b, owned: owned}
-	d.ws()
-	if d.i >= len(d.b) || d.b[d.i] != '{' {
-		d.fail("expected an object")
+	if !d.document() {
 		return d.err
 	}
 	for first, open := true, d.open('{'); open; first = false {

@@ -54,6 +54,17 @@ func (d *decoder) ws() {
 	}
 }
 
+// document checks that the input starts with an object, as every document
+// must (open would also take null), and fails otherwise.
+func (d *decoder) document() bool {
+	d.ws()
+	if d.i >= len(d.b) || d.b[d.i] != '{' {
+		d.fail("expected an object")
+		return false
+	}
+	return true
+}
+
 // end checks that only whitespace follows the document.
 func (d *decoder) end() error {
 	d.ws()
