@@ -166,15 +166,11 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 			table:           table,
 			scale:           scaleV1,
 		}
+		embedded, listTypes := schemaExtensions(structural)
 		if scaleSpec == nil {
-			sv.createValidation = newCreateValidation(gvk, namespaced, validator, statusValidator, structural)
+			sv.createValidation = newCreateValidation(gvk, namespaced, validator, statusValidator, structural, embedded, listTypes)
 		}
-		sv.noEmbedded = true
-		walkStructural(structural, func(s *structuralschema.Structural) {
-			if s.XEmbeddedResource {
-				sv.noEmbedded = false
-			}
-		})
+		sv.noEmbedded = !embedded
 		sv.prefix = storedPrefix(sv)
 		out = append(out, sv)
 	}

@@ -49,18 +49,26 @@ type createValidation struct {
 	listTypes       bool
 }
 
-func newCreateValidation(gvk schema.GroupVersionKind, namespaced bool, validator, statusValidator apiservervalidation.SchemaValidator, structural *structuralschema.Structural) *createValidation {
-	v := &createValidation{gvk: gvk, namespaced: namespaced, validator: validator, statusValidator: statusValidator, structural: structural,
-		cel: cel.NewValidator(structural, true, celconfig.PerCallLimit)}
-	walkStructural(structural, func(s *structuralschema.Structural) {
+// newCreateValidation returns the validation of a kind whose schema has
+// the extensions schemaExtensions reported.
+func newCreateValidation(gvk schema.GroupVersionKind, namespaced bool, validator, statusValidator apiservervalidation.SchemaValidator, structural *structuralschema.Structural, embedded, listTypes bool) *createValidation {
+	return &createValidation{gvk: gvk, namespaced: namespaced, validator: validator, statusValidator: statusValidator, structural: structural,
+		cel: cel.NewValidator(structural, true, celconfig.PerCallLimit), embedded: embedded, listTypes: listTypes}
+}
+
+// schemaExtensions reports whether s has an x-kubernetes-embedded-resource
+// and an x-kubernetes-list-type set or map anywhere: one walk, when a
+// kind's CRD is built, for coerce and for validation.
+func schemaExtensions(s *structuralschema.Structural) (embedded, listTypes bool) {
+	walkStructural(s, func(s *structuralschema.Structural) {
 		if s.XEmbeddedResource {
-			v.embedded = true
+			embedded = true
 		}
 		if s.XListType != nil && (*s.XListType == "set" || *s.XListType == "map") {
-			v.listTypes = true
+			listTypes = true
 		}
 	})
-	return v
+	return embedded, listTypes
 }
 
 // walkStructural calls f on s and every schema under it.
