@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 )
 
 var (
@@ -15,6 +16,17 @@ var (
 	buildPath string
 	buildErr  error
 )
+
+// ModuleRoot returns the repository root, where tests and benchmarks find
+// examples/ and bin/; it fails t when there is none.
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
 
 // moduleRoot is the directory of the main module's go.mod.
 func moduleRoot() (string, error) {

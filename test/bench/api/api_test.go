@@ -231,11 +231,7 @@ func continueToken(b []byte) (string, error) {
 // registerWidget applies examples/widget/crd.yaml and waits until Widgets
 // are served.
 func registerWidget(b *testing.B, c *apiClient) {
-	root, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		b.Fatal(err)
-	}
-	y, err := os.ReadFile(filepath.Join(filepath.Dir(strings.TrimSpace(string(root))), crdFile))
+	y, err := os.ReadFile(filepath.Join(testserver.ModuleRoot(b), crdFile))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -48,6 +48,7 @@ import (
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/sdk/plugintest"
 	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
 var (
@@ -56,15 +57,6 @@ var (
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// repo is the repository root (this package is test/bench/reconcile).
-func repo(b *testing.B) string {
-	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return root
-}
 
 // newEngine starts the engine's object service on a fresh Badger store with
 // the example's Widget and WidgetProvision kinds.
@@ -83,7 +75,7 @@ func newEngine(b *testing.B) *engine.Service {
 	go func() { defer close(done); s.Run(ctx) }()
 	b.Cleanup(func() { cancel(); <-done; db.Close() })
 	for _, f := range []string{"crd.yaml", "provision-crd.yaml"} {
-		raw, err := os.ReadFile(filepath.Join(repo(b), "examples", "widget", f))
+		raw, err := os.ReadFile(filepath.Join(testserver.ModuleRoot(b), "examples", "widget", f))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -349,11 +341,11 @@ type mode struct {
 // order the figures use (wasm, native, webhook); cleanups release them
 // when b ends.
 func reconcileModes(b *testing.B) []mode {
-	wasm, err := os.ReadFile(filepath.Join(repo(b), "bin", "wasm", "widget-plugin.wasm"))
+	wasm, err := os.ReadFile(filepath.Join(testserver.ModuleRoot(b), "bin", "wasm", "widget-plugin.wasm"))
 	if err != nil {
 		b.Fatalf("%v (run `make plugins`)", err)
 	}
-	h, err := host.New(host.Options{CacheDir: filepath.Join(repo(b), "bin", "wasm-cache"), Logger: quiet()})
+	h, err := host.New(host.Options{CacheDir: filepath.Join(testserver.ModuleRoot(b), "bin", "wasm-cache"), Logger: quiet()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -45,15 +45,6 @@ const (
 	crdPath     = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 )
 
-// repo is the repository root (this package is test/bench/upload).
-func repo(b *testing.B) string {
-	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return root
-}
-
 func rounds(b *testing.B) int {
 	if v := os.Getenv("ROUNDS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -110,7 +101,7 @@ func do(b *testing.B, s *testserver.Server, method, path, contentType string, bo
 func registerKinds(b *testing.B, s *testserver.Server) {
 	b.Helper()
 	for _, f := range []string{"crd.yaml", "provision-crd.yaml"} {
-		stdout, stderr, err := s.Kubectl("apply", "-f", filepath.Join(repo(b), "examples", "widget", f))
+		stdout, stderr, err := s.Kubectl("apply", "-f", filepath.Join(testserver.ModuleRoot(b), "examples", "widget", f))
 		if err != nil {
 			b.Fatalf("kubectl apply %s: %v\n%s%s", f, err, stdout, stderr)
 		}
@@ -204,7 +195,7 @@ func loadavg() string {
 }
 
 func BenchmarkUploadToReady(b *testing.B) {
-	wasm, err := os.ReadFile(filepath.Join(repo(b), "bin", "wasm", "widget-plugin.wasm"))
+	wasm, err := os.ReadFile(filepath.Join(testserver.ModuleRoot(b), "bin", "wasm", "widget-plugin.wasm"))
 	if err != nil {
 		b.Fatalf("%v (make plugins builds it)", err)
 	}
