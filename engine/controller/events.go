@@ -91,19 +91,19 @@ func eventKey(ev *unstructured.Unstructured) string {
 // recordEvents writes queued events until ctx is done. A failure to record
 // is logged and otherwise ignored.
 func (c *Controller) recordEvents(ctx context.Context, r *run) {
-	recent := cache.NewLRUExpireCache(eventAggregationKeys)
+	agg := NewEventAggregator()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-r.events:
 			key := eventKey(ev)
-			if prev, ok := recent.Get(key); ok {
-				stored, err := c.bumpEvent(ctx, prev.(*unstructured.Unstructured), ev)
-				if err == nil {
-					recent.Add(key, stored, eventAggregationWindow)
-					continue
-				}
+			ts, _ := ev.Object["lastTimestamp"].(string)
+			bumped, err := agg.Bump(ctx, c.opts.Client, key, ts)
+			if bumped {
+				continue
+			}
+			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -117,17 +117,47 @@ func (c *Controller) recordEvents(ctx context.Context, r *run) {
 				}
 				continue
 			}
-			recent.Add(key, stored, eventAggregationWindow)
+			agg.Add(key, stored)
 		}
 	}
 }
 
-// bumpEvent counts ev into prev, the Event stored for the same key: one
-// more occurrence, seen last at ev's time.
-func (c *Controller) bumpEvent(ctx context.Context, prev, ev *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	next := prev.DeepCopy()
+// EventAggregator remembers the Events recently recorded, by aggregation
+// key, so that a repeated event counts into the Event recorded before
+// instead of adding another (see eventAggregationWindow). The controller's
+// event recorder and the plugins' emit_event both use it. It is safe for
+// concurrent use.
+type EventAggregator struct {
+	recent *cache.LRUExpireCache
+}
+
+// NewEventAggregator returns an aggregator that remembers nothing yet.
+func NewEventAggregator() *EventAggregator {
+	return &EventAggregator{recent: cache.NewLRUExpireCache(eventAggregationKeys)}
+}
+
+// Bump counts one more occurrence, seen last at lastTimestamp, into the
+// Event recorded under key within the window. bumped is false when there is
+// none, or when it could not be updated (err: deleted, or changed meanwhile);
+// the caller then records the event anew.
+func (a *EventAggregator) Bump(ctx context.Context, w Writer, key, lastTimestamp string) (bumped bool, err error) {
+	prev, ok := a.recent.Get(key)
+	if !ok {
+		return false, nil
+	}
+	next := prev.(*unstructured.Unstructured).DeepCopy()
 	count, _, _ := unstructured.NestedInt64(next.Object, "count")
 	next.Object["count"] = max(count, 1) + 1
-	next.Object["lastTimestamp"] = ev.Object["lastTimestamp"]
-	return c.opts.Client.Update(ctx, EventsResource, next, metav1.UpdateOptions{})
+	next.Object["lastTimestamp"] = lastTimestamp
+	stored, err := w.Update(ctx, EventsResource, next, metav1.UpdateOptions{})
+	if err != nil {
+		return false, err
+	}
+	a.Add(key, stored)
+	return true, nil
+}
+
+// Add remembers stored as the Event recorded under key.
+func (a *EventAggregator) Add(key string, stored *unstructured.Unstructured) {
+	a.recent.Add(key, stored, eventAggregationWindow)
 }

@@ -15,12 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -30,27 +30,20 @@ import (
 type Objects struct {
 	svc *engine.Service
 	log *slog.Logger
-	// recent maps an event's aggregation key to the Event last stored for
-	// it (see RecordEvent).
-	recent *cache.LRUExpireCache
+	// events aggregates the Events plugins emit again, as Kubernetes'
+	// event recorders do: same plugin, object, type, reason and message
+	// within the controller's aggregation window add to the count and move
+	// the lastTimestamp of the Event recorded before instead of adding one
+	// (see RecordEvent).
+	events *controller.EventAggregator
 }
-
-// Events a plugin emits again aggregate into the Event recorded before, as
-// Kubernetes' event recorders do: same plugin, object, type, reason and
-// message within eventAggregationWindow add to its count and move its
-// lastTimestamp instead of adding an Event.
-const (
-	eventAggregationWindow = 10 * time.Minute
-	// eventAggregationKeys bounds the memory of recent events.
-	eventAggregationKeys = 4096
-)
 
 // NewObjects returns the host-function adapters over svc.
 func NewObjects(svc *engine.Service, log *slog.Logger) *Objects {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Objects{svc: svc, log: log, recent: cache.NewLRUExpireCache(eventAggregationKeys)}
+	return &Objects{svc: svc, log: log, events: controller.NewEventAggregator()}
 }
 
 func (o *Objects) resource(apiVersion, kind string) (engine.Resource, error) {
@@ -128,21 +121,15 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 	}
 	now := metav1.Now()
 	key := strings.Join([]string{plugin, regarding.UID, ns, regarding.Kind, regarding.Name, typ, ev.Reason, ev.Message}, "\x00")
-	if prev, ok := o.recent.Get(key); ok {
-		next := prev.(*unstructured.Unstructured).DeepCopy()
-		count, _, _ := unstructured.NestedInt64(next.Object, "count")
-		next.Object["count"] = max(count, 1) + 1
-		next.Object["lastTimestamp"] = now.UTC().Format(time.RFC3339)
-		stored, err := o.svc.Update(ctx, engine.EventResource, next, metav1.UpdateOptions{})
-		if err == nil {
-			o.recent.Add(key, stored, eventAggregationWindow)
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("plugins: record event: %w", err)
-		}
-		// Deleted, or counted by a concurrent call meanwhile: record anew.
+	bumped, err := o.events.Bump(ctx, o.svc, key, now.UTC().Format(time.RFC3339))
+	if bumped {
+		return nil
 	}
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("plugins: record event: %w", err)
+	}
+	// None recent, or deleted or counted by a concurrent call meanwhile:
+	// record anew.
 	e := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      strings.ToLower(regarding.Name + "." + rand.String(10)),
@@ -167,7 +154,7 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 	if err != nil {
 		return fmt.Errorf("plugins: record event: %w", err)
 	}
-	o.recent.Add(key, stored, eventAggregationWindow)
+	o.events.Add(key, stored)
 	return nil
 }
 
