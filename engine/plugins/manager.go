@@ -240,9 +240,6 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 				return nil, err
 			}
 			failed = &failure{reason: ReasonModuleNotFound, err: fmt.Errorf("module %s was not uploaded (POST it to %s)", sp.Module.Digest, ModulesPath)}
-			if !m.restoreServing(ctx, name, obj, cur, sp, cfg, &events) {
-				return failed.response(st), nil
-			}
 		} else if exports, err := m.opts.Host.Install(ctx, name, wasm, cfg); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -250,9 +247,6 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 			m.log.Warn("plugin module refused; the running version, if any, keeps serving", "plugin", name, "digest", sp.Module.Digest, "err", err)
 			failed = &failure{reason: ReasonInvalidModule, err: err, terminal: true,
 				events: []abi.Event{{Type: "Warning", Reason: "ModuleRefused", Message: err.Error()}}}
-			if !m.restoreServing(ctx, name, obj, cur, sp, cfg, &events) {
-				return failed.response(st), nil
-			}
 		} else {
 			m.log.Info("plugin loaded", "plugin", name, "digest", sp.Module.Digest)
 			msg := "loaded module " + sp.Module.Digest
@@ -264,6 +258,9 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 			cur.digest, cur.hostKey, cur.exports = sp.Module.Digest, hostKey, exports
 			m.plugins[name] = cur
 			m.mu.Unlock()
+		}
+		if failed != nil && !m.restoreServing(ctx, name, obj, cur, sp, cfg, &events) {
+			return failed.response(st), nil
 		}
 	}
 	st.loadedDigest = cur.digest
@@ -305,7 +302,6 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	}
 	if failed != nil {
 		// The restored module serves; the spec's module still does not.
-		st.loadedDigest = cur.digest
 		return withEvents(events, failed.response(st)), nil
 	}
 	if len(missing) > 0 {
