@@ -40,6 +40,32 @@ func sameValidation(t *testing.T, sv *served, obj *unstructured.Unstructured) fi
 	return got
 }
 
+// serveBoxes creates the CRD of the namespaced kind Box
+// (example.setpoint.dev/v1, boxes) with openAPIV3Schema, YAML that follows
+// "openAPIV3Schema:" (a flow value, or lines indented by 8), and returns
+// what the registry serves for boxes.
+func serveBoxes(t *testing.T, s *Service, openAPIV3Schema string) (*served, bool) {
+	t.Helper()
+	crd := fromYAML(t, `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: boxes.example.setpoint.dev}
+spec:
+  group: example.setpoint.dev
+  scope: Namespaced
+  names: {plural: boxes, singular: box, kind: Box}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:`+openAPIV3Schema+"\n")
+	if _, err := s.Create(context.Background(), CRDResource, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return s.reg.get(schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "boxes"})
+}
+
 func TestCreateValidationMatchesStrategy(t *testing.T) {
 	s := newService(t)
 	sv, _ := s.reg.get(widgets)
@@ -112,20 +138,7 @@ func TestCreateValidationMatchesStrategy(t *testing.T) {
 func TestCreateValidationEmbeddedAndListTypes(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	crd := fromYAML(t, `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: boxes.example.setpoint.dev}
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: boxes, singular: box, kind: Box}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
+	sv, ok := serveBoxes(t, s, `
         type: object
         properties:
           spec:
@@ -135,12 +148,7 @@ spec:
               inner:
                 type: object
                 x-kubernetes-embedded-resource: true
-                x-kubernetes-preserve-unknown-fields: true
-`)
-	if _, err := s.Create(ctx, CRDResource, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	sv, ok := s.reg.get(schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "boxes"})
+                x-kubernetes-preserve-unknown-fields: true`)
 	if !ok {
 		t.Fatal("boxes not served")
 	}
@@ -360,26 +368,8 @@ func TestUpdateValidationMatchesStrategy(t *testing.T) {
 func TestPrepareForUpdateMatchesStrategy(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	box := fromYAML(t, `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: boxes.example.setpoint.dev}
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: boxes, singular: box, kind: Box}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`)
-	if _, err := s.Create(ctx, CRDResource, box, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	bsv, ok := serveBoxes(t, s, ` {type: object, x-kubernetes-preserve-unknown-fields: true}`)
 	wsv, _ := s.reg.get(widgets)
-	bsv, ok := s.reg.get(schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "boxes"})
 	if !ok || bsv.Status || !wsv.Status || bsv.createValidation == nil {
 		t.Fatalf("want boxes served without a status subresource and widgets with one")
 	}
