@@ -46,6 +46,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/setpoint-dev/setpoint/test/bench/benchtest"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -266,12 +267,12 @@ func createNamespace(b *testing.B, c *apiClient, ns string) {
 }
 
 func BenchmarkAPI(b *testing.B) {
-	workers := env("CONCURRENCY", 64)
-	creates := env("CREATES", 10000)
-	warmup := env("WARMUP", 2000)
-	getsN := env("GETS", 20000)
-	rounds := env("ROUNDS", 2)
-	timeout := time.Duration(env("PHASE_TIMEOUT", 300)) * time.Second
+	workers := benchtest.Env("CONCURRENCY", 64)
+	creates := benchtest.Env("CREATES", 10000)
+	warmup := benchtest.Env("WARMUP", 2000)
+	getsN := benchtest.Env("GETS", 20000)
+	rounds := benchtest.Env("ROUNDS", 2)
+	timeout := time.Duration(benchtest.Env("PHASE_TIMEOUT", 300)) * time.Second
 	value := string(bytes.Repeat([]byte("x"), objectSize))
 
 	for range b.N {
@@ -285,7 +286,7 @@ func BenchmarkAPI(b *testing.B) {
 		defer c.http.CloseIdleConnections()
 		registerWidget(b, c)
 		b.Logf("server %s (pid %d), etcd %s (pid %d); %d workers, %d-byte objects, GOMAXPROCS %d, load average %s",
-			s.URL, serverPID, etcd.endpoint, etcd.pid(), workers, len(widget(objectName(0), objectSize)), runtime.GOMAXPROCS(0), loadAvg())
+			s.URL, serverPID, etcd.endpoint, etcd.pid(), workers, len(widget(objectName(0), objectSize)), runtime.GOMAXPROCS(0), benchtest.LoadAvg())
 
 		// Warm up both sides: connections, caches, the runtime's heap.
 		createNamespace(b, c, "warm")
@@ -307,7 +308,7 @@ func BenchmarkAPI(b *testing.B) {
 			ns := fmt.Sprintf("bench-%d", r)
 			prefix := fmt.Sprintf("/bench-%d/", r)
 			createNamespace(b, c, ns)
-			b.Logf("round %d (load average %s)", r, loadAvg())
+			b.Logf("round %d (load average %s)", r, benchtest.LoadAvg())
 
 			// Writes: etcd first, then the API, back to back.
 			m := startCPU(etcd.pid())
@@ -416,18 +417,6 @@ func fmtRatios(rs []float64) string {
 		s[i] = fmt.Sprintf("%.2fx", r)
 	}
 	return strings.Join(s, ", ")
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // profile records the server with perf during one phase of the first round

@@ -11,17 +11,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-)
 
-// env reads an integer knob, so a run can be scaled without editing.
-func env(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
+	"github.com/setpoint-dev/setpoint/test/bench/benchtest"
+)
 
 // phase is the outcome of one run of n operations.
 type phase struct {
@@ -94,15 +87,6 @@ func run(c, n int, timeout time.Duration, op func(ctx context.Context, i int) er
 // ms formats a duration in milliseconds with two decimals.
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
 
-// selfCPU is the CPU time this process (the clients) used, in seconds.
-func selfCPU() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
 // processCPU reads a process's user and system CPU time from /proc, in
 // seconds.
 func processCPU(pid int) (float64, error) {
@@ -168,7 +152,7 @@ type cpuMeter struct {
 }
 
 func startCPU(pid int) *cpuMeter {
-	m := &cpuMeter{pid: pid, client0: selfCPU()}
+	m := &cpuMeter{pid: pid, client0: benchtest.SelfCPU()}
 	var err error
 	m.server0, err = processCPU(pid)
 	m.serverOK = err == nil
@@ -176,7 +160,7 @@ func startCPU(pid int) *cpuMeter {
 }
 
 func (m *cpuMeter) stop() {
-	m.client = selfCPU() - m.client0
+	m.client = benchtest.SelfCPU() - m.client0
 	if s, err := processCPU(m.pid); err == nil && m.serverOK {
 		m.server = s - m.server0
 	} else {

@@ -36,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/test/bench/benchtest"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -186,14 +187,6 @@ func deletePlugin(b *testing.B, s *testserver.Server) {
 	}
 }
 
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
 func BenchmarkUploadToReady(b *testing.B) {
 	wasm, err := os.ReadFile(filepath.Join(testserver.ModuleRoot(b), "bin", "wasm", "widget-plugin.wasm"))
 	if err != nil {
@@ -205,7 +198,7 @@ func BenchmarkUploadToReady(b *testing.B) {
 		for r := range n {
 			s := testserver.Start(b, testserver.Options{LogLevel: "warn"})
 			registerKinds(b, s)
-			before := loadavg()
+			before := benchtest.LoadAvg()
 			t, u := uploadToReady(b, s, wasm)
 			cold, coldUpload = append(cold, t), append(coldUpload, u)
 
@@ -217,7 +210,7 @@ func BenchmarkUploadToReady(b *testing.B) {
 			t2, u2 := uploadToReady(b, s, wasm)
 			cached, cachedUpload = append(cached, t2), append(cachedUpload, u2)
 			b.Logf("round %d: cold %v (upload %v), from the on-disk cache %v (upload %v); load average %s, after %s",
-				r+1, t.Round(time.Millisecond), u.Round(time.Millisecond), t2.Round(time.Millisecond), u2.Round(time.Millisecond), before, loadavg())
+				r+1, t.Round(time.Millisecond), u.Round(time.Millisecond), t2.Round(time.Millisecond), u2.Round(time.Millisecond), before, benchtest.LoadAvg())
 			if err := s.Stop(); err != nil {
 				b.Fatal(err)
 			}

@@ -21,12 +21,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/setpoint-dev/setpoint/test/bench/benchtest"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -40,14 +40,6 @@ const crd = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefin
     "name":{"type":"string"},"size":{"type":"string","enum":["small","medium","large"]},"note":{"type":"string"}}}}}}}]}}`
 
 const path = "/apis/example.setpoint.dev/v1/namespaces/default/widgets"
-
-// env reads an integer knob, so a run can be scaled without editing.
-func env(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
 
 // histogram counts latencies in 100 µs buckets up to 10 s.
 type histogram struct {
@@ -238,9 +230,9 @@ func (x *bench) openWatchers(n int, rv string, lat *histogram, delivered *atomic
 }
 
 func BenchmarkWebSocketWatch(b *testing.B) {
-	watchers := env("WATCHERS", 1000)
+	watchers := benchtest.Env("WATCHERS", 1000)
 	objects := 100
-	phase := time.Duration(env("PHASE_SECONDS", 3)) * time.Second
+	phase := time.Duration(benchtest.Env("PHASE_SECONDS", 3)) * time.Second
 	rates := []int{100, 300, 1000}
 	if v := os.Getenv("RATES"); v != "" {
 		rates = nil
@@ -274,7 +266,7 @@ func BenchmarkWebSocketWatch(b *testing.B) {
 			lat.reset()
 			delivered.Store(0)
 			lastDelivery.Store(0)
-			cpu0, self0 := x.metric("process_cpu_seconds_total"), selfCPU()
+			cpu0, self0 := x.metric("process_cpu_seconds_total"), benchtest.SelfCPU()
 			start := time.Now()
 			writes, wlat := x.write(rate, phase, objects)
 			writing := time.Since(start)
@@ -285,7 +277,7 @@ func BenchmarkWebSocketWatch(b *testing.B) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			got := delivered.Load()
-			serverCPU, clientCPU := x.metric("process_cpu_seconds_total")-cpu0, selfCPU()-self0
+			serverCPU, clientCPU := x.metric("process_cpu_seconds_total")-cpu0, benchtest.SelfCPU()-self0
 			elapsed := time.Unix(0, lastDelivery.Load()).Sub(start)
 			perSec := float64(got) / elapsed.Seconds()
 			b.Logf("offered %5d writes/s: %d writes in %v (%.0f/s achieved, write p50 %v); %d/%d deliveries in %v: %.0f deliveries/s; write-to-receipt p50 %v p99 %v",
@@ -412,14 +404,4 @@ func (x *bench) write(rate int, d time.Duration, objects int) (int, *histogram) 
 	close(jobs)
 	wg.Wait()
 	return int(ok.Load()), wlat
-}
-
-// selfCPU is the CPU time this process (the watchers and writers) used, in
-// seconds.
-func selfCPU() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
