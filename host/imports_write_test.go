@@ -10,51 +10,10 @@ import (
 	"github.com/setpoint-dev/setpoint/host/hosttest"
 )
 
-// importingModule assembles a minimal native-ABI module (the exports of
-// tinyModule, reconcile returning an empty output) that imports each of
-// funcs from the setpoint module with the host-call signature
-// (i32, i32, i32, i32) -> i32, without calling them.
-func importingModule(funcs ...string) []byte {
-	leb := func(b []byte, v uint64) []byte {
-		for {
-			c := byte(v & 0x7f)
-			v >>= 7
-			if v == 0 {
-				return append(b, c)
-			}
-			b = append(b, c|0x80)
-		}
-	}
-	name := func(b []byte, s string) []byte { return append(leb(b, uint64(len(s))), s...) }
-	section := func(m []byte, id byte, body []byte) []byte {
-		return append(leb(append(m, id), uint64(len(body))), body...)
-	}
-	const i32, i64 = 0x7f, 0x7e
-	m := []byte("\x00asm\x01\x00\x00\x00")
-	// Types: 0 () -> i32, 1 (i32) -> i32, 2 (i32, i32) -> i64, 3 (i32 x4) -> i32.
-	m = section(m, 1, []byte{4, 0x60, 0, 1, i32, 0x60, 1, i32, 1, i32, 0x60, 2, i32, i32, 1, i64, 0x60, 4, i32, i32, i32, i32, 1, i32})
-	imports := leb(nil, uint64(len(funcs)))
-	for _, f := range funcs {
-		imports = name(name(imports, "setpoint"), f)
-		imports = append(imports, 0, 3)
-	}
-	m = section(m, 2, imports)
-	m = section(m, 3, []byte{3, 0, 1, 2})
-	m = section(m, 5, []byte{1, 0x00, 1})
-	n := byte(len(funcs)) // imported functions come first in the index space
-	exports := []byte{4}
-	exports = append(name(exports, "memory"), 2, 0)
-	exports = append(name(exports, "setpoint_abi_version"), 0, n)
-	exports = append(name(exports, "setpoint_alloc"), 0, n+1)
-	exports = append(name(exports, "reconcile"), 0, n+2)
-	m = section(m, 7, exports)
-	code := []byte{3,
-		4, 0, 0x41, 1, 0x0b, // version 1
-		5, 0, 0x41, 0x80, 0x08, 0x0b, // 1024
-		4, 0, 0x42, 0, 0x0b, // packed result 0
-	}
-	return section(m, 10, code)
-}
+// importingModule is a minimal native-ABI module (tinyModule's, reconcile
+// returning an empty output) that imports each of funcs from the setpoint
+// module without calling them.
+func importingModule(funcs ...string) []byte { return nativeModule(funcs, 1, 0, "") }
 
 // TestWriteImportsAreOptional checks that adding the write functions kept
 // the ABI backward compatible: a module importing only the functions of
