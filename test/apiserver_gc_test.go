@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,7 +85,7 @@ func TestAPIFinalizersAndGarbageCollection(t *testing.T) {
 			return err == nil && c.GetDeletionTimestamp() != nil
 		})
 		o, err := widgets.Get(ctx, "fg", metav1.GetOptions{})
-		if err != nil || !hasString(o.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+		if err != nil || !slices.Contains(o.GetFinalizers(), metav1.FinalizerDeleteDependents) {
 			t.Fatalf("owner = %v, %v; want it waiting with the foregroundDeletion finalizer", o, err)
 		}
 		if _, err := widgets.Patch(ctx, "fg-child", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
@@ -104,13 +105,4 @@ func TestAPIFinalizersAndGarbageCollection(t *testing.T) {
 			t.Fatalf("orphan = %v, %v; want it kept without owner references", c, err)
 		}
 	})
-}
-
-func hasString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
