@@ -82,74 +82,76 @@ func (d *jsonDecoder) literal(lit string) bool {
 }
 
 func (d *jsonDecoder) object() (any, bool) {
-	d.i++ // {
 	m := map[string]any{}
-	d.space()
-	if d.i < len(d.b) && d.b[d.i] == '}' {
-		d.i++
-		return m, true
-	}
-	for {
+	ok := d.members('}', func() bool {
 		d.space()
 		if d.i >= len(d.b) || d.b[d.i] != '"' {
-			return nil, false
+			return false
 		}
 		k, ok := d.str()
 		if !ok {
-			return nil, false
+			return false
 		}
 		d.space()
 		if d.i >= len(d.b) || d.b[d.i] != ':' {
-			return nil, false
+			return false
 		}
 		d.i++
 		v, ok := d.value()
 		if !ok {
-			return nil, false
+			return false
 		}
 		m[k] = v
-		d.space()
-		if d.i >= len(d.b) {
-			return nil, false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return m, true
-		default:
-			return nil, false
-		}
+		return true
+	})
+	if !ok {
+		return nil, false
 	}
+	return m, true
 }
 
 func (d *jsonDecoder) array() (any, bool) {
-	d.i++ // [
 	a := []any{}
-	d.space()
-	if d.i < len(d.b) && d.b[d.i] == ']' {
-		d.i++
-		return a, true
-	}
-	for {
+	ok := d.members(']', func() bool {
 		v, ok := d.value()
 		if !ok {
-			return nil, false
+			return false
 		}
 		a = append(a, v)
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	return a, true
+}
+
+// members reads the members of the object or array whose opening byte is
+// at d.i, up to and including end, decoding each with member (which
+// reports false at a syntax error).
+func (d *jsonDecoder) members(end byte, member func() bool) bool {
+	d.i++ // { or [
+	d.space()
+	if d.i < len(d.b) && d.b[d.i] == end {
+		d.i++
+		return true
+	}
+	for {
+		if !member() {
+			return false
+		}
 		d.space()
 		if d.i >= len(d.b) {
-			return nil, false
+			return false
 		}
 		switch d.b[d.i] {
 		case ',':
 			d.i++
-		case ']':
+		case end:
 			d.i++
-			return a, true
+			return true
 		default:
-			return nil, false
+			return false
 		}
 	}
 }
