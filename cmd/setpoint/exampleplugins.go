@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -16,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/setpoint-dev/setpoint/host"
 )
 
 // examplePluginTemplate is the file an example keeps its Plugin manifest in.
@@ -88,8 +88,7 @@ func installExamplePlugins(ctx context.Context, log *slog.Logger, dir string, cf
 
 // uploadExampleModule stores wasm on the server and returns its digest.
 func uploadExampleModule(ctx context.Context, hc *http.Client, server string, wasm []byte) (string, error) {
-	sum := sha256.Sum256(wasm)
-	digest := "sha256:" + hex.EncodeToString(sum[:])
+	digest := host.Digest(wasm)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(server, "/")+exampleModulesPath+"?digest="+digest, bytes.NewReader(wasm))

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/rest"
+
+	"github.com/setpoint-dev/setpoint/host"
 )
 
 func init() { subcommands = append(subcommands, newPluginCommand) }
@@ -380,8 +380,7 @@ func readModule(path string) ([]byte, error) {
 // uploadModule POSTs the module and returns its digest. On a terminal, stderr
 // shows a progress bar; on a pipe, nothing.
 func uploadModule(ctx context.Context, c *client, path string, wasm []byte, stderr io.Writer) (string, error) {
-	sum := sha256.Sum256(wasm)
-	digest := "sha256:" + hex.EncodeToString(sum[:])
+	digest := host.Digest(wasm)
 	hc, err := rest.HTTPClientFor(c.config)
 	if err != nil {
 		return "", fmt.Errorf("HTTP client: %w", err)
