@@ -106,6 +106,11 @@ func (q *queue) startLocked() bool {
 func (q *queue) idle() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.idleLocked()
+}
+
+// idleLocked is idle for a caller that holds q.mu.
+func (q *queue) idleLocked() bool {
 	if len(q.items) == 0 && !q.ended && !q.overflow {
 		q.writing = false
 		return true
@@ -119,8 +124,7 @@ func (q *queue) idle() bool {
 func (q *queue) take() (items [][]byte, ended, overflow, idle bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.items) == 0 && !q.ended && !q.overflow {
-		q.writing = false
+	if q.idleLocked() {
 		return nil, false, false, true
 	}
 	items, q.items, q.bytes = q.items, nil, 0
