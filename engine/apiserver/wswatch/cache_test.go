@@ -20,28 +20,20 @@ func obj(apiVersion, name, rv string) *unstructured.Unstructured {
 	return u
 }
 
-func TestEncodeCache(t *testing.T) {
-	c := newEncodeCache(2)
+// encodeCase is one event given to an encodeCache, and how many times the
+// cache must call the encoder for it.
+type encodeCase struct {
+	name      string
+	ev        watch.Event
+	wantCalls int
+}
+
+// runEncodeCases encodes each case's event through c, in order, and checks
+// the bytes against EncodeEvent's and the number of encoder calls.
+func runEncodeCases(t *testing.T, c *encodeCache, tests []encodeCase) {
+	t.Helper()
 	calls := 0
 	enc := func(ev watch.Event) ([]byte, error) { calls++; return EncodeEvent(ev) }
-	st := metav1.Status{Code: 410}
-	bookmarkEnd := obj("example.setpoint.dev/v1", "", "9")
-	bookmarkEnd.SetAnnotations(map[string]string{"k8s.io/initial-events-end": "true"})
-	tests := []struct {
-		name      string
-		ev        watch.Event
-		wantCalls int
-	}{
-		{name: "first", ev: watch.Event{Type: watch.Added, Object: obj("example.setpoint.dev/v1", "a", "5")}, wantCalls: 1},
-		{name: "same event", ev: watch.Event{Type: watch.Added, Object: obj("example.setpoint.dev/v1", "a", "5")}, wantCalls: 0},
-		{name: "other type", ev: watch.Event{Type: watch.Deleted, Object: obj("example.setpoint.dev/v1", "a", "5")}, wantCalls: 1},
-		{name: "other version", ev: watch.Event{Type: watch.Added, Object: obj("example.setpoint.dev/v2", "a", "5")}, wantCalls: 1},
-		{name: "evicted", ev: watch.Event{Type: watch.Added, Object: obj("example.setpoint.dev/v1", "a", "5")}, wantCalls: 1},
-		{name: "error", ev: watch.Event{Type: watch.Error, Object: &st}, wantCalls: 1},
-		{name: "error again", ev: watch.Event{Type: watch.Error, Object: &st}, wantCalls: 1},
-		{name: "end bookmark", ev: watch.Event{Type: watch.Bookmark, Object: bookmarkEnd}, wantCalls: 1},
-		{name: "end bookmark again", ev: watch.Event{Type: watch.Bookmark, Object: bookmarkEnd}, wantCalls: 1},
-	}
 	for _, tc := range tests {
 		before := calls
 		b, err := c.encode(tc.ev, enc)
@@ -58,19 +50,32 @@ func TestEncodeCache(t *testing.T) {
 	}
 }
 
+func TestEncodeCache(t *testing.T) {
+	c := newEncodeCache(2)
+	st := metav1.Status{Code: 410}
+	bookmarkEnd := obj("example.setpoint.dev/v1", "", "9")
+	bookmarkEnd.SetAnnotations(map[string]string{"k8s.io/initial-events-end": "true"})
+	tests := []encodeCase{
+		{name: "first", ev: watch.Event{Type: watch.Added, Object: obj("example.setpoint.dev/v1", "a", "5")}, wantCalls: 1},
+		{name: "same event", ev: watch.Event{Type: watch.Added, Object: obj("example.setpoint.dev/v1", "a", "5")}, wantCalls: 0},
+		{name: "other type", ev: watch.Event{Type: watch.Deleted, Object: obj("example.setpoint.dev/v1", "a", "5")}, wantCalls: 1},
+		{name: "other version", ev: watch.Event{Type: watch.Added, Object: obj("example.setpoint.dev/v2", "a", "5")}, wantCalls: 1},
+		{name: "evicted", ev: watch.Event{Type: watch.Added, Object: obj("example.setpoint.dev/v1", "a", "5")}, wantCalls: 1},
+		{name: "error", ev: watch.Event{Type: watch.Error, Object: &st}, wantCalls: 1},
+		{name: "error again", ev: watch.Event{Type: watch.Error, Object: &st}, wantCalls: 1},
+		{name: "end bookmark", ev: watch.Event{Type: watch.Bookmark, Object: bookmarkEnd}, wantCalls: 1},
+		{name: "end bookmark again", ev: watch.Event{Type: watch.Bookmark, Object: bookmarkEnd}, wantCalls: 1},
+	}
+	runEncodeCases(t, c, tests)
+}
+
 // TestEncodeCacheSharedObject checks the lookup by object pointer: a shared
 // object is found again without encoding, under each event type apart, and
 // its entry is evicted like the others.
 func TestEncodeCacheSharedObject(t *testing.T) {
 	c := newEncodeCache(2)
-	calls := 0
-	enc := func(ev watch.Event) ([]byte, error) { calls++; return EncodeEvent(ev) }
 	shared := obj("example.setpoint.dev/v1", "a", "5")
-	tests := []struct {
-		name      string
-		ev        watch.Event
-		wantCalls int
-	}{
+	tests := []encodeCase{
 		{name: "first", ev: watch.Event{Type: watch.Modified, Object: shared}, wantCalls: 1},
 		{name: "same object", ev: watch.Event{Type: watch.Modified, Object: shared}, wantCalls: 0},
 		{name: "same object, other type", ev: watch.Event{Type: watch.Added, Object: shared}, wantCalls: 1},
@@ -79,20 +84,7 @@ func TestEncodeCacheSharedObject(t *testing.T) {
 		{name: "others 2", ev: watch.Event{Type: watch.Modified, Object: obj("example.setpoint.dev/v1", "c", "7")}, wantCalls: 1},
 		{name: "evicted", ev: watch.Event{Type: watch.Modified, Object: shared}, wantCalls: 1},
 	}
-	for _, tc := range tests {
-		before := calls
-		b, err := c.encode(tc.ev, enc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, _ := EncodeEvent(tc.ev)
-		if string(b) != string(want) {
-			t.Fatalf("%s: got %s, want %s", tc.name, b, want)
-		}
-		if got := calls - before; got != tc.wantCalls {
-			t.Fatalf("%s: %d encodings, want %d", tc.name, got, tc.wantCalls)
-		}
-	}
+	runEncodeCases(t, c, tests)
 	if len(c.byObj) > 2 || len(c.m) > 2 {
 		t.Fatalf("cache holds %d entries by object and %d by key, want at most 2 each", len(c.byObj), len(c.m))
 	}
