@@ -74,12 +74,8 @@ func canonicalMeta(md map[string]any) (map[string]any, bool) {
 			}
 			out[k] = n // a pointer: kept even when 0
 		case "creationTimestamp", "deletionTimestamp":
-			s, ok := v.(string)
+			t, ok := metaTime(v)
 			if !ok {
-				return nil, false
-			}
-			t, err := time.Parse(time.RFC3339, s)
-			if err != nil || t.IsZero() {
 				return nil, false
 			}
 			out[k] = t.UTC().Format(time.RFC3339)
@@ -122,4 +118,18 @@ func canonicalMeta(md map[string]any) (map[string]any, bool) {
 		}
 	}
 	return out, true
+}
+
+// metaTime returns the time of a metadata timestamp given as an RFC 3339
+// string of a non-zero time; it reports false for anything else.
+func metaTime(v any) (time.Time, bool) {
+	s, ok := v.(string)
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil || t.IsZero() {
+		return time.Time{}, false
+	}
+	return t, true
 }

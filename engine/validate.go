@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"time"
 
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
@@ -179,12 +178,8 @@ func typedMeta(md map[string]any) (*metav1.ObjectMeta, bool) {
 				m.DeletionGracePeriodSeconds = &n
 			}
 		case "creationTimestamp", "deletionTimestamp":
-			s, ok := v.(string)
+			t, ok := metaTime(v)
 			if !ok {
-				return nil, false
-			}
-			t, err := time.Parse(time.RFC3339, s)
-			if err != nil || t.IsZero() {
 				return nil, false
 			}
 			mt := metav1.NewTime(t.Local())
