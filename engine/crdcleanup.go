@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +82,7 @@ func (s *Service) cleanupCRD(ctx context.Context, c *gcObject, byGR map[schema.G
 	}
 	objs := byGR[gr]
 	if len(objs) > 0 {
-		if reason := crdConditionReason(cur.Object, apiextensionsv1.Terminating); reason != "InstanceDeletionInProgress" {
+		if cond := apihelpers.FindCRDCondition(crd, apiextensionsv1.Terminating); cond == nil || cond.Reason != "InstanceDeletionInProgress" {
 			if err := s.setCRDTerminating(ctx, c, apiextensionsv1.ConditionTrue, "InstanceDeletionInProgress", "CustomResource deletion is in progress"); err != nil {
 				return false, err
 			}
@@ -177,17 +178,4 @@ func setCRDCondition(obj map[string]any, typ apiextensionsv1.CustomResourceDefin
 		return unstructured.SetNestedSlice(obj, conds, "status", "conditions")
 	}
 	return unstructured.SetNestedSlice(obj, append(conds, c), "status", "conditions")
-}
-
-// crdConditionReason returns the reason of a CRD's condition typ, "" when it
-// has none.
-func crdConditionReason(obj map[string]any, typ apiextensionsv1.CustomResourceDefinitionConditionType) string {
-	conds, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
-	for _, x := range conds {
-		if m, ok := x.(map[string]any); ok && m["type"] == string(typ) {
-			r, _ := m["reason"].(string)
-			return r
-		}
-	}
-	return ""
 }
