@@ -264,15 +264,6 @@ func (a *acceptance) widgetsConverged(selector string, wantCount int) string {
 	return ""
 }
 
-// withSection appends a custom section: the same module under another
-// digest, so uploading it is a new version. The section holds one byte of
-// data after its name (the host's decoder refuses an empty one).
-func withSection(wasm []byte, name string) []byte {
-	payload := append(append([]byte{byte(len(name))}, name...), 1)
-	out := append(append([]byte{}, wasm...), 0, byte(len(payload)))
-	return append(out, payload...)
-}
-
 // swap uploads wasm and points the widget Plugin at it.
 func (a *acceptance) swap(wasm []byte) (string, error) {
 	code, b, err := a.do("POST", accModules, "application/wasm", wasm)
@@ -504,7 +495,7 @@ func TestReconcileAcceptance(t *testing.T) {
 		var swapErr error
 		for i := range 2 {
 			time.Sleep(time.Second)
-			digest, swapErr = a.swap(withSection(widgetModule, fmt.Sprintf("acceptance-swap-%d", i)))
+			digest, swapErr = a.swap(withCustomSection(widgetModule, fmt.Sprintf("acceptance-swap-%d", i)))
 			if swapErr != nil {
 				break
 			}
