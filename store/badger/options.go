@@ -41,14 +41,16 @@ type Options struct {
 	ValueLogGCInterval time.Duration
 
 	// MemTableSize and BlockCacheSize size Badger's memory. Defaults: 16 MiB
-	// and 64 MiB. Tests use less. Each commit group goes through a Badger
-	// KVLoader, which allocates (and zeroes) two entry slices sized from the
-	// memtable (15% of it over Badger's node size: about 0.9 MB each at 64
-	// MiB), so the memtable size is a fixed CPU cost of every group: writers
-	// that commit alone or a few at a time (controllers writing status) pay
-	// it per write. 16 MiB cut the CPU of a lone create by about 30% and of
-	// 8 concurrent ones by about 45% against 64 MiB, with no loss at 64
-	// (docs/BENCHMARKS.md, Store); smaller memtables flush to L0 more often.
+	// and 64 MiB. Tests use less. Each commit group of more than one write
+	// goes through a Badger KVLoader (a group of one write is one Badger
+	// transaction), which allocates (and zeroes) two entry slices sized from
+	// the memtable (15% of it over Badger's node size: about 0.9 MB each at
+	// 64 MiB), so the memtable size is a fixed CPU cost of every such group:
+	// writers that commit a few at a time (controllers writing status) pay
+	// it per group. 16 MiB cut the CPU of a lone create by about 30% and of
+	// 8 concurrent ones by about 45% against 64 MiB (measured before lone
+	// writes became transactions), with no loss at 64 (docs/BENCHMARKS.md,
+	// Store); smaller memtables flush to L0 more often.
 	MemTableSize   int64
 	BlockCacheSize int64
 
