@@ -11,7 +11,6 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/store"
-	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
 // process is one run of the server's plugin side over a store: the engine,
@@ -51,11 +50,7 @@ func startProcess(t *testing.T, db store.Store) *process {
 // module that served before, across restarts of the server; once the new
 // module loads it takes over.
 func TestManagerRestoresServingModuleAfterRestart(t *testing.T) {
-	db, err := badger.Open(t.TempDir(), badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openTestDB(t)
 	ctx := context.Background()
 	modules := NewModules(db)
 	good, bad, later := []byte("good module"), []byte("bad"), []byte("later module")

@@ -62,11 +62,7 @@ func (h *fakeHost) Caller(name string) Caller {
 
 func TestManagerFollowsPlugins(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	db, err := badger.Open(t.TempDir(), badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openTestDB(t)
 	svc, err := engine.New(ctx, engine.Options{Store: db, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +159,17 @@ func TestManagerFollowsPlugins(t *testing.T) {
 }
 
 func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
+
+// openTestDB opens a Badger store in a temp dir, closed when the test ends.
+func openTestDB(t *testing.T) *badger.DB {
+	t.Helper()
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
 
 func waitServed(t *testing.T, svc *engine.Service) {
 	t.Helper()

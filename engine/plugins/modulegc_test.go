@@ -19,7 +19,6 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/store"
-	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
 // forgetfulHost is a fakeHost that records ForgetModule calls.
@@ -92,11 +91,7 @@ func newGCEnv(t *testing.T) *gcEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	db, err := badger.Open(t.TempDir(), badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openTestDB(t)
 	svc, err := engine.New(ctx, engine.Options{Store: db, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
-	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
 // noteCRD is a namespaced kind with a schema and a status subresource.
@@ -30,11 +29,7 @@ const noteCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceD
 // newWriteService is an engine over a real Badger store serving Note.
 func newWriteService(t *testing.T) *engine.Service {
 	t.Helper()
-	db, err := badger.Open(t.TempDir(), badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openTestDB(t)
 	svc, err := engine.New(context.Background(), engine.Options{Store: db, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -6,16 +6,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
 func TestUploadHandler(t *testing.T) {
-	db, err := badger.Open(t.TempDir(), badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openTestDB(t)
 	h := NewUploadHandler(UploadOptions{Modules: NewModules(db), Host: &fakeHost{current: map[string]string{}}, MaxBytes: 64, Logger: quietLogger()})
 	good := []byte("a module")
 	do := func(method, path, ct string, body []byte) (int, string) {
