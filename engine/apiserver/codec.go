@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 )
 
 // writeJSON writes v as JSON with code. Unstructured objects and lists are
@@ -53,7 +54,7 @@ func writeJSONList(w http.ResponseWriter, l *engine.JSONList) {
 	}
 	b := make([]byte, 0, n)
 	b = append(b, `{"apiVersion":`...)
-	b = appendJSONString(b, l.APIVersion)
+	b = objjson.AppendString(b, l.APIVersion)
 	b = append(b, `,"items":[`...)
 	for i, it := range l.Items {
 		if i > 0 {
@@ -62,20 +63,15 @@ func writeJSONList(w http.ResponseWriter, l *engine.JSONList) {
 		b = append(b, it...)
 	}
 	b = append(b, `],"kind":`...)
-	b = appendJSONString(b, l.Kind)
+	b = objjson.AppendString(b, l.Kind)
 	b = append(b, `,"metadata":{"continue":`...)
-	b = appendJSONString(b, l.Continue)
+	b = objjson.AppendString(b, l.Continue)
 	b = append(b, `,"resourceVersion":`...)
-	b = appendJSONString(b, l.ResourceVersion)
+	b = objjson.AppendString(b, l.ResourceVersion)
 	b = append(b, "}}\n"...)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
-}
-
-func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(b, q...)
 }
 
 // writeStatus writes a failure meta/v1 Status.

@@ -33,7 +33,7 @@ func Append(b []byte, v any) ([]byte, bool) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, k)
+			b = AppendString(b, k)
 			b = append(b, ':')
 			var ok bool
 			if b, ok = Append(b, x[k]); !ok {
@@ -57,7 +57,7 @@ func Append(b []byte, v any) ([]byte, bool) {
 		}
 		return append(b, ']'), true
 	case string:
-		return appendJSONString(b, x), true
+		return AppendString(b, x), true
 	case int64:
 		return strconv.AppendInt(b, x, 10), true
 	case bool:
@@ -74,10 +74,10 @@ func Append(b []byte, v any) ([]byte, bool) {
 	return nil, false
 }
 
-// appendJSONString appends s quoted as encoding/json quotes it (escaping
+// AppendString appends s quoted as encoding/json quotes it (escaping
 // HTML): directly when every byte is printable ASCII other than the quote,
 // the backslash, '<', '>' and '&', through encoding/json otherwise.
-func appendJSONString(b []byte, s string) []byte {
+func AppendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			q, _ := json.Marshal(s) // a string always encodes
