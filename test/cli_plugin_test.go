@@ -105,20 +105,9 @@ func TestCLIPlugins(t *testing.T) {
 	})
 
 	t.Run("the upload shows progress on a terminal only", func(t *testing.T) {
-		bin, err := testserver.Binary()
-		if err != nil {
-			t.Fatal(err)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cmd := s.Command(ctx, "/usr/bin/script", "-qec", bin+" plugin install tty --wasm "+labels+" --admit widgets --config labels=team", "/dev/null")
-		var env []string
-		for _, e := range cmd.Env {
-			if !strings.HasPrefix(e, "NO_COLOR=") {
-				env = append(env, e)
-			}
-		}
-		cmd.Env = append(env, "TERM=xterm")
+		cmd := onTerminal(ctx, t, s, "plugin install tty --wasm "+labels+" --admit widgets --config labels=team")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("install on a terminal: %v\n%s", err, out)

@@ -172,6 +172,26 @@ func columnsAligned(t *testing.T, table string) {
 	}
 }
 
+// onTerminal returns a command that runs the CLI with args (a shell word
+// list) on a pseudo-terminal, which script(1) gives it, with TERM=xterm and
+// without NO_COLOR, as a user's terminal has them.
+func onTerminal(ctx context.Context, t *testing.T, s *testserver.Server, args string) *exec.Cmd {
+	t.Helper()
+	bin, err := testserver.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := s.Command(ctx, "/usr/bin/script", "-qec", bin+" "+args, "/dev/null")
+	var env []string
+	for _, e := range cmd.Env {
+		if !strings.HasPrefix(e, "NO_COLOR=") {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = append(env, "TERM=xterm")
+	return cmd
+}
+
 func TestCLI(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
 	dir := writeFiles(t, map[string]string{
@@ -510,21 +530,9 @@ func TestCLI(t *testing.T) {
 	})
 
 	t.Run("color only on a terminal", func(t *testing.T) {
-		bin, err := testserver.Binary()
-		if err != nil {
-			t.Fatal(err)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		// script(1) gives the CLI a pseudo-terminal.
-		cmd := s.Command(ctx, "/usr/bin/script", "-qec", bin+" get widget nope", "/dev/null")
-		var env []string
-		for _, e := range cmd.Env {
-			if !strings.HasPrefix(e, "NO_COLOR=") {
-				env = append(env, e)
-			}
-		}
-		cmd.Env = append(env, "TERM=xterm")
+		cmd := onTerminal(ctx, t, s, "get widget nope")
 		out, _ := cmd.CombinedOutput()
 		if !strings.Contains(string(out), "\x1b[31merror:\x1b[0m") {
 			t.Errorf("no color on a terminal: %q", out)
