@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // ConditionReady is the condition the engine keeps on every reconciled
@@ -127,6 +128,14 @@ func readyOf(status map[string]any) (map[string]any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Terminal reports whether obj's status records a terminal reconcile error
+// at obj's generation: the object is not reconciled again until its
+// generation changes, except once by a new run.
+func Terminal(obj *unstructured.Unstructured) bool {
+	status, _ := obj.Object["status"].(map[string]any)
+	return terminalAt(status, obj.GetGeneration(), ReasonTerminalError)
 }
 
 // terminalAt reports whether status records a terminal error (of the given

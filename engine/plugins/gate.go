@@ -7,7 +7,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
@@ -81,7 +80,7 @@ func (m *Manager) gateStart(ctx context.Context) error {
 	var resources []string
 	for i := range list.Items {
 		sp, err := specOf(&list.Items[i])
-		if err != nil || len(sp.Admission) == 0 || terminal(&list.Items[i]) {
+		if err != nil || len(sp.Admission) == 0 || controller.Terminal(&list.Items[i]) {
 			continue
 		}
 		m.pending[list.Items[i].GetName()] = true
@@ -114,20 +113,4 @@ func (m *Manager) reconciled(name string) {
 		close(m.adm.gate.Load().done)
 		m.log.Info("stored plugins loaded; admission gate open")
 	}
-}
-
-// terminal reports whether a Plugin's Ready condition records a terminal
-// error at its generation: the controller does not reconcile it again until
-// its spec changes.
-func terminal(obj *unstructured.Unstructured) bool {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conds {
-		m, ok := c.(map[string]any)
-		if !ok || m["type"] != controller.ConditionReady {
-			continue
-		}
-		g, _ := m["observedGeneration"].(int64)
-		return m["reason"] == controller.ReasonTerminalError && g == obj.GetGeneration()
-	}
-	return false
 }
