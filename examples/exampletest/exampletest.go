@@ -93,3 +93,26 @@ func Run(t *testing.T, steps []string, serverArgs ...string) string {
 	}
 	return string(out)
 }
+
+// Want is a README section and strings its walkthrough must print.
+type Want struct {
+	Section string
+	Output  []string
+}
+
+// Walkthrough runs each wanted section of readme as a subtest named after
+// it, each against a fresh server (Run), and fails the subtest for every
+// string of the section's Output that the walkthrough did not print.
+func Walkthrough(t *testing.T, readme string, wants []Want) {
+	sections := Sections(t, readme)
+	for _, w := range wants {
+		t.Run(w.Section, func(t *testing.T) {
+			out := Run(t, sections[w.Section])
+			for _, o := range w.Output {
+				if !strings.Contains(out, o) {
+					t.Errorf("output lacks %q:\n%s", o, out)
+				}
+			}
+		})
+	}
+}
