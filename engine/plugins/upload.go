@@ -169,9 +169,7 @@ func (h *uploadHandler) upload(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *uploadHandler) get(w http.ResponseWriter, r *http.Request, digest string) {
-	if !validDigest(digest) {
-		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
-			fmt.Sprintf("%q is not sha256: and 64 lower-case hex digits", digest))
+	if !checkDigestArg(w, digest) {
 		return
 	}
 	wasm, err := h.opts.Modules.Get(r.Context(), digest)
@@ -209,9 +207,7 @@ func (h *uploadHandler) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *uploadHandler) delete(w http.ResponseWriter, r *http.Request, digest string) {
-	if !validDigest(digest) {
-		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
-			fmt.Sprintf("%q is not sha256: and 64 lower-case hex digits", digest))
+	if !checkDigestArg(w, digest) {
 		return
 	}
 	size, err := h.opts.GC.Delete(r.Context(), digest)
@@ -230,6 +226,17 @@ func (h *uploadHandler) delete(w http.ResponseWriter, r *http.Request, digest st
 	default:
 		writeJSON(w, http.StatusOK, ModuleInfo{APIVersion: Group + "/" + Version, Kind: "Module", Digest: digest, Size: size})
 	}
+}
+
+// checkDigestArg reports whether digest, from a module's path, is a digest,
+// answering 400 when it is not.
+func checkDigestArg(w http.ResponseWriter, digest string) bool {
+	if !validDigest(digest) {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("%q is not sha256: and 64 lower-case hex digits", digest))
+		return false
+	}
+	return true
 }
 
 // digestOf is a module's content address.
