@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -18,6 +19,21 @@ func Env(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// MustEnv reads a positive integer knob from the environment: def when it
+// is unset; anything but a positive integer fails tb.
+func MustEnv(tb testing.TB, name string, def int) int {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		tb.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
 }
 
 // LoadAvg is the 1, 5 and 15 minute load averages from /proc/loadavg, or

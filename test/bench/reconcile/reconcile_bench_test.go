@@ -48,6 +48,7 @@ import (
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/sdk/plugintest"
 	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/test/bench/benchtest"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -413,21 +414,9 @@ func median(xs []float64) float64 {
 // BenchmarkReconcile runs the three modes one after the other and reports
 // the time to Ready, objects per second and the ratios.
 func BenchmarkReconcile(b *testing.B) {
-	n := 10000
-	if v := os.Getenv("SETPOINT_BENCH_OBJECTS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
-			b.Fatalf("SETPOINT_BENCH_OBJECTS=%q", v)
-		}
-	}
+	n := benchtest.MustEnv(b, "SETPOINT_BENCH_OBJECTS", 10000)
 	modes := reconcileModes(b)
-	rounds := 3
-	if v := os.Getenv("SETPOINT_BENCH_ROUNDS"); v != "" {
-		var err error
-		if rounds, err = strconv.Atoi(v); err != nil || rounds <= 0 {
-			b.Fatalf("SETPOINT_BENCH_ROUNDS=%q", v)
-		}
-	}
+	rounds := benchtest.MustEnv(b, "SETPOINT_BENCH_ROUNDS", 3)
 	for range b.N {
 		// Each round runs every mode, in an order rotated per round; the
 		// median round of each mode is reported, since one slow round

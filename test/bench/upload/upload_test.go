@@ -31,7 +31,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,17 +44,6 @@ const (
 	pluginsPath = "/apis/setpoint.dev/v1alpha1/plugins"
 	crdPath     = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 )
-
-func rounds(b *testing.B) int {
-	if v := os.Getenv("ROUNDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("ROUNDS=%q: want a positive integer", v)
-		}
-		return n
-	}
-	return 5
-}
 
 // clients keeps one keep-alive client per server process, so that the
 // figures hold the server's time and not a TLS handshake per request.
@@ -193,7 +181,7 @@ func BenchmarkUploadToReady(b *testing.B) {
 		b.Fatalf("%v (make plugins builds it)", err)
 	}
 	for range b.N {
-		n := rounds(b)
+		n := benchtest.MustEnv(b, "ROUNDS", 5)
 		var cold, coldUpload, cached, cachedUpload []time.Duration
 		for r := range n {
 			s := testserver.Start(b, testserver.Options{LogLevel: "warn"})
