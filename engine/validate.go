@@ -59,31 +59,20 @@ func newCreateValidation(gvk schema.GroupVersionKind, namespaced bool, validator
 // and an x-kubernetes-list-type set or map anywhere: one walk, when a
 // kind's CRD is built, for coerce and for validation.
 func schemaExtensions(s *structuralschema.Structural) (embedded, listTypes bool) {
-	walkStructural(s, func(s *structuralschema.Structural) {
+	if s == nil {
+		return false, false
+	}
+	v := structuralschema.Visitor{Structural: func(s *structuralschema.Structural) bool {
 		if s.XEmbeddedResource {
 			embedded = true
 		}
 		if s.XListType != nil && (*s.XListType == "set" || *s.XListType == "map") {
 			listTypes = true
 		}
-	})
+		return false // nothing changed
+	}}
+	v.Visit(s)
 	return embedded, listTypes
-}
-
-// walkStructural calls f on s and every schema under it.
-func walkStructural(s *structuralschema.Structural, f func(*structuralschema.Structural)) {
-	if s == nil {
-		return
-	}
-	f(s)
-	for k := range s.Properties {
-		p := s.Properties[k]
-		walkStructural(&p, f)
-	}
-	if s.AdditionalProperties != nil {
-		walkStructural(s.AdditionalProperties.Structural, f)
-	}
-	walkStructural(s.Items, f)
 }
 
 func (v *createValidation) validate(ctx context.Context, u *unstructured.Unstructured) field.ErrorList {
