@@ -72,9 +72,7 @@ func TestHistoryCompactedGets410(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read: %v", err)
 		}
-		if ev.Type != "ERROR" || ev.Object.Kind != "Status" || ev.Object.Code != http.StatusGone || ev.Object.Reason != "Expired" {
-			t.Fatalf("first event %s (%s %d %s), want ERROR with a 410 Expired Status", ev.Type, ev.Object.Kind, ev.Object.Code, ev.Object.Reason)
-		}
+		checkExpiredEvent(t, ev)
 		_, err = readWSEvent(c, 10*time.Second)
 		var ce *websocket.CloseError
 		if !errors.As(err, &ce) || ce.Code != websocket.CloseNormalClosure {
@@ -106,9 +104,7 @@ func TestHistoryCompactedGets410(t *testing.T) {
 		if err := dec.Decode(&ev); err != nil {
 			t.Fatalf("read event: %v", err)
 		}
-		if ev.Type != "ERROR" || ev.Object.Kind != "Status" || ev.Object.Code != http.StatusGone || ev.Object.Reason != "Expired" {
-			t.Fatalf("first event %s (%s %d %s), want ERROR with a 410 Expired Status", ev.Type, ev.Object.Kind, ev.Object.Code, ev.Object.Reason)
-		}
+		checkExpiredEvent(t, ev)
 		if err := dec.Decode(&ev); err != io.EOF {
 			t.Fatalf("after the ERROR event: %v (%s), want the end of the stream", err, ev)
 		}
@@ -122,6 +118,15 @@ func TestHistoryCompactedGets410(t *testing.T) {
 			t.Fatalf("got %s, want MODIFIED h-b@%s", ev, rv)
 		}
 	})
+}
+
+// checkExpiredEvent fails t unless ev, a watch's first event, is an ERROR
+// event with a 410 Expired Status.
+func checkExpiredEvent(t *testing.T, ev wsEvent) {
+	t.Helper()
+	if ev.Type != "ERROR" || ev.Object.Kind != "Status" || ev.Object.Code != http.StatusGone || ev.Object.Reason != "Expired" {
+		t.Fatalf("first event %s (%s %d %s), want ERROR with a 410 Expired Status", ev.Type, ev.Object.Kind, ev.Object.Code, ev.Object.Reason)
+	}
 }
 
 // checkExpired fails t unless code and body are a 410 Expired Status.
