@@ -56,11 +56,11 @@ func hashOf(v []byte) string { s := sha256.Sum256(v); return hex.EncodeToString(
 // crashChild opens the store, prints "start <rev>", then runs 64 writers (one
 // on odd cycles, so that groups of one write, which the store commits as a
 // Badger transaction, are killed too, not only the larger groups of a
-// KVLoader) that
-// create, update (with compare-and-swap) and delete their own keys, printing
-// "ack <rev> <key> <hash>" for each acknowledged write ("-" as hash for a
-// delete), and compacts older cycles now and then, until it is killed. Each line is one
-// write(2) of less than PIPE_BUF bytes, so the parent never reads half a line.
+// KVLoader) that create, update (with compare-and-swap) and delete their own
+// keys, printing "ack <rev> <key> <hash>" for each acknowledged write ("-" as
+// hash for a delete), and compacts older cycles now and then, until it is
+// killed. Each line is one write(2) of less than PIPE_BUF bytes, so the
+// parent never reads half a line.
 func crashChild(dir string, cycle int) error {
 	db, err := badger.Open(dir, crashOptions())
 	if err != nil {
