@@ -238,8 +238,9 @@ func (ss *session) startWriter() {
 // least WriteInterval apart (under a steady stream each write carries all
 // that arrived meanwhile, while an event after a quiet spell goes out at
 // once; a burst that fills an eighth of the queue goes out without waiting,
-// so that it does not overflow the queue for want of writing), and exits when the queue is empty, after the close frame when the
-// watch ended, or on the first error.
+// so that it does not overflow the queue for want of writing), and exits
+// when the queue is empty, after the close frame when the watch ended, or on
+// the first error.
 func (ss *session) write() {
 	defer ss.writers.Done()
 	o := &ss.s.opts
