@@ -423,13 +423,13 @@ func BenchmarkReconcile(b *testing.B) {
 		// (a neighbour's burst of disk or CPU) would otherwise decide.
 		// CPU time per object is reported too: a neighbour's load moves it
 		// far less than the time to Ready.
-		took := map[string][]time.Duration{}
+		took := map[string][]float64{} // seconds to Ready
 		cpu := map[string][]float64{}
 		for round := range rounds {
 			for i := range modes {
 				m := modes[(i+round)%len(modes)]
 				d, c := converge(b, n, m.r)
-				took[m.name] = append(took[m.name], d)
+				took[m.name] = append(took[m.name], d.Seconds())
 				cpu[m.name] = append(cpu[m.name], float64(c)/1e3/float64(n))
 				b.Logf("round %d  %-8s %6d objects Ready in %8s  %8.0f objects/s  %6.0f µs of CPU/object", round+1, m.name, n,
 					d.Round(time.Millisecond), float64(n)/d.Seconds(), float64(c)/1e3/float64(n))
@@ -440,11 +440,7 @@ func BenchmarkReconcile(b *testing.B) {
 		}
 		b.Logf("CPU per object (medians): wasm %.0f µs, native %.0f µs, webhook %.0f µs; webhook / wasm %.2fx",
 			median(cpu["wasm"]), median(cpu["native"]), median(cpu["webhook"]), median(cpu["webhook"])/median(cpu["wasm"]))
-		rate := func(m string) float64 {
-			ds := slices.Clone(took[m])
-			slices.Sort(ds)
-			return float64(n) / ds[len(ds)/2].Seconds()
-		}
+		rate := func(m string) float64 { return float64(n) / median(took[m]) }
 		for _, m := range modes {
 			b.Logf("median   %-8s %8.0f objects/s", m.name, rate(m.name))
 			b.ReportMetric(rate(m.name), m.name+"-obj/s")
