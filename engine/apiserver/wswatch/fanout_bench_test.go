@@ -79,12 +79,15 @@ func benchFanOut(b *testing.B, newSource func() source, n int) {
 			}
 		}()
 	}
-	for {
+	for connected := time.Now().Add(30 * time.Second); ; {
 		mu.Lock()
-		ready := len(watches) == n
+		ready := len(watches)
 		mu.Unlock()
-		if ready {
+		if ready == n {
 			break
+		}
+		if time.Now().After(connected) {
+			b.Fatalf("%d of %d watches started after 30 s", ready, n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -98,7 +101,13 @@ func benchFanOut(b *testing.B, newSource func() source, n int) {
 				b.Fatal("watch stopped")
 			}
 		}
+		// Every delivery of this op arrives well within a second; a lost one
+		// fails the benchmark instead of hanging it.
+		deadline := time.Now().Add(10 * time.Second)
 		for want := int64(i+1) * int64(n); got.Load() < want; {
+			if time.Now().After(deadline) {
+				b.Fatalf("op %d: %d of %d deliveries after 10 s", i, got.Load()-int64(i)*int64(n), n)
+			}
 			time.Sleep(50 * time.Microsecond)
 		}
 	}
