@@ -104,6 +104,21 @@ func TestCLIPlugins(t *testing.T) {
 		fails(t, s, nil, "", 4, []string{"gizmos"}, "plugin", "install", "x", "--wasm", labels, "--admit", "gizmos")
 	})
 
+	t.Run("the upload is checked with the plugin's limits", func(t *testing.T) {
+		// The guest starts with more than 16 pages of memory (38 today): a
+		// Plugin capped at 16 can never run it, so the upload refuses it and
+		// no Plugin is created.
+		widget := wasmModule(t, "widget")
+		fails(t, s, nil, "", 6, []string{"module refused", "memory limit", "over limit of 16 pages"},
+			"plugin", "install", "small", "--wasm", widget, "--admit", "widgets", "--memory-pages", "16")
+		fails(t, s, nil, "", 4, []string{"small"}, "get", "plugin", "small")
+		out := ok(t, s, "plugin", "install", "small", "--wasm", widget, "--admit", "widgets", "--memory-pages", "64")
+		if !strings.HasSuffix(out, "loaded\n") {
+			t.Errorf("install with room for the module's memory:\n%s", out)
+		}
+		ok(t, s, "delete", "plugin", "small")
+	})
+
 	t.Run("the upload shows progress on a terminal only", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -305,7 +307,7 @@ func runPluginInstall(ctx context.Context, o *pluginOptions, name string, stdout
 	} else if !apierrors.IsNotFound(err) {
 		return c.explain(err)
 	}
-	digest, err := uploadModule(ctx, c, o.wasm, wasm, stderr)
+	digest, err := uploadModule(ctx, c, o.wasm, wasm, limitsQuery(map[string]any{"spec": spec}), stderr)
 	if err != nil {
 		return err
 	}
@@ -343,7 +345,8 @@ func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout
 		}
 		return c.explain(err)
 	}
-	digest, err := uploadModule(ctx, c, o.wasm, wasm, stderr)
+	// The server checks the module with the limits the Plugin runs it with.
+	digest, err := uploadModule(ctx, c, o.wasm, wasm, limitsQuery(cur.Object), stderr)
 	if err != nil {
 		return err
 	}
@@ -377,9 +380,35 @@ func readModule(path string) ([]byte, error) {
 	return b, nil
 }
 
-// uploadModule POSTs the module and returns its digest. On a terminal, stderr
-// shows a progress bar; on a pipe, nothing.
-func uploadModule(ctx context.Context, c *client, path string, wasm []byte, stderr io.Writer) (string, error) {
+// limitsQuery is the spec.limits of the Plugin obj as the modules endpoint
+// takes them.
+func limitsQuery(obj map[string]any) url.Values {
+	q := url.Values{}
+	if v, ok, _ := unstructured.NestedInt64(obj, "spec", "limits", "memoryPages"); ok {
+		q.Set("memoryPages", strconv.FormatInt(v, 10))
+	}
+	if v, ok, _ := unstructured.NestedString(obj, "spec", "limits", "callTimeout"); ok {
+		q.Set("callTimeout", v)
+	}
+	if v, ok, _ := unstructured.NestedInt64(obj, "spec", "limits", "poolSize"); ok {
+		q.Set("poolSize", strconv.FormatInt(v, 10))
+	}
+	return q
+}
+
+// uploadQuery is the modules endpoint's query for an upload of digest.
+func uploadQuery(digest string, limits url.Values) string {
+	q := url.Values{"digest": {digest}}
+	for k, v := range limits {
+		q[k] = v
+	}
+	return q.Encode()
+}
+
+// uploadModule POSTs the module, to be checked with limits (memoryPages,
+// callTimeout, poolSize as the modules endpoint takes them), and returns its
+// digest. On a terminal, stderr shows a progress bar; on a pipe, nothing.
+func uploadModule(ctx context.Context, c *client, path string, wasm []byte, limits url.Values, stderr io.Writer) (string, error) {
 	digest := host.Digest(wasm)
 	hc, err := rest.HTTPClientFor(c.config)
 	if err != nil {
@@ -391,7 +420,7 @@ func uploadModule(ctx context.Context, c *client, path string, wasm []byte, stde
 		bar = &progressBar{w: stderr, label: filepath.Base(path), total: int64(len(wasm)), start: time.Now()}
 		body = io.TeeReader(body, bar)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.config.Host, "/")+modulesPath+"?digest="+digest, body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.config.Host, "/")+modulesPath+"?"+uploadQuery(digest, limits), body)
 	if err != nil {
 		return "", err
 	}

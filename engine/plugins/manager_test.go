@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,9 +29,13 @@ type fakeHost struct {
 	removed []string
 }
 
-func (h *fakeHost) Check(_ context.Context, wasm []byte, _ Config) error {
+func (h *fakeHost) Check(_ context.Context, wasm []byte, cfg Config) error {
 	if string(wasm) == "bad" {
 		return errors.New("host: invalid module: bad bytes")
+	}
+	// "big" needs 2048 pages of initial memory, over the default cap.
+	if string(wasm) == "big" && cfg.MemoryPages < 2048 {
+		return fmt.Errorf("host: memory over the limit: initial memory of 2048 pages exceeds the limit of %d pages", cmp.Or(cfg.MemoryPages, 1024))
 	}
 	return nil
 }

@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -57,6 +59,11 @@ type ModuleInfo struct {
 // application/wasm. When the client states a digest (?digest=sha256:...),
 // it must match the bytes. The module is compiled and checked by the host
 // before it is stored; a refused module gets 422 with the host's reason. The
+// check uses the server's default limits unless the request names the
+// limits of the Plugin that will run the module (?memoryPages=N,
+// ?callTimeout=DURATION, ?poolSize=N, as in spec.limits): a module whose
+// initial memory needs more than the default cap is accepted for a Plugin
+// that allows it, and the version the check loaded can serve that Plugin. The
 // answer is 201 with a ModuleInfo, or 200 when the same module was stored
 // already. Uploading a stored module again starts its garbage-collection
 // grace period again. GET ModulesPath/sha256:... returns the bytes.
@@ -142,12 +149,17 @@ func (h *uploadHandler) upload(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the module's digest is %s, not the stated %s", digest, want))
 		return
 	}
+	limits, err := uploadLimits(r.URL.Query())
+	if err != nil {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+		return
+	}
 	ctx := r.Context()
 	if stored, err := h.opts.Modules.Touch(ctx, digest); err == nil && stored {
 		writeJSON(w, http.StatusOK, ModuleInfo{APIVersion: Group + "/" + Version, Kind: "Module", Digest: digest, Size: len(wasm)})
 		return
 	}
-	if err := h.opts.Host.Check(ctx, wasm, Config{}); err != nil {
+	if err := h.opts.Host.Check(ctx, wasm, limits); err != nil {
 		if ctx.Err() != nil {
 			return
 		}
@@ -230,6 +242,34 @@ func (h *uploadHandler) delete(w http.ResponseWriter, r *http.Request, digest st
 
 // checkDigestArg reports whether digest, from a module's path, is a digest,
 // answering 400 when it is not.
+// uploadLimits reads the limits an upload is checked with from its query,
+// bounded as spec.limits is.
+func uploadLimits(q url.Values) (Config, error) {
+	var cfg Config
+	if v := q.Get("memoryPages"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n < 1 || n > 65536 {
+			return cfg, fmt.Errorf("memoryPages %q is not a number of 64 KiB pages from 1 to 65536", v)
+		}
+		cfg.MemoryPages = uint32(n)
+	}
+	if v := q.Get("callTimeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("callTimeout %q is not a positive duration (e.g. 500ms)", v)
+		}
+		cfg.CallTimeout = d
+	}
+	if v := q.Get("poolSize"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 256 {
+			return cfg, fmt.Errorf("poolSize %q is not a number from 1 to 256", v)
+		}
+		cfg.PoolSize = n
+	}
+	return cfg, nil
+}
+
 func checkDigestArg(w http.ResponseWriter, digest string) bool {
 	if !validDigest(digest) {
 		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
