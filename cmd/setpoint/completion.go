@@ -61,6 +61,9 @@ func completeResources(o *clientOptions) func(*cobra.Command, []string, string) 
 		var names []string
 		for _, l := range lists {
 			for _, r := range l.APIResources {
+				if !hasVerb(r.Verbs, "get") {
+					continue
+				}
 				names = append(names, r.Name)
 				names = append(names, r.ShortNames...)
 			}

@@ -74,7 +74,9 @@ func runKinds(o *kindsOptions, stdout, stderr io.Writer) error {
 			continue
 		}
 		for _, r := range l.APIResources {
-			if strings.Contains(r.Name, "/") { // subresources
+			// Subresources, and resources that hold no objects (the
+			// create-only self reviews behind `kubectl auth`), are no kinds.
+			if strings.Contains(r.Name, "/") || !hasVerb(r.Verbs, "get") {
 				continue
 			}
 			rows = append(rows, kindRow{gv: gv, res: r})

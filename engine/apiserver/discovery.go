@@ -32,7 +32,7 @@ func wantsAggregated(r *http.Request) bool {
 func (s *Server) groupVersions() (groups []string, versions map[string][]string, resources map[schema.GroupVersion][]engine.Resource) {
 	versions = map[string][]string{}
 	resources = map[schema.GroupVersion][]engine.Resource{}
-	for _, res := range s.eng.Resources() {
+	for _, res := range append(s.eng.Resources(), reviewResources...) {
 		gv := res.GVR.GroupVersion()
 		if _, ok := resources[gv]; !ok {
 			if _, ok := versions[gv.Group]; !ok {
@@ -116,7 +116,7 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request) {
 	for _, res := range rs {
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: res.GVR.Resource, SingularName: res.Singular, Namespaced: res.Namespaced, Kind: res.Kind,
-			Verbs: objectVerbs, ShortNames: res.ShortNames, Categories: res.Categories,
+			Verbs: verbsOf(res), ShortNames: res.ShortNames, Categories: res.Categories,
 		})
 		if res.Status {
 			list.APIResources = append(list.APIResources, metav1.APIResource{
@@ -154,7 +154,7 @@ func (s *Server) writeAggregated(w http.ResponseWriter, keep func(string) bool) 
 				kind := &metav1.GroupVersionKind{Group: g, Version: v, Kind: res.Kind}
 				rd := apidiscoveryv2.APIResourceDiscovery{
 					Resource: res.GVR.Resource, ResponseKind: kind, Scope: scope, SingularResource: res.Singular,
-					Verbs: objectVerbs, ShortNames: res.ShortNames, Categories: res.Categories,
+					Verbs: verbsOf(res), ShortNames: res.ShortNames, Categories: res.Categories,
 				}
 				if res.Status {
 					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{

@@ -129,6 +129,9 @@ func (s *Server) routes() chi.Router {
 	ui := webui.New()
 	r.Handle(webui.Prefix+"*", ui)
 	r.Handle("/ui", ui)
+	for path, serve := range s.reviewHandlers() {
+		r.HandleFunc(path, serve)
+	}
 	r.HandleFunc("/api/{version}", s.serveResourceList)
 	r.HandleFunc("/api/{version}/*", s.serveResource)
 	r.HandleFunc("/apis/{group}/{version}", s.serveResourceList)
