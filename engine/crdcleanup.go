@@ -20,11 +20,12 @@ import (
 // deletionTimestamp, the cleanup finalizer and the condition Terminating
 // (InstanceDeletionPending); its kind stays served, terminating: reads,
 // updates (finalizer removal), deletes and watches work, creates are
-// refused. Each garbage collection sweep then deletes the kind's objects
-// as a client would (objects with finalizers wait for them) and, once none
-// is left in the store, sets Terminating to False (InstanceDeletionCompleted)
-// and removes the finalizer, which deletes the CRD and stops serving the
-// kind.
+// refused. The garbage collector then deletes the kind's objects as a
+// client would (objects with finalizers wait for them), attempting again as
+// their deletes show in its graph, and, once none is left in the store, sets
+// Terminating to False (InstanceDeletionCompleted) and removes the
+// finalizer, which deletes the CRD and stops serving the kind. The safety-net
+// sweep does the same for every terminating CRD it finds.
 
 // cleanupCRDs runs the cleanup of every CRD being deleted among the objects
 // of a sweep, and reports whether it changed anything.
@@ -44,7 +45,7 @@ func (s *Service) cleanupCRDs(ctx context.Context, all []*gcObject) bool {
 	}
 	changed := false
 	for _, c := range crds {
-		ch, err := s.cleanupCRD(ctx, c, byGR)
+		ch, err := s.cleanupCRD(ctx, c, func(_ context.Context, gr schema.GroupResource) ([]*gcObject, error) { return byGR[gr], nil })
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			s.log.Warn("custom resource cleanup", "crd", c.obj.GetName(), "err", err)
 		}
@@ -53,10 +54,10 @@ func (s *Service) cleanupCRDs(ctx context.Context, all []*gcObject) bool {
 	return changed
 }
 
-// cleanupCRD deletes the objects of the CRD c, or removes its finalizer when
-// none is left.
-func (s *Service) cleanupCRD(ctx context.Context, c *gcObject, byGR map[schema.GroupResource][]*gcObject) (bool, error) {
-	// The sweep decoded metadata only: read the whole CRD.
+// cleanupCRD deletes the objects of the CRD c, which objsOf returns, or
+// removes its finalizer when none is left.
+func (s *Service) cleanupCRD(ctx context.Context, c *gcObject, objsOf func(context.Context, schema.GroupResource) ([]*gcObject, error)) (bool, error) {
+	// The collector knows metadata only: read the whole CRD.
 	cur, err := s.Get(ctx, CRDResource, "", c.obj.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return false, err
@@ -80,7 +81,10 @@ func (s *Service) cleanupCRD(ctx context.Context, c *gcObject, byGR map[schema.G
 			return false, err
 		}
 	}
-	objs := byGR[gr]
+	objs, err := objsOf(ctx, gr)
+	if err != nil {
+		return false, err
+	}
 	if len(objs) > 0 {
 		if cond := apihelpers.FindCRDCondition(crd, apiextensionsv1.Terminating); cond == nil || cond.Reason != "InstanceDeletionInProgress" {
 			if err := s.setCRDTerminating(ctx, c, apiextensionsv1.ConditionTrue, "InstanceDeletionInProgress", "CustomResource deletion is in progress"); err != nil {
@@ -105,9 +109,9 @@ func (s *Service) cleanupCRD(ctx context.Context, c *gcObject, byGR map[schema.G
 		}
 		return deleted, nil
 	}
-	// None seen by the sweep: check the store itself, since objects may
+	// None seen: check the store itself, since objects may
 	// have been created (by another server not yet aware of the deletion)
-	// after the sweep listed them.
+	// after they were listed.
 	res, err := s.store.List(ctx, store.ResourcePrefix(gr.Group, gr.Resource, ""), store.ListOptions{Limit: 1})
 	if err != nil {
 		return false, storeError(err, gr, "")

@@ -16,49 +16,71 @@ import (
 	"github.com/setpoint-dev/setpoint/store"
 )
 
-// The garbage collector is a mark-and-sweep over every stored object, run
-// after deletes (debounced) and every GCInterval. It deletes dependents
-// whose owners are all gone, drops owner references to owners that are gone
-// while others remain, removes the owner references of an owner deleted with
-// Orphan and then its orphan finalizer, deletes the dependents of an owner
-// deleted with Foreground and removes its foregroundDeletion finalizer once
-// no blocking dependent is left, deletes objects whose namespace is gone, and
-// deletes Events last updated more than EventTTL ago.
-// An owner missing from the sweep is looked up again before anything is
-// deleted, so an object created during the sweep is never collected.
+// The garbage collector deletes dependents whose owners are all gone, drops
+// owner references to owners that are gone while others remain, removes the
+// owner references of an owner deleted with Orphan and then its orphan
+// finalizer, deletes the dependents of an owner deleted with Foreground and
+// removes its foregroundDeletion finalizer once no blocking dependent is
+// left, deletes the content of a terminating namespace (and objects whose
+// namespace is gone) and then its finalizer, cleans up after a deleted CRD
+// (crdcleanup.go), and deletes Events last updated more than EventTTL ago.
+// An owner that seems missing is looked up again before anything is
+// deleted, so an object created meanwhile is never collected.
+//
+// The work is incremental (gccollector.go): an ownership graph fed by the
+// store's watch queues, for each change, only the objects it may have made
+// collectable. A full mark-and-sweep of every stored object (sweep) runs
+// every GCInterval as a safety net, and Events are expired by a pass over
+// Events only.
 
-// gcDebounce batches the deletes that trigger one sweep.
-const gcDebounce = 50 * time.Millisecond
-
-// gcMaxRounds bounds the cascade of sweeps one trigger runs.
+// gcMaxRounds bounds the cascade of sweeps one safety-net pass runs.
 const gcMaxRounds = 20
 
+// runGC runs the incremental collector, the periodic sweep and the Event
+// expiry until ctx is done.
 func (s *Service) runGC(ctx context.Context) {
-	t := time.NewTicker(s.opts.GCInterval)
-	defer t.Stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.gc.run(ctx)
+	}()
+	defer func() { <-done }()
+	sweep := time.NewTicker(s.opts.GCInterval)
+	defer sweep.Stop()
+	events := time.NewTicker(s.eventPeriod())
+	defer events.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-		case <-s.gcKick:
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(gcDebounce):
+		case <-events.C:
+			if err := s.expireEvents(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("event expiry failed", "err", err)
 			}
+		case <-sweep.C:
+			s.sweepRounds(ctx)
 		}
-		for round := 0; round < gcMaxRounds && ctx.Err() == nil; round++ {
-			changed, err := s.sweep(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("garbage collection sweep failed", "err", err)
-				}
-				break
+	}
+}
+
+// eventPeriod is how often Events are expired: a tenth of EventTTL, at least
+// a second, at most GCInterval.
+func (s *Service) eventPeriod() time.Duration {
+	return max(time.Second, min(s.opts.EventTTL/10, s.opts.GCInterval))
+}
+
+// sweepRounds sweeps until a sweep changes nothing (at most gcMaxRounds).
+func (s *Service) sweepRounds(ctx context.Context) {
+	for round := 0; round < gcMaxRounds && ctx.Err() == nil; round++ {
+		changed, err := s.sweep(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("garbage collection sweep failed", "err", err)
 			}
-			if !changed {
-				break
-			}
+			return
+		}
+		if !changed {
+			return
 		}
 	}
 }
@@ -68,7 +90,8 @@ type gcObject struct {
 	obj *unstructured.Unstructured
 }
 
-// sweep runs one mark-and-sweep and reports whether it changed anything.
+// sweep runs one mark-and-sweep over every stored object, the collector's
+// safety net, and reports whether it changed anything.
 func (s *Service) sweep(ctx context.Context) (bool, error) {
 	byUID := map[types.UID]*gcObject{}
 	var all []*gcObject
@@ -137,30 +160,53 @@ type nsState struct {
 func (s *Service) collect(ctx context.Context, o *gcObject, byUID map[types.UID]*gcObject, dependents map[types.UID][]*gcObject, namespaces map[string]*nsState) (bool, error) {
 	obj, sv := o.obj, o.sv
 	gvr, ns, name := sv.GVR, obj.GetNamespace(), obj.GetName()
-	background := metav1.DeletePropagationBackground
 	// A terminating namespace goes once it is empty.
 	if sv.GVR == NamespaceResource {
 		if st := namespaces[name]; st != nil && st.terminating && st.contents == 0 {
 			return true, s.removeFinalizer(ctx, o, NamespaceFinalizer)
 		}
 	}
-	// Objects in a namespace that is gone or terminating.
-	if st := namespaces[ns]; sv.Namespaced && (st == nil || st.obj == nil || st.terminating) && obj.GetDeletionTimestamp() == nil {
-		if st == nil || st.obj == nil {
-			if _, err := s.store.Get(ctx, store.ObjectKey("", NamespaceResource.Resource, "", ns), store.GetOptions{}); !apierrors.IsNotFound(storeError(err, NamespaceResource.GroupResource(), ns)) {
-				return false, nil // created since the sweep listed namespaces
-			}
-		}
-		_, _, err := s.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{PropagationPolicy: &background})
-		return err == nil, err
+	st := namespaces[ns]
+	if handled, changed, err := s.collectInNamespace(ctx, o, st != nil && st.obj != nil, st != nil && st.terminating); handled {
+		return changed, err
 	}
 	if sv.GVR == EventResource && s.eventExpired(obj) {
+		background := metav1.DeletePropagationBackground
 		_, _, err := s.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{PropagationPolicy: &background})
 		return err == nil, err
 	}
+	return s.collectOwnership(ctx, o, dependents[obj.GetUID()], func(uid types.UID) bool { return byUID[uid] != nil })
+}
+
+// collectInNamespace deletes o when it is namespaced, not deleting, and its
+// namespace is terminating or gone (nsPresent false is checked with a live
+// read). handled tells that nothing else is to be done for o.
+func (s *Service) collectInNamespace(ctx context.Context, o *gcObject, nsPresent, nsTerminating bool) (handled, changed bool, err error) {
+	obj, sv := o.obj, o.sv
+	ns := obj.GetNamespace()
+	if !sv.Namespaced || (nsPresent && !nsTerminating) || obj.GetDeletionTimestamp() != nil {
+		return false, false, nil
+	}
+	if !nsPresent {
+		if _, err := s.store.Get(ctx, store.ObjectKey("", NamespaceResource.Resource, "", ns), store.GetOptions{}); !apierrors.IsNotFound(storeError(err, NamespaceResource.GroupResource(), ns)) {
+			return true, false, nil // created since it was found missing
+		}
+	}
+	background := metav1.DeletePropagationBackground
+	_, _, err = s.DeleteObject(ctx, sv.GVR, ns, obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &background})
+	return true, err == nil, err
+}
+
+// collectOwnership does what o's owner references and deletion call for:
+// Orphan and Foreground deletion of o's dependents deps, and the deletion of
+// o (or of its references) when its owners are gone. known tells whether an
+// owner is known to exist; one that is not is looked up in the store.
+func (s *Service) collectOwnership(ctx context.Context, o *gcObject, deps []*gcObject, known func(types.UID) bool) (bool, error) {
+	obj, sv := o.obj, o.sv
+	gvr, ns, name := sv.GVR, obj.GetNamespace(), obj.GetName()
+	background := metav1.DeletePropagationBackground
 	if obj.GetDeletionTimestamp() != nil {
 		fins := obj.GetFinalizers()
-		deps := dependents[obj.GetUID()]
 		if slices.Contains(fins, metav1.FinalizerOrphanDependents) {
 			for _, d := range deps {
 				if err := s.dropOwnerRefs(ctx, d, func(r metav1.OwnerReference) bool { return r.UID == obj.GetUID() }); err != nil {
@@ -197,7 +243,7 @@ func (s *Service) collect(ctx context.Context, o *gcObject, byUID map[types.UID]
 	}
 	gone := map[types.UID]bool{}
 	for _, r := range refs {
-		if byUID[r.UID] != nil || !s.ownerGone(ctx, ns, r) {
+		if known(r.UID) || !s.ownerGone(ctx, ns, r) {
 			continue
 		}
 		gone[r.UID] = true

@@ -28,12 +28,9 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
-func (s *Service) kickGC() {
-	select {
-	case s.gcKick <- struct{}{}:
-	default:
-	}
-}
+// kickGC is called after deletes. It does nothing: the garbage collector
+// learns of every write, from any server, through the store's watch.
+func (s *Service) kickGC() {}
 
 var crdPrefix = store.ResourcePrefix(CRDResource.Group, CRDResource.Resource, "")
 

@@ -29,7 +29,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Admitter, when set, is called on every write (see Admitter).
 	Admitter Admitter
-	// GCInterval is the period of the garbage collector's full sweep; 30s by default.
+	// GCInterval is the period of the garbage collector's full sweep over
+	// every stored object, the safety net of its incremental work; 10 minutes
+	// by default.
 	GCInterval time.Duration
 	// BookmarkInterval is how often a watch that allows bookmarks gets one; 15s by default.
 	BookmarkInterval time.Duration
@@ -49,7 +51,8 @@ type Service struct {
 	adm   atomic.Pointer[admitterBox]
 	opts  Options
 
-	gcKick chan struct{}
+	// gc is the incremental garbage collector, run by Run.
+	gc *collector
 	// watchDecode decodes each store event once for all watches.
 	watchDecode *decodeCache
 }
@@ -66,7 +69,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.GCInterval <= 0 {
-		opts.GCInterval = 30 * time.Second
+		opts.GCInterval = 10 * time.Minute
 	}
 	if opts.BookmarkInterval <= 0 {
 		opts.BookmarkInterval = 15 * time.Second
@@ -78,14 +81,14 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		opts.Now = time.Now
 	}
 	s := &Service{
-		store:  opts.Store,
-		log:    opts.Logger,
-		reg:    newRegistry(),
-		opts:   opts,
-		gcKick: make(chan struct{}, 1),
+		store: opts.Store,
+		log:   opts.Logger,
+		reg:   newRegistry(),
+		opts:  opts,
 
 		watchDecode: newDecodeCache(),
 	}
+	s.gc = newCollector(s)
 	s.SetAdmitter(opts.Admitter)
 	s.reg.add(builtins()...)
 	if _, err := s.loadCRDs(ctx); err != nil {
