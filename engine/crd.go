@@ -174,6 +174,9 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 		sv.prefix = storedPrefix(sv)
 		out = append(out, sv)
 	}
+	if err := crdFieldManagers(crd, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

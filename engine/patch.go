@@ -42,9 +42,19 @@ const maxPatchAttempts = 64
 // patch to an object, or to its status with the subresource "status". A patch
 // that carries a resourceVersion is a precondition; one that does not is
 // retried on conflict against the fresh object.
+//
+// A server-side apply (application/apply-patch+yaml, its body given as
+// JSON) goes to Apply.
 func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*unstructured.Unstructured, error) {
+	if pt == types.ApplyPatchType {
+		out, _, err := s.Apply(ctx, gvr, namespace, name, data, opts, subresources...)
+		return out, err
+	}
 	sv, err := s.lookup(gvr, namespace, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := validPatchOptions(opts, pt); err != nil {
 		return nil, err
 	}
 	sub := ""
@@ -76,7 +86,7 @@ func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, na
 		if pinned && rv != "" {
 			return nil, apierrors.NewConflict(gvr.GroupResource(), name, errors.New(conflictMessage))
 		}
-		out, _, err := s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, uopts, sub)
+		out, _, err := s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, uopts, sub, false)
 		if apierrors.IsConflict(err) && !pinned && attempt < maxPatchAttempts {
 			continue
 		}

@@ -79,6 +79,9 @@ type served struct {
 	// terminating is set when the kind's CRD is being deleted: its objects
 	// are being deleted, and creates are refused.
 	terminating bool
+	// managed are the kind's field managers (managedfields.go), built with
+	// a CRD's kinds; nil for built-in kinds, whose are made on first use.
+	managed *fieldManagers
 }
 
 // kindHooks lets a built-in kind take part in writes.

@@ -193,7 +193,7 @@ func validFieldValidation(v string) error {
 // metadata (uid, creationTimestamp, resourceVersion, generation, deletion
 // fields) is set by the server whatever the client sent.
 func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.create(ctx, gvr, obj, opts, false)
+	out, _, err := s.create(ctx, gvr, obj, opts, false, false)
 	return out, err
 }
 
@@ -205,11 +205,14 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 // the caller must not use obj afterwards (the API hands it a freshly decoded
 // request body).
 func (s *Service) CreateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, []byte, error) {
-	return s.create(ctx, gvr, obj, opts, true)
+	return s.create(ctx, gvr, obj, opts, true, false)
 }
 
 // create runs Create; owned says the caller gave obj up, so no copy is made.
-func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions, owned bool) (*unstructured.Unstructured, []byte, error) {
+// applied says obj is the result of a server-side apply, whose
+// managedFields the field manager has already set; otherwise the create is
+// recorded in them as an Update by opts.FieldManager.
+func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions, owned, applied bool) (*unstructured.Unstructured, []byte, error) {
 	if obj == nil || obj.Object == nil {
 		return nil, nil, apierrors.NewBadRequest("no object to create")
 	}
@@ -227,6 +230,9 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 		return nil, nil, err
 	}
 	if err := validFieldValidation(opts.FieldValidation); err != nil {
+		return nil, nil, err
+	}
+	if err := validFieldManager("CreateOptions", opts.FieldManager); err != nil {
 		return nil, nil, err
 	}
 	if !owned {
@@ -256,12 +262,15 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	obj.SetResourceVersion("")
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
-	obj.SetManagedFields(nil)
 	obj.SetSelfLink("")
 
+	reset := !applied && resetsManagedFields(obj)
 	unknown, err := coerce(sv, obj)
 	if err != nil {
 		return nil, nil, err
+	}
+	if !applied {
+		obj = trackUpdate(sv, "", nil, obj, opts.FieldManager, reset)
 	}
 	req := newAdmissionRequest(ctx, OpCreate, sv, "", obj, nil, dry)
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
@@ -378,17 +387,23 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 	case rv != "" && rv != old.GetResourceVersion():
 		return nil, nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), errors.New(conflictMessage))
 	}
-	return s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, opts, sub)
+	return s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, opts, sub, false)
 }
 
 // applyUpdate runs the update pipeline of obj over old (stored at rev). It
 // returns the object and, when it wrote one, its JSON as servedJSON makes it.
-func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured.Unstructured, rev int64, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string) (*unstructured.Unstructured, []byte, error) {
+// applied says obj is the result of a server-side apply, whose managedFields
+// the field manager has already set; otherwise the write is recorded in them
+// as an Update by opts.FieldManager.
+func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured.Unstructured, rev int64, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string, applied bool) (*unstructured.Unstructured, []byte, error) {
 	dry, err := dryRun(opts.DryRun)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := validFieldValidation(opts.FieldValidation); err != nil {
+		return nil, nil, err
+	}
+	if err := validFieldManager("UpdateOptions", opts.FieldManager); err != nil {
 		return nil, nil, err
 	}
 	if obj.GetName() != old.GetName() {
@@ -404,13 +419,16 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
 	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
 	obj.SetGeneration(old.GetGeneration())
-	obj.SetManagedFields(nil)
 	obj.SetSelfLink("")
 	obj.SetResourceVersion(old.GetResourceVersion())
 
+	reset := !applied && resetsManagedFields(obj)
 	unknown, err := coerce(sv, obj)
 	if err != nil {
 		return nil, nil, err
+	}
+	if !applied {
+		obj = trackUpdate(sv, sub, old, obj, opts.FieldManager, reset)
 	}
 	req := newAdmissionRequest(ctx, OpUpdate, sv, sub, obj, old, dry)
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
@@ -432,6 +450,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	if err := s.validateAdmission(ctx, req); err != nil {
 		return nil, nil, err
 	}
+	obj = ignoreManagedFieldsTimestamps(ctx, obj, old)
 	if semanticEqual(obj.Object, old.Object) || dry {
 		return obj, nil, nil // nothing to write: the resourceVersion stays
 	}

@@ -1,0 +1,331 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"unicode"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// fieldManagers are the field managers of one kind at one version: the
+// library's (k8s.io/apimachinery/pkg/util/managedfields) FieldManager for
+// the resource and one for its status subresource. They record
+// metadata.managedFields on every write and merge server-side apply
+// requests; they hold no per-object state, so one serves every object of
+// the kind.
+type fieldManagers struct {
+	main   *managedfields.FieldManager
+	status *managedfields.FieldManager // nil without a status subresource
+}
+
+// forSub returns the field manager of the subresource sub ("" or "status").
+func (m *fieldManagers) forSub(sub string) *managedfields.FieldManager {
+	if m == nil {
+		return nil
+	}
+	if sub == "status" {
+		return m.status
+	}
+	return m.main
+}
+
+// resetFieldsGetter is what the custom resource strategies tell the field
+// manager: the fields a write of the resource (or of its status) resets.
+type resetFieldsGetter interface {
+	GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set
+}
+
+// newFieldManagers builds the field managers of sv's kind with the type
+// converter tc, as kube-apiserver builds those of a CRD version: the CRD
+// flavour of the library's field manager (objects are unstructured), the
+// version itself as hub, and the strategies' reset fields so that the
+// resource does not own status and the status subresource owns nothing
+// else.
+func newFieldManagers(sv *served, tc managedfields.TypeConverter, conv runtime.ObjectConvertor, def runtime.ObjectDefaulter) (*fieldManagers, error) {
+	gvk := sv.GVK()
+	reset := func(st strategy, fallback ...string) map[fieldpath.APIVersion]fieldpath.Filter {
+		if g, ok := st.(resetFieldsGetter); ok {
+			return fieldpath.NewExcludeFilterSetMap(g.GetResetFields())
+		}
+		set := fieldpath.NewSet()
+		for _, f := range fallback {
+			set.Insert(fieldpath.MakePathOrDie(f))
+		}
+		return fieldpath.NewExcludeFilterSetMap(map[fieldpath.APIVersion]*fieldpath.Set{
+			fieldpath.APIVersion(gvk.GroupVersion().String()): set,
+		})
+	}
+	var mainReset []string
+	if sv.Status {
+		mainReset = []string{"status"}
+	}
+	m := &fieldManagers{}
+	var err error
+	m.main, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, unstructuredCreater{}, gvk, gvk.GroupVersion(), "", reset(sv.strategy, mainReset...))
+	if err != nil {
+		return nil, err
+	}
+	if sv.Status {
+		m.status, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, unstructuredCreater{}, gvk, gvk.GroupVersion(), "status", reset(sv.statusStrategy, "spec", "metadata"))
+		if err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// crdFieldManagers builds the field managers of every served version of
+// crd (ss, as buildCRD made them), with one type converter made from the
+// OpenAPI v3 schemas of all its versions, as kube-apiserver's crdHandler
+// does. A CRD whose schemas cannot be turned into one gets the deduced type
+// converter, as there too.
+func crdFieldManagers(crd *apiextensionsv1.CustomResourceDefinition, ss []*served) error {
+	tc, err := crdTypeConverter(crd)
+	if err != nil {
+		tc = managedfields.NewDeducedTypeConverter()
+	}
+	conv := relabelConverter{versions: map[schema.GroupVersion]bool{}}
+	def := structuralDefaulter{}
+	for _, sv := range ss {
+		conv.versions[sv.GVR.GroupVersion()] = true
+		def[sv.GVR.GroupVersion()] = sv.structural
+	}
+	for _, sv := range ss {
+		m, err := newFieldManagers(sv, tc, conv, def)
+		if err != nil {
+			return fmt.Errorf("crd %s version %s: field manager: %w", crd.Name, sv.GVR.Version, err)
+		}
+		sv.managed = m
+	}
+	return nil
+}
+
+// crdTypeConverter returns the structured-merge-diff type converter of
+// crd's objects, from the schemas the apiextensions OpenAPI builder makes
+// (which carry the meta/v1 definitions they refer to).
+func crdTypeConverter(crd *apiextensionsv1.CustomResourceDefinition) (managedfields.TypeConverter, error) {
+	var specs []*spec3.OpenAPI
+	for _, v := range crd.Spec.Versions {
+		o, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{})
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, o)
+	}
+	merged, err := builder.MergeSpecsV3(specs...)
+	if err != nil {
+		return nil, err
+	}
+	if merged.Components == nil || len(merged.Components.Schemas) == 0 {
+		return managedfields.NewDeducedTypeConverter(), nil
+	}
+	return managedfields.NewTypeConverter(merged.Components.Schemas, crd.Spec.PreserveUnknownFields)
+}
+
+// builtinFieldManagers are the field managers of the built-in kinds, made
+// once: their objects are unstructured here, so they get the deduced type
+// converter (maps merge key by key, lists are atomic) rather than their
+// typed schemas.
+var builtinFieldManagers sync.Map // schema.GroupVersionResource -> *fieldManagers
+
+// managedFor returns the field managers of sv, nil when it has none.
+func managedFor(sv *served) *fieldManagers {
+	if sv.managed != nil || !sv.Builtin {
+		return sv.managed
+	}
+	if m, ok := builtinFieldManagers.Load(sv.GVR); ok {
+		return m.(*fieldManagers)
+	}
+	m, err := newFieldManagers(sv, managedfields.NewDeducedTypeConverter(),
+		relabelConverter{versions: map[schema.GroupVersion]bool{sv.GVR.GroupVersion(): true}}, structuralDefaulter{})
+	if err != nil {
+		return nil
+	}
+	actual, _ := builtinFieldManagers.LoadOrStore(sv.GVR, m)
+	return actual.(*fieldManagers)
+}
+
+// relabelConverter converts an unstructured object between the versions of
+// a kind by relabelling its apiVersion, which is all the engine's versions
+// differ by (as with a CRD's None conversion strategy).
+type relabelConverter struct {
+	versions map[schema.GroupVersion]bool
+}
+
+var _ runtime.ObjectConvertor = relabelConverter{}
+
+func (c relabelConverter) Convert(in, out, _ any) error {
+	u, ok := in.(*unstructured.Unstructured)
+	o, ok2 := out.(*unstructured.Unstructured)
+	if !ok || !ok2 {
+		return fmt.Errorf("engine: cannot convert %T to %T", in, out)
+	}
+	o.Object = u.DeepCopy().Object
+	return nil
+}
+
+func (c relabelConverter) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	u, ok := in.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("engine: cannot convert %T", in)
+	}
+	from := u.GroupVersionKind()
+	to, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{from})
+	if !ok || !c.versions[to.GroupVersion()] {
+		return nil, fmt.Errorf("engine: cannot convert %s to %v", from, target)
+	}
+	if to == from {
+		return u, nil
+	}
+	out := u.DeepCopy()
+	out.SetGroupVersionKind(to)
+	return out, nil
+}
+
+func (c relabelConverter) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+// structuralDefaulter applies the defaults of each version's structural
+// schema, as the custom resource decoder does.
+type structuralDefaulter map[schema.GroupVersion]*structuralschema.Structural
+
+func (d structuralDefaulter) Default(in runtime.Object) {
+	u, ok := in.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	if s := d[u.GroupVersionKind().GroupVersion()]; s != nil {
+		structuraldefaulting.Default(u.Object, s)
+	}
+}
+
+// unstructuredCreater makes the empty object of a kind.
+type unstructuredCreater struct{}
+
+func (unstructuredCreater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// emptyObject is the live object of an object that does not exist yet.
+func emptyObject(sv *served) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetGroupVersionKind(sv.GVK())
+	return u
+}
+
+// resetsManagedFields tells whether obj asks for its managedFields to be
+// reset: an empty list, or a list of one empty entry, as Kubernetes
+// accepts. It is read before coercion, which drops an empty list.
+func resetsManagedFields(obj *unstructured.Unstructured) bool {
+	md, _ := obj.Object["metadata"].(map[string]any)
+	l, ok := md["managedFields"].([]any)
+	if !ok {
+		return false
+	}
+	switch len(l) {
+	case 0:
+		return true
+	case 1:
+		e, ok := l[0].(map[string]any)
+		return ok && len(e) == 0
+	}
+	return false
+}
+
+// trackUpdate records a non-apply write of obj over old (nil on create) in
+// obj's managedFields, under manager, as kube-apiserver's handlers do
+// before admission. reset says the request asked for managedFields to be
+// reset (resetsManagedFields, read before coercion).
+//
+// Unlike Kubernetes, only objects that already carry managedFields (that
+// someone has applied) are tracked: a create, and a write of an object
+// without managedFields, records nothing and keeps whatever managedFields
+// the client sent out. Tracking every write would cost more than the rest
+// of a create (docs/RATIONALE.md); Kubernetes itself stops tracking the
+// updates of an object whose managedFields are empty.
+func trackUpdate(sv *served, sub string, old, obj *unstructured.Unstructured, manager string, reset bool) *unstructured.Unstructured {
+	fm := managedFor(sv).forSub(sub)
+	if fm == nil || old == nil || !hasManagedFields(old) {
+		obj.SetManagedFields(nil)
+		return obj
+	}
+	if reset {
+		obj.SetManagedFields([]metav1.ManagedFieldsEntry{})
+	}
+	out, ok := fm.UpdateNoErrors(old, obj, manager).(*unstructured.Unstructured)
+	if !ok {
+		return obj
+	}
+	return out
+}
+
+// hasManagedFields tells whether obj carries managedFields, without
+// decoding them.
+func hasManagedFields(obj *unstructured.Unstructured) bool {
+	md, _ := obj.Object["metadata"].(map[string]any)
+	l, _ := md["managedFields"].([]any)
+	return len(l) > 0
+}
+
+// ignoreManagedFieldsTimestamps gives obj old's managedFields back when
+// they differ only in timestamps and nothing else changed, so that a write
+// that changes nothing does not get a new resourceVersion.
+func ignoreManagedFieldsTimestamps(ctx context.Context, obj, old *unstructured.Unstructured) *unstructured.Unstructured {
+	if !hasManagedFields(obj) || !hasManagedFields(old) {
+		return obj
+	}
+	out, err := fieldmanager.IgnoreManagedFieldsTimestampsTransformer(ctx, obj, old)
+	if err != nil {
+		return obj
+	}
+	if u, ok := out.(*unstructured.Unstructured); ok {
+		return u
+	}
+	return obj
+}
+
+// validFieldManager checks a fieldManager option as Kubernetes does.
+func validFieldManager(kind, manager string) error {
+	if errs := metav1validation.ValidateFieldManager(manager, field.NewPath("fieldManager")); len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
+	}
+	return nil
+}
+
+// ManagerFromUserAgent is the field manager Kubernetes records for a write
+// that names none: the User-Agent up to its first '/', printable
+// characters only, at most 128 bytes.
+func ManagerFromUserAgent(ua string) string {
+	prefix, _, _ := bytes.Cut([]byte(ua), []byte("/"))
+	var b bytes.Buffer
+	for _, r := range string(prefix) {
+		if !unicode.IsPrint(r) {
+			continue
+		}
+		if b.Len() >= 128 {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
