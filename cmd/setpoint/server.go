@@ -45,6 +45,7 @@ type serverOptions struct {
 	historyCompactionInterval time.Duration
 	pluginStatusInterval      time.Duration
 	moduleGCGrace             time.Duration
+	profiling                 bool
 }
 
 func newServerCommand() *cobra.Command {
@@ -97,6 +98,7 @@ signal exits at once.`,
 	f.DurationVar(&o.historyCompactionInterval, "history-compaction-interval", time.Minute, "how often background compaction looks for history to drop")
 	f.DurationVar(&o.pluginStatusInterval, "plugin-status-interval", 10*time.Second, "how often each Plugin's call and error counts are written to its status (only when they changed)")
 	f.DurationVar(&o.moduleGCGrace, "module-gc-grace", plugins.DefaultModuleGCGrace, "how long an uploaded module that no Plugin uses (in spec.module.digest or status.loadedDigest) is kept before it is deleted; the time is counted in memory, so a restart starts it again")
+	f.BoolVar(&o.profiling, "profiling", true, "serve Go's runtime profiles (heap, goroutines, CPU, trace) under /debug/pprof/ to holders of the admin token, as kube-apiserver does; go tool pprof reads them")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -237,10 +239,11 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	watches.ctx, watches.stop = context.WithCancel(context.Background())
 	defer watches.stop()
 	handler := serving.NewHandler(serving.HandlerOptions{
-		API:     watches.wrap(api),
-		Token:   material.Token,
-		Logger:  log,
-		Metrics: metrics,
+		API:       watches.wrap(api),
+		Token:     material.Token,
+		Logger:    log,
+		Metrics:   metrics,
+		Profiling: o.profiling,
 		// The web UI's static files hold no secrets; a browser loads them
 		// first and then signs in with the token.
 		PublicPaths: []string{"/ui"},

@@ -3,6 +3,8 @@ package serving
 import (
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
+	"strings"
 )
 
 // HandlerOptions configures NewHandler.
@@ -19,6 +21,31 @@ type HandlerOptions struct {
 	PublicPaths []string
 	// Metrics are recorded and served at /metrics; NewMetrics() when nil.
 	Metrics *Metrics
+	// Profiling serves Go's runtime profiles under /debug/pprof/ (to the
+	// token's holder, like everything else), as kube-apiserver's
+	// --profiling does.
+	Profiling bool
+}
+
+// pprofPrefix is where the runtime profiles are served.
+const pprofPrefix = "/debug/pprof/"
+
+// servePprof serves Go's profiles: the index, the named profiles (heap,
+// goroutine, allocs, block, mutex, threadcreate), a CPU profile and an
+// execution trace (?seconds=N), the command line and symbols.
+func servePprof(w http.ResponseWriter, r *http.Request) {
+	switch strings.TrimPrefix(r.URL.Path, pprofPrefix) {
+	case "cmdline":
+		pprof.Cmdline(w, r)
+	case "profile":
+		pprof.Profile(w, r)
+	case "symbol":
+		pprof.Symbol(w, r)
+	case "trace":
+		pprof.Trace(w, r)
+	default:
+		pprof.Index(w, r) // the index, and the named profiles by name
+	}
 }
 
 // NewHandler puts the serving layers around the API: instrumentation (request
@@ -38,6 +65,10 @@ func NewHandler(opts HandlerOptions) http.Handler {
 				return
 			}
 			metrics.ServeHTTP(w, r)
+			return
+		}
+		if opts.Profiling && strings.HasPrefix(r.URL.Path, pprofPrefix) {
+			servePprof(w, r)
 			return
 		}
 		api.ServeHTTP(w, r)
