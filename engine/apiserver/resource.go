@@ -291,6 +291,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t target) error 
 	if err != nil {
 		return err
 	}
+	opts.FieldManager = fieldManager(r, opts.FieldManager)
 	out, body, err := s.eng.CreateJSON(r.Context(), t.gvr(), obj, opts)
 	if err != nil {
 		return err
@@ -307,6 +308,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, t target) error 
 	if err != nil {
 		return err
 	}
+	opts.FieldManager = fieldManager(r, opts.FieldManager)
 	var out *unstructured.Unstructured
 	var body []byte
 	switch t.sub {
@@ -331,27 +333,55 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, t target) error {
 	mt := mediaType(r)
 	pt := types.PatchType(mt)
 	switch pt {
-	case types.MergePatchType, types.JSONPatchType, types.StrategicMergePatchType:
+	case types.MergePatchType, types.JSONPatchType, types.StrategicMergePatchType, types.ApplyYAMLPatchType:
 	default:
 		return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", t.gvr().GroupResource(), t.name,
-			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json (got %q)", mt), 0, false)
+			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got %q)", mt), 0, false)
 	}
 	body, err := readBody(w, r, s.opts.MaxBodyBytes)
 	if err != nil {
-		return err
-	}
-	if err := checkJSONDepth(body); err != nil {
 		return err
 	}
 	var subs []string
 	if t.sub != "" {
 		subs = []string{t.sub}
 	}
+	if pt == types.ApplyYAMLPatchType {
+		// The applied configuration is YAML (JSON included); the engine
+		// takes it as JSON. fieldManager is required, not defaulted.
+		j, err := toJSON(mt, body)
+		if err != nil {
+			return err
+		}
+		out, created, err := s.eng.Apply(r.Context(), t.gvr(), t.namespace, t.name, j, opts, subs...)
+		if err != nil {
+			return err
+		}
+		code := http.StatusOK
+		if created {
+			code = http.StatusCreated
+		}
+		return s.respond(w, r, t, code, out)
+	}
+	if err := checkJSONDepth(body); err != nil {
+		return err
+	}
+	opts.FieldManager = fieldManager(r, opts.FieldManager)
 	out, err := s.eng.Patch(r.Context(), t.gvr(), t.namespace, t.name, pt, body, opts, subs...)
 	if err != nil {
 		return err
 	}
 	return s.respond(w, r, t, http.StatusOK, out)
+}
+
+// fieldManager is the manager a write records in managedFields: the
+// fieldManager parameter, or else, as in Kubernetes, the User-Agent's
+// prefix.
+func fieldManager(r *http.Request, param string) string {
+	if param != "" {
+		return param
+	}
+	return engine.ManagerFromUserAgent(r.UserAgent())
 }
 
 // deleteOptions reads DeleteOptions from the body, or else the query.
