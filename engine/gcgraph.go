@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -105,31 +104,6 @@ func (g *gcGraph) resource(gr schema.GroupResource) *gcResource {
 		g.resources[gr] = r
 	}
 	return r
-}
-
-// gcMeta is the part of a stored document's metadata the graph keeps.
-type gcMeta struct {
-	UID               types.UID               `json:"uid"`
-	Name              string                  `json:"name"`
-	Namespace         string                  `json:"namespace"`
-	OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
-	Finalizers        []string                `json:"finalizers"`
-	DeletionTimestamp json.RawMessage         `json:"deletionTimestamp"`
-}
-
-// decodeGCMeta decodes the metadata of a stored document; false when the
-// value is not an object document with a uid (module bytes, for one).
-func decodeGCMeta(b []byte) (gcMeta, bool) {
-	if len(b) == 0 || b[0] != '{' {
-		return gcMeta{}, false
-	}
-	var d struct {
-		Metadata gcMeta `json:"metadata"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil || d.Metadata.UID == "" {
-		return gcMeta{}, false
-	}
-	return d.Metadata, true
 }
 
 // grFromKey parses the group/resource of a key built by store.ObjectKey.

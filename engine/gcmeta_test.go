@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// gcMetaView is what the graph keeps of a document's metadata.
+type gcMetaView struct {
+	UID, Name, Namespace string
+	Flags                uint8
+	Owners               []string
+}
+
+func viewOf(m gcMeta) gcMetaView {
+	g := newGCGraph()
+	n := g.node(schema.GroupResource{Resource: "widgets"}, &m)
+	v := gcMetaView{UID: string(n.uid), Name: n.name, Namespace: n.namespace, Flags: n.flags}
+	for _, o := range n.owners {
+		b := "false"
+		if o.block {
+			b = "true"
+		}
+		v.Owners = append(v.Owners, o.kind.apiVersion+"|"+o.kind.kind+"|"+o.name+"|"+string(o.uid)+"|"+b)
+	}
+	return v
+}
+
+// jsonGCMeta is decodeGCMeta by encoding/json alone, the reference.
+func jsonGCMeta(b []byte) (gcMeta, bool) {
+	var d struct {
+		Metadata gcMeta `json:"metadata"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil || d.Metadata.UID == "" {
+		return gcMeta{}, false
+	}
+	return d.Metadata, true
+}
+
+var gcMetaDocs = []struct{ name, doc string }{
+	{"plain", `{"apiVersion":"v1","kind":"Widget","metadata":{"name":"a","namespace":"default","uid":"u1"},"spec":{"x":[1,2,{"y":"}"}]}}`},
+	{"owners and finalizers", `{"metadata":{"finalizers":["orphan","foregroundDeletion","x"],"name":"a","ownerReferences":[{"apiVersion":"example.setpoint.dev/v1","blockOwnerDeletion":true,"controller":true,"kind":"Widget","name":"o","uid":"ou"},{"apiVersion":"v1","kind":"Namespace","name":"n","uid":"nu","blockOwnerDeletion":null}],"uid":"u2"}}`},
+	{"deleting", `{"metadata":{"deletionTimestamp":"2026-11-21T08:00:00Z","finalizers":["kubernetes"],"name":"ns","uid":"u3"},"status":{"phase":"Terminating"}}`},
+	{"null fields", `{"metadata":{"deletionTimestamp":null,"finalizers":null,"ownerReferences":null,"name":"a","uid":"u4"}}`},
+	{"escapes", `{"metadata":{"name":"a\"b\\c\u00e9","annotations":{"k":"{[\"]}"},"uid":"u5"},"spec":"\\"}`},
+	{"whitespace", " {\n \"metadata\" : { \"uid\" : \"u6\" , \"name\" : \"a\" , \"finalizers\" : [ \"orphan\" ] } , \"spec\" : { } } "},
+	{"key case", `{"metadata":{"UID":"u7","name":"a"}}`},
+	{"metadata case", `{"Metadata":{"uid":"u8","name":"a"}}`},
+	{"duplicate metadata", `{"metadata":{"uid":"u9","name":"a"},"metadata":{"name":"b"}}`},
+	{"null name", `{"metadata":{"uid":"u10","name":null}}`},
+	{"no uid", `{"metadata":{"name":"a"}}`},
+	{"module bytes", "\x00asm\x01\x00\x00\x00"},
+	{"not an object", `["metadata"]`},
+	{"managed fields", `{"metadata":{"managedFields":[{"fieldsV1":{"f:metadata":{"f:ownerReferences":{}}},"manager":"m"}],"name":"a","uid":"u11"}}`},
+}
+
+func TestDecodeGCMetaMatchesEncodingJSON(t *testing.T) {
+	for _, tc := range gcMetaDocs {
+		t.Run(tc.name, func(t *testing.T) {
+			got, gotOK := decodeGCMeta([]byte(tc.doc))
+			want, wantOK := jsonGCMeta([]byte(tc.doc))
+			if gotOK != wantOK {
+				t.Fatalf("ok = %v, encoding/json %v", gotOK, wantOK)
+			}
+			if diff := cmp.Diff(viewOf(want), viewOf(got)); gotOK && diff != "" {
+				t.Errorf("metadata differs from encoding/json's (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func FuzzDecodeGCMeta(f *testing.F) {
+	for _, tc := range gcMetaDocs {
+		f.Add([]byte(tc.doc))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, gotOK := decodeGCMeta(b) // must not panic
+		if !json.Valid(b) {
+			return // stored documents are valid JSON
+		}
+		want, wantOK := jsonGCMeta(b)
+		if gotOK != wantOK {
+			t.Fatalf("ok = %v, encoding/json %v", gotOK, wantOK)
+		}
+		if diff := cmp.Diff(viewOf(want), viewOf(got)); gotOK && diff != "" {
+			t.Errorf("metadata differs from encoding/json's (-want +got):\n%s", diff)
+		}
+	})
+}
