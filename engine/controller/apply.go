@@ -45,14 +45,14 @@ func (c *Controller) applyChild(ctx context.Context, parent *unstructured.Unstru
 	cl := c.opts.Client
 	switch a.op {
 	case opCreate:
-		_, err := cl.Create(ctx, a.kind.Resource, a.obj, metav1.CreateOptions{})
+		_, err := cl.Create(ctx, a.kind.Resource, a.obj, metav1.CreateOptions{FieldManager: c.opts.FieldManager})
 		if !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 		// The cache has not seen it yet, or someone else holds the name.
 		return c.updateFresh(ctx, parent, a)
 	case opUpdate:
-		_, err := cl.Update(ctx, a.kind.Resource, a.obj, metav1.UpdateOptions{})
+		_, err := cl.Update(ctx, a.kind.Resource, a.obj, metav1.UpdateOptions{FieldManager: c.opts.FieldManager})
 		if !apierrors.IsConflict(err) {
 			return err
 		}
@@ -84,6 +84,6 @@ func (c *Controller) updateFresh(ctx context.Context, parent *unstructured.Unstr
 	if childUpToDate(cur, a.want, parent.GetUID()) {
 		return nil
 	}
-	_, err = cl.Update(ctx, a.kind.Resource, mergeChild(cur, a.want, controllerRef(parent)), metav1.UpdateOptions{})
+	_, err = cl.Update(ctx, a.kind.Resource, mergeChild(cur, a.want, controllerRef(parent)), metav1.UpdateOptions{FieldManager: c.opts.FieldManager})
 	return err
 }

@@ -15,6 +15,9 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/workqueue"
 )
 
+// maxFieldManager is the longest field manager the API accepts.
+const maxFieldManager = 128
+
 // Options configures a Controller. Zero values get defaults in New.
 type Options struct {
 	// Name identifies the controller (usually its plugin's name): in logs,
@@ -34,6 +37,11 @@ type Options struct {
 	// FinalizerName is the finalizer the controller owns. Default
 	// "setpoint.dev/" + Name.
 	FinalizerName string
+	// FieldManager names the controller's writes (children, status,
+	// finalizers, events) in the managedFields of objects that are
+	// server-side applied. Default "setpoint-controller/" + Name, cut to
+	// the 128 characters a field manager may have.
+	FieldManager string
 	// Config is handed to the plugin in every request.
 	Config map[string]string
 	// Namespace restricts the controller to one namespace; "" watches all.
@@ -90,6 +98,12 @@ func New(opts Options) (*Controller, error) {
 	}
 	if opts.FinalizerName == "" {
 		opts.FinalizerName = "setpoint.dev/" + opts.Name
+	}
+	if opts.FieldManager == "" {
+		opts.FieldManager = "setpoint-controller/" + opts.Name
+	}
+	if len(opts.FieldManager) > maxFieldManager {
+		opts.FieldManager = opts.FieldManager[:maxFieldManager]
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 4

@@ -93,7 +93,7 @@ func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Uns
 // deletion complete.
 func (c *Controller) removeFinalizer(ctx context.Context, r *run, obj *unstructured.Unstructured, finalized bool) result {
 	obj.SetFinalizers(withoutFinalizer(obj.GetFinalizers(), c.opts.FinalizerName))
-	if _, err := c.opts.Client.Update(ctx, c.opts.For.Resource, obj, metav1.UpdateOptions{}); err != nil {
+	if _, err := c.opts.Client.Update(ctx, c.opts.For.Resource, obj, metav1.UpdateOptions{FieldManager: c.opts.FieldManager}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return result{}
 		}

@@ -119,7 +119,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 		} else {
 			obj.SetFinalizers(append(obj.GetFinalizers(), c.opts.FinalizerName))
 		}
-		updated, err := c.opts.Client.Update(ctx, c.opts.For.Resource, obj, metav1.UpdateOptions{})
+		updated, err := c.opts.Client.Update(ctx, c.opts.For.Resource, obj, metav1.UpdateOptions{FieldManager: c.opts.FieldManager})
 		if err != nil {
 			return result{err: fmt.Errorf("set finalizer: %w", err)}
 		}
@@ -212,7 +212,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *run, obj *unstructured.
 	}
 	out := obj.DeepCopy()
 	out.Object["status"] = want
-	updated, err := c.opts.Client.UpdateStatus(ctx, c.opts.For.Resource, out, metav1.UpdateOptions{})
+	updated, err := c.opts.Client.UpdateStatus(ctx, c.opts.For.Resource, out, metav1.UpdateOptions{FieldManager: c.opts.FieldManager})
 	if err != nil {
 		return fmt.Errorf("update status: %w", err)
 	}
