@@ -224,6 +224,10 @@ spec:
                       format: date-time
 `
 
+// serverFieldManager names the server's own writes of the Plugin CRD in its
+// managedFields.
+const serverFieldManager = "setpoint-server"
+
 // EnsureKind registers the Plugin kind through svc: it creates its
 // CustomResourceDefinition, or updates one whose spec differs.
 func EnsureKind(ctx context.Context, svc *engine.Service) error {
@@ -236,7 +240,7 @@ func EnsureKind(ctx context.Context, svc *engine.Service) error {
 	cur, err := svc.Get(ctx, engine.CRDResource, "", crdName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		if _, err := svc.Create(ctx, engine.CRDResource, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := svc.Create(ctx, engine.CRDResource, want, metav1.CreateOptions{FieldManager: serverFieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("plugins: register the Plugin kind: %w", err)
 		}
 		return nil
@@ -248,7 +252,7 @@ func EnsureKind(ctx context.Context, svc *engine.Service) error {
 	}
 	cur.Object["spec"] = want.Object["spec"]
 	cur.SetAnnotations(want.GetAnnotations())
-	if _, err := svc.Update(ctx, engine.CRDResource, cur, metav1.UpdateOptions{}); err != nil {
+	if _, err := svc.Update(ctx, engine.CRDResource, cur, metav1.UpdateOptions{FieldManager: serverFieldManager}); err != nil {
 		return fmt.Errorf("plugins: update the Plugin CRD: %w", err)
 	}
 	return nil
