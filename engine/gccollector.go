@@ -57,19 +57,20 @@ type collector struct {
 }
 
 func newCollector(s *Service) *collector {
-	return &collector{
-		s: s,
-		q: workqueue.New(workqueue.Options[types.UID]{
-			Name:        "garbage-collector",
-			RateLimiter: workqueue.NewExponential[types.UID](10*time.Millisecond, 10*time.Second),
-		}),
-		g: newGCGraph(),
-	}
+	return &collector{s: s, q: newGCQueue(), g: newGCGraph()}
+}
+
+func newGCQueue() *workqueue.Queue[types.UID] {
+	return workqueue.New(workqueue.Options[types.UID]{
+		Name:        "garbage-collector",
+		RateLimiter: workqueue.NewExponential[types.UID](10*time.Millisecond, 10*time.Second),
+	})
 }
 
 // run follows the store and collects until ctx is done, and returns after
-// its goroutines have stopped.
+// its goroutines have stopped. A later run starts with a new queue.
 func (c *collector) run(ctx context.Context) {
+	defer func() { c.q = newGCQueue() }()
 	var wg sync.WaitGroup
 	wg.Add(1 + gcWorkers)
 	go func() {

@@ -431,3 +431,27 @@ func TestGCTwoServers(t *testing.T) {
 		return true
 	})
 }
+
+// A Service run again after its first Run ended collects as before: the
+// graph is listed again and the queue is new.
+func TestGCRunAgain(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newGCService(t, false)
+	first, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(first) }()
+	gcSynced(t, s)
+	cancel()
+	<-done
+	runService(t, s)
+	owner := mustCreate(t, s, widget("again-owner", "small", nil))
+	mustCreate(t, s, ownedWidget("again-dep", false, owner))
+	gcSynced(t, s)
+	if err := s.Delete(ctx, widgets, "default", "again-owner", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "again-dep collected", widgetGone(s, "again-dep"))
+	if n := s.gc.relists.Load(); n != 2 {
+		t.Errorf("relists = %d, want 2", n)
+	}
+}
