@@ -166,6 +166,9 @@ func (s *Service) collect(ctx context.Context, o *gcObject, byUID map[types.UID]
 			return true, s.removeFinalizer(ctx, o, NamespaceFinalizer)
 		}
 	}
+	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
+		return true, s.finishDeletion(ctx, sv, ns, name, obj.GetUID())
+	}
 	st := namespaces[ns]
 	if handled, changed, err := s.collectInNamespace(ctx, o, st != nil && st.obj != nil, st != nil && st.terminating); handled {
 		return changed, err
@@ -266,6 +269,40 @@ func (s *Service) collectOwnership(ctx context.Context, o *gcObject, deps []*gcO
 }
 
 func ptrUID(u types.UID) *types.UID { return &u }
+
+// finishDeletion deletes the object uid when it is still deleting with no
+// finalizer left, which the write that removed its last finalizer normally
+// does at once; a crash between that write and its delete leaves the
+// object so. The delete is conditional on the revision read, so a write
+// that adds a finalizer meanwhile keeps the object.
+func (s *Service) finishDeletion(ctx context.Context, sv *served, ns, name string, uid types.UID) error {
+	k := key(sv, ns, name)
+	kv, err := s.store.Get(ctx, k, store.GetOptions{})
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return storeError(err, sv.GVR.GroupResource(), name)
+	}
+	obj, err := decode(sv, kv)
+	if err != nil {
+		return err
+	}
+	if obj.GetUID() != uid || obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
+		return nil
+	}
+	if _, _, err := s.store.Delete(ctx, k, kv.ModRevision); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return storeError(err, sv.GVR.GroupResource(), name)
+	}
+	s.log.Info("garbage collection finished a deletion left without finalizers", "kind", sv.Kind, "namespace", ns, "name", name)
+	if sv.hooks != nil {
+		sv.hooks.committed(ctx, s, nil, obj.Object)
+	}
+	return nil
+}
 
 // ownerGone checks with a live read that the owner a reference names is
 // absent (or replaced by an object with another uid). An owner of a kind that

@@ -142,7 +142,7 @@ func (c *collector) relist(ctx context.Context) (int64, error) {
 	var add []types.UID
 	for _, n := range g.nodes {
 		switch {
-		case n.acting(), g.ownersMissing(n):
+		case n.acting(), n.stranded(), g.ownersMissing(n):
 			add = append(add, n.uid)
 		case n.namespace != "":
 			if ns := g.namespaces[n.namespace]; ns == nil {
@@ -207,7 +207,7 @@ func (c *collector) apply(ev store.Event) {
 	} else {
 		old := g.put(n)
 		ownersChanged := old == nil || !sameOwners(old.owners, n.owners)
-		if n.acting() || ownersChanged && g.ownersMissing(n) {
+		if n.acting() || n.stranded() || ownersChanged && g.ownersMissing(n) {
 			add = append(add, n.uid)
 		}
 		if ownersChanged || old.flags != n.flags {
@@ -317,6 +317,9 @@ func (c *collector) attempt(ctx context.Context, uid types.UID) error {
 	sv := s.servedGR(n.res.gr)
 	if sv == nil {
 		return nil
+	}
+	if n.stranded() {
+		return s.finishDeletion(ctx, sv, n.namespace, n.name, n.uid)
 	}
 	o := gcObjectOf(sv, n)
 	if sv.GVR == CRDResource && n.acting() && n.flags&gcCRDCleanupFin != 0 {

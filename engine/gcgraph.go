@@ -38,6 +38,7 @@ const (
 	gcForegroundFin                   // finalizer foregroundDeletion
 	gcNamespaceFin                    // finalizer kubernetes (a terminating namespace)
 	gcCRDCleanupFin                   // finalizer customresourcecleanup (a terminating CRD)
+	gcAnyFin                          // any finalizer at all
 )
 
 // gcActing are the finalizers that make a deleting object the collector's work.
@@ -53,6 +54,11 @@ type gcNode struct {
 }
 
 func (n *gcNode) deleting() bool { return n.flags&gcDeleting != 0 }
+
+// stranded tells whether the node is deleting with no finalizer left: its
+// deletion was cut short between the write that removed the last finalizer
+// and the delete that follows it (finishDeletion completes it).
+func (n *gcNode) stranded() bool { return n.deleting() && n.flags&gcAnyFin == 0 }
 
 // acting tells whether the node is deleting with a finalizer the collector
 // removes (orphan, foregroundDeletion, a namespace's or a CRD's).
@@ -144,6 +150,9 @@ func (g *gcGraph) node(gr schema.GroupResource, m *gcMeta) *gcNode {
 	}
 	if len(m.DeletionTimestamp) > 0 && string(m.DeletionTimestamp) != "null" {
 		n.flags |= gcDeleting
+	}
+	if len(m.Finalizers) > 0 {
+		n.flags |= gcAnyFin
 	}
 	for _, f := range m.Finalizers {
 		switch f {

@@ -470,8 +470,12 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	}
 	if obj.GetDeletionTimestamp() != nil {
 		if len(obj.GetFinalizers()) == 0 {
-			// The last finalizer is gone: the object goes.
-			if _, _, err := s.store.Delete(ctx, k, newRev); err == nil {
+			// The last finalizer is gone: the object goes. The update is
+			// committed, so the delete must not depend on the caller still
+			// waiting (a controller stopped by a hot swap, a client that hung
+			// up); should it not happen at all (a crash in between), the
+			// garbage collector finishes the deletion (finishDeletion).
+			if _, _, err := s.store.Delete(context.WithoutCancel(ctx), k, newRev); err == nil {
 				if sv.hooks != nil {
 					sv.hooks.committed(ctx, s, nil, obj.Object)
 				}
