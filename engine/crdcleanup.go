@@ -151,7 +151,7 @@ func (s *Service) setCRDTerminating(ctx context.Context, c *gcObject, status api
 		if err := setCRDCondition(cur.Object, apiextensionsv1.Terminating, status, reason, message, s.opts.Now()); err != nil {
 			return apierrors.NewInternalError(err)
 		}
-		_, err = s.UpdateStatus(ctx, CRDResource, cur, metav1.UpdateOptions{})
+		_, err = s.UpdateStatus(ctx, CRDResource, cur, metav1.UpdateOptions{FieldManager: gcFieldManager})
 		if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
 			continue
 		}

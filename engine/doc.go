@@ -12,12 +12,18 @@
 //
 // # Threads
 //
-// Service.Run starts two long-lived goroutines and returns after both stop:
+// Service.Run starts the long-lived goroutines and returns after all stop:
 // the CRD follower, which watches CustomResourceDefinition objects in the
 // store and keeps the registry in step with writes made elsewhere (another
-// replica, a restore), and the garbage collector, which sweeps on demand
-// (after deletes) and periodically; its sweeps also delete the objects of a
-// CRD being deleted and then release the CRD (crdcleanup.go). Each Watch call starts one goroutine that
-// owns its store watcher and ends when the watch is stopped or its context is
-// done. The registry is guarded by its own RWMutex; nothing else is shared.
+// replica, a restore); the garbage collector's follower, which lists and then
+// watches the whole keyspace into its ownership graph (gcgraph.go) and queues
+// what each change may make collectable, and its two workers, which collect
+// (dependents of deleted owners, orphan and foreground deletion, terminating
+// namespaces, the objects of a CRD being deleted and then the CRD itself,
+// deletions left without finalizers); and the loop of the periodic passes:
+// the full sweep every GCInterval as a safety net, and the expiry of Events.
+// The graph is guarded by the collector's RWMutex. Each Watch call starts
+// one goroutine that owns its store watcher and ends when the watch is
+// stopped or its context is done. The registry is guarded by its own
+// RWMutex.
 package engine

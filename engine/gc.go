@@ -38,6 +38,10 @@ const gcMaxRounds = 20
 
 // runGC runs the incremental collector, the periodic sweep and the Event
 // expiry until ctx is done.
+// gcFieldManager names the collector's writes (owner references and
+// finalizers it removes, a CRD's Terminating condition) in managedFields.
+const gcFieldManager = "setpoint-garbage-collector"
+
 func (s *Service) runGC(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
@@ -361,7 +365,7 @@ func (s *Service) modify(ctx context.Context, o *gcObject, change func(*unstruct
 		if cur.GetUID() != o.obj.GetUID() || !change(cur) {
 			return nil
 		}
-		_, err = s.Update(ctx, o.sv.GVR, cur, metav1.UpdateOptions{})
+		_, err = s.Update(ctx, o.sv.GVR, cur, metav1.UpdateOptions{FieldManager: gcFieldManager})
 		if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
 			continue
 		}
