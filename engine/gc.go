@@ -36,12 +36,12 @@ import (
 // gcMaxRounds bounds the cascade of sweeps one safety-net pass runs.
 const gcMaxRounds = 20
 
-// runGC runs the incremental collector, the periodic sweep and the Event
-// expiry until ctx is done.
 // gcFieldManager names the collector's writes (owner references and
 // finalizers it removes, a CRD's Terminating condition) in managedFields.
 const gcFieldManager = "setpoint-garbage-collector"
 
+// runGC runs the incremental collector, the periodic sweep and the Event
+// expiry until ctx is done.
 func (s *Service) runGC(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
