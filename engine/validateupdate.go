@@ -31,7 +31,7 @@ func (v *createValidation) validateUpdate(ctx context.Context, obj, old *unstruc
 	errs := v.typeMeta(obj)
 	if len(errs) == 0 {
 		errs = append(errs, v.metaUpdate(ctx, obj, old)...)
-		errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(nil, obj.Object, old.Object, v.validator, r.options...)...)
+		errs = append(errs, schemaUpdate(nil, obj.Object, old.Object, v.validator, r.options)...)
 	}
 	if v.embedded {
 		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, obj.Object, v.structural, false)...)
@@ -57,7 +57,7 @@ func (v *createValidation) validateStatusUpdate(ctx context.Context, obj, old *u
 	if len(errs) == 0 {
 		errs = append(errs, v.metaUpdate(ctx, obj, old)...)
 		if status, ok := obj.Object["status"]; ok {
-			errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(field.NewPath("status"), status, old.Object["status"], v.statusValidator, r.options...)...)
+			errs = append(errs, schemaUpdate(field.NewPath("status"), status, old.Object["status"], v.statusValidator, r.options)...)
 		}
 	}
 	if v.listTypes {
@@ -70,6 +70,19 @@ func (v *createValidation) validateStatusUpdate(ctx context.Context, obj, old *u
 	errs = v.celRules(ctx, errs, obj, old.Object, r.celOptions...)
 	r.observe()
 	return errs
+}
+
+// schemaUpdate returns the errors of ValidateCustomResourceUpdate. With
+// ratcheting on, it first validates the new value alone, as a create does:
+// ratcheting only turns errors into warnings (where a subtree equals its
+// old value), so a value valid alone gives no errors either way, and the
+// tree of correlated old values and ratcheting validators is only built
+// when there are errors to ratchet (then with exactly the library's result).
+func schemaUpdate(path *field.Path, obj, old any, validator apiservervalidation.SchemaValidator, options []apiservervalidation.ValidationOption) field.ErrorList {
+	if len(options) > 0 && validator != nil && validator.Validate(obj).IsValid() {
+		return nil
+	}
+	return apiservervalidation.ValidateCustomResourceUpdate(path, obj, old, validator, options...)
 }
 
 // typeMeta checks kind and apiVersion, as the strategy's ValidateTypeMeta.
