@@ -306,12 +306,19 @@ func (db *DB) enter() error {
 	return nil
 }
 
-// badgerLogger sends Badger's logs to slog.
+// badgerLogger sends Badger's logs to slog. A message is formatted only
+// when the logger takes its level: Badger logs at debug level on every
+// write, and formatting those cost about 1% of a converge's CPU.
 type badgerLogger struct{ l *slog.Logger }
 
-func (b badgerLogger) Errorf(f string, a ...any) { b.l.Error("badger", "detail", fmt.Sprintf(f, a...)) }
-func (b badgerLogger) Warningf(f string, a ...any) {
-	b.l.Warn("badger", "detail", fmt.Sprintf(f, a...))
+func (b badgerLogger) logf(level slog.Level, f string, a []any) {
+	ctx := context.Background()
+	if b.l.Enabled(ctx, level) {
+		b.l.Log(ctx, level, "badger", "detail", fmt.Sprintf(f, a...))
+	}
 }
-func (b badgerLogger) Infof(f string, a ...any)  { b.l.Debug("badger", "detail", fmt.Sprintf(f, a...)) }
-func (b badgerLogger) Debugf(f string, a ...any) { b.l.Debug("badger", "detail", fmt.Sprintf(f, a...)) }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.logf(slog.LevelError, f, a) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.logf(slog.LevelWarn, f, a) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.logf(slog.LevelDebug, f, a) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.logf(slog.LevelDebug, f, a) }
