@@ -45,8 +45,9 @@ func setObjectMeta(obj map[string]any, canonical map[string]any, meta *metav1.Ob
 // int64; labels and annotations as objects of strings; finalizers as an
 // array of strings; timestamps as RFC 3339 strings of a non-zero time; all
 // strings valid UTF-8 (JSON encoding would replace invalid bytes).
-// Unknown fields, null values, ownerReferences and managedFields are left to
-// the library.
+// ownerReferences as an array of objects of the fields canonicalOwnerReference
+// knows. Unknown fields, null values and managedFields are left to the
+// library.
 func canonicalMeta(md map[string]any) (map[string]any, bool) {
 	out := make(map[string]any, len(md))
 	for k, v := range md {
@@ -113,6 +114,53 @@ func canonicalMeta(md map[string]any) (map[string]any, bool) {
 				c[i] = s
 			}
 			out[k] = c
+		case "ownerReferences":
+			l, ok := v.([]any)
+			if !ok {
+				return nil, false
+			}
+			if len(l) == 0 {
+				continue
+			}
+			c := make([]any, len(l))
+			for i, e := range l {
+				if c[i], ok = canonicalOwnerReference(e); !ok {
+					return nil, false
+				}
+			}
+			out[k] = c
+		default:
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// canonicalOwnerReference returns an owner reference as
+// metav1.OwnerReference encodes it after decoding: apiVersion, kind, name
+// and uid always (as strings, empty when missing), controller and
+// blockOwnerDeletion when given (as booleans). It reports false for
+// anything else (another field, another type, null).
+func canonicalOwnerReference(v any) (map[string]any, bool) {
+	ref, ok := v.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	out := map[string]any{"apiVersion": "", "kind": "", "name": "", "uid": ""}
+	for k, v := range ref {
+		switch k {
+		case "apiVersion", "kind", "name", "uid":
+			s, ok := v.(string)
+			if !ok || !utf8.ValidString(s) {
+				return nil, false
+			}
+			out[k] = s
+		case "controller", "blockOwnerDeletion":
+			b, ok := v.(bool)
+			if !ok {
+				return nil, false
+			}
+			out[k] = b
 		default:
 			return nil, false
 		}

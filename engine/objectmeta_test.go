@@ -75,7 +75,17 @@ func TestCanonicalMetaMatchesLibrary(t *testing.T) {
 		{"finalizer not a string", `{"finalizers":[1]}`, false},
 		{"generation a fraction", `{"generation":1.5}`, false},
 		{"name not a string", `{"name":["m"]}`, false},
-		{"owner references", `{"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"n","uid":"u"}]}`, false},
+		{"owner references", `{"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"n","uid":"u"}]}`, true},
+		{"owner references with controller and blockOwnerDeletion", `{"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"n","uid":"u","controller":true,"blockOwnerDeletion":false},{"kind":"J","name":"m","uid":"v","controller":false}]}`, true},
+		{"owner reference missing fields", `{"ownerReferences":[{"name":"n"},{}]}`, true},
+		{"empty owner references", `{"name":"a","ownerReferences":[]}`, true},
+		{"owner reference null field", `{"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"n","uid":"u","controller":null}]}`, false},
+		{"owner reference unknown field", `{"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"n","uid":"u","bogus":1}]}`, false},
+		{"owner reference field in another case", `{"ownerReferences":[{"APIVersion":"v1","kind":"K","name":"n","uid":"u"}]}`, false},
+		{"owner reference controller a string", `{"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"n","uid":"u","controller":"true"}]}`, false},
+		{"owner reference not an object", `{"ownerReferences":["x"]}`, false},
+		{"owner references not an array", `{"ownerReferences":{}}`, false},
+		{"null owner references", `{"ownerReferences":null}`, false},
 		{"managed fields", `{"managedFields":[]}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,6 +104,8 @@ func FuzzCanonicalMeta(f *testing.F) {
 		`{"creationTimestamp":"2026-11-21T07:00:00.5-03:30","finalizers":["a"],"generation":2}`,
 		`{"deletionGracePeriodSeconds":30,"deletionTimestamp":"2026-01-01T00:00:00Z"}`,
 		`{"annotations":{"k":"\u00e9"},"uid":""}`,
+		`{"name":"c","ownerReferences":[{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","name":"w","uid":"u","controller":true,"blockOwnerDeletion":true}]}`,
+		`{"ownerReferences":[{"name":"n","controller":false},{}]}`,
 	} {
 		f.Add(s)
 	}
