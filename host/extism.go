@@ -16,9 +16,24 @@ import (
 type extismRunner struct {
 	p        *Plugin
 	compiled *extism.CompiledPlugin
+	// cache is the runner's own compilation cache (on the host's cache dir,
+	// or nil): closing an Extism plugin closes only its runtime, which
+	// leaves the compiled modules in a shared cache's engine, so each
+	// runner gets a cache it closes with it.
+	cache wazero.CompilationCache
 }
 
-func newExtismRunner(ctx context.Context, p *Plugin, rcfg wazero.RuntimeConfig, wasm []byte) (*extismRunner, error) {
+func newExtismRunner(ctx context.Context, p *Plugin, rcfg wazero.RuntimeConfig, wasm []byte, cacheDir string) (*extismRunner, error) {
+	var cache wazero.CompilationCache
+	if cacheDir != "" {
+		c, err := wazero.NewCompilationCacheWithDir(cacheDir)
+		if err != nil {
+			return nil, err
+		}
+		cache = c
+	}
+	// Without a cache the runtime owns its engine and frees it on close.
+	rcfg = rcfg.WithCompilationCache(cache)
 	funcs := make([]extism.HostFunction, 0, len(hostFuncNames))
 	for _, name := range hostFuncNames {
 		f := extism.NewHostFunctionWithStack(name, func(ctx context.Context, cp *extism.CurrentPlugin, stack []uint64) {
@@ -46,12 +61,20 @@ func newExtismRunner(ctx context.Context, p *Plugin, rcfg wazero.RuntimeConfig, 
 	}
 	compiled, err := extism.NewCompiledPlugin(ctx, manifest, extism.PluginConfig{RuntimeConfig: rcfg, EnableWasi: true}, funcs)
 	if err != nil {
+		if cache != nil {
+			cache.Close(ctx)
+		}
 		return nil, err
 	}
-	return &extismRunner{p: p, compiled: compiled}, nil
+	return &extismRunner{p: p, compiled: compiled, cache: cache}, nil
 }
 
-func (r *extismRunner) close(ctx context.Context) { r.compiled.Close(ctx) }
+func (r *extismRunner) close(ctx context.Context) {
+	r.compiled.Close(ctx)
+	if r.cache != nil {
+		r.cache.Close(ctx)
+	}
+}
 
 func (r *extismRunner) newInstance(ctx context.Context) (instance, error) {
 	out := &tailBuffer{}

@@ -121,35 +121,44 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		}
 		return nil, refuse(ErrInvalidModule, "%v", err)
 	}
-	if mem, ok := compiled.ExportedMemories()["memory"]; !ok {
+	// The compilation cache shares wazero's engine between runtimes, so
+	// closing a runtime leaves its compiled code in the engine: a module
+	// compiled here must be closed on its own (a refused one here, a loaded
+	// one by its runner), or every load keeps its code for good.
+	discard := func() {
 		rt.Close(ctx)
+		compiled.Close(ctx)
+	}
+	if mem, ok := compiled.ExportedMemories()["memory"]; !ok {
+		discard()
 		return nil, refuse(ErrMissingExport, "the module exports no memory named \"memory\"")
 	} else if mem.Min() > cfg.Limits.MemoryPages {
-		rt.Close(ctx)
+		discard()
 		return nil, refuse(ErrMemoryLimit, "initial memory of %d pages exceeds the limit of %d pages", mem.Min(), cfg.Limits.MemoryPages)
 	}
 	if err := checkImports(compiled, abiKind); err != nil {
-		rt.Close(ctx)
+		discard()
 		return nil, refuse(ErrUnknownImport, "%v", err)
 	}
 	if err := checkExports(compiled, abiKind); err != nil {
-		rt.Close(ctx)
+		discard()
 		return nil, refuse(ErrMissingExport, "%v", err)
 	}
 	declared, hasSection, err := versionSection(compiled)
 	if err != nil {
-		rt.Close(ctx)
+		discard()
 		return nil, refuse(ErrUnsupportedABI, "%v", err)
 	}
 
 	var r runner
 	switch abiKind {
 	case NativeABI:
-		r, err = newNativeRunner(ctx, p, rt, compiled)
+		if r, err = newNativeRunner(ctx, p, rt, compiled); err != nil {
+			compiled.Close(ctx) // newNativeRunner closed rt
+		}
 	case ExtismABI:
-		compiled.Close(ctx)
-		rt.Close(ctx)
-		r, err = newExtismRunner(ctx, p, rcfg, wasm)
+		discard()
+		r, err = newExtismRunner(ctx, p, rcfg, wasm, h.opts.CacheDir)
 	}
 	if err != nil {
 		return nil, refuse(ErrInvalidModule, "%v", err)

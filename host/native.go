@@ -81,7 +81,13 @@ func newNativeRunner(ctx context.Context, p *Plugin, rt wazero.Runtime, compiled
 	return &nativeRunner{p: p, rt: rt, compiled: compiled}, nil
 }
 
-func (r *nativeRunner) close(ctx context.Context) { r.rt.Close(ctx) }
+// close closes the runtime (the host modules and any instance left) and the
+// compiled module, which the shared compilation cache's engine would keep
+// otherwise.
+func (r *nativeRunner) close(ctx context.Context) {
+	r.rt.Close(ctx)
+	r.compiled.Close(ctx)
+}
 
 func (r *nativeRunner) newInstance(ctx context.Context) (instance, error) {
 	out := &tailBuffer{}
