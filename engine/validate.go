@@ -132,7 +132,8 @@ func validationMeta(obj map[string]any) (*metav1.ObjectMeta, field.ErrorList) {
 }
 
 // typedMeta builds the ObjectMeta of metadata that holds only the fields
-// canonicalMeta knows, with the same types; it reports false otherwise.
+// canonicalMeta knows, with the same types (owner references as
+// typedOwnerReference reads them); it reports false otherwise.
 func typedMeta(md map[string]any) (*metav1.ObjectMeta, bool) {
 	m := &metav1.ObjectMeta{}
 	for k, v := range md {
@@ -209,9 +210,63 @@ func typedMeta(md map[string]any) (*metav1.ObjectMeta, bool) {
 				out[i] = s
 			}
 			m.Finalizers = out
+		case "ownerReferences":
+			l, ok := v.([]any)
+			if !ok {
+				return nil, false
+			}
+			out := make([]metav1.OwnerReference, len(l))
+			for i, e := range l {
+				if !typedOwnerReference(e, &out[i]) {
+					return nil, false
+				}
+			}
+			m.OwnerReferences = out
 		default:
 			return nil, false
 		}
 	}
 	return m, true
+}
+
+// typedOwnerReference fills ref from an owner reference holding only
+// apiVersion, kind, name and uid as strings and controller and
+// blockOwnerDeletion as booleans; it reports false otherwise.
+func typedOwnerReference(v any, ref *metav1.OwnerReference) bool {
+	in, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k, v := range in {
+		switch k {
+		case "apiVersion", "kind", "name", "uid":
+			s, ok := v.(string)
+			if !ok {
+				return false
+			}
+			switch k {
+			case "apiVersion":
+				ref.APIVersion = s
+			case "kind":
+				ref.Kind = s
+			case "name":
+				ref.Name = s
+			case "uid":
+				ref.UID = types.UID(s)
+			}
+		case "controller", "blockOwnerDeletion":
+			b, ok := v.(bool)
+			if !ok {
+				return false
+			}
+			if k == "controller" {
+				ref.Controller = &b
+			} else {
+				ref.BlockOwnerDeletion = &b
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }

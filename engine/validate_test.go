@@ -199,6 +199,9 @@ func FuzzTypedMeta(f *testing.F) {
 	for _, s := range []string{
 		`{"name":"a","namespace":"default","labels":{"a":"b"},"annotations":{},"finalizers":[]}`,
 		`{"creationTimestamp":"2026-11-21T07:00:00.5-03:30","generation":2,"uid":"u","deletionGracePeriodSeconds":0,"deletionTimestamp":"2026-01-01T00:00:00Z"}`,
+		`{"name":"c","ownerReferences":[{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","name":"w","uid":"u","controller":true,"blockOwnerDeletion":false}]}`,
+		`{"ownerReferences":[{"name":"n","controller":null},{},"x"]}`,
+		`{"ownerReferences":[]}`,
 	} {
 		f.Add(s)
 	}
