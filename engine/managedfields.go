@@ -1,11 +1,12 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
@@ -314,15 +315,19 @@ func validFieldManager(kind, manager string) error {
 
 // ManagerFromUserAgent is the field manager Kubernetes records for a write
 // that names none: the User-Agent up to its first '/', printable
-// characters only, at most 128 bytes.
+// characters only (invalid UTF-8 becomes U+FFFD), cut before the rune that
+// would take it past the 128 bytes a field manager may have. Kubernetes
+// checks the length before writing a rune, so a multi-byte rune can take
+// its manager to 131 bytes; it never validates that manager, but this
+// engine validates every manager, so the name it makes must be valid.
 func ManagerFromUserAgent(ua string) string {
-	prefix, _, _ := bytes.Cut([]byte(ua), []byte("/"))
-	var b bytes.Buffer
-	for _, r := range string(prefix) {
+	prefix, _, _ := strings.Cut(ua, "/")
+	var b strings.Builder
+	for _, r := range prefix {
 		if !unicode.IsPrint(r) {
 			continue
 		}
-		if b.Len() >= 128 {
+		if b.Len()+utf8.RuneLen(r) > metav1validation.FieldManagerMaxLength {
 			break
 		}
 		b.WriteRune(r)
