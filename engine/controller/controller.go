@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,8 +40,8 @@ type Options struct {
 	FinalizerName string
 	// FieldManager names the controller's writes (children, status,
 	// finalizers, events) in the managedFields of objects that are
-	// server-side applied. Default "setpoint-controller/" + Name, cut to
-	// the 128 characters a field manager may have.
+	// server-side applied. Default "setpoint-controller/" + Name. Either is
+	// cut, at a rune boundary, to the 128 bytes a field manager may have.
 	FieldManager string
 	// Config is handed to the plugin in every request.
 	Config map[string]string
@@ -103,7 +104,13 @@ func New(opts Options) (*Controller, error) {
 		opts.FieldManager = "setpoint-controller/" + opts.Name
 	}
 	if len(opts.FieldManager) > maxFieldManager {
-		opts.FieldManager = opts.FieldManager[:maxFieldManager]
+		// Cut at a rune boundary: a cut inside a multi-byte rune would
+		// leave invalid UTF-8 in every managedFields entry.
+		cut := maxFieldManager
+		for cut > 0 && !utf8.RuneStart(opts.FieldManager[cut]) {
+			cut--
+		}
+		opts.FieldManager = opts.FieldManager[:cut]
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 4
