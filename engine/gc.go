@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"slices"
 	"time"
@@ -387,30 +386,24 @@ func (s *Service) eventExpired(ev *unstructured.Unstructured) bool {
 	return s.opts.Now().Sub(last) > s.opts.EventTTL
 }
 
-// gcDoc is the part of a stored document the collector reads: metadata, and
-// the timestamps that age an Event. Decoding only these skips spec and status.
-type gcDoc struct {
-	Metadata      map[string]any `json:"metadata"`
-	LastTimestamp any            `json:"lastTimestamp,omitempty"`
-	EventTime     any            `json:"eventTime,omitempty"`
-}
-
-// decodeForGC decodes what the collector needs of a stored document into an
-// unstructured object that holds nothing else.
+// decodeForGC decodes what the collector needs of a stored document
+// (metadata, and the timestamps that age an Event) into an unstructured
+// object that holds nothing else. It decodes as the engine does, keys
+// matched exactly (see exactGCMeta).
 func decodeForGC(kv *store.KeyValue) (*unstructured.Unstructured, error) {
-	var d gcDoc
-	if err := json.Unmarshal(kv.Value, &d); err != nil {
-		return nil, err
+	doc, ok := exactDocument(kv.Value)
+	if !ok {
+		return nil, errors.New("engine: stored document is not a JSON object")
 	}
-	if d.Metadata == nil {
+	md, _ := doc["metadata"].(map[string]any)
+	if md == nil {
 		return nil, errors.New("engine: stored document has no metadata")
 	}
-	m := map[string]any{"metadata": d.Metadata}
-	if d.LastTimestamp != nil {
-		m["lastTimestamp"] = d.LastTimestamp
-	}
-	if d.EventTime != nil {
-		m["eventTime"] = d.EventTime
+	m := map[string]any{"metadata": md}
+	for _, k := range []string{"lastTimestamp", "eventTime"} {
+		if v, ok := doc[k]; ok && v != nil {
+			m[k] = v
+		}
 	}
 	return &unstructured.Unstructured{Object: m}, nil
 }

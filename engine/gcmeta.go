@@ -3,10 +3,10 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // The collector's watch decodes the metadata of every write in the store,
@@ -31,23 +31,72 @@ func decodeGCMeta(b []byte) (gcMeta, bool) {
 	if m, ok := scanGCMeta(b); ok {
 		return m, m.UID != ""
 	}
-	var d struct {
-		Metadata gcMeta `json:"metadata"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil || d.Metadata.UID == "" {
+	return exactGCMeta(b)
+}
+
+// exactGCMeta is decodeGCMeta through the engine's own decoding: the
+// document as a map (the last of duplicate keys kept), its "metadata" member
+// and, in it, the members of those exact names, as the engine reads them.
+// Keys are matched exactly, never by case as encoding/json matches struct
+// fields: a custom resource that keeps unknown fields may hold a "METADATA"
+// of the user's, which must not pass for the object's own.
+func exactGCMeta(b []byte) (gcMeta, bool) {
+	doc, ok := exactDocument(b)
+	if !ok {
 		return gcMeta{}, false
 	}
-	return d.Metadata, true
+	md, _ := doc["metadata"].(map[string]any)
+	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
+	m := gcMeta{UID: types.UID(str(md, "uid")), Name: str(md, "name"), Namespace: str(md, "namespace")}
+	if fs, ok := md["finalizers"].([]any); ok {
+		for _, f := range fs {
+			if s, ok := f.(string); ok {
+				m.Finalizers = append(m.Finalizers, s)
+			}
+		}
+	}
+	if dt := md["deletionTimestamp"]; dt != nil {
+		m.DeletionTimestamp, _ = json.Marshal(dt)
+	}
+	if refs, ok := md["ownerReferences"].([]any); ok {
+		for _, r := range refs {
+			rm, ok := r.(map[string]any)
+			if !ok {
+				continue
+			}
+			ref := metav1.OwnerReference{APIVersion: str(rm, "apiVersion"), Kind: str(rm, "kind"), Name: str(rm, "name"), UID: types.UID(str(rm, "uid"))}
+			if b, ok := rm["blockOwnerDeletion"].(bool); ok {
+				ref.BlockOwnerDeletion = &b
+			}
+			m.OwnerReferences = append(m.OwnerReferences, ref)
+		}
+	}
+	return m, m.UID != ""
+}
+
+// exactDocument decodes a stored document as the engine does; false when it
+// is not a JSON object.
+func exactDocument(b []byte) (map[string]any, bool) {
+	if m, ok := DecodeJSONObject(b); ok {
+		return m, true
+	}
+	var m map[string]any
+	if err := utiljson.Unmarshal(b, &m); err != nil || m == nil {
+		return nil, false
+	}
+	return m, true
 }
 
 // scanGCMeta reads gcMeta from a JSON object without decoding the rest; false
-// when the document is not one it handles (then encoding/json decides).
+// when the document is not one it handles (then exactGCMeta decides). Keys
+// are matched exactly; of duplicate keys the last wins, as in exactGCMeta.
 func scanGCMeta(b []byte) (m gcMeta, ok bool) {
 	d := gcScan{b: b}
 	ok = d.object(func(k string) bool {
 		if k != "metadata" {
-			return !foldsTo(k, "metadata") && d.skip()
+			return d.skip()
 		}
+		m = gcMeta{} // a later "metadata" replaces an earlier one
 		return d.object(func(k string) bool {
 			var ok bool
 			switch k {
@@ -96,7 +145,7 @@ func scanGCMeta(b []byte) (m gcMeta, ok bool) {
 								r.BlockOwnerDeletion = &v
 							}
 						default:
-							ok = !foldsTo(k, "apiVersion", "kind", "name", "uid", "blockOwnerDeletion") && d.skip()
+							ok = d.skip()
 						}
 						return ok
 					})
@@ -104,24 +153,13 @@ func scanGCMeta(b []byte) (m gcMeta, ok bool) {
 					return ok
 				})
 			default:
-				ok = !foldsTo(k, "uid", "name", "namespace", "finalizers", "deletionTimestamp", "ownerReferences") && d.skip()
+				ok = d.skip()
 			}
 			return ok
 		})
 	})
 	d.space()
 	return m, ok && d.i == len(b)
-}
-
-// foldsTo tells whether k is one of keys but for case: encoding/json would
-// take it for that key, so the scan gives way to it.
-func foldsTo(k string, keys ...string) bool {
-	for _, x := range keys {
-		if len(k) == len(x) && strings.EqualFold(k, x) {
-			return true
-		}
-	}
-	return false
 }
 
 // gcScan walks JSON bytes.

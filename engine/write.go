@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -594,12 +593,12 @@ func terminating(doc []byte) bool {
 	if !bytes.Contains(doc, []byte(`"deletionTimestamp"`)) {
 		return false
 	}
-	var d struct {
-		Metadata struct {
-			DeletionTimestamp *string `json:"deletionTimestamp"`
-		} `json:"metadata"`
+	// Keys matched exactly, as the engine reads them (see exactGCMeta).
+	m, ok := scanGCMeta(doc)
+	if !ok {
+		m, _ = exactGCMeta(doc)
 	}
-	return json.Unmarshal(doc, &d) == nil && d.Metadata.DeletionTimestamp != nil
+	return len(m.DeletionTimestamp) > 0 && string(m.DeletionTimestamp) != "null"
 }
 
 // allowsUnconditionalUpdate says whether an update without a resourceVersion
