@@ -66,6 +66,7 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %s", msg))
 	}
 	normalizeNumbers(applied)
+	preconditioned := (&unstructured.Unstructured{Object: applied}).GetResourceVersion() != ""
 	uopts := metav1.UpdateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation}
 	for attempt := 1; ; attempt++ {
 		kv, err := s.store.Get(ctx, key(sv, namespace, name), store.GetOptions{})
@@ -108,6 +109,13 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 		}
 		out, _, err := s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, uopts, sub, true)
 		if apierrors.IsConflict(err) && !pinned && attempt < maxPatchAttempts {
+			continue
+		}
+		if apierrors.IsNotFound(err) && sub == "" && !preconditioned && attempt < maxPatchAttempts {
+			// Deleted since the read: apply creates, as kube-apiserver's
+			// patch handler does (the next read takes the create path).
+			// Not with a resourceVersion precondition, nor for /status,
+			// whose object must exist.
 			continue
 		}
 		return out, false, err
