@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"unicode"
@@ -102,10 +103,15 @@ func crdFieldManagers(crd *apiextensionsv1.CustomResourceDefinition, ss []*serve
 	if err != nil {
 		tc = managedfields.NewDeducedTypeConverter()
 	}
+	// Every version the CRD lists converts, served or not, as with
+	// kube-apiserver's converter: managedFields recorded at a version that
+	// has stopped being served must still be read.
 	conv := relabelConverter{versions: map[schema.GroupVersion]bool{}}
+	for _, v := range crd.Spec.Versions {
+		conv.versions[schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}] = true
+	}
 	def := structuralDefaulter{}
 	for _, sv := range ss {
-		conv.versions[sv.GVR.GroupVersion()] = true
 		def[sv.GVR.GroupVersion()] = sv.structural
 	}
 	for _, sv := range ss {
@@ -165,7 +171,10 @@ func managedFor(sv *served) *fieldManagers {
 
 // relabelConverter converts an unstructured object between the versions of
 // a kind by relabelling its apiVersion, which is all the engine's versions
-// differ by (as with a CRD's None conversion strategy).
+// differ by (as with a CRD's None conversion strategy). A version it does
+// not have gives runtime's not-registered error, which structured-merge-diff
+// takes for a version that no longer exists: it drops the managedFields
+// entries recorded at it.
 type relabelConverter struct {
 	versions map[schema.GroupVersion]bool
 }
@@ -190,7 +199,7 @@ func (c relabelConverter) ConvertToVersion(in runtime.Object, target runtime.Gro
 	from := u.GroupVersionKind()
 	to, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{from})
 	if !ok || !c.versions[to.GroupVersion()] {
-		return nil, fmt.Errorf("engine: cannot convert %s to %v", from, target)
+		return nil, runtime.NewNotRegisteredErrForTarget("setpoint", reflect.TypeOf(in), target)
 	}
 	if to == from {
 		return u, nil
