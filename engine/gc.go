@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -261,9 +262,24 @@ func (s *Service) collectOwnership(ctx context.Context, o *gcObject, deps []*gcO
 		if obj.GetDeletionTimestamp() != nil {
 			return false, nil
 		}
-		_, _, err := s.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{
+		// The references came from the graph or a list, which may lag a
+		// write that gave the object a live owner: decide on the stored
+		// object, and delete only that revision of it.
+		kv, err := s.store.Get(ctx, key(sv, ns, name), store.GetOptions{})
+		if err != nil {
+			return false, storeError(err, gvr.GroupResource(), name)
+		}
+		cur, err := decode(sv, kv)
+		if err != nil {
+			return false, err
+		}
+		if cur.GetUID() != obj.GetUID() || cur.GetDeletionTimestamp() != nil || !sameOwnerUIDs(cur.GetOwnerReferences(), refs) {
+			return true, nil // changed since: its next event brings it back
+		}
+		rv := strconv.FormatInt(kv.ModRevision, 10)
+		_, _, err = s.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{
 			PropagationPolicy: &background,
-			Preconditions:     &metav1.Preconditions{UID: ptrUID(obj.GetUID())},
+			Preconditions:     &metav1.Preconditions{UID: ptrUID(obj.GetUID()), ResourceVersion: &rv},
 		})
 		return err == nil, err
 	default:
@@ -272,6 +288,11 @@ func (s *Service) collectOwnership(ctx context.Context, o *gcObject, deps []*gcO
 }
 
 func ptrUID(u types.UID) *types.UID { return &u }
+
+// sameOwnerUIDs tells whether a and b name the same owners, in order.
+func sameOwnerUIDs(a, b []metav1.OwnerReference) bool {
+	return slices.EqualFunc(a, b, func(x, y metav1.OwnerReference) bool { return x.UID == y.UID })
+}
 
 // finishDeletion deletes the object uid when it is still deleting with no
 // finalizer left, which the write that removed its last finalizer normally

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,10 @@ import (
 // the collector; the graph is guarded by mu, and its nodes are never changed
 // once in it (a change replaces the node), so a worker reads a node without
 // the lock.
+
+// errNotServedYet: an object of a kind whose CRD is stored but not yet
+// served here; its attempt is retried.
+var errNotServedYet = errors.New("engine: kind not served here yet")
 
 // gcWorkers is the number of goroutines attempting collections.
 const gcWorkers = 2
@@ -277,7 +282,7 @@ func (c *collector) work(ctx context.Context) bool {
 		c.q.Forget(uid)
 	case ctx.Err() != nil:
 	default:
-		if !apierrors.IsConflict(err) {
+		if !apierrors.IsConflict(err) && !errors.Is(err, errNotServedYet) {
 			c.s.log.Warn("garbage collection", "uid", string(uid), "err", err)
 		}
 		c.q.AddRateLimited(uid)
@@ -316,6 +321,15 @@ func (c *collector) attempt(ctx context.Context, uid types.UID) error {
 	s := c.s
 	sv := s.servedGR(n.res.gr)
 	if sv == nil {
+		// A kind whose CRD this server has not caught up with yet (another
+		// server created it): try again once it is served. Keys of anything
+		// else (modules) are never the collector's.
+		c.mu.RLock()
+		crd := c.g.crds[n.res.gr.Resource+"."+n.res.gr.Group]
+		c.mu.RUnlock()
+		if crd != nil && !crd.deleting() {
+			return fmt.Errorf("%w: %s", errNotServedYet, n.res.gr)
+		}
 		return nil
 	}
 	if n.stranded() {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const freeFormCRD = `
@@ -68,4 +70,50 @@ func TestGCIgnoresUserDataThatLooksLikeMetadata(t *testing.T) {
 			t.Errorf("an object with no owner references, holding a %s member, was collected: %v", key, err)
 		}
 	}
+}
+
+// The collector decides on the stored object, not on the owner references
+// it last saw: a dependent adopted by a live owner since then stays.
+func TestGCDecidesOnTheStoredObject(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newGCService(t, false)
+	gone := mustCreate(t, s, widget("gone", "small", nil))
+	live := mustCreate(t, s, widget("live", "small", nil))
+	dep := mustCreate(t, s, ownedWidget("dep", false, gone))
+	stale := dep.DeepCopy() // what a lagging graph holds: owned by gone only
+	if err := s.Delete(ctx, widgets, "default", "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	adopted := ownedWidget("dep", false, live)
+	adopted.SetResourceVersion(dep.GetResourceVersion())
+	adopted.SetUID(dep.GetUID())
+	if _, err := s.Update(ctx, widgets, adopted, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sv := s.servedGR(widgets.GroupResource())
+	if _, err := s.collectOwnership(ctx, &gcObject{sv: sv, obj: stale}, nil, func(types.UID) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if widgetGone(s, "dep")() {
+		t.Error("a dependent adopted by a live owner was collected on its stale owner references")
+	}
+}
+
+// A second Run while one runs is refused; the running one keeps collecting.
+func TestRunRefusesASecondRun(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newGCService(t, true)
+	gcSynced(t, s)
+	second, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.Run(second); !errors.Is(err, ErrRunning) {
+		t.Fatalf("a second Run returned %v, want ErrRunning", err)
+	}
+	owner := mustCreate(t, s, widget("run-owner", "small", nil))
+	mustCreate(t, s, ownedWidget("run-dep", false, owner))
+	gcSynced(t, s)
+	if err := s.Delete(ctx, widgets, "default", "run-owner", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "run-dep collected", widgetGone(s, "run-dep"))
 }

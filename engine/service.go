@@ -53,6 +53,9 @@ type Service struct {
 
 	// gc is the incremental garbage collector, run by Run.
 	gc *collector
+	// running is set while Run runs: its loops (the collector's queue
+	// above all) belong to one run at a time.
+	running atomic.Bool
 	// watchDecode decodes each store event once for all watches.
 	watchDecode *decodeCache
 }
