@@ -80,7 +80,11 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 		} else if old, err = decode(sv, kv); err != nil {
 			return nil, false, err
 		}
-		obj, err := applyTo(fm, old, applied, opts.FieldManager, force)
+		live := old
+		if !notFound {
+			live = prunedLive(sv, old)
+		}
+		obj, err := applyTo(fm, live, applied, opts.FieldManager, force)
 		if err != nil {
 			return nil, false, err
 		}
@@ -122,7 +126,8 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 	}
 }
 
-// applyTo merges the applied configuration into a copy of old with fm.
+// applyTo merges the applied configuration into a copy of old (the live
+// object as prunedLive gives it) with fm.
 func applyTo(fm *managedfields.FieldManager, old *unstructured.Unstructured, applied map[string]any, manager string, force bool) (*unstructured.Unstructured, error) {
 	patch := &unstructured.Unstructured{Object: deepCopyMap(applied)}
 	res, err := fm.Apply(old, patch, manager, force)

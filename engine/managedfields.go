@@ -12,6 +12,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -282,11 +283,26 @@ func trackUpdate(sv *served, sub string, old, obj *unstructured.Unstructured, ma
 	if reset {
 		obj.SetManagedFields([]metav1.ManagedFieldsEntry{})
 	}
-	out, ok := fm.UpdateNoErrors(old, obj, manager).(*unstructured.Unstructured)
+	out, ok := fm.UpdateNoErrors(prunedLive(sv, old), obj, manager).(*unstructured.Unstructured)
 	if !ok {
 		return obj
 	}
 	return out
+}
+
+// prunedLive is the live object old as the field managers must see it:
+// pruned by sv's structural schema, as kube-apiserver's custom resource
+// decoder gives it. Stored objects are not pruned on read, so after a CRD
+// drops a field from its schema they still carry it, and the type
+// converter, built from the new schema, refuses them: apply failed, and
+// tracked updates were silently not recorded. old is not changed.
+func prunedLive(sv *served, old *unstructured.Unstructured) *unstructured.Unstructured {
+	if sv.structural == nil || sv.preserveUnknown {
+		return old
+	}
+	live := old.DeepCopy()
+	structuralpruning.Prune(live.Object, sv.structural, true)
+	return live
 }
 
 // hasManagedFields tells whether obj carries managedFields, without
