@@ -49,7 +49,8 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 	default:
 		return nil, false, notServed(gvr)
 	}
-	fm := managedFor(sv).forSub(sub)
+	managed := managedFor(sv)
+	fm := managed.forSub(sub)
 	if fm == nil {
 		return nil, false, unsupportedPatch(types.ApplyPatchType, sv)
 	}
@@ -84,7 +85,7 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 		if !notFound {
 			live = prunedLive(sv, old)
 		}
-		obj, err := applyTo(fm, live, applied, opts.FieldManager, force)
+		obj, err := applyTo(fm, managed.tc, live, applied, opts.FieldManager, force)
 		if err != nil {
 			return nil, false, err
 		}
@@ -127,18 +128,23 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 }
 
 // applyTo merges the applied configuration into a copy of old (the live
-// object as prunedLive gives it) with fm.
-func applyTo(fm *managedfields.FieldManager, old *unstructured.Unstructured, applied map[string]any, manager string, force bool) (*unstructured.Unstructured, error) {
+// object as prunedLive gives it) with fm, whose type converter is tc.
+func applyTo(fm *managedfields.FieldManager, tc managedfields.TypeConverter, old *unstructured.Unstructured, applied map[string]any, manager string, force bool) (*unstructured.Unstructured, error) {
 	patch := &unstructured.Unstructured{Object: deepCopyMap(applied)}
 	res, err := fm.Apply(old, patch, manager, force)
 	if err != nil {
 		var st apierrors.APIStatus
 		if errors.As(err, &st) {
-			return nil, err
+			return nil, err // conflicts, a wrong apiVersion, managedFields set
 		}
-		// Errors of the applied configuration itself (a field the schema
-		// does not declare, a value of the wrong type).
-		return nil, apierrors.NewBadRequest(err.Error())
+		// An applied configuration the schema does not type (a field it
+		// does not declare, a value of the wrong type) is the client's
+		// error. Otherwise the error comes from the stored object (its
+		// typing, its managedFields, their conversion): the server's.
+		if _, perr := tc.ObjectToTyped(patch); perr != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		return nil, apierrors.NewInternalError(err)
 	}
 	obj, ok := res.(*unstructured.Unstructured)
 	if !ok {

@@ -36,6 +36,10 @@ import (
 type fieldManagers struct {
 	main   *managedfields.FieldManager
 	status *managedfields.FieldManager // nil without a status subresource
+	// tc is the type converter they were built with; applyTo types the
+	// applied configuration with it to tell the client's errors from the
+	// server's.
+	tc managedfields.TypeConverter
 }
 
 // forSub returns the field manager of the subresource sub ("" or "status").
@@ -79,7 +83,7 @@ func newFieldManagers(sv *served, tc managedfields.TypeConverter, conv runtime.O
 	if sv.Status {
 		mainReset = []string{"status"}
 	}
-	m := &fieldManagers{}
+	m := &fieldManagers{tc: tc}
 	var err error
 	m.main, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, unstructuredCreater{}, gvk, gvk.GroupVersion(), "", reset(sv.strategy, mainReset...))
 	if err != nil {
