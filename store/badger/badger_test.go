@@ -36,3 +36,25 @@ func TestConformance(t *testing.T) {
 		SlowWatchBuffer:   slow.WatchBuffer,
 	})
 }
+
+// TestConformanceTinyEventRing runs the suite with an event ring that keeps
+// only its newest event, by bytes: every watcher that starts behind
+// replays from the history on disk.
+func TestConformanceTinyEventRing(t *testing.T) {
+	open := func(opts badger.Options) func(t *testing.T) store.Store {
+		return func(t *testing.T) store.Store {
+			opts.EventRingBytes = 1
+			db, err := badger.Open(t.TempDir(), opts)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return db
+		}
+	}
+	slow := testOptions()
+	slow.WatchBuffer = 16
+	storetest.Run(t, open(testOptions()), storetest.Capabilities{
+		NewSlowWatchStore: open(slow),
+		SlowWatchBuffer:   slow.WatchBuffer,
+	})
+}

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -65,6 +69,9 @@ func Open(dir string, opts Options) (*DB, error) {
 		// Badger needs it below its batch size, 15% of a memtable.
 		WithValueThreshold(min(1<<20, opts.MemTableSize/10)).
 		WithLogger(badgerLogger{opts.Logger})
+	if err := removeEmptyValueLogs(dir, opts.Logger); err != nil {
+		return nil, err
+	}
 	bdb, err := bdg.OpenManaged(bo)
 	if err != nil {
 		return nil, fmt.Errorf("store/badger: open %s: %w", dir, err)
@@ -92,7 +99,7 @@ func Open(dir string, opts Options) (*DB, error) {
 	if compacted > 0 {
 		bdb.SetDiscardTs(uint64(compacted))
 	}
-	db.hub = newHub(opts.EventRing, rev)
+	db.hub = newHub(opts.EventRing, opts.EventRingBytes, rev)
 	db.log.Info("store opened", "dir", dir, "rev", rev, "compacted", compacted)
 
 	db.queue.cond.L = &db.queue.mu
@@ -322,3 +329,34 @@ func (b badgerLogger) Errorf(f string, a ...any)   { b.logf(slog.LevelError, f, 
 func (b badgerLogger) Warningf(f string, a ...any) { b.logf(slog.LevelWarn, f, a) }
 func (b badgerLogger) Infof(f string, a ...any)    { b.logf(slog.LevelDebug, f, a) }
 func (b badgerLogger) Debugf(f string, a ...any)   { b.logf(slog.LevelDebug, f, a) }
+
+// removeEmptyValueLogs deletes value log files of zero bytes in dir. A
+// process killed just after Badger created its next value log, before it
+// wrote the file's header, leaves such a file; Badger then refuses to open
+// the directory ("Open existing file: ...vlog: Create a new file"), although
+// the file holds nothing. Deleting it loses nothing: no value was written to
+// it, so nothing points into it, and Badger creates the file again.
+func removeEmptyValueLogs(dir string, log *slog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("store/badger: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".vlog") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || info.Size() != 0 {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("store/badger: remove the empty value log %s: %w", path, err)
+		}
+		log.Warn("store removed an empty value log left by a crash", "file", path)
+	}
+	return nil
+}

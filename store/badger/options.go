@@ -29,6 +29,10 @@ type Options struct {
 	// EventRing is how many recent events are kept in memory for watchers
 	// that start slightly behind. Default: 4096.
 	EventRing int
+	// EventRingBytes caps the documents the ring keeps (the newest event
+	// always stays); older events are read from the history on disk.
+	// Default: 64 MiB.
+	EventRingBytes int
 
 	// MaxBatch caps the writes of one group commit. Default: 1024.
 	MaxBatch int
@@ -76,6 +80,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.EventRing <= 0 {
 		o.EventRing = 4096
+	}
+	if o.EventRingBytes <= 0 {
+		o.EventRingBytes = 64 << 20
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 1024

@@ -22,12 +22,26 @@ type hub struct {
 	ring     []store.Event
 	low      int64 // lowest revision in ring; low > notified when empty
 	notified int64 // revision of the last event fanned out
-	live     map[*watcher]struct{}
-	closed   error // set once the store closes
+	// bytes is what the documents of the ring's events hold; past maxBytes
+	// the oldest events leave the ring early (watchers that need them
+	// replay them from the history on disk), so a run of large documents
+	// (modules, objects near the request limit) cannot pin gigabytes.
+	bytes, maxBytes int
+	live            map[*watcher]struct{}
+	closed          error // set once the store closes
 }
 
-func newHub(size int, rev int64) *hub {
-	return &hub{ring: make([]store.Event, size), low: rev + 1, notified: rev, live: make(map[*watcher]struct{})}
+func newHub(size, maxBytes int, rev int64) *hub {
+	return &hub{ring: make([]store.Event, size), maxBytes: maxBytes, low: rev + 1, notified: rev, live: make(map[*watcher]struct{})}
+}
+
+// eventBytes is what an event in the ring keeps alive.
+func eventBytes(ev store.Event) int {
+	n := len(ev.Object.Key) + len(ev.Object.Value)
+	if ev.Prev != nil {
+		n += len(ev.Prev.Value)
+	}
+	return n
 }
 
 // watchChan is the capacity of a watcher's channel. It is small, so that an
@@ -118,10 +132,22 @@ func (h *hub) publish(events []store.Event) {
 	defer h.mu.Unlock()
 	n := int64(len(h.ring))
 	for _, ev := range events {
-		h.ring[ev.Revision()%n] = ev
+		slot := ev.Revision() % n
+		if old := h.ring[slot]; old.Revision() >= h.low {
+			h.bytes -= eventBytes(old)
+		}
+		h.ring[slot] = ev
+		h.bytes += eventBytes(ev)
 	}
 	h.notified = events[len(events)-1].Revision()
 	h.low = max(h.low, h.notified-n+1)
+	// The newest event always stays, whatever its size.
+	for h.bytes > h.maxBytes && h.low < h.notified {
+		slot := h.low % n
+		h.bytes -= eventBytes(h.ring[slot])
+		h.ring[slot] = store.Event{}
+		h.low++
+	}
 	for w := range h.live {
 		for _, ev := range events {
 			if ev.Revision() <= w.start || !strings.HasPrefix(ev.Object.Key, w.prefix) {
