@@ -21,8 +21,13 @@ import (
 // whenever that output changes.
 const rewriterVersion = 2
 
-// maxInstrumented bounds the in-memory instrumented-module cache.
-const maxInstrumented = 8
+// maxInstrumented bounds the in-memory instrumented-module cache. A module
+// is rewritten once per load that misses the disk cache, and loads of one
+// module come close together (an upload's check, then its Plugin; a
+// version that failed and is retried), so two entries serve them; each
+// holds a whole module (about 3 MB for a Go guest), and every hot swap to a
+// new module adds one.
+const maxInstrumented = 2
 
 // instrumentCached returns the instrumented form of wasm, whose digest is
 // digest.
