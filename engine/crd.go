@@ -234,6 +234,7 @@ func (crdHooks) committed(_ context.Context, s *Service, obj, old map[string]any
 	if obj == nil {
 		u := &unstructured.Unstructured{Object: old}
 		s.reg.removeCRD(u.GetName(), revisionOf(u))
+		crdFieldManagersCache.Delete(u.GetName())
 		return
 	}
 	s.serveCRD(obj, revisionOf(&unstructured.Unstructured{Object: obj}))
