@@ -38,19 +38,27 @@ import (
 type fieldManagers struct {
 	main   *managedfields.FieldManager
 	status *managedfields.FieldManager // nil without a status subresource
+	// scale records writes through the scale subresource, as
+	// kube-apiserver does: Updates with the subresource "scale", of the
+	// object's own fields (spec's replicas). nil without the subresource.
+	scale *managedfields.FieldManager
 	// tc is the type converter they were built with; applyTo types the
 	// applied configuration with it to tell the client's errors from the
 	// server's.
 	tc managedfields.TypeConverter
 }
 
-// forSub returns the field manager of the subresource sub ("" or "status").
+// forSub returns the field manager of the subresource sub ("", "status" or
+// "scale").
 func (m *fieldManagers) forSub(sub string) *managedfields.FieldManager {
 	if m == nil {
 		return nil
 	}
-	if sub == "status" {
+	switch sub {
+	case "status":
 		return m.status
+	case "scale":
+		return m.scale
 	}
 	return m.main
 }
@@ -93,6 +101,14 @@ func newFieldManagers(sv *served, tc managedfields.TypeConverter, conv runtime.O
 	}
 	if sv.Status {
 		m.status, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, unstructuredCreater{}, gvk, gvk.GroupVersion(), "status", reset(sv.statusStrategy, "spec", "metadata"))
+		if err != nil {
+			return nil, err
+		}
+	}
+	if sv.Scale {
+		// A write through /scale changes the object as an update of the
+		// resource does (the strategy of the resource resets its fields).
+		m.scale, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, unstructuredCreater{}, gvk, gvk.GroupVersion(), "scale", reset(sv.strategy, mainReset...))
 		if err != nil {
 			return nil, err
 		}

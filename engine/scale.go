@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/setpoint-dev/setpoint/store"
 )
 
 func scalePath(p string) []string { return strings.Split(strings.TrimPrefix(p, "."), ".") }
@@ -77,17 +79,26 @@ func (s *Service) UpdateScale(ctx context.Context, gvr schema.GroupVersionResour
 	if err != nil || !found {
 		return nil, apierrors.NewBadRequest("spec.replicas of the Scale must be an integer")
 	}
-	obj, err := s.Get(ctx, gvr, namespace, name, metav1.GetOptions{})
+	kv, err := s.store.Get(ctx, key(sv, namespace, name), store.GetOptions{})
+	if err != nil {
+		return nil, storeError(err, gvr.GroupResource(), name)
+	}
+	old, err := decode(sv, kv)
 	if err != nil {
 		return nil, err
 	}
-	if rv := scale.GetResourceVersion(); rv != "" && rv != obj.GetResourceVersion() {
+	if rv := scale.GetResourceVersion(); rv != "" && rv != old.GetResourceVersion() {
 		return nil, apierrors.NewConflict(gvr.GroupResource(), name, fmt.Errorf("%s", conflictMessage))
 	}
+	obj := old.DeepCopy()
 	if err := unstructured.SetNestedField(obj.Object, replicas, scalePath(sv.scale.SpecReplicasPath)...); err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	out, err := s.Update(ctx, gvr, obj, opts)
+	// Recorded in managedFields as kube-apiserver records a write through
+	// /scale: an Update with the subresource "scale". The update pipeline
+	// then takes the managedFields as set (as it does an apply's).
+	obj = trackUpdate(sv, "scale", old, obj, opts.FieldManager, false)
+	out, _, err := s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, opts, "", true)
 	if err != nil {
 		return nil, err
 	}
