@@ -436,12 +436,11 @@ func validFieldManager(kind, manager string) error {
 }
 
 // ManagerFromUserAgent is the field manager Kubernetes records for a write
-// that names none: the User-Agent up to its first '/', printable
-// characters only (invalid UTF-8 becomes U+FFFD), cut before the rune that
-// would take it past the 128 bytes a field manager may have. Kubernetes
-// checks the length before writing a rune, so a multi-byte rune can take
-// its manager to 131 bytes; it never validates that manager, but this
-// engine validates every manager, so the name it makes must be valid.
+// that names none (its prefixFromUserAgent): the User-Agent up to its first
+// '/', printable characters only (invalid UTF-8 becomes U+FFFD), cut before
+// the rune that would take it past the 128 bytes a field manager may have.
+// The engine validates every manager, this one included, so it must never
+// be longer.
 func ManagerFromUserAgent(ua string) string {
 	prefix, _, _ := strings.Cut(ua, "/")
 	var b strings.Builder
