@@ -7,7 +7,7 @@ ADDR  ?= 127.0.0.1:6443
 # Race-enabled tests of the whole tree; a package past this is a bug, not slowness.
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build plugins test test-go vet lint run soak fuzz bench bench-store \
+.PHONY: all build plugins test test-go vet lint run soak soak-store soak-server fuzz bench bench-store \
 	bench-api bench-watch bench-plugin bench-upload bench-reconcile deps clean
 
 all: build plugins
@@ -46,8 +46,18 @@ run: build plugins
 	$(BIN)/setpoint server --addr $(ADDR) --data-dir $(DATA) --examples
 
 ## soak: the long crash and load runs kept out of `make test`
-soak: build
+soak: soak-store soak-server
+
+## soak-store: 500 crash-and-recover cycles of the store
+soak-store: build
 	SETPOINT_CRASH_CYCLES=500 $(GO) test -race -timeout 120m -run 'Crash' -v ./store/...
+
+## soak-server: the server with the example plugins under churn, hot swaps and
+## reconnecting watches for SOAK_DURATION, then convergence, watch-cache and
+## leak checks (test/soak_test.go)
+SOAK_DURATION ?= 10m
+soak-server: build plugins
+	SETPOINT_SOAK=$(SOAK_DURATION) $(GO) test -run '^TestSoak$$' -count=1 -timeout 120m -v ./test/
 
 ## fuzz: each fuzz target for a while (FUZZTIME per target)
 FUZZTIME ?= 30s
