@@ -213,6 +213,14 @@ func TestCRDDeletionSeenByAnotherServer(t *testing.T) {
 	go func() { defer close(done); _ = other.Run(runCtx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
+	// A widget with a finalizer keeps the kind terminating until the test
+	// lets it go; without one the other server's collector may finish the
+	// deletion before the first create below is tried.
+	held := widget("held", "small", nil)
+	held.SetFinalizers([]string{"example.setpoint.dev/hold"})
+	if _, err := s.Create(ctx, widgets, held, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Delete(ctx, CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +240,16 @@ func TestCRDDeletionSeenByAnotherServer(t *testing.T) {
 	if _, ok := other.Resource(widgets); !ok {
 		t.Fatal("the other server stopped serving the terminating kind")
 	}
-	// Its garbage collector completes the deletion.
+	// Its garbage collector completes the deletion once the last object
+	// lets go.
+	cur, err := s.Get(ctx, widgets, "default", "held", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.SetFinalizers(nil)
+	if _, err := s.Update(ctx, widgets, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	for {
 		if _, ok := other.Resource(widgets); !ok {
 			if _, err := s.Get(ctx, CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{}); apierrors.IsNotFound(err) {
