@@ -154,6 +154,15 @@ func (v *createValidation) celRules(ctx context.Context, errs field.ErrorList, o
 	if blocking(errs) {
 		return append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
 	}
+	if len(options) > 0 {
+		// Ratcheting only turns rule failures into warnings; the rules are
+		// evaluated alike either way. Rules that all pass without it pass
+		// with it and warn of nothing, so the walk that correlates each node
+		// with its old value is only made when there are failures to ratchet.
+		if cerrs, _ := v.cel.Validate(ctx, nil, v.structural, obj.Object, old, celconfig.RuntimeCELCostBudget); len(cerrs) == 0 {
+			return errs
+		}
+	}
 	cerrs, _ := v.cel.Validate(ctx, nil, v.structural, obj.Object, old, celconfig.RuntimeCELCostBudget, options...)
 	return append(errs, cerrs...)
 }
