@@ -170,11 +170,9 @@ func (namespaceHooks) prepare(_ context.Context, _ *Service, obj, old map[string
 	return nil
 }
 
-func (namespaceHooks) committed(_ context.Context, s *Service, obj, _ map[string]any) {
-	if obj == nil {
-		s.kickGC() // objects in a deleted namespace are swept
-	}
-}
+// committed does nothing: the collector learns of a namespace's deletion
+// from the store's watch and empties it.
+func (namespaceHooks) committed(context.Context, *Service, map[string]any, map[string]any) {}
 
 func (namespaceHooks) deleting(_ context.Context, _ *Service, obj map[string]any, _ bool) error {
 	name, _, _ := unstructured.NestedString(obj, "metadata", "name")

@@ -120,7 +120,6 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 			if sv.hooks != nil {
 				sv.hooks.committed(ctx, s, nil, cur.Object)
 			}
-			s.kickGC()
 			return cur, true, nil
 		}
 		if cur.GetDeletionTimestamp() != nil && slices.Equal(fins, cur.GetFinalizers()) {
@@ -148,7 +147,6 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 		if sv.hooks != nil {
 			sv.hooks.committed(ctx, s, upd.Object, cur.Object)
 		}
-		s.kickGC()
 		return upd, false, nil
 	}
 }

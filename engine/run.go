@@ -37,10 +37,6 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
-// kickGC is called after deletes. It does nothing: the garbage collector
-// learns of every write, from any server, through the store's watch.
-func (s *Service) kickGC() {}
-
 var crdPrefix = store.ResourcePrefix(CRDResource.Group, CRDResource.Resource, "")
 
 // loadCRDs serves every stored CRD and returns the revision it read at.

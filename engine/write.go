@@ -482,7 +482,6 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 				return nil, nil, storeError(err, sv.GVR.GroupResource(), obj.GetName())
 			}
 		}
-		s.kickGC()
 	}
 	return obj, body, nil
 }
