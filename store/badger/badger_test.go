@@ -19,31 +19,22 @@ func testOptions() badger.Options {
 	}
 }
 
-func TestConformance(t *testing.T) {
-	open := func(opts badger.Options) func(t *testing.T) store.Store {
-		return func(t *testing.T) store.Store {
-			db, err := badger.Open(t.TempDir(), opts)
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
-			return db
-		}
-	}
-	slow := testOptions()
-	slow.WatchBuffer = 16
-	storetest.Run(t, open(testOptions()), storetest.Capabilities{
-		NewSlowWatchStore: open(slow),
-		SlowWatchBuffer:   slow.WatchBuffer,
-	})
-}
+func TestConformance(t *testing.T) { runConformance(t, testOptions()) }
 
 // TestConformanceTinyEventRing runs the suite with an event ring that keeps
 // only its newest event, by bytes: every watcher that starts behind
 // replays from the history on disk.
 func TestConformanceTinyEventRing(t *testing.T) {
+	opts := testOptions()
+	opts.EventRingBytes = 1
+	runConformance(t, opts)
+}
+
+// runConformance runs the store suite on stores opened with opts, and with
+// opts and a small WatchBuffer for the slow-watcher cases.
+func runConformance(t *testing.T, opts badger.Options) {
 	open := func(opts badger.Options) func(t *testing.T) store.Store {
 		return func(t *testing.T) store.Store {
-			opts.EventRingBytes = 1
 			db, err := badger.Open(t.TempDir(), opts)
 			if err != nil {
 				t.Fatalf("Open: %v", err)
@@ -51,9 +42,9 @@ func TestConformanceTinyEventRing(t *testing.T) {
 			return db
 		}
 	}
-	slow := testOptions()
+	slow := opts
 	slow.WatchBuffer = 16
-	storetest.Run(t, open(testOptions()), storetest.Capabilities{
+	storetest.Run(t, open(opts), storetest.Capabilities{
 		NewSlowWatchStore: open(slow),
 		SlowWatchBuffer:   slow.WatchBuffer,
 	})
