@@ -36,6 +36,11 @@ type ListOptions struct {
 	// Filter, when set, keeps only the documents it accepts. Documents it
 	// rejects do not count toward Limit. It must not retain value.
 	Filter func(key string, value []byte) bool
+	// KeysOnly lists keys and their ModRevision without reading the
+	// documents: Items have no Value and no CreateRevision, and Filter, if
+	// any, is called with a nil value. For callers that need only names
+	// (the modules collector) over documents that may be megabytes each.
+	KeysOnly bool
 }
 
 // ListResult is one page of a List.

@@ -123,7 +123,7 @@ func (g *ModuleGC) Run(ctx context.Context) error {
 func (g *ModuleGC) Collect(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	stored, err := g.modules.List(ctx)
+	stored, err := g.modules.Digests(ctx)
 	if err != nil {
 		return err
 	}
@@ -134,19 +134,19 @@ func (g *ModuleGC) Collect(ctx context.Context) error {
 	now := g.now()
 	unusedNow := make(map[string]bool, len(stored))
 	var doomed []candidate
-	for _, m := range stored {
-		if len(users[m.Digest]) > 0 {
+	for _, digest := range stored {
+		if len(users[digest]) > 0 {
 			continue
 		}
-		unusedNow[m.Digest] = true
-		mark := g.modules.mark(m.Digest)
-		s, ok := g.seen[m.Digest]
+		unusedNow[digest] = true
+		mark := g.modules.mark(digest)
+		s, ok := g.seen[digest]
 		if !ok || s.mark != mark {
-			g.seen[m.Digest] = unused{since: now, mark: mark}
+			g.seen[digest] = unused{since: now, mark: mark}
 			continue
 		}
 		if now.Sub(s.since) >= g.grace {
-			doomed = append(doomed, candidate{m.Digest, mark})
+			doomed = append(doomed, candidate{digest, mark})
 		}
 	}
 	for d := range g.seen {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -441,5 +442,36 @@ func TestModuleGCUploadRace(t *testing.T) {
 		if got := e.stored(t, d); !got[0] {
 			t.Fatalf("round %d: deleted right after an upload", i)
 		}
+	}
+}
+
+// listCounter counts the Lists of module bytes (not keys-only) it serves.
+type listCounter struct {
+	store.Store
+	valueLists atomic.Int64
+}
+
+func (c *listCounter) List(ctx context.Context, prefix string, opts store.ListOptions) (*store.ListResult, error) {
+	if strings.HasPrefix(prefix, modulePrefix) && !opts.KeysOnly {
+		c.valueLists.Add(1)
+	}
+	return c.Store.List(ctx, prefix, opts)
+}
+
+// A collection pass lists the modules by key: it never reads their bytes,
+// which are megabytes each.
+func TestModuleGCReadsNoModuleBytes(t *testing.T) {
+	e := newGCEnv(t)
+	ctr := &listCounter{Store: e.modules.st}
+	e.modules.st = ctr
+	unused := e.put(t, "module nobody uses")
+	e.collect(t, e.m)
+	e.clock.Advance(11 * time.Minute)
+	e.collect(t, e.m)
+	if _, err := e.modules.Get(context.Background(), unused); !errors.Is(err, ErrModuleNotFound) {
+		t.Fatalf("the unused module was not collected: %v", err)
+	}
+	if n := ctr.valueLists.Load(); n != 0 {
+		t.Errorf("collection read module bytes in %d Lists", n)
 	}
 }

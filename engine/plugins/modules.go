@@ -124,6 +124,27 @@ func (m *Modules) List(ctx context.Context) ([]StoredModule, error) {
 	return out, nil
 }
 
+// Digests returns the digests of the stored modules, in order, without
+// reading their bytes.
+func (m *Modules) Digests(ctx context.Context) ([]string, error) {
+	var out []string
+	opts := store.ListOptions{KeysOnly: true}
+	for {
+		res, err := m.st.List(ctx, modulePrefix, opts)
+		if err != nil {
+			return nil, fmt.Errorf("plugins: list modules: %w", err)
+		}
+		for _, kv := range res.Items {
+			out = append(out, "sha256:"+strings.TrimPrefix(kv.Key, modulePrefix))
+		}
+		if res.Continue == "" {
+			break
+		}
+		opts.Continue = res.Continue
+	}
+	return out, nil
+}
+
 // errUploadedAgain: the module was uploaded again after the deletion was
 // decided; it is kept.
 var errUploadedAgain = errors.New("plugins: module uploaded again")

@@ -111,6 +111,7 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 	defer txn.Discard()
 	iopts := bdg.DefaultIteratorOptions
 	iopts.Prefix = objectPrefix(prefix)
+	iopts.PrefetchValues = !opts.KeysOnly
 	if opts.Limit > 0 && opts.Filter == nil && opts.Limit < int64(iopts.PrefetchSize) {
 		iopts.PrefetchSize = int(opts.Limit) + 1
 	}
@@ -127,9 +128,11 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 		}
 		item := it.Item()
 		key := string(bytes.Clone(item.Key()[1:]))
-		kv, err := itemKeyValue(key, item)
-		if err != nil {
-			return nil, err
+		kv := &store.KeyValue{Key: key, ModRevision: int64(item.Version())}
+		if !opts.KeysOnly {
+			if kv, err = itemKeyValue(key, item); err != nil {
+				return nil, err
+			}
 		}
 		if opts.Filter != nil && !opts.Filter(key, kv.Value) {
 			continue

@@ -359,3 +359,43 @@ func (s suite) testListConsistencyConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// testListKeysOnly: a keys-only list gives every key with its ModRevision,
+// no document and no CreateRevision, in pages, and filters by key.
+func (s suite) testListKeysOnly(t *testing.T) {
+	ctx := testCtx(t)
+	st := s.open(t)
+	revs := map[string]int64{}
+	for i := range 25 {
+		revs[key(i)] = mustCreate(t, ctx, st, key(i), doc(strings.Repeat("x", i)))
+	}
+	// An update moves a key's ModRevision.
+	upd, err := st.Update(ctx, key(3), doc("changed"), revs[key(3)])
+	if err != nil {
+		t.Fatal(err)
+	}
+	revs[key(3)] = upd
+	got, _, n := pages(t, st, widgets, store.ListOptions{KeysOnly: true, Limit: 10}, nil)
+	if len(got) != 25 || n != 3 {
+		t.Fatalf("keys-only list: %d items in %d pages, want 25 in 3", len(got), n)
+	}
+	for _, kv := range got {
+		if kv.Value != nil || kv.CreateRevision != 0 || kv.ModRevision != revs[kv.Key] {
+			t.Errorf("keys-only item %s: value %q, createRevision %d, modRevision %d (want %d)", kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, revs[kv.Key])
+		}
+	}
+	var sawValue bool
+	odd := func(k string, v []byte) bool {
+		sawValue = sawValue || v != nil
+		return k[len(k)-1]%2 == 1
+	}
+	got, _, _ = pages(t, st, widgets, store.ListOptions{KeysOnly: true, Filter: odd}, nil)
+	if len(got) == 0 || sawValue {
+		t.Errorf("keys-only list with a filter: %d items, filter saw a value %v", len(got), sawValue)
+	}
+	for _, kv := range got {
+		if kv.Key[len(kv.Key)-1]%2 != 1 {
+			t.Errorf("item %s passed a filter that rejects it", kv.Key)
+		}
+	}
+}

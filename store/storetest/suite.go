@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ListPrefix", s.testListPrefix},
 		{"ListPagination", s.testListPagination},
 		{"ListFilterLimit", s.testListFilterLimit},
+		{"ListKeysOnly", s.testListKeysOnly},
 		{"ContinueErrors", s.testContinueErrors},
 		{"ListConsistencyConcurrent", s.testListConsistencyConcurrent},
 		{"WatchPrevObjects", s.testWatchPrevObjects},
