@@ -304,6 +304,16 @@ func (s *Server) Restart() {
 
 // Crash kills the server with SIGKILL, giving it no chance to flush or
 // close anything, and starts it again on the same data directory and port.
+// Pid is the process id of the running server, 0 when none runs.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // It fails the test if the new process does not become ready.
 func (s *Server) Crash() {
 	s.t.Helper()
