@@ -8,9 +8,26 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
+
+// decodeChild decodes a desired child as Unstructured.UnmarshalJSON does
+// (an object with a kind), without reflection where it can.
+func decodeChild(raw []byte) (*unstructured.Unstructured, error) {
+	m, ok := objjson.Decode(raw)
+	if !ok {
+		u := &unstructured.Unstructured{}
+		return u, u.UnmarshalJSON(raw)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	if u.GetKind() == "" {
+		return nil, runtime.NewMissingKindErr(string(raw))
+	}
+	return u, nil
+}
 
 // applyChildren makes the children of parent match desired: it plans the
 // writes against the observed children and performs them, all of them even
@@ -18,8 +35,8 @@ import (
 func (c *Controller) applyChildren(ctx context.Context, parent *unstructured.Unstructured, observed []observedChild, desired []abi.RawJSON) error {
 	want := make([]*unstructured.Unstructured, 0, len(desired))
 	for i, raw := range desired {
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(raw); err != nil {
+		u, err := decodeChild(raw)
+		if err != nil {
 			return fmt.Errorf("child %d: %w: %v", i, ErrInvalidChild, err)
 		}
 		want = append(want, u)

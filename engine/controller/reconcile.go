@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -171,8 +172,12 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 		res.requeueAfter = resp.RequeueAfter
 	}
 	if resp != nil && len(resp.Status) > 0 && string(resp.Status) != "null" {
-		if err := utiljson.Unmarshal(resp.Status, &pluginStatus); err != nil || pluginStatus == nil {
+		if m, ok := objjson.Decode(resp.Status); ok {
+			pluginStatus = m
+		} else if err := utiljson.Unmarshal(resp.Status, &pluginStatus); err != nil {
 			pluginStatus = nil
+		}
+		if pluginStatus == nil {
 			if res.err == nil {
 				res.err = fmt.Errorf("plugin: status is not a JSON object")
 				res.terminal = true

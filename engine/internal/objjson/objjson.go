@@ -1,9 +1,10 @@
-// Package objjson writes the content of unstructured objects (the
-// map[string]any trees JSON decoding gives) as JSON without reflection,
-// byte for byte as encoding/json writes them: keys sorted, strings escaped
-// as it escapes them (HTML included), numbers as it writes them. The engine
-// encodes stored documents and responses with it, the controller the
-// objects of its reconcile requests.
+// Package objjson reads and writes the content of unstructured objects (the
+// map[string]any trees JSON decoding gives) without reflection. Append
+// writes them byte for byte as encoding/json does: keys sorted, strings
+// escaped as it escapes them (HTML included), numbers as it writes them.
+// Decode reads a JSON object as utiljson.Unmarshal does. The engine encodes
+// and decodes stored documents and API bodies with them, the controller the
+// objects of its reconcile requests and the plugins' answers.
 package objjson
 
 import (

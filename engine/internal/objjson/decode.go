@@ -1,0 +1,241 @@
+package objjson
+
+import (
+	"strconv"
+	"strings"
+
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+// Decode decodes a JSON object as utiljson.Unmarshal does into a
+// map[string]any (integers that fit in int64 as int64, other numbers as
+// float64, the last of duplicate keys kept), without reflection. Strings
+// with escapes or non-ASCII bytes are decoded by utiljson itself. It
+// reports false for anything that is not a valid JSON object or that it
+// does not handle (a number out of range); the caller then decodes with
+// utiljson, which gives the error.
+func Decode(b []byte) (map[string]any, bool) {
+	d := jsonDecoder{b: b}
+	d.space()
+	if d.i >= len(d.b) || d.b[d.i] != '{' {
+		return nil, false
+	}
+	v, ok := d.value()
+	if !ok {
+		return nil, false
+	}
+	d.space()
+	if d.i != len(d.b) {
+		return nil, false
+	}
+	m, _ := v.(map[string]any)
+	return m, true
+}
+
+type jsonDecoder struct {
+	b []byte
+	i int
+}
+
+func (d *jsonDecoder) space() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+func (d *jsonDecoder) value() (any, bool) {
+	d.space()
+	if d.i >= len(d.b) {
+		return nil, false
+	}
+	switch c := d.b[d.i]; {
+	case c == '{':
+		return d.object()
+	case c == '[':
+		return d.array()
+	case c == '"':
+		return d.str()
+	case c == 't':
+		return true, d.literal("true")
+	case c == 'f':
+		return false, d.literal("false")
+	case c == 'n':
+		return nil, d.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return d.number()
+	}
+	return nil, false
+}
+
+func (d *jsonDecoder) literal(lit string) bool {
+	if !strings.HasPrefix(string(d.b[d.i:min(len(d.b), d.i+len(lit))]), lit) {
+		return false
+	}
+	d.i += len(lit)
+	return true
+}
+
+func (d *jsonDecoder) object() (any, bool) {
+	m := map[string]any{}
+	ok := d.members('}', func() bool {
+		d.space()
+		if d.i >= len(d.b) || d.b[d.i] != '"' {
+			return false
+		}
+		k, ok := d.str()
+		if !ok {
+			return false
+		}
+		d.space()
+		if d.i >= len(d.b) || d.b[d.i] != ':' {
+			return false
+		}
+		d.i++
+		v, ok := d.value()
+		if !ok {
+			return false
+		}
+		m[k] = v
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	return m, true
+}
+
+func (d *jsonDecoder) array() (any, bool) {
+	a := []any{}
+	ok := d.members(']', func() bool {
+		v, ok := d.value()
+		if !ok {
+			return false
+		}
+		a = append(a, v)
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	return a, true
+}
+
+// members reads the members of the object or array whose opening byte is
+// at d.i, up to and including end, decoding each with member (which
+// reports false at a syntax error).
+func (d *jsonDecoder) members(end byte, member func() bool) bool {
+	d.i++ // { or [
+	d.space()
+	if d.i < len(d.b) && d.b[d.i] == end {
+		d.i++
+		return true
+	}
+	for {
+		if !member() {
+			return false
+		}
+		d.space()
+		if d.i >= len(d.b) {
+			return false
+		}
+		switch d.b[d.i] {
+		case ',':
+			d.i++
+		case end:
+			d.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// str decodes the string at d.i (its opening quote).
+func (d *jsonDecoder) str() (string, bool) {
+	start := d.i
+	d.i++
+	plain := true
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			d.i++
+			if plain {
+				return string(d.b[start+1 : d.i-1]), true
+			}
+			var s string
+			if utiljson.Unmarshal(d.b[start:d.i], &s) != nil {
+				return "", false
+			}
+			return s, true
+		case c == '\\':
+			plain = false
+			d.i += 2 // the escaped byte cannot end the string
+		case c < 0x20:
+			return "", false
+		default:
+			if c >= 0x80 {
+				plain = false
+			}
+			d.i++
+		}
+	}
+	return "", false
+}
+
+// number decodes the number at d.i as utiljson does: without a '.', as an
+// int64 when it fits, otherwise as a float64.
+func (d *jsonDecoder) number() (any, bool) {
+	start := d.i
+	if d.b[d.i] == '-' {
+		d.i++
+	}
+	switch {
+	case d.i < len(d.b) && d.b[d.i] == '0':
+		d.i++
+	case d.i < len(d.b) && d.b[d.i] >= '1' && d.b[d.i] <= '9':
+		d.digits()
+	default:
+		return nil, false
+	}
+	if d.i < len(d.b) && d.b[d.i] == '.' {
+		d.i++
+		if !d.digits() {
+			return nil, false
+		}
+	}
+	if d.i < len(d.b) && (d.b[d.i] == 'e' || d.b[d.i] == 'E') {
+		d.i++
+		if d.i < len(d.b) && (d.b[d.i] == '+' || d.b[d.i] == '-') {
+			d.i++
+		}
+		if !d.digits() {
+			return nil, false
+		}
+	}
+	s := string(d.b[start:d.i])
+	if !strings.Contains(s, ".") {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return n, true
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, false
+	}
+	return f, true
+}
+
+// digits skips one or more digits and reports whether there was one.
+func (d *jsonDecoder) digits() bool {
+	start := d.i
+	for d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9' {
+		d.i++
+	}
+	return d.i > start
+}
