@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/jsonmergepatch"
+	"k8s.io/client-go/dynamic"
 )
 
 func init() { subcommands = append(subcommands, newApplyCommand) }
@@ -32,6 +34,11 @@ type applyOptions struct {
 	recursive bool
 	timeout   time.Duration
 	dryRun    string
+	// serverSide applies with server-side apply under fieldManager, taking
+	// the fields other managers own with forceConflicts.
+	serverSide     bool
+	fieldManager   string
+	forceConflicts bool
 }
 
 func newApplyCommand() *cobra.Command {
@@ -56,6 +63,12 @@ annotation), so fields set by others are kept and fields removed from the
 manifest are removed from the object. status is never applied: it belongs to
 the controllers.
 
+With --server-side the server merges each manifest itself (server-side
+apply, as kubectl apply --server-side): the fields a manifest sets are owned
+by --field-manager, a field another manager owns is a conflict that names
+both (--force-conflicts takes it over), and fields a manager stops applying
+go when nobody else owns them. No last-applied annotation is kept.
+
 Every object is tried; apply exits non-zero if any failed.
 
 ` + exitCodeHelp,
@@ -78,6 +91,9 @@ Every object is tried; apply exits non-zero if any failed.
 	cmd.Flags().BoolVarP(&o.recursive, "recursive", "R", false, "also read the manifests in subdirectories of a -f directory")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", time.Minute, "how long to wait for a CustomResourceDefinition to be served")
 	cmd.Flags().StringVar(&o.dryRun, "dry-run", "none", "none, or server: the server validates every write in full and stores nothing")
+	cmd.Flags().BoolVar(&o.serverSide, "server-side", false, "let the server merge the manifests (server-side apply), recording what each field manager owns")
+	cmd.Flags().StringVar(&o.fieldManager, "field-manager", "setpoint", "with --server-side, the name the applied fields are owned under")
+	cmd.Flags().BoolVar(&o.forceConflicts, "force-conflicts", false, "with --server-side, take over fields other managers own instead of failing")
 	return cmd
 }
 
@@ -100,6 +116,9 @@ func runApply(ctx context.Context, o *applyOptions, stdin io.Reader, stdout, std
 	dryRun, suffix, err := parseDryRun(o.dryRun)
 	if err != nil {
 		return err
+	}
+	if !o.serverSide && o.forceConflicts {
+		return usageError("--force-conflicts needs --server-side")
 	}
 	ms, err := readManifests(o.files, o.recursive, stdin)
 	if err != nil {
@@ -126,7 +145,7 @@ func runApply(ctx context.Context, o *applyOptions, stdin io.Reader, stdout, std
 	}
 	var crds []string
 	for i, m := range ms {
-		res, err := applyOne(ctx, c, m, dryRun)
+		res, err := applyOne(ctx, c, m, dryRun, o)
 		if code := exitCode(err); code == exitUnreachable || code == exitDenied {
 			return err // every other object would fail the same way
 		}
@@ -191,7 +210,7 @@ var systemFields = []string{"uid", "generation", "creationTimestamp", "deletionT
 
 // applyOne creates or updates m's object; with dryRun ([]string{"All"}) the
 // server validates the write and stores nothing.
-func applyOne(ctx context.Context, c *client, m manifest, dryRun []string) (applyResult, error) {
+func applyOne(ctx context.Context, c *client, m manifest, dryRun []string, o *applyOptions) (applyResult, error) {
 	gvk := m.obj.GroupVersionKind()
 	r, err := c.resourceForKind(gvk)
 	if err != nil {
@@ -218,6 +237,9 @@ func applyOne(ctx context.Context, c *client, m manifest, dryRun []string) (appl
 		unstructured.RemoveNestedField(obj.Object, "metadata", f)
 	}
 	ri := c.resourceInterface(r, ns)
+	if o.serverSide {
+		return applyServerSide(ctx, c, ri, r.objectName(obj.GetName()), obj, dryRun, o)
+	}
 
 	// What this apply means, recorded on the object for the next one.
 	// Encoded as kubectl encodes it (annotations present, even empty), so
@@ -282,6 +304,52 @@ func applyOne(ctx context.Context, c *client, m manifest, dryRun []string) (appl
 		}
 		return applyResult{name: name, result: "configured"}, nil
 	}
+}
+
+// applyServerSide applies obj with server-side apply and tells, from its
+// resourceVersion before and after, whether it created, changed or left the
+// object alone.
+func applyServerSide(ctx context.Context, c *client, ri dynamic.ResourceInterface, name string, obj *unstructured.Unstructured, dryRun []string, o *applyOptions) (applyResult, error) {
+	if obj.GetName() == "" {
+		return applyResult{}, usageError("server-side apply needs metadata.name (generateName is for create)")
+	}
+	cur, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cur = nil
+	} else if err != nil {
+		return applyResult{}, c.explain(err)
+	}
+	data, err := json.Marshal(obj.Object)
+	if err != nil {
+		return applyResult{}, fmt.Errorf("encode: %w", err)
+	}
+	force := o.forceConflicts
+	out, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: o.fieldManager, Force: &force, DryRun: dryRun})
+	if err != nil {
+		if apierrors.IsConflict(err) && !force {
+			return applyResult{}, fmt.Errorf("%w\n(--force-conflicts takes these fields over)", c.explain(err))
+		}
+		return applyResult{}, c.explain(err)
+	}
+	switch {
+	case cur == nil:
+		return applyResult{name: name, result: "created"}, nil
+	case dryRun == nil && out.GetResourceVersion() == cur.GetResourceVersion():
+		return applyResult{name: name, result: "unchanged"}, nil
+	case dryRun != nil && sameButManagedFields(out, cur):
+		// A dry run stores nothing, so the resourceVersion tells nothing.
+		return applyResult{name: name, result: "unchanged"}, nil
+	}
+	return applyResult{name: name, result: "configured"}, nil
+}
+
+// sameButManagedFields tells whether a and b are equal but for their
+// managedFields (whose timestamps a dry run renews).
+func sameButManagedFields(a, b *unstructured.Unstructured) bool {
+	a, b = a.DeepCopy(), b.DeepCopy()
+	a.SetManagedFields(nil)
+	b.SetManagedFields(nil)
+	return equality.Semantic.DeepEqual(a.Object, b.Object)
 }
 
 // threeWayPatch is the merge patch that takes cur to modified, deleting what

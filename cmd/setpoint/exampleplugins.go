@@ -76,7 +76,7 @@ func installExamplePlugins(ctx context.Context, log *slog.Logger, dir string, cf
 			return err
 		}
 		for _, mf := range ms {
-			res, err := applyOne(ctx, c, mf, nil)
+			res, err := applyOne(ctx, c, mf, nil, &applyOptions{})
 			if err != nil {
 				return fmt.Errorf("%s: %w", mf.where(), err)
 			}

@@ -58,7 +58,7 @@ func applyExampleKinds(ctx context.Context, log *slog.Logger, dir, url string, m
 	}
 	var names []string
 	for _, mf := range crds {
-		res, err := applyOne(ctx, c, mf, nil)
+		res, err := applyOne(ctx, c, mf, nil, &applyOptions{})
 		if err != nil {
 			return fmt.Errorf("%s: %w", mf.where(), err)
 		}
