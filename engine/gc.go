@@ -412,9 +412,9 @@ func (s *Service) eventExpired(ev *unstructured.Unstructured) bool {
 // object that holds nothing else. It decodes as the engine does, keys
 // matched exactly (see exactGCMeta).
 func decodeForGC(kv *store.KeyValue) (*unstructured.Unstructured, error) {
-	doc, ok := exactDocument(kv.Value)
-	if !ok {
-		return nil, errors.New("engine: stored document is not a JSON object")
+	doc, err := decodeMap(kv.Value)
+	if err != nil {
+		return nil, err
 	}
 	md, _ := doc["metadata"].(map[string]any)
 	if md == nil {

@@ -1,28 +1,29 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 )
 
 // The collector's watch decodes the metadata of every write in the store,
 // so decodeGCMeta reads only what the graph keeps: it walks the document's
 // bytes, skips everything but metadata (spec, status, managedFields, labels
 // and annotations are stepped over by bracket matching, never decoded) and
-// builds no map. A document it cannot walk is decoded with encoding/json.
+// builds no map (objjson.Scanner). A document it cannot walk is decoded as
+// the engine decodes documents (exactGCMeta).
 
 // gcMeta is the part of a stored document's metadata the graph keeps.
 type gcMeta struct {
-	UID               types.UID               `json:"uid"`
-	Name              string                  `json:"name"`
-	Namespace         string                  `json:"namespace"`
-	OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
-	Finalizers        []string                `json:"finalizers"`
-	DeletionTimestamp json.RawMessage         `json:"deletionTimestamp"`
+	UID               types.UID
+	Name              string
+	Namespace         string
+	OwnerReferences   []metav1.OwnerReference
+	Finalizers        []string
+	DeletionTimestamp json.RawMessage // as stored; empty or null when absent
 }
 
 // decodeGCMeta decodes the metadata of a stored document; false when the
@@ -41,8 +42,8 @@ func decodeGCMeta(b []byte) (gcMeta, bool) {
 // fields: a custom resource that keeps unknown fields may hold a "METADATA"
 // of the user's, which must not pass for the object's own.
 func exactGCMeta(b []byte) (gcMeta, bool) {
-	doc, ok := exactDocument(b)
-	if !ok {
+	doc, err := decodeMap(b)
+	if err != nil {
 		return gcMeta{}, false
 	}
 	md, _ := doc["metadata"].(map[string]any)
@@ -74,289 +75,76 @@ func exactGCMeta(b []byte) (gcMeta, bool) {
 	return m, m.UID != ""
 }
 
-// exactDocument decodes a stored document as the engine does; false when it
-// is not a JSON object.
-func exactDocument(b []byte) (map[string]any, bool) {
-	if m, ok := DecodeJSONObject(b); ok {
-		return m, true
-	}
-	var m map[string]any
-	if err := utiljson.Unmarshal(b, &m); err != nil || m == nil {
-		return nil, false
-	}
-	return m, true
-}
-
 // scanGCMeta reads gcMeta from a JSON object without decoding the rest; false
 // when the document is not one it handles (then exactGCMeta decides). Keys
 // are matched exactly; of duplicate keys the last wins, as in exactGCMeta.
 func scanGCMeta(b []byte) (m gcMeta, ok bool) {
-	d := gcScan{b: b}
-	ok = d.object(func(k string) bool {
+	d := objjson.NewScanner(b)
+	str := func(into *string) bool {
+		var ok bool
+		*into, ok = d.String()
+		return ok
+	}
+	uid := func(into *types.UID) bool {
+		s, ok := d.String()
+		*into = types.UID(s)
+		return ok
+	}
+	ok = d.Object(func(k string) bool {
 		if k != "metadata" {
-			return d.skip()
+			return d.Skip()
 		}
 		m = gcMeta{} // a later "metadata" replaces an earlier one
-		return d.object(func(k string) bool {
-			var ok bool
+		return d.Object(func(k string) bool {
 			switch k {
 			case "uid":
-				var s string
-				s, ok = d.str()
-				m.UID = types.UID(s)
+				return uid(&m.UID)
 			case "name":
-				m.Name, ok = d.str()
+				return str(&m.Name)
 			case "namespace":
-				m.Namespace, ok = d.str()
+				return str(&m.Namespace)
 			case "finalizers":
 				m.Finalizers = nil
-				ok = d.array(func() bool {
-					s, ok := d.str()
-					m.Finalizers = append(m.Finalizers, s)
+				return d.Array(func() bool {
+					var f string
+					ok := str(&f)
+					m.Finalizers = append(m.Finalizers, f)
 					return ok
 				})
 			case "deletionTimestamp":
-				d.space()
-				start := d.i
-				ok = d.skip()
-				m.DeletionTimestamp = json.RawMessage(b[start:d.i])
+				raw, ok := d.Raw()
+				m.DeletionTimestamp = json.RawMessage(raw)
+				return ok
 			case "ownerReferences":
 				m.OwnerReferences = nil
-				ok = d.array(func() bool {
+				return d.Array(func() bool {
 					var r metav1.OwnerReference
-					ok := d.object(func(k string) bool {
-						var ok bool
+					ok := d.Object(func(k string) bool {
 						switch k {
 						case "apiVersion":
-							r.APIVersion, ok = d.str()
+							return str(&r.APIVersion)
 						case "kind":
-							r.Kind, ok = d.str()
+							return str(&r.Kind)
 						case "name":
-							r.Name, ok = d.str()
+							return str(&r.Name)
 						case "uid":
-							var s string
-							s, ok = d.str()
-							r.UID = types.UID(s)
+							return uid(&r.UID)
 						case "blockOwnerDeletion":
-							var v, null bool
-							v, null, ok = d.boolean()
+							v, null, ok := d.Bool()
 							r.BlockOwnerDeletion = nil
 							if !null {
 								r.BlockOwnerDeletion = &v
 							}
-						default:
-							ok = d.skip()
+							return ok
 						}
-						return ok
+						return d.Skip()
 					})
 					m.OwnerReferences = append(m.OwnerReferences, r)
 					return ok
 				})
-			default:
-				ok = d.skip()
 			}
-			return ok
+			return d.Skip()
 		})
 	})
-	d.space()
-	return m, ok && d.i == len(b)
-}
-
-// gcScan walks JSON bytes.
-type gcScan struct {
-	b []byte
-	i int
-}
-
-// rest is what is left to read.
-func (d *gcScan) rest() []byte { return d.b[min(d.i, len(d.b)):] }
-
-func (d *gcScan) space() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
-	}
-}
-
-// object walks an object, calling member with the scanner on each value.
-func (d *gcScan) object(member func(key string) bool) bool {
-	d.space()
-	if d.i >= len(d.b) || d.b[d.i] != '{' {
-		return false
-	}
-	d.i++
-	d.space()
-	if d.i < len(d.b) && d.b[d.i] == '}' {
-		d.i++
-		return true
-	}
-	for {
-		k, ok := d.str()
-		if !ok {
-			return false
-		}
-		d.space()
-		if d.i >= len(d.b) || d.b[d.i] != ':' {
-			return false
-		}
-		d.i++
-		if !member(k) {
-			return false
-		}
-		d.space()
-		if d.i >= len(d.b) {
-			return false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-// array walks an array (null is an empty one), calling elem on each element.
-func (d *gcScan) array(elem func() bool) bool {
-	d.space()
-	if bytes.HasPrefix(d.rest(), []byte("null")) {
-		d.i += 4
-		return true
-	}
-	if d.i >= len(d.b) || d.b[d.i] != '[' {
-		return false
-	}
-	d.i++
-	d.space()
-	if d.i < len(d.b) && d.b[d.i] == ']' {
-		d.i++
-		return true
-	}
-	for {
-		if !elem() {
-			return false
-		}
-		d.space()
-		if d.i >= len(d.b) {
-			return false
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-// str reads a string; one with escapes or non-ASCII bytes is decoded by
-// encoding/json.
-func (d *gcScan) str() (string, bool) {
-	d.space()
-	if d.i >= len(d.b) || d.b[d.i] != '"' {
-		return "", false
-	}
-	start := d.i
-	plain := true
-	for d.i++; d.i < len(d.b); d.i++ {
-		switch c := d.b[d.i]; {
-		case c == '\\':
-			plain = false
-			d.i++
-		case c == '"':
-			d.i++
-			if plain {
-				return string(d.b[start+1 : d.i-1]), true
-			}
-			var s string
-			if err := json.Unmarshal(d.b[start:d.i], &s); err != nil {
-				return "", false
-			}
-			return s, true
-		case c < 0x20:
-			return "", false
-		case c >= 0x80:
-			plain = false
-		}
-	}
-	return "", false
-}
-
-// boolean reads true, false or null.
-func (d *gcScan) boolean() (v, null, ok bool) {
-	d.space()
-	for _, lit := range []string{"true", "false", "null"} {
-		if bytes.HasPrefix(d.rest(), []byte(lit)) {
-			d.i += len(lit)
-			return lit == "true", lit == "null", true
-		}
-	}
-	return false, false, false
-}
-
-// skip steps over one value. Containers are stepped over by matching
-// brackets outside strings: stored documents are valid JSON.
-func (d *gcScan) skip() bool {
-	d.space()
-	if d.i >= len(d.b) {
-		return false
-	}
-	switch d.b[d.i] {
-	case '"':
-		return d.skipStr()
-	case '{', '[':
-		depth := 0
-		for d.i < len(d.b) {
-			switch d.b[d.i] {
-			case '"':
-				if !d.skipStr() {
-					return false
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					d.i++
-					return true
-				}
-			}
-			d.i++
-		}
-		return false
-	default: // a number or a literal
-		start := d.i
-		for d.i < len(d.b) {
-			switch d.b[d.i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return d.i > start
-			}
-			d.i++
-		}
-		return d.i > start
-	}
-}
-
-func (d *gcScan) skipStr() bool {
-	for d.i++; d.i < len(d.b); d.i++ {
-		switch d.b[d.i] {
-		case '\\':
-			d.i++
-		case '"':
-			d.i++
-			return true
-		}
-	}
-	return false
+	return m, ok && d.Done()
 }

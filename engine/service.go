@@ -179,14 +179,9 @@ func key(sv *served, namespace, name string) string {
 
 // decode turns a stored document into the object served at sv's version.
 func decode(sv *served, kv *store.KeyValue) (*unstructured.Unstructured, error) {
-	m, ok := DecodeJSONObject(kv.Value)
-	if !ok {
-		if err := utiljson.Unmarshal(kv.Value, &m); err != nil {
-			return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: %w", kv.Key, err))
-		}
-	}
-	if m == nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: not an object", kv.Key))
+	m, err := decodeMap(kv.Value)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: %w", kv.Key, err))
 	}
 	u := &unstructured.Unstructured{Object: m}
 	u.SetAPIVersion(sv.GVR.GroupVersion().String())
@@ -260,7 +255,12 @@ func (s *Service) Get(ctx context.Context, gvr schema.GroupVersionResource, name
 	return decode(sv, kv)
 }
 
+// decodeMap decodes a stored document into its map, as the API decodes
+// bodies: the reflection-free decoder, utiljson for what it leaves.
 func decodeMap(b []byte) (map[string]any, error) {
+	if m, ok := DecodeJSONObject(b); ok {
+		return m, nil
+	}
 	var m map[string]any
 	if err := utiljson.Unmarshal(b, &m); err != nil {
 		return nil, err

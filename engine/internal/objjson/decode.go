@@ -82,7 +82,23 @@ func (d *jsonDecoder) literal(lit string) bool {
 
 func (d *jsonDecoder) object() (any, bool) {
 	m := map[string]any{}
-	ok := d.members('}', func() bool {
+	ok := d.objectMembers(func(k string) bool {
+		v, ok := d.value()
+		if ok {
+			m[k] = v
+		}
+		return ok
+	})
+	if !ok {
+		return nil, false
+	}
+	return m, true
+}
+
+// objectMembers reads the object whose '{' is at d.i, calling member with
+// each key once d.i is at its value; member reads the value.
+func (d *jsonDecoder) objectMembers(member func(key string) bool) bool {
+	return d.members('}', func() bool {
 		d.space()
 		if d.i >= len(d.b) || d.b[d.i] != '"' {
 			return false
@@ -96,17 +112,8 @@ func (d *jsonDecoder) object() (any, bool) {
 			return false
 		}
 		d.i++
-		v, ok := d.value()
-		if !ok {
-			return false
-		}
-		m[k] = v
-		return true
+		return member(k)
 	})
-	if !ok {
-		return nil, false
-	}
-	return m, true
 }
 
 func (d *jsonDecoder) array() (any, bool) {
@@ -238,4 +245,138 @@ func (d *jsonDecoder) digits() bool {
 		d.i++
 	}
 	return d.i > start
+}
+
+// skip steps over the value at d.i without decoding it. Containers are
+// stepped over by matching brackets outside strings, numbers and literals
+// up to the next delimiter: it is for documents known to be valid JSON (the
+// store's), where a wrong guess cannot arise.
+func (d *jsonDecoder) skip() bool {
+	d.space()
+	if d.i >= len(d.b) {
+		return false
+	}
+	switch d.b[d.i] {
+	case '"':
+		return d.skipStr()
+	case '{', '[':
+		depth := 0
+		for d.i < len(d.b) {
+			switch d.b[d.i] {
+			case '"':
+				if !d.skipStr() {
+					return false
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					d.i++
+					return true
+				}
+			}
+			d.i++
+		}
+		return false
+	default: // a number or a literal
+		start := d.i
+		for d.i < len(d.b) {
+			switch d.b[d.i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return d.i > start
+			}
+			d.i++
+		}
+		return d.i > start
+	}
+}
+
+func (d *jsonDecoder) skipStr() bool {
+	for d.i++; d.i < len(d.b); d.i++ {
+		switch d.b[d.i] {
+		case '\\':
+			d.i++
+		case '"':
+			d.i++
+			return true
+		}
+	}
+	return false
+}
+
+// Scanner walks a JSON document member by member, reading only the values
+// its caller asks for and stepping over the rest without decoding them; the
+// engine's garbage collector reads the metadata of every stored write with
+// it. It shares Decode's reading of strings, objects and arrays.
+type Scanner struct{ d jsonDecoder }
+
+// NewScanner returns a Scanner at the start of b.
+func NewScanner(b []byte) *Scanner { return &Scanner{d: jsonDecoder{b: b}} }
+
+// Object walks the object at the scanner, calling member with each key once
+// the scanner is at its value; member must read or skip the value.
+func (s *Scanner) Object(member func(key string) bool) bool {
+	s.d.space()
+	if s.d.i >= len(s.d.b) || s.d.b[s.d.i] != '{' {
+		return false
+	}
+	return s.d.objectMembers(member)
+}
+
+// Array walks the array at the scanner (null is an empty one), calling elem
+// for each element, which must read or skip it.
+func (s *Scanner) Array(elem func() bool) bool {
+	s.d.space()
+	if s.d.i < len(s.d.b) && s.d.b[s.d.i] == 'n' {
+		return s.d.literal("null")
+	}
+	if s.d.i >= len(s.d.b) || s.d.b[s.d.i] != '[' {
+		return false
+	}
+	return s.d.members(']', elem)
+}
+
+// String reads a string.
+func (s *Scanner) String() (string, bool) {
+	s.d.space()
+	if s.d.i >= len(s.d.b) || s.d.b[s.d.i] != '"' {
+		return "", false
+	}
+	return s.d.str()
+}
+
+// Bool reads true, false or null.
+func (s *Scanner) Bool() (v, null, ok bool) {
+	s.d.space()
+	if s.d.i >= len(s.d.b) {
+		return false, false, false
+	}
+	switch s.d.b[s.d.i] {
+	case 't':
+		return true, false, s.d.literal("true")
+	case 'f':
+		return false, false, s.d.literal("false")
+	case 'n':
+		return false, true, s.d.literal("null")
+	}
+	return false, false, false
+}
+
+// Skip steps over the value at the scanner, as it is in the document.
+func (s *Scanner) Skip() bool { return s.d.skip() }
+
+// Raw steps over the value at the scanner and returns its bytes.
+func (s *Scanner) Raw() ([]byte, bool) {
+	s.d.space()
+	start := s.d.i
+	ok := s.d.skip()
+	return s.d.b[start:s.d.i], ok
+}
+
+// Done tells whether only white space is left.
+func (s *Scanner) Done() bool {
+	s.d.space()
+	return s.d.i == len(s.d.b)
 }
