@@ -63,6 +63,19 @@ type SpecLimits struct {
 	PoolSize    int    `json:"poolSize,omitempty"`
 }
 
+// config is the part of the host configuration the limits give.
+func (l SpecLimits) config() (Config, error) {
+	cfg := Config{MemoryPages: l.MemoryPages, PoolSize: l.PoolSize}
+	if l.CallTimeout != "" {
+		d, err := time.ParseDuration(l.CallTimeout)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("callTimeout %q is not a positive duration (e.g. 500ms)", l.CallTimeout)
+		}
+		cfg.CallTimeout = d
+	}
+	return cfg, nil
+}
+
 // specOf decodes a Plugin's spec.
 func specOf(obj *unstructured.Unstructured) (Spec, error) {
 	var sp Spec
@@ -85,16 +98,10 @@ func specOf(obj *unstructured.Unstructured) (Spec, error) {
 
 // hostConfig is the configuration the host loads the module with.
 func (sp Spec) hostConfig(svc *engine.Service) (Config, error) {
-	var cfg Config
-	if sp.Limits.CallTimeout != "" {
-		d, err := time.ParseDuration(sp.Limits.CallTimeout)
-		if err != nil || d <= 0 {
-			return cfg, fmt.Errorf("%w: spec.limits.callTimeout %q is not a positive duration", ErrInvalidSpec, sp.Limits.CallTimeout)
-		}
-		cfg.CallTimeout = d
+	cfg, err := sp.Limits.config()
+	if err != nil {
+		return cfg, fmt.Errorf("%w: spec.limits.%w", ErrInvalidSpec, err)
 	}
-	cfg.MemoryPages = sp.Limits.MemoryPages
-	cfg.PoolSize = sp.Limits.PoolSize
 	for _, r := range sp.Permissions.Read {
 		if r == "*" {
 			cfg.Read = append(cfg.Read, "*")

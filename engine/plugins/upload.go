@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -240,36 +239,31 @@ func (h *uploadHandler) delete(w http.ResponseWriter, r *http.Request, digest st
 	}
 }
 
-// checkDigestArg reports whether digest, from a module's path, is a digest,
-// answering 400 when it is not.
-// uploadLimits reads the limits an upload is checked with from its query,
-// bounded as spec.limits is.
+// uploadLimits reads the limits an upload is checked with from its query:
+// spec.limits' fields, bounded as the Plugin kind's schema bounds them, and
+// turned into a Config as a Plugin's are (SpecLimits.config).
 func uploadLimits(q url.Values) (Config, error) {
-	var cfg Config
+	var l SpecLimits
 	if v := q.Get("memoryPages"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil || n < 1 || n > 65536 {
-			return cfg, fmt.Errorf("memoryPages %q is not a number of 64 KiB pages from 1 to 65536", v)
+			return Config{}, fmt.Errorf("memoryPages %q is not a number of 64 KiB pages from 1 to 65536", v)
 		}
-		cfg.MemoryPages = uint32(n)
-	}
-	if v := q.Get("callTimeout"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return cfg, fmt.Errorf("callTimeout %q is not a positive duration (e.g. 500ms)", v)
-		}
-		cfg.CallTimeout = d
+		l.MemoryPages = uint32(n)
 	}
 	if v := q.Get("poolSize"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 256 {
-			return cfg, fmt.Errorf("poolSize %q is not a number from 1 to 256", v)
+			return Config{}, fmt.Errorf("poolSize %q is not a number from 1 to 256", v)
 		}
-		cfg.PoolSize = n
+		l.PoolSize = n
 	}
-	return cfg, nil
+	l.CallTimeout = q.Get("callTimeout")
+	return l.config()
 }
 
+// checkDigestArg reports whether digest, from a module's path, is a digest,
+// answering 400 when it is not.
 func checkDigestArg(w http.ResponseWriter, digest string) bool {
 	if !validDigest(digest) {
 		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
