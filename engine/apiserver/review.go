@@ -52,9 +52,14 @@ func isReview(gvr schema.GroupVersionResource) bool {
 // reviewHandlers maps the path of each review resource to its handler,
 // which answers any method but POST with 405.
 func (s *Server) reviewHandlers() map[string]http.HandlerFunc {
+	serves := map[string]http.HandlerFunc{
+		"SelfSubjectReview":       s.serveSelfSubjectReview,
+		"SelfSubjectAccessReview": s.serveSelfSubjectAccessReview,
+		"SelfSubjectRulesReview":  s.serveSelfSubjectRulesReview,
+	}
 	out := map[string]http.HandlerFunc{}
-	for i, serve := range []http.HandlerFunc{s.serveSelfSubjectReview, s.serveSelfSubjectAccessReview, s.serveSelfSubjectRulesReview} {
-		res := reviewResources[i]
+	for _, res := range reviewResources {
+		serve := serves[res.Kind]
 		out["/apis/"+res.GVR.Group+"/"+res.GVR.Version+"/"+res.GVR.Resource] = func(w http.ResponseWriter, r *http.Request) {
 			if r.Method != http.MethodPost {
 				writeError(w, methodNotAllowed(r))
@@ -73,7 +78,9 @@ func mayDoEverything(u user.Info) bool {
 
 // readReview decodes a review of the type of into from the request body,
 // refusing one of another kind.
-func (s *Server) readReview(w http.ResponseWriter, r *http.Request, res engine.Resource, into runtime.Object) (user.Info, error) {
+func (s *Server) readReview(w http.ResponseWriter, r *http.Request, kind string, into runtime.Object) (user.Info, error) {
+	i := slices.IndexFunc(reviewResources, func(res engine.Resource) bool { return res.Kind == kind })
+	res := reviewResources[i]
 	u, ok := endpointsrequest.UserFrom(r.Context())
 	if !ok {
 		return nil, apierrors.NewUnauthorized("no user")
@@ -97,7 +104,7 @@ func (s *Server) readReview(w http.ResponseWriter, r *http.Request, res engine.R
 
 func (s *Server) serveSelfSubjectReview(w http.ResponseWriter, r *http.Request) {
 	var rev authenticationv1.SelfSubjectReview
-	u, err := s.readReview(w, r, reviewResources[0], &rev)
+	u, err := s.readReview(w, r, "SelfSubjectReview", &rev)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -115,7 +122,7 @@ func (s *Server) serveSelfSubjectReview(w http.ResponseWriter, r *http.Request) 
 
 func (s *Server) serveSelfSubjectAccessReview(w http.ResponseWriter, r *http.Request) {
 	var rev authorizationv1.SelfSubjectAccessReview
-	u, err := s.readReview(w, r, reviewResources[1], &rev)
+	u, err := s.readReview(w, r, "SelfSubjectAccessReview", &rev)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -136,7 +143,7 @@ func (s *Server) serveSelfSubjectAccessReview(w http.ResponseWriter, r *http.Req
 
 func (s *Server) serveSelfSubjectRulesReview(w http.ResponseWriter, r *http.Request) {
 	var rev authorizationv1.SelfSubjectRulesReview
-	u, err := s.readReview(w, r, reviewResources[2], &rev)
+	u, err := s.readReview(w, r, "SelfSubjectRulesReview", &rev)
 	if err != nil {
 		writeError(w, err)
 		return
