@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"log/slog"
 	"maps"
 	"slices"
@@ -15,9 +16,6 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/workqueue"
 )
-
-// maxFieldManager is the longest field manager the API accepts.
-const maxFieldManager = 128
 
 // Options configures a Controller. Zero values get defaults in New.
 type Options struct {
@@ -103,10 +101,10 @@ func New(opts Options) (*Controller, error) {
 	if opts.FieldManager == "" {
 		opts.FieldManager = "setpoint-controller/" + opts.Name
 	}
-	if len(opts.FieldManager) > maxFieldManager {
+	if len(opts.FieldManager) > metav1validation.FieldManagerMaxLength {
 		// Cut at a rune boundary: a cut inside a multi-byte rune would
 		// leave invalid UTF-8 in every managedFields entry.
-		cut := maxFieldManager
+		cut := metav1validation.FieldManagerMaxLength
 		for cut > 0 && !utf8.RuneStart(opts.FieldManager[cut]) {
 			cut--
 		}
