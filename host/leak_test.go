@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -15,7 +16,9 @@ import (
 // cache, whose wazero engine outlives runtimes: a closed version must give
 // its compiled module back, or the heap grows with every load. Tiny modules
 // keep it cheap: a leak keeps about 3 KB of heap for each of them (and its
-// compiled code, outside the heap); a 3 MB guest keeps about 10 MB.
+// compiled code, outside the heap); a 3 MB guest keeps about 10 MB. Each
+// round also has the host refuse two modules, after the compile and after
+// the first instance, which must give their code back too.
 func TestClosedVersionsReleaseTheirCode(t *testing.T) {
 	h := hosttest.NewHost(t, host.Options{CacheDir: t.TempDir()})
 	ctx := context.Background()
@@ -27,6 +30,15 @@ func TestClosedVersionsReleaseTheirCode(t *testing.T) {
 		}
 		if err := p.Close(); err != nil {
 			t.Fatal(err)
+		}
+		// Refused modules, as upload checks refuse them: one after its
+		// first instance (an ABI version the host does not speak), one
+		// right after the compile (an import the host does not offer).
+		if _, err := h.Load(ctx, "tiny", tinyModule(99, 0, doc), host.Config{}); !errors.Is(err, host.ErrUnsupportedABI) {
+			t.Fatalf("a module of ABI version 99: %v, want ErrUnsupportedABI", err)
+		}
+		if _, err := h.Load(ctx, "tiny", nativeModule([]string{"no_such_call"}, 1, 0, doc), host.Config{}); !errors.Is(err, host.ErrUnknownImport) {
+			t.Fatalf("a module importing no_such_call: %v, want ErrUnknownImport", err)
 		}
 	}
 	heap := func() uint64 {
