@@ -44,6 +44,7 @@ func TestGCIgnoresUserDataThatLooksLikeMetadata(t *testing.T) {
 	}
 	notes := schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "notes"}
 	eventually(t, "notes served", func() bool { return s.servedGR(notes.GroupResource()) != nil })
+	var uids []types.UID
 	for i, key := range []string{"METADATA", "Metadata"} {
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "example.setpoint.dev/v1", "kind": "Note",
@@ -59,9 +60,16 @@ func TestGCIgnoresUserDataThatLooksLikeMetadata(t *testing.T) {
 		if len(created.GetOwnerReferences()) != 0 || created.Object[key] == nil {
 			t.Fatalf("stored %s: ownerReferences %v, %s kept %v", key, created.GetOwnerReferences(), key, created.Object[key] != nil)
 		}
+		uids = append(uids, created.GetUID())
 	}
+	// Whatever the graph queued or not, an attempt at each and a sweep
+	// must leave them.
 	gcSynced(t, s)
-	time.Sleep(300 * time.Millisecond) // the collector's workers have had their turn
+	for _, uid := range uids {
+		if err := s.gc.attempt(ctx, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := s.sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
