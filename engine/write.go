@@ -263,13 +263,14 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	obj.SetDeletionGracePeriodSeconds(nil)
 	obj.SetSelfLink("")
 
-	reset := !applied && resetsManagedFields(obj)
 	unknown, err := coerce(sv, obj)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !applied {
-		obj = trackUpdate(sv, "", nil, obj, opts.FieldManager, reset)
+		// A create records no Update entry (see trackUpdate), and clients
+		// may not set managedFields.
+		obj.SetManagedFields(nil)
 	}
 	req := newAdmissionRequest(ctx, OpCreate, sv, "", obj, nil, dry)
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
