@@ -107,14 +107,12 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 			}
 			return out, err == nil, err
 		}
-		rv := obj.GetResourceVersion()
-		pinned := rv != old.GetResourceVersion()
-		if pinned && rv != "" {
+		if preconditioned && obj.GetResourceVersion() != old.GetResourceVersion() {
 			return nil, false, apierrors.NewConflict(gvr.GroupResource(), name, errors.New(conflictMessage))
 		}
 		out, _, err := s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, uopts, sub, true)
-		if apierrors.IsConflict(err) && !pinned && attempt < maxPatchAttempts {
-			continue
+		if apierrors.IsConflict(err) && !preconditioned && attempt < maxPatchAttempts {
+			continue // written meanwhile: apply to what is there now
 		}
 		if apierrors.IsNotFound(err) && sub == "" && !preconditioned && attempt < maxPatchAttempts {
 			// Deleted since the read: apply creates, as kube-apiserver's
