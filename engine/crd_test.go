@@ -241,14 +241,22 @@ func TestCRDDeletionSeenByAnotherServer(t *testing.T) {
 		t.Fatal("the other server stopped serving the terminating kind")
 	}
 	// Its garbage collector completes the deletion once the last object
-	// lets go.
-	cur, err := s.Get(ctx, widgets, "default", "held", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur.SetFinalizers(nil)
-	if _, err := s.Update(ctx, widgets, cur, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	// lets go. The collector marks the object deleting concurrently, so
+	// the update is retried from fresh state on a conflict, as a client
+	// would.
+	for {
+		cur, err := s.Get(ctx, widgets, "default", "held", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.SetFinalizers(nil)
+		_, err = s.Update(ctx, widgets, cur, metav1.UpdateOptions{})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || time.Now().After(deadline) {
+			t.Fatalf("remove the finalizer: %v", err)
+		}
 	}
 	for {
 		if _, ok := other.Resource(widgets); !ok {
