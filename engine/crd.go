@@ -76,34 +76,22 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 	}
 	namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
 	var out []*served
+	byVersion := make(map[string]*structuralschema.Structural, len(crd.Spec.Versions))
+	read := newReadSchemas(crd, byVersion)
 	for _, v := range crd.Spec.Versions {
+		props, structural, err := versionSchema(crd, v.Name)
+		if err != nil {
+			return nil, err
+		}
+		if structural != nil {
+			byVersion[v.Name] = structural
+		}
 		if !v.Served {
 			continue
 		}
 		gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: names.Plural}
 		gvk := gvr.GroupVersion().WithKind(names.Kind)
 
-		val, err := apihelpers.GetSchemaForVersion(crd, v.Name)
-		if err != nil {
-			return nil, fmt.Errorf("crd %s version %s: %w", crd.Name, v.Name, err)
-		}
-		var props *apiextensions.JSONSchemaProps
-		var structural *structuralschema.Structural
-		if val != nil {
-			in := &apiextensions.CustomResourceValidation{}
-			if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, in, nil); err != nil {
-				return nil, fmt.Errorf("crd %s version %s: convert schema: %w", crd.Name, v.Name, err)
-			}
-			props = in.OpenAPIV3Schema
-			s, err := structuralschema.NewStructural(props)
-			if err != nil {
-				return nil, fmt.Errorf("crd %s version %s: structural schema: %w", crd.Name, v.Name, err)
-			}
-			structural = s.DeepCopy()
-			if err := structuraldefaulting.PruneDefaults(structural); err != nil {
-				return nil, fmt.Errorf("crd %s version %s: prune defaults: %w", crd.Name, v.Name, err)
-			}
-		}
 		validator, _, err := apiservervalidation.NewSchemaValidator(props)
 		if err != nil {
 			return nil, fmt.Errorf("crd %s version %s: schema validator: %w", crd.Name, v.Name, err)
@@ -165,6 +153,7 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 			preserveUnknown: crd.Spec.PreserveUnknownFields,
 			table:           table,
 			scale:           scaleV1,
+			read:            read,
 		}
 		embedded, listTypes := schemaExtensions(structural)
 		if scaleSpec == nil {
@@ -178,6 +167,32 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// versionSchema returns the schema of a CRD version, and its structural
+// schema with defaults pruned as writes apply them; both nil when the version
+// has none.
+func versionSchema(crd *apiextensionsv1.CustomResourceDefinition, version string) (*apiextensions.JSONSchemaProps, *structuralschema.Structural, error) {
+	val, err := apihelpers.GetSchemaForVersion(crd, version)
+	if err != nil {
+		return nil, nil, fmt.Errorf("crd %s version %s: %w", crd.Name, version, err)
+	}
+	if val == nil {
+		return nil, nil, nil
+	}
+	in := &apiextensions.CustomResourceValidation{}
+	if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(val, in, nil); err != nil {
+		return nil, nil, fmt.Errorf("crd %s version %s: convert schema: %w", crd.Name, version, err)
+	}
+	s, err := structuralschema.NewStructural(in.OpenAPIV3Schema)
+	if err != nil {
+		return nil, nil, fmt.Errorf("crd %s version %s: structural schema: %w", crd.Name, version, err)
+	}
+	structural := s.DeepCopy()
+	if err := structuraldefaulting.PruneDefaults(structural); err != nil {
+		return nil, nil, fmt.Errorf("crd %s version %s: prune defaults: %w", crd.Name, version, err)
+	}
+	return in.OpenAPIV3Schema, structural, nil
 }
 
 // crdHooks keeps the registry in step with CRD writes.

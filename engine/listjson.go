@@ -73,12 +73,12 @@ func (sv *served) storedPrefix() []byte {
 var resourceVersionField = []byte(`"resourceVersion"`)
 
 // itemJSON returns kv as served at sv's version with its resourceVersion.
-// When the document starts with prefix, is valid JSON and has no
-// resourceVersion of its own, it inserts "resourceVersion" first in metadata;
-// otherwise it decodes and re-encodes.
+// When the document starts with prefix, is valid JSON, has no
+// resourceVersion of its own and reads as stored (readSchemas), it inserts
+// "resourceVersion" first in metadata; otherwise it decodes and re-encodes.
 func itemJSON(sv *served, prefix []byte, kv *store.KeyValue) ([]byte, error) {
 	v := bytes.TrimRight(kv.Value, " \t\r\n")
-	if bytes.HasPrefix(v, prefix) && !bytes.Contains(v, resourceVersionField) && json.Valid(v) {
+	if !sv.read.stale(kv.ModRevision) && bytes.HasPrefix(v, prefix) && !bytes.Contains(v, resourceVersionField) && json.Valid(v) {
 		rest := v[len(prefix):]
 		b := make([]byte, 0, len(v)+32)
 		b = append(b, prefix...)

@@ -79,6 +79,9 @@ type served struct {
 	// terminating is set when the kind's CRD is being deleted: its objects
 	// are being deleted, and creates are refused.
 	terminating bool
+	// read are the schemas stored objects of a custom resource are read
+	// with (readschema.go); nil for built-in kinds.
+	read *readSchemas
 	// managed are the kind's field managers (managedfields.go), built with
 	// a CRD's kinds; nil for built-in kinds, whose are made on first use.
 	managed *fieldManagers
@@ -106,6 +109,9 @@ type registry struct {
 	// (a delete leaves its revision), so that a late, older write never
 	// replaces a newer one.
 	crdRev map[string]int64
+	// read holds the read schemas last registered per CRD name, whose
+	// revision carries over to a write that leaves them unchanged.
+	read map[string]*readSchemas
 	// generation counts changes, so that callers can cache derived documents.
 	generation int64
 }
@@ -115,6 +121,7 @@ func newRegistry() *registry {
 		byGVR:  map[schema.GroupVersionResource]*served{},
 		crds:   map[string]*apiextensionsv1.CustomResourceDefinition{},
 		crdRev: map[string]int64{},
+		read:   map[string]*readSchemas{},
 	}
 }
 
@@ -143,6 +150,15 @@ func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*s
 		return
 	}
 	r.crdRev[crd.Name] = rev
+	if len(ss) > 0 && ss[0].read != nil {
+		rs := ss[0].read
+		if prev := r.read[crd.Name]; prev != nil && sameSchemas(prev, rs) {
+			rs.since = prev.since
+		} else {
+			rs.since = rev
+		}
+		r.read[crd.Name] = rs
+	}
 	r.removeLocked(crd.Name)
 	r.crds[crd.Name] = crd
 	for _, s := range ss {
@@ -162,6 +178,7 @@ func (r *registry) removeCRD(name string, rev int64) {
 		}
 		r.crdRev[name] = rev
 	}
+	delete(r.read, name)
 	r.removeLocked(name)
 	r.generation++
 }

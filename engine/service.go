@@ -183,6 +183,9 @@ func decode(sv *served, kv *store.KeyValue) (*unstructured.Unstructured, error) 
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: %w", kv.Key, err))
 	}
+	if sv.read.stale(kv.ModRevision) {
+		sv.read.apply(sv, m)
+	}
 	u := &unstructured.Unstructured{Object: m}
 	u.SetAPIVersion(sv.GVR.GroupVersion().String())
 	u.SetKind(sv.Kind)

@@ -1,0 +1,270 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/setpoint-dev/setpoint/store"
+	"github.com/setpoint-dev/setpoint/store/badger"
+)
+
+// doodadCRD is a kind whose schema the tests below change: at first spec has
+// name and legacy, then (doodadCRDv2) legacy is gone and tier has a default;
+// v1beta1 is served too, with a default of its own.
+const doodadCRD = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: doodads.test.setpoint.dev
+spec:
+  group: test.setpoint.dev
+  scope: Cluster
+  names: {plural: doodads, singular: doodad, kind: Doodad}
+  versions:
+  - name: v1beta1
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              name: {type: string}
+              legacy: {type: string}
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              name: {type: string}
+              legacy: {type: string}
+`
+
+const doodadCRDv2 = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: doodads.test.setpoint.dev
+spec:
+  group: test.setpoint.dev
+  scope: Cluster
+  names: {plural: doodads, singular: doodad, kind: Doodad}
+  versions:
+  - name: v1beta1
+    served: true
+    storage: false
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              name: {type: string}
+              tier: {type: string, default: silver}
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              name: {type: string}
+              tier: {type: string, default: gold}
+`
+
+var (
+	doodads        = schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1", Resource: "doodads"}
+	doodadsV1beta1 = schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1beta1", Resource: "doodads"}
+)
+
+// replaceCRD updates the doodad CRD's spec to that of doc.
+func replaceCRD(t *testing.T, s *Service, doc string) {
+	t.Helper()
+	ctx := context.Background()
+	cur, err := s.Get(ctx, CRDResource, "", "doodads.test.setpoint.dev", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Object["spec"] = fromYAML(t, doc).Object["spec"]
+	if _, err := s.Update(ctx, CRDResource, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update CRD: %v", err)
+	}
+}
+
+func doodadSpec(t *testing.T, u *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	return spec
+}
+
+func TestSchemaChangeAppliesOnRead(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := badger.Open(dir, badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, Options{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: old}\nspec: {name: a, legacy: x}\n"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, doodadsV1beta1, fromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Doodad\nmetadata: {name: beta}\nspec: {name: b}\n"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	storedBefore, err := db.Get(ctx, store.ObjectKey("test.setpoint.dev", "doodads", "", "old"), store.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	replaceCRD(t, s, doodadCRDv2)
+	newer, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: newer}\nspec: {name: c, tier: bronze}\n"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// want is what each object reads as now: the schema of the version it
+	// was stored at prunes legacy and defaults tier.
+	want := map[string]map[string]any{
+		"old":   {"name": "a", "tier": "gold"},
+		"beta":  {"name": "b", "tier": "silver"},
+		"newer": {"name": "c", "tier": "bronze"},
+	}
+	check := func(how string, u *unstructured.Unstructured) {
+		t.Helper()
+		w, ok := want[u.GetName()]
+		if !ok {
+			t.Errorf("%s: unexpected object %s", how, u.GetName())
+			return
+		}
+		got := doodadSpec(t, u)
+		if len(got) != len(w) || got["name"] != w["name"] || got["tier"] != w["tier"] {
+			t.Errorf("%s %s: spec %v, want %v", how, u.GetName(), got, w)
+		}
+	}
+	readAll := func(s *Service) {
+		t.Helper()
+		for name := range want {
+			for _, gvr := range []schema.GroupVersionResource{doodads, doodadsV1beta1} {
+				u, err := s.Get(ctx, gvr, "", name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				check("get at "+gvr.Version, u)
+			}
+		}
+		l, err := s.List(ctx, doodads, "", metav1.ListOptions{})
+		if err != nil || len(l.Items) != len(want) {
+			t.Fatalf("list: %v items, %v", len(l.Items), err)
+		}
+		for i := range l.Items {
+			check("list", &l.Items[i])
+		}
+		jl, err := s.ListJSON(ctx, doodads, "", metav1.ListOptions{})
+		if err != nil || len(jl.Items) != len(want) {
+			t.Fatalf("list as JSON: %v items, %v", len(jl.Items), err)
+		}
+		for _, b := range jl.Items {
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			check("list as JSON", &unstructured.Unstructured{Object: m})
+		}
+	}
+	readAll(s)
+
+	// A watch that replays from before the change sees the same objects.
+	w, err := s.Watch(ctx, doodads, "", metav1.ListOptions{ResourceVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seen := 0; seen < len(want); seen++ {
+		ev := nextEvent(t, w)
+		if ev.Type != watch.Added {
+			t.Fatalf("replayed event %s, want ADDED", ev.Type)
+		}
+		check("watch", ev.Object.(*unstructured.Unstructured))
+	}
+	w.Stop()
+
+	// What the read applies is not written back.
+	storedAfter, err := db.Get(ctx, store.ObjectKey("test.setpoint.dev", "doodads", "", "old"), store.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(storedAfter.Value) != string(storedBefore.Value) || storedAfter.ModRevision != storedBefore.ModRevision {
+		t.Errorf("the stored object changed on read:\n%s\n%s", storedBefore.Value, storedAfter.Value)
+	}
+	// An update of the old object starts from what it reads as.
+	cur, err := s.Get(ctx, doodads, "", "old", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.GetResourceVersion() != old.GetResourceVersion() {
+		t.Errorf("resourceVersion %s after the schema change, want %s", cur.GetResourceVersion(), old.GetResourceVersion())
+	}
+	cur.SetLabels(map[string]string{"touched": "yes"})
+	upd, err := s.Update(ctx, doodads, cur, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("update", upd)
+
+	// A CRD write that leaves the schemas alone keeps the revision objects
+	// are read as stored from; one that changes them moves it.
+	sv, _ := s.reg.get(doodads)
+	since := sv.read.since
+	crd, err := s.Get(ctx, CRDResource, "", "doodads.test.setpoint.dev", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd.SetLabels(map[string]string{"team": "doodad"})
+	if _, err := s.Update(ctx, CRDResource, crd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if sv, _ := s.reg.get(doodads); sv.read.since != since {
+		t.Errorf("a label on the CRD moved the read revision from %d to %d", since, sv.read.since)
+	}
+	if sv, _ := s.reg.get(doodads); sv.read.stale(revisionOf(newer)) {
+		t.Error("an object written after the schema change is read through the schema")
+	}
+
+	// A restart reads the same.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = badger.Open(dir, badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err = New(ctx, Options{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(s)
+}
