@@ -42,7 +42,7 @@ func TestApplyErrorStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = unstructured.SetNestedField(live.Object, int64(5), "spec", "a")
-	b, err := encode(live)
+	b, err := encode(sv, live)
 	if err != nil {
 		t.Fatal(err)
 	}

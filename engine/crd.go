@@ -76,6 +76,11 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 	}
 	namespaced := crd.Spec.Scope == apiextensionsv1.NamespaceScoped
 	var out []*served
+	storage, err := apihelpers.GetCRDStorageVersion(crd)
+	if err != nil {
+		return nil, fmt.Errorf("crd %s: %w", crd.Name, err)
+	}
+	storage = schema.GroupVersion{Group: crd.Spec.Group, Version: storage}.String()
 	byVersion := make(map[string]*structuralschema.Structural, len(crd.Spec.Versions))
 	read := newReadSchemas(crd, byVersion)
 	for _, v := range crd.Spec.Versions {
@@ -154,6 +159,7 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 			table:           table,
 			scale:           scaleV1,
 			read:            read,
+			storage:         storage,
 		}
 		embedded, listTypes := schemaExtensions(structural)
 		if scaleSpec == nil {

@@ -132,7 +132,7 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 			zero := int64(0)
 			upd.SetDeletionGracePeriodSeconds(&zero)
 		}
-		b, err := encode(upd)
+		b, err := encode(sv, upd)
 		if err != nil {
 			return nil, false, err
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -139,6 +140,13 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	storedBeta, err := db.Get(ctx, store.ObjectKey("test.setpoint.dev", "doodads", "", "beta"), store.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(storedBeta.Value), `{"apiVersion":"test.setpoint.dev/v1",`) {
+		t.Errorf("an object written through v1beta1 is stored as %s, want at the storage version v1", storedBeta.Value)
+	}
 
 	replaceCRD(t, s, doodadCRDv2)
 	newer, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: newer}\nspec: {name: c, tier: bronze}\n"), metav1.CreateOptions{})
@@ -147,10 +155,11 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	}
 
 	// want is what each object reads as now: the schema of the version it
-	// was stored at prunes legacy and defaults tier.
+	// is stored at prunes legacy and defaults tier. Objects are stored at
+	// the storage version, v1, also the one written through v1beta1.
 	want := map[string]map[string]any{
 		"old":   {"name": "a", "tier": "gold"},
-		"beta":  {"name": "b", "tier": "silver"},
+		"beta":  {"name": "b", "tier": "gold"},
 		"newer": {"name": "c", "tier": "bronze"},
 	}
 	check := func(how string, u *unstructured.Unstructured) {

@@ -79,6 +79,9 @@ type served struct {
 	// terminating is set when the kind's CRD is being deleted: its objects
 	// are being deleted, and creates are refused.
 	terminating bool
+	// storage is the apiVersion objects of a custom resource are stored at
+	// (the CRD's storage version); "" for built-in kinds, which have one.
+	storage string
 	// read are the schemas stored objects of a custom resource are read
 	// with (readschema.go); nil for built-in kinds.
 	read *readSchemas

@@ -193,17 +193,25 @@ func decode(sv *served, kv *store.KeyValue) (*unstructured.Unstructured, error) 
 	return u, nil
 }
 
-// encode returns the stored form of obj: JSON without resourceVersion (and
-// without selfLink, which it drops from obj).
-func encode(obj *unstructured.Unstructured) ([]byte, error) {
+// encode returns the stored form of obj, an object of sv's kind: JSON
+// without resourceVersion (and without selfLink, which it drops from obj),
+// at the kind's storage version. Versions of a CRD convert with strategy
+// None, so converting is setting the apiVersion; like Kubernetes, the store
+// then holds every object at a version the CRD's status.storedVersions lists.
+func encode(sv *served, obj *unstructured.Unstructured) ([]byte, error) {
 	rv := obj.GetResourceVersion()
 	obj.SetResourceVersion("")
 	obj.SetSelfLink("")
+	av := obj.GetAPIVersion()
+	if sv.storage != "" && av != sv.storage {
+		obj.SetAPIVersion(sv.storage)
+	}
 	b, ok := marshalObject(obj.Object)
 	var err error
 	if !ok {
 		b, err = obj.MarshalJSON()
 	}
+	obj.SetAPIVersion(av)
 	obj.SetResourceVersion(rv)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))

@@ -303,7 +303,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	}
 	var body []byte
 	for attempt := 0; ; attempt++ {
-		b, err := encode(obj)
+		b, err := encode(sv, obj)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -454,7 +454,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	if semanticEqual(obj.Object, old.Object) || dry {
 		return obj, nil, nil // nothing to write: the resourceVersion stays
 	}
-	b, err := encode(obj)
+	b, err := encode(sv, obj)
 	if err != nil {
 		return nil, nil, err
 	}
