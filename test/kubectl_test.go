@@ -213,6 +213,42 @@ func TestKubectl(t *testing.T) {
 			t.Fatalf("left after delete -l: %q", out)
 		}
 	})
+
+	// A CRD whose schema gains a defaulted field and loses another changes
+	// how existing objects read, as in Kubernetes, through get and list.
+	t.Run("schema change", func(t *testing.T) {
+		crd := func(fields string) string {
+			return `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gauges.example.setpoint.dev}
+spec:
+  group: example.setpoint.dev
+  scope: Namespaced
+  names: {plural: gauges, singular: gauge, kind: Gauge}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties: {` + fields + `}
+`
+		}
+		apply(t, crd("name: {type: string}, legacy: {type: string}"))
+		kubectl(t, "wait", "--for=condition=Established", "crd/gauges.example.setpoint.dev", "--timeout=20s")
+		apply(t, "apiVersion: example.setpoint.dev/v1\nkind: Gauge\nmetadata: {name: g1}\nspec: {name: a, legacy: x}\n")
+		apply(t, crd("name: {type: string}, tier: {type: string, default: gold}"))
+		if got := kubectl(t, "get", "gauge", "g1", "-o", "jsonpath={.spec}"); got != `{"name":"a","tier":"gold"}` {
+			t.Errorf("get after the schema change: %s", got)
+		}
+		if got := kubectl(t, "get", "gauges", "-o", "jsonpath={.items[*].spec}"); got != `{"name":"a","tier":"gold"}` {
+			t.Errorf("list after the schema change: %s", got)
+		}
+	})
 }
 
 // waitEvent reads kubectl get -w --output-watch-events lines until one shows
