@@ -49,6 +49,19 @@ func gizmoSize(c controller.Client, name string) string {
 	return s
 }
 
+// reportedGizmos is the gizmo count the plugin wrote to the widget's status.
+func reportedGizmos(c controller.Client, name string) string {
+	w, err := c.Get(context.Background(), widgets, "default", name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	v, ok, _ := unstructured.NestedFieldNoCopy(w.Object, "status", "gizmos")
+	if !ok {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
 func TestEngineWidgetsConverge(t *testing.T) {
 	s := newEngine(t)
 	plugin := &gizmoPlugin{state: "Provisioned"}
@@ -58,9 +71,16 @@ func TestEngineWidgetsConverge(t *testing.T) {
 	for i := range n {
 		create(t, s, widgets, newWidget(fmt.Sprintf("w%d", i), "small"))
 	}
-	eventually(t, 20*time.Second, "all widgets Ready", func() bool {
+	// A widget is Ready after its first reconcile, which creates its gizmo
+	// and reports none yet; the gizmo's event reconciles it again, and that
+	// writes gizmos 1. Wait for the second write too: when the controller
+	// starts behind the creates, every second reconcile queues after all
+	// the first ones, and one landing after the resourceVersions below are
+	// read is not a resync's write.
+	eventually(t, 20*time.Second, "all widgets Ready, each reporting its gizmo", func() bool {
 		for i := range n {
-			if !isReady(t, s, fmt.Sprintf("w%d", i)) {
+			name := fmt.Sprintf("w%d", i)
+			if !isReady(t, s, name) || reportedGizmos(s, name) != "1" {
 				return false
 			}
 		}
@@ -132,6 +152,9 @@ func TestEngineFinalizeThenCollect(t *testing.T) {
 		_, err2 := s.Get(context.Background(), gizmos, "default", "w-gizmo", metav1.GetOptions{})
 		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2)
 	})
+	// Events are written by the controller's recorder goroutine, which
+	// need not have written this one by the time the collector is done.
+	eventually(t, 10*time.Second, "the Deprovisioned event", func() bool { return len(events(t, s, "Deprovisioned")) > 0 })
 	if len(events(t, s, "Deprovisioned")) != 1 {
 		t.Errorf("Deprovisioned events = %d, want 1", len(events(t, s, "Deprovisioned")))
 	}
