@@ -117,8 +117,10 @@ func (w *cutWatcher) relay(cut <-chan struct{}) {
 }
 
 func (w *cutWatcher) Events() <-chan store.Event { return w.out }
-func (w *cutWatcher) Err() error                 { return w.err }
-func (w *cutWatcher) Stop()                      { w.once.Do(func() { close(w.stopped) }) }
+
+func (w *cutWatcher) Progress() (int64, bool) { return 0, false }
+func (w *cutWatcher) Err() error              { return w.err }
+func (w *cutWatcher) Stop()                   { w.once.Do(func() { close(w.stopped) }) }
 
 // newGCService opens a Service on a counting store over a real Badger, with
 // the Widget CRD, and runs it until the test ends.

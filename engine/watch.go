@@ -209,6 +209,24 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 		case out = <-sinkCh:
 			sinkCh = nil
 		case <-tick:
+			// A bookmark carries the store's progress, not only the last
+			// event this watch selected, so that a watch of a quiet kind or
+			// namespace can resume after its start has been compacted. The
+			// events up to that progress are all in the channel already:
+			// handle them first.
+			if p, ok := sw.Progress(); ok {
+				for more := true; more; {
+					select {
+					case ev, ok := <-events:
+						if !handle(ev, ok) {
+							return
+						}
+					default:
+						more = false
+					}
+				}
+				rev = max(rev, p)
+			}
 			if !send(bookmark(rev, false)) {
 				return
 			}

@@ -106,6 +106,13 @@ type Watcher interface {
 	// of the last event received), ErrClosed when the store closed.
 	// It is valid once Events is closed.
 	Err() error
+	// Progress returns a revision up to which every event of the watch has
+	// been put in Events (received, or still waiting there), however long
+	// ago its last event was: a consumer that takes what Events holds after
+	// calling Progress has seen everything up to that revision, and can
+	// resume from it (a bookmark). ok is false when the watcher cannot tell
+	// (it is catching up, or behind).
+	Progress() (rev int64, ok bool)
 	// Stop ends the watch. It is idempotent.
 	Stop()
 }

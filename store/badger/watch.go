@@ -83,6 +83,20 @@ func (w *watcher) Err() error {
 	return w.err
 }
 
+// Progress is the revision of the last event fanned out when w is live and
+// nothing waits in pending: publish puts each event in ch, or in pending,
+// under hub.mu before it moves notified, and a watcher goes live only once it
+// has been sent everything up to notified.
+func (w *watcher) Progress() (int64, bool) {
+	h := w.db.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, live := h.live[w]; !live || w.draining {
+		return 0, false
+	}
+	return h.notified, true
+}
+
 func (w *watcher) Stop() {
 	w.stopOnce.Do(func() {
 		close(w.stop)

@@ -3,6 +3,8 @@ package badger_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,5 +101,130 @@ func TestWatcherBufferBeyondChannel(t *testing.T) {
 				t.Fatalf("Err %v after Close, want ErrClosed", w.Err())
 			}
 		})
+	}
+}
+
+// TestWatcherProgress checks that Progress moves with writes under other
+// prefixes, and that every event of the watcher's own prefix up to the
+// revision it reports is already in Events when it reports it, while writers
+// on both prefixes run.
+func TestWatcherProgress(t *testing.T) {
+	ctx := context.Background()
+	db, err := badger.Open(t.TempDir(), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mine := store.ResourcePrefix("example.setpoint.dev", "widgets", "mine")
+	from, err := db.CurrentRevision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := db.Watch(ctx, mine, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	// Writes elsewhere only: progress reaches them, with no event.
+	var last int64
+	for i := range 20 {
+		if last, err = db.Create(ctx, store.ObjectKey("example.setpoint.dev", "widgets", "other", fmt.Sprint("o", i)), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if p, ok := w.Progress(); ok && p >= last {
+			break
+		}
+		if time.Now().After(deadline) {
+			p, ok := w.Progress()
+			t.Fatalf("Progress = %d, %v; want at least %d", p, ok, last)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case ev := <-w.Events():
+		t.Fatalf("event %s of another prefix", ev.Object.Key)
+	default:
+	}
+
+	// Writers on both prefixes; the reader snapshots Progress, then takes
+	// what Events holds, and records how many of its events it had then.
+	type snapshot struct {
+		progress int64
+		received int
+	}
+	var (
+		snaps    []snapshot
+		received []int64
+		mu       sync.Mutex
+		revs     []int64 // revisions of the writes under mine
+		wg       sync.WaitGroup
+	)
+	const perWriter = 150
+	for wr := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ns := "other"
+			if wr%2 == 0 {
+				ns = "mine"
+			}
+			for i := range perWriter {
+				rev, err := db.Create(ctx, store.ObjectKey("example.setpoint.dev", "widgets", ns, fmt.Sprintf("w%d-%d", wr, i)), []byte(`{}`))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ns == "mine" {
+					mu.Lock()
+					revs = append(revs, rev)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	writersDone := make(chan struct{})
+	go func() { wg.Wait(); close(writersDone) }()
+	take := func() {
+		for {
+			select {
+			case ev := <-w.Events():
+				received = append(received, ev.Revision())
+			default:
+				return
+			}
+		}
+	}
+	for running := true; running; {
+		select {
+		case <-writersDone:
+			running = false
+		default:
+		}
+		if p, ok := w.Progress(); ok {
+			take()
+			snaps = append(snaps, snapshot{progress: p, received: len(received)})
+		} else {
+			take()
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	if len(snaps) == 0 {
+		t.Fatal("Progress never reported a revision while writers ran")
+	}
+	slices.Sort(revs)
+	for _, s := range snaps {
+		want, _ := slices.BinarySearch(revs, s.progress+1) // writes under mine up to progress
+		if s.received < want {
+			t.Fatalf("Progress %d reported with %d of the %d events up to it in Events", s.progress, s.received, want)
+		}
+	}
+	for i := 1; i < len(received); i++ {
+		if received[i] <= received[i-1] {
+			t.Fatalf("revision %d after %d", received[i], received[i-1])
+		}
 	}
 }
