@@ -71,16 +71,26 @@ func truncate(s string) string {
 // desiredStatus returns the status an object should have: the plugin's status
 // when it gave one (keeping the observed conditions when it set none), else
 // the observed status; with observedGeneration set to generation and the
-// Ready condition set to ready. A Ready condition whose status does not change
-// keeps its lastTransitionTime. observed is not modified.
+// Ready condition set to ready. observed is not modified.
+//
+// Transition times follow meta.SetStatusCondition, so that a reconcile that
+// changes nothing computes the observed status again and writes nothing: the
+// Ready condition keeps the observed one's lastTransitionTime while its
+// status stays the same (whatever the plugin's list holds), and so does a
+// condition of the plugin's that leaves lastTransitionTime empty; such a
+// condition that is new, or whose status changed, gets now. A
+// lastTransitionTime the plugin sets is kept as it is.
 func desiredStatus(observed, fromPlugin map[string]any, generation int64, ready readyCondition, now time.Time) map[string]any {
 	var out map[string]any
+	stamp := now.UTC().Format(time.RFC3339)
 	if fromPlugin != nil {
 		out = deepCopyJSON(fromPlugin).(map[string]any)
 		if _, ok := out["conditions"]; !ok && observed != nil {
 			if c, ok := observed["conditions"]; ok {
 				out["conditions"] = deepCopyJSON(c)
 			}
+		} else if conds, ok := out["conditions"].([]any); ok {
+			keepTransitionTimes(conds, observed, stamp)
 		}
 	} else if observed != nil {
 		out = deepCopyJSON(observed).(map[string]any)
@@ -95,18 +105,18 @@ func desiredStatus(observed, fromPlugin map[string]any, generation int64, ready 
 		"reason":             ready.reason,
 		"message":            ready.text(),
 		"observedGeneration": generation,
-		"lastTransitionTime": now.UTC().Format(time.RFC3339),
+		"lastTransitionTime": stamp,
+	}
+	if prev, ok := readyOf(observed); ok && prev["status"] == cond["status"] {
+		if t, ok := prev["lastTransitionTime"]; ok {
+			cond["lastTransitionTime"] = t
+		}
 	}
 	replaced := false
 	for i, c := range conds {
 		m, ok := c.(map[string]any)
 		if !ok || m["type"] != ConditionReady {
 			continue
-		}
-		if m["status"] == cond["status"] {
-			if t, ok := m["lastTransitionTime"]; ok {
-				cond["lastTransitionTime"] = t
-			}
 		}
 		conds[i] = cond
 		replaced = true
@@ -117,6 +127,43 @@ func desiredStatus(observed, fromPlugin map[string]any, generation int64, ready 
 	}
 	out["conditions"] = conds
 	return out
+}
+
+// keepTransitionTimes fills the empty lastTransitionTime of the plugin's
+// conditions (but Ready, which desiredStatus sets): the observed condition's
+// of the same type when its status is the same, else now. It modifies conds.
+func keepTransitionTimes(conds []any, observed map[string]any, now string) {
+	prev := map[string]map[string]any{}
+	if old, ok := observed["conditions"].([]any); ok {
+		for _, c := range old {
+			if m, ok := c.(map[string]any); ok {
+				if t, ok := m["type"].(string); ok {
+					prev[t] = m
+				}
+			}
+		}
+	}
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] == ConditionReady {
+			continue
+		}
+		if t := m["lastTransitionTime"]; t != nil && t != "" {
+			continue
+		}
+		typ, _ := m["type"].(string)
+		p, ok := prev[typ]
+		switch {
+		case !ok || p["status"] != m["status"]:
+			m["lastTransitionTime"] = now
+		case p["lastTransitionTime"] != nil:
+			m["lastTransitionTime"] = p["lastTransitionTime"]
+		default:
+			// The observed condition has none (a schema that prunes
+			// it): adding one would be a write on every reconcile.
+			delete(m, "lastTransitionTime")
+		}
+	}
 }
 
 // readyOf returns the Ready condition of a status, if any.

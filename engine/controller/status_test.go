@@ -17,6 +17,9 @@ func TestDesiredStatus(t *testing.T) {
 		return map[string]any{"type": "Ready", "status": status, "reason": reason, "message": msg,
 			"observedGeneration": gen, "lastTransitionTime": at.Format(time.RFC3339)}
 	}
+	cond := func(typ, status, at string) map[string]any {
+		return map[string]any{"type": typ, "status": status, "lastTransitionTime": at}
+	}
 	tests := []struct {
 		name       string
 		observed   map[string]any
@@ -38,10 +41,33 @@ func TestDesiredStatus(t *testing.T) {
 		{name: "failure flips Ready and its transition time, keeps plugin's state", gen: 1, ready: failReady,
 			observed: map[string]any{"state": "ok", "observedGeneration": int64(1), "conditions": []any{readyAt("True", "Reconciled", "reconciled", 1, t0)}},
 			want:     map[string]any{"state": "ok", "observedGeneration": int64(1), "conditions": []any{readyAt("False", "ReconcileFailed", "boom", 1, t1)}}},
-		{name: "plugin conditions kept beside Ready", gen: 1, ready: okReady,
+		{name: "plugin conditions kept beside Ready, a new one stamped now", gen: 1, ready: okReady,
 			fromPlugin: map[string]any{"conditions": []any{map[string]any{"type": "Provisioned", "status": "True"}}},
 			want: map[string]any{"observedGeneration": int64(1), "conditions": []any{
-				map[string]any{"type": "Provisioned", "status": "True"}, readyAt("True", "Reconciled", "reconciled", 1, t1)}}},
+				cond("Provisioned", "True", t1.Format(time.RFC3339)), readyAt("True", "Reconciled", "reconciled", 1, t1)}}},
+		{name: "plugin conditions again: Ready and theirs keep their transition times, unchanged", gen: 1, ready: okReady,
+			fromPlugin: map[string]any{"conditions": []any{map[string]any{"type": "Provisioned", "status": "True"}}},
+			observed:   map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Provisioned", "True", t0.Format(time.RFC3339)), readyAt("True", "Reconciled", "reconciled", 1, t0)}},
+			want:       map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Provisioned", "True", t0.Format(time.RFC3339)), readyAt("True", "Reconciled", "reconciled", 1, t0)}},
+			unchanged:  true},
+		{name: "plugin condition that flips is stamped now, Ready keeps its time", gen: 1, ready: okReady,
+			fromPlugin: map[string]any{"conditions": []any{map[string]any{"type": "Provisioned", "status": "False", "lastTransitionTime": ""}}},
+			observed:   map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Provisioned", "True", t0.Format(time.RFC3339)), readyAt("True", "Reconciled", "reconciled", 1, t0)}},
+			want:       map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Provisioned", "False", t1.Format(time.RFC3339)), readyAt("True", "Reconciled", "reconciled", 1, t0)}}},
+		{name: "a transition time the plugin sets is its own", gen: 1, ready: okReady,
+			fromPlugin: map[string]any{"conditions": []any{cond("Provisioned", "True", "2025-06-01T00:00:00Z")}},
+			observed:   map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Provisioned", "True", t0.Format(time.RFC3339)), readyAt("True", "Reconciled", "reconciled", 1, t0)}},
+			want:       map[string]any{"observedGeneration": int64(1), "conditions": []any{cond("Provisioned", "True", "2025-06-01T00:00:00Z"), readyAt("True", "Reconciled", "reconciled", 1, t0)}}},
+		{name: "an unchanged condition stored without a transition time gets none", gen: 1, ready: okReady,
+			fromPlugin: map[string]any{"conditions": []any{map[string]any{"type": "Provisioned", "status": "True"}}},
+			observed:   map[string]any{"observedGeneration": int64(1), "conditions": []any{map[string]any{"type": "Provisioned", "status": "True"}, readyAt("True", "Reconciled", "reconciled", 1, t0)}},
+			want:       map[string]any{"observedGeneration": int64(1), "conditions": []any{map[string]any{"type": "Provisioned", "status": "True"}, readyAt("True", "Reconciled", "reconciled", 1, t0)}},
+			unchanged:  true},
+		{name: "the plugin's own Ready is replaced, the observed one's time kept", gen: 1, ready: okReady,
+			fromPlugin: map[string]any{"conditions": []any{readyAt("True", "Mine", "mine", 1, t1.Add(time.Hour))}},
+			observed:   map[string]any{"observedGeneration": int64(1), "conditions": []any{readyAt("True", "Reconciled", "reconciled", 1, t0)}},
+			want:       map[string]any{"observedGeneration": int64(1), "conditions": []any{readyAt("True", "Reconciled", "reconciled", 1, t0)}},
+			unchanged:  true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
