@@ -348,6 +348,7 @@ func TestPatch(t *testing.T) {
 		sub   []string
 		check func(u *unstructured.Unstructured) string
 		code  int32
+		msg   string // in the error, when code is set
 	}{
 		{name: "merge", pt: types.MergePatchType, data: `{"metadata":{"labels":{"env":"prod"}},"spec":{"size":"medium"}}`,
 			check: func(u *unstructured.Unstructured) string {
@@ -371,7 +372,10 @@ func TestPatch(t *testing.T) {
 				return ""
 			}},
 		{name: "invalid result", pt: types.MergePatchType, data: `{"spec":{"size":"huge"}}`, code: 422},
-		{name: "failed test op", pt: types.JSONPatchType, data: `[{"op":"test","path":"/spec/size","value":"tiny"}]`, code: 422},
+		{name: "failed test op", pt: types.JSONPatchType, data: `[{"op":"test","path":"/spec/size","value":"tiny"}]`, code: 422,
+			msg: `Widget.example.setpoint.dev "p" is invalid: patch: Invalid value: the JSON patch could not be applied: testing value /spec/size failed`},
+		{name: "missing path", pt: types.JSONPatchType, data: `[{"op":"remove","path":"/spec/nothere"}]`, code: 422,
+			msg: `error in remove for path: '/spec/nothere': Unable to remove nonexistent key: nothere`},
 		{name: "strategic on a custom resource", pt: types.StrategicMergePatchType, data: `{}`, code: 415},
 		{name: "stale resourceVersion", pt: types.MergePatchType, data: `{"metadata":{"resourceVersion":"1"}}`, code: 409},
 		{name: "malformed", pt: types.MergePatchType, data: `{`, code: 400},
@@ -383,6 +387,9 @@ func TestPatch(t *testing.T) {
 			if tt.code != 0 {
 				if st := apierrors.APIStatus(nil); !errors.As(err, &st) || st.Status().Code != tt.code {
 					t.Fatalf("err = %v, want code %d", err, tt.code)
+				}
+				if !strings.Contains(err.Error(), tt.msg) {
+					t.Fatalf("err = %v, want it to say %q", err, tt.msg)
 				}
 				return
 			}

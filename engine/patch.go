@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
 	"github.com/setpoint-dev/setpoint/store"
@@ -117,8 +118,13 @@ func applyPatch(sv *served, old *unstructured.Unstructured, pt types.PatchType, 
 		}
 		patched, err = p.Apply(cur)
 		if err != nil {
-			return nil, apierrors.NewGenericServerResponse(422, "patch", sv.GVR.GroupResource(), old.GetName(),
-				fmt.Sprintf("the JSON patch could not be applied: %v", err), 0, false)
+			// Kubernetes answers 422 with a generic message here; the
+			// library's reason (a missing path, a failed test) is what the
+			// client needs to fix its patch, so it is the cause.
+			return nil, apierrors.NewInvalid(schema.GroupKind{Group: sv.GVR.Group, Kind: sv.Kind}, old.GetName(), field.ErrorList{{
+				Type: field.ErrorTypeInvalid, Field: "patch", BadValue: field.OmitValueType{},
+				Detail: fmt.Sprintf("the JSON patch could not be applied: %v", err),
+			}})
 		}
 	case types.StrategicMergePatchType:
 		if sv.strategicPatch == nil {
