@@ -52,8 +52,15 @@ func TestWatcherBufferBeyondChannel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Stop()
-			// Let the watcher go live, then write while nobody reads.
-			time.Sleep(50 * time.Millisecond)
+			// Let the watcher go live, then write while nobody reads. Its
+			// catch-up goroutine may run late on a loaded machine: still
+			// catching up, it would take the writes from the ring at its own
+			// pace and never be cut off.
+			for deadline := time.Now().Add(10 * time.Second); !badger.WatcherLive(db, w); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the watcher did not go live")
+				}
+			}
 			rev := from
 			for i := range tc.writes {
 				if rev, err = db.Update(ctx, k, fmt.Appendf(nil, `{"v":%d}`, i+1), rev); err != nil {
