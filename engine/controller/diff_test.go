@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -208,6 +209,14 @@ func TestSubsetAndJSONEqual(t *testing.T) {
 		{name: "int64 and float64 of one value", a: int64(3), b: float64(3), subset: true, equal: true},
 		{name: "different numbers", a: int64(3), b: int64(4)},
 		{name: "number and string", a: int64(3), b: "3"},
+		// float64 holds no integer above 2^53 exactly: converting made
+		// these equal, so a change in the low bits was never written.
+		{name: "int64 neighbours above 2^53", a: map[string]any{"bytes": int64(1<<53 + 1)}, b: map[string]any{"bytes": int64(1 << 53)}},
+		{name: "large int64 and the float64 it rounds to", a: int64(1<<53 + 1), b: float64(1 << 53)},
+		{name: "large int64 and the float64 of its exact value", a: int64(1 << 62), b: float64(1 << 62), subset: true, equal: true},
+		{name: "int64 and a fractional float64", a: int64(3), b: 3.5},
+		{name: "int and int64 of one value", a: 7, b: int64(7), subset: true, equal: true},
+		{name: "max int64 and 2^63 as float64", a: int64(math.MaxInt64), b: float64(1 << 63)},
 		{name: "map with fewer keys", a: map[string]any{"a": int64(1)}, b: map[string]any{"a": int64(1), "b": true}, subset: true},
 		{name: "map with more keys", a: map[string]any{"a": int64(1), "b": true}, b: map[string]any{"a": int64(1)}},
 		{name: "null entry equals missing", a: map[string]any{"a": nil}, b: map[string]any{}, subset: true, equal: true},

@@ -79,32 +79,79 @@ func jsonEqual(a, b any) bool {
 	return scalarEqual(a, b)
 }
 
+// scalarEqual reports whether two JSON scalars are equal. Numbers compare by
+// value whatever their Go type: two integers exactly (a float64 holds no
+// integer above 2^53 exactly, so converting would make neighbours equal), an
+// integer and a float only when the float is integral and has exactly the
+// integer's value.
 func scalarEqual(a, b any) bool {
-	if fa, ok := number(a); ok {
-		fb, ok := number(b)
-		return ok && fa == fb
+	na, ok := number(a)
+	if !ok {
+		return a == b
 	}
-	return a == b
+	nb, ok := number(b)
+	switch {
+	case !ok:
+		return false
+	case na.isInt && nb.isInt:
+		return na.i == nb.i
+	case na.isInt:
+		return floatIs(nb.f, na.i)
+	case nb.isInt:
+		return floatIs(na.f, nb.i)
+	}
+	return na.f == nb.f
 }
 
-// number returns a JSON number of any Go representation as a float64.
-func number(v any) (float64, bool) {
+// num is a JSON number: an integer (i) or a float (f).
+type num struct {
+	i     int64
+	f     float64
+	isInt bool
+}
+
+// number returns a JSON number of any Go representation.
+func number(v any) (num, bool) {
 	switch n := v.(type) {
 	case int64:
-		return float64(n), true
+		return num{i: n, isInt: true}, true
 	case int:
-		return float64(n), true
+		return num{i: int64(n), isInt: true}, true
 	case int32:
-		return float64(n), true
+		return num{i: int64(n), isInt: true}, true
 	case float64:
-		return n, !math.IsNaN(n)
+		return num{f: n}, !math.IsNaN(n)
 	case float32:
-		return float64(n), true
+		return num{f: float64(n)}, !math.IsNaN(float64(n))
 	case json.Number:
+		if i, err := n.Int64(); err == nil {
+			return num{i: i, isInt: true}, true
+		}
 		f, err := n.Float64()
-		return f, err == nil
+		return num{f: f}, err == nil && !math.IsNaN(f)
+	}
+	return num{}, false
+}
+
+// integer returns a JSON number that holds an integer as an int64: an
+// integer, or an integral float in range.
+func integer(v any) (int64, bool) {
+	n, ok := number(v)
+	switch {
+	case !ok:
+		return 0, false
+	case n.isInt:
+		return n.i, true
+	case n.f == math.Trunc(n.f) && n.f >= -(1<<63) && n.f < 1<<63:
+		return int64(n.f), true
 	}
 	return 0, false
+}
+
+// floatIs reports whether f is exactly the integer i.
+func floatIs(f float64, i int64) bool {
+	n, ok := integer(f)
+	return ok && n == i
 }
 
 // deepCopyJSON copies a JSON value of maps, lists and scalars.

@@ -193,6 +193,6 @@ func terminalAt(status map[string]any, generation int64, reason string) bool {
 	if !ok || c["reason"] != reason {
 		return false
 	}
-	g, ok := number(c["observedGeneration"])
-	return ok && int64(g) == generation
+	g, ok := integer(c["observedGeneration"])
+	return ok && g == generation
 }

@@ -103,6 +103,7 @@ func TestTerminalAt(t *testing.T) {
 		{name: "terminal at this generation", status: status(ReasonTerminalError, int64(3)), gen: 3, want: true},
 		{name: "terminal at this generation, decoded as float", status: status(ReasonTerminalError, float64(3)), gen: 3, want: true},
 		{name: "terminal at an older generation", status: status(ReasonTerminalError, int64(2)), gen: 3},
+		{name: "terminal at a neighbouring generation above 2^53", status: status(ReasonTerminalError, int64(1<<53+1)), gen: 1 << 53},
 		{name: "retryable failure", status: status(ReasonReconcileFailed, int64(3)), gen: 3},
 	}
 	for _, tt := range tests {
