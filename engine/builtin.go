@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -15,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/setpoint-dev/setpoint/store"
 )
 
 // The built-in resources.
@@ -164,10 +167,74 @@ func builtins() []*served {
 type namespaceHooks struct{}
 
 func (namespaceHooks) prepare(_ context.Context, _ *Service, obj, old map[string]any) error {
+	setNamespaceNameLabel(obj)
 	if old == nil {
 		return unstructured.SetNestedField(obj, string(corev1.NamespaceActive), "status", "phase")
 	}
 	return nil
+}
+
+// setNamespaceNameLabel sets the label kubernetes.io/metadata.name of the
+// namespace obj to its name, whatever it was, and reports whether that
+// changed obj. Kubernetes sets it on every write (the namespace strategy's
+// Canonicalize, which runs once generateName has given the name) and on
+// every read (SetDefaults_Namespace), so a client cannot change or remove
+// it; Setpoint sets it on every write (prepare, after generateName) and
+// writes it once into namespaces stored without it (labelNamespaces).
+func setNamespaceNameLabel(obj map[string]any) bool {
+	u := unstructured.Unstructured{Object: obj}
+	name := u.GetName()
+	if name == "" {
+		return false
+	}
+	labels := u.GetLabels()
+	if v, ok := labels[corev1.LabelMetadataName]; ok && v == name {
+		return false
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[corev1.LabelMetadataName] = name
+	u.SetLabels(labels)
+	return true
+}
+
+// labelNamespaces gives the stored namespaces that lack it (written before
+// Setpoint set it) the label kubernetes.io/metadata.name, with a direct
+// store write: no admission, no managedFields entry, as for a default
+// applied on read. A namespace written meanwhile (a conflict) went through
+// prepare and has it.
+func (s *Service) labelNamespaces(ctx context.Context) error {
+	sv, ok := s.reg.get(NamespaceResource)
+	if !ok {
+		return nil
+	}
+	opts := store.ListOptions{Limit: 1000}
+	for {
+		res, err := s.store.List(ctx, store.ResourcePrefix("", NamespaceResource.Resource, ""), opts)
+		if err != nil {
+			return err
+		}
+		for i := range res.Items {
+			kv := &res.Items[i]
+			u, err := decode(sv, kv)
+			if err != nil || !setNamespaceNameLabel(u.Object) {
+				continue
+			}
+			b, err := encode(sv, u)
+			if err != nil {
+				return err
+			}
+			if _, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision); err != nil &&
+				!errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		if res.Continue == "" {
+			return nil
+		}
+		opts.Continue = res.Continue
+	}
 }
 
 // committed does nothing: the collector learns of a namespace's deletion

@@ -104,6 +104,9 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if _, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("engine: create default namespace: %w", err)
 	}
+	if err := s.labelNamespaces(ctx); err != nil {
+		return nil, fmt.Errorf("engine: label namespaces: %w", err)
+	}
 	return s, nil
 }
 

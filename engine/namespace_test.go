@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/setpoint-dev/setpoint/store"
+	"github.com/setpoint-dev/setpoint/store/badger"
+)
+
+func namespaceObj(name string, labels map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
+	u.SetName(name)
+	if labels != nil {
+		u.SetLabels(labels)
+	}
+	return u
+}
+
+// TestNamespaceNameLabel: every namespace carries kubernetes.io/metadata.name
+// set to its name, which a client can neither change nor remove.
+func TestNamespaceNameLabel(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	want := func(u *unstructured.Unstructured, name string) {
+		t.Helper()
+		if got := u.GetLabels()[corev1.LabelMetadataName]; got != name {
+			t.Errorf("%s: label %s = %q, want %q (labels %v)", u.GetName(), corev1.LabelMetadataName, got, name, u.GetLabels())
+		}
+	}
+	def, err := s.Get(ctx, NamespaceResource, "", DefaultNamespace, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(def, DefaultNamespace)
+
+	ns, err := s.Create(ctx, NamespaceResource, namespaceObj("qa", map[string]string{corev1.LabelMetadataName: "other", "team": "a"}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(ns, "qa")
+	if ns.GetLabels()["team"] != "a" {
+		t.Errorf("labels = %v, want team=a kept", ns.GetLabels())
+	}
+	dry, err := s.Create(ctx, NamespaceResource, namespaceObj("qa-dry", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(dry, "qa-dry")
+	gen := namespaceObj("", nil)
+	gen.SetGenerateName("gen-")
+	g, err := s.Create(ctx, NamespaceResource, gen, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(g, g.GetName())
+
+	// An update that drops or changes it gets it back.
+	ns.SetLabels(map[string]string{"team": "b"})
+	ns, err = s.Update(ctx, NamespaceResource, ns, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(ns, "qa")
+	ns.SetLabels(map[string]string{corev1.LabelMetadataName: "x"})
+	ns, err = s.Update(ctx, NamespaceResource, ns, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(ns, "qa")
+	stored, err := s.Get(ctx, NamespaceResource, "", "qa", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(stored, "qa")
+
+	l, err := s.List(ctx, NamespaceResource, "", metav1.ListOptions{LabelSelector: corev1.LabelMetadataName + "=qa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].GetName() != "qa" {
+		t.Errorf("list -l %s=qa = %d items, want qa", corev1.LabelMetadataName, len(l.Items))
+	}
+}
+
+// TestNamespaceNameLabelOnStored: namespaces stored without the label (by
+// an older server) have it once a server has started on the store.
+func TestNamespaceNameLabelOnStored(t *testing.T) {
+	ctx := context.Background()
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	// What an older server stored: default and one more, without the label.
+	for _, name := range []string{DefaultNamespace, "old"} {
+		doc := `{"apiVersion":"v1","kind":"Namespace","metadata":{"creationTimestamp":"2026-01-01T00:00:00Z","finalizers":["kubernetes"],"labels":{"team":"a"},"name":"` +
+			name + `","uid":"uid-` + name + `"},"spec":{},"status":{"phase":"Active"}}`
+		if _, err := db.Create(ctx, store.ObjectKey("", "namespaces", "", name), []byte(doc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(ctx, Options{Store: db, GCInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{DefaultNamespace, "old"} {
+		ns, err := s.Get(ctx, NamespaceResource, "", name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ns.GetLabels(); got[corev1.LabelMetadataName] != name || got["team"] != "a" {
+			t.Errorf("%s: labels = %v, want %s=%s and team=a", name, got, corev1.LabelMetadataName, name)
+		}
+		if string(ns.GetUID()) != "uid-"+name {
+			t.Errorf("%s: uid = %s, want the stored one", name, ns.GetUID())
+		}
+	}
+	l, err := s.List(ctx, NamespaceResource, "", metav1.ListOptions{LabelSelector: corev1.LabelMetadataName + "=old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 {
+		t.Errorf("list -l %s=old = %d items, want 1", corev1.LabelMetadataName, len(l.Items))
+	}
+}
