@@ -72,8 +72,8 @@ go when nobody else owns them. No last-applied annotation is kept.
 Every object is tried; apply exits non-zero if any failed.
 
 ` + exitCodeHelp,
-		Example: `  # Register the Widget kind and create widgets
-  setpoint apply -f examples/widget/crd.yaml -f examples/widget/widgets.yaml
+		Example: `  # Register the Widget kind and create a widget
+  setpoint apply -f examples/widget/crd.yaml -f examples/widget/widget.yaml
 
   # Apply a directory tree
   setpoint apply -R -f manifests/

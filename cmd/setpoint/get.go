@@ -41,7 +41,7 @@ func newGetCommand() *cobra.Command {
 		Short: "List objects, or show some by name",
 		Long: `List the objects of a resource, or show the named ones. RESOURCE is what kubectl
 accepts: the plural (widgets), the singular (widget), the kind (Widget), a short
-name (wd), optionally qualified by group (widgets.example.setpoint.dev);
+name (wg), optionally qualified by group (widgets.example.setpoint.dev);
 RESOURCE/NAME works too, and RESOURCE,RESOURCE lists several. ` + "`setpoint kinds`" + `
 lists them.
 
@@ -52,7 +52,7 @@ columns of lower priority. -w keeps watching and prints each change.
 ` + exitCodeHelp,
 		Example: `  setpoint get widgets
   setpoint get widget foo -o yaml
-  setpoint get wd -A -l 'env in (dev,prod)'
+  setpoint get wg -A -l 'env in (dev,prod)'
   setpoint get widgets,widgetprovisions
   setpoint get widgets -o jsonpath='{.items[*].metadata.name}'
   setpoint get widgets -w`,

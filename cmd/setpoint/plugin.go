@@ -135,7 +135,7 @@ modules without a restart; the old one keeps serving until the new one is
 loaded. Bindings, permissions and limits stay as they are.
 
 ` + exitCodeHelp,
-		Example: `  setpoint plugin upgrade widget --wasm bin/wasm/widget.wasm`,
+		Example: `  setpoint plugin upgrade widget --wasm bin/wasm/widget-plugin.wasm`,
 		Args:    rangeArgs(1, 1, "NAME --wasm FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPluginUpgrade(cmd.Context(), o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
