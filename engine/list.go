@@ -20,8 +20,10 @@ import (
 type selector struct {
 	labels labels.Selector
 	fields fields.Selector
-	// deep is set when a field selector reads more than metadata.
-	deep bool
+	// paths are the fields other than metadata.name and metadata.namespace
+	// the field selector reads, by field label: each one's path in the
+	// object. When there are any, the store filter decodes whole documents.
+	paths map[string][]string
 }
 
 // eventFields are the field selectors Events take besides metadata ones,
@@ -50,13 +52,22 @@ func parseSelector(gvr schema.GroupVersionResource, labelSel, fieldSel string) (
 	}
 	sel := &selector{labels: ls, fields: fs}
 	for _, r := range fs.Requirements() {
+		var path []string
 		switch {
 		case r.Field == "metadata.name" || r.Field == "metadata.namespace":
+			continue
 		case gvr == EventResource && eventFields[r.Field] != nil:
-			sel.deep = true
+			path = eventFields[r.Field]
+		case gvr == NamespaceResource && r.Field == "status.phase":
+			// As Kubernetes' field label conversions for namespaces allow.
+			path = []string{"status", "phase"}
 		default:
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
 		}
+		if sel.paths == nil {
+			sel.paths = map[string][]string{}
+		}
+		sel.paths[r.Field] = path
 	}
 	return sel, nil
 }
@@ -78,11 +89,9 @@ func (sel *selector) matches(obj map[string]any) bool {
 		return true
 	}
 	set := fields.Set{"metadata.name": u.GetName(), "metadata.namespace": u.GetNamespace()}
-	if sel.deep {
-		for f, path := range eventFields {
-			v, _, _ := unstructured.NestedFieldNoCopy(obj, path...)
-			set[f] = fmt.Sprint(valueOrEmpty(v))
-		}
+	for f, path := range sel.paths {
+		v, _, _ := unstructured.NestedFieldNoCopy(obj, path...)
+		set[f] = fmt.Sprint(valueOrEmpty(v))
 	}
 	return sel.fields.Matches(set)
 }
@@ -109,7 +118,7 @@ func (sel *selector) filter() func(string, []byte) bool {
 		return nil
 	}
 	return func(_ string, value []byte) bool {
-		if sel.deep {
+		if sel.paths != nil {
 			var m map[string]any
 			if json.Unmarshal(value, &m) != nil {
 				return false

@@ -2,12 +2,17 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
@@ -127,5 +132,72 @@ func TestNamespaceNameLabelOnStored(t *testing.T) {
 	}
 	if len(l.Items) != 1 {
 		t.Errorf("list -l %s=old = %d items, want 1", corev1.LabelMetadataName, len(l.Items))
+	}
+}
+
+func namesOf(l *unstructured.UnstructuredList) []string {
+	var out []string
+	for _, it := range l.Items {
+		out = append(out, it.GetName())
+	}
+	return out
+}
+
+// TestNamespaceFieldSelectorPhase: namespaces take the field selector
+// status.phase (and metadata.name), in lists and watches.
+func TestNamespaceFieldSelectorPhase(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	for _, n := range []string{"ns-a", "ns-b"} {
+		if _, err := s.Create(ctx, NamespaceResource, namespaceObj(n, nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := s.Watch(ctx, NamespaceResource, "", metav1.ListOptions{FieldSelector: "status.phase=Active,metadata.name!=default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for range 2 {
+		if ev := nextEvent(t, w); ev.Type != watch.Added {
+			t.Fatalf("initial event %s, want ADDED", ev.Type)
+		}
+	}
+	// No collector runs here: a deleted namespace stays Terminating.
+	if err := s.Delete(ctx, NamespaceResource, "", "ns-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, w); ev.Type != watch.Deleted || ev.Object.(*unstructured.Unstructured).GetName() != "ns-b" {
+		t.Errorf("after ns-b went Terminating: %s %v, want DELETED ns-b", ev.Type, ev.Object)
+	}
+	for _, tc := range []struct{ sel, want string }{
+		{"status.phase=Terminating", "[ns-b]"},
+		{"status.phase=Active", "[default ns-a]"},
+		{"status.phase!=Active", "[ns-b]"},
+		{"status.phase=Active,metadata.name=ns-a", "[ns-a]"},
+		{"metadata.name=ns-b", "[ns-b]"},
+	} {
+		l, err := s.List(ctx, NamespaceResource, "", metav1.ListOptions{FieldSelector: tc.sel})
+		if err != nil {
+			t.Errorf("%s: %v", tc.sel, err)
+			continue
+		}
+		if got := fmt.Sprint(namesOf(l)); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.sel, got, tc.want)
+		}
+		j, err := s.ListJSON(ctx, NamespaceResource, "", metav1.ListOptions{FieldSelector: tc.sel, Limit: 1})
+		if err != nil || len(j.Items) != 1 {
+			t.Errorf("%s: ListJSON limit 1: %d items, %v", tc.sel, len(j.Items), err)
+		}
+	}
+	// Other fields are refused as before, and status.phase only for namespaces.
+	for _, tc := range []struct {
+		gvr schema.GroupVersionResource
+		sel string
+	}{{NamespaceResource, "spec.finalizers=kubernetes"}, {widgets, "status.phase=Active"}} {
+		_, err := s.List(ctx, tc.gvr, "", metav1.ListOptions{FieldSelector: tc.sel})
+		if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "field label not supported: "+strings.Split(tc.sel, "=")[0]) {
+			t.Errorf("%s %s: %v, want 400 field label not supported", tc.gvr.Resource, tc.sel, err)
+		}
 	}
 }
