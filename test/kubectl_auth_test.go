@@ -41,4 +41,18 @@ func TestKubectlAuth(t *testing.T) {
 	if out := run("api-resources", "--api-group", "authorization.k8s.io"); !strings.Contains(out, "selfsubjectaccessreviews") {
 		t.Errorf("kubectl api-resources --api-group authorization.k8s.io:\n%s", out)
 	}
+	// Acting as someone else is refused, not answered as the admin (kubectl
+	// auth whoami words any 403 as the API being off).
+	if stdout, stderr, err := s.Kubectl("auth", "whoami", "--as=bob"); err == nil || strings.Contains(stdout, "setpoint-admin") {
+		t.Errorf("kubectl auth whoami --as=bob: %v\n%s%s; want a refusal", err, stdout, stderr)
+	}
+	for _, args := range [][]string{
+		{"auth", "can-i", "create", "namespaces", "--as=bob"},
+		{"get", "namespaces", "--as-group=devs", "--as=bob"},
+	} {
+		stdout, stderr, err := s.Kubectl(args...)
+		if err == nil || !strings.Contains(stderr, `cannot impersonate resource "users"`) || strings.TrimSpace(stdout) == "yes" {
+			t.Errorf("kubectl %s: %v\n%s%s; want a refused impersonation", strings.Join(args, " "), err, stdout, stderr)
+		}
+	}
 }

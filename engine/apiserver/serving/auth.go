@@ -3,6 +3,7 @@ package serving
 import (
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -140,7 +141,40 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 		}
 		// Credentials must not travel further than this.
 		r.Header.Del("Authorization")
+		if msg := impersonation(r, u); msg != "" {
+			WriteStatus(w, http.StatusForbidden, "Forbidden", msg)
+			return
+		}
 		noteUser(r.Context(), u.GetName())
 		next.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), u)))
 	})
+}
+
+// impersonation returns why a request that asks to act as someone else
+// (kubectl --as and --as-group send Impersonate-* headers) is refused, or ""
+// when it asks nothing of the kind. Setpoint has one user and no
+// authorization policy to evaluate another against, so it refuses rather
+// than answer as the admin, which would tell `kubectl auth can-i --as` that
+// anybody may do anything. The message is Kubernetes' for a denied
+// impersonation.
+func impersonation(r *http.Request, u user.Info) string {
+	for name := range r.Header {
+		if !strings.HasPrefix(strings.ToLower(name), "impersonate-") {
+			continue
+		}
+		resource, value := "userextras", ""
+		switch strings.ToLower(name) {
+		case "impersonate-user":
+			resource, value = "users", r.Header.Get(name)
+		case "impersonate-group":
+			resource, value = "groups", r.Header.Get(name)
+		case "impersonate-uid":
+			resource, value = "uids", r.Header.Get(name)
+		default:
+			value = r.Header.Get(name)
+		}
+		return fmt.Sprintf("%s %q is forbidden: User %q cannot impersonate resource %q in API group \"\" at the cluster scope: "+
+			"impersonation is not supported (the server has a single user)", resource, value, u.GetName(), resource)
+	}
+	return ""
 }

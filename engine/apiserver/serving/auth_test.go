@@ -27,6 +27,7 @@ func TestAuthenticator(t *testing.T) {
 		wantCode int
 		wantUser bool
 		wantWS   string // Sec-WebSocket-Protocol the handler sees
+		wantMsg  string // in the Status of a 403
 	}{
 		{name: "no token", path: "/api/v1/namespaces", wantCode: 401},
 		{name: "wrong token", path: "/api", header: http.Header{"Authorization": {"Bearer nope"}}, wantCode: 401},
@@ -55,6 +56,16 @@ func TestAuthenticator(t *testing.T) {
 			header: http.Header{"Sec-Websocket-Protocol": {wsProtocol("nope")}}, wantCode: 401},
 		{name: "websocket token not base64url", path: "/api",
 			header: http.Header{"Sec-Websocket-Protocol": {wsTokenPrefix + "!!!"}}, wantCode: 401},
+		{name: "impersonating a user", path: "/api",
+			header: http.Header{"Authorization": {"Bearer " + testToken}, "Impersonate-User": {"bob"}}, wantCode: 403,
+			wantMsg: `users "bob" is forbidden: User "setpoint-admin" cannot impersonate resource "users" in API group "" at the cluster scope: impersonation is not supported`},
+		{name: "impersonating a group", path: "/api",
+			header:   http.Header{"Authorization": {"Bearer " + testToken}, "Impersonate-Group": {"devs"}},
+			wantCode: 403, wantMsg: `groups "devs" is forbidden`},
+		{name: "impersonation extras", path: "/api",
+			header:   http.Header{"Authorization": {"Bearer " + testToken}, "Impersonate-Extra-Scopes": {"view"}},
+			wantCode: 403, wantMsg: `userextras "view" is forbidden`},
+		{name: "impersonation without a token", path: "/api", header: http.Header{"Impersonate-User": {"bob"}}, wantCode: 401},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,6 +97,15 @@ func TestAuthenticator(t *testing.T) {
 			}
 			if tt.wantUser && sawWS != tt.wantWS {
 				t.Errorf("handler saw Sec-WebSocket-Protocol %q, want %q", sawWS, tt.wantWS)
+			}
+			if tt.wantCode == 403 {
+				var st metav1.Status
+				if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+					t.Fatalf("403 body %q: %v", rec.Body, err)
+				}
+				if st.Reason != metav1.StatusReasonForbidden || !strings.HasPrefix(st.Message, tt.wantMsg) {
+					t.Errorf("403 %s: %q, want it to begin %q", st.Reason, st.Message, tt.wantMsg)
+				}
 			}
 			if tt.wantCode == 401 {
 				var st metav1.Status
