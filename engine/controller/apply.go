@@ -75,16 +75,47 @@ func (c *Controller) applyChild(ctx context.Context, parent *unstructured.Unstru
 		}
 		return c.updateFresh(ctx, parent, a)
 	case opDelete:
-		uid := a.obj.GetUID()
-		err := cl.Delete(ctx, a.kind.Resource, a.obj.GetNamespace(), a.obj.GetName(), metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &uid},
-		})
-		if apierrors.IsNotFound(err) {
-			return nil
+		err := c.deleteChild(ctx, a.kind, a.obj)
+		if !apierrors.IsConflict(err) {
+			return err
 		}
-		return err
+		// The child changed since the cache saw it: it may have another
+		// controller now.
+		return c.deleteFresh(ctx, parent, a)
 	}
 	return fmt.Errorf("unknown op %v", a.op)
+}
+
+// deleteChild deletes the child seen as obj, only if it is still that
+// version: the decision to delete was taken on it (its controller
+// reference), so the delete is a compare-and-swap on its UID and
+// resourceVersion. A child already gone is not an error.
+func (c *Controller) deleteChild(ctx context.Context, kind Kind, obj *unstructured.Unstructured) error {
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	err := c.opts.Client.Delete(ctx, kind.Resource, obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// deleteFresh reads a child that is not desired again and deletes it if
+// parent still controls it; a child someone else took over, or released, is
+// left alone. The child's change also reconciles parent again.
+func (c *Controller) deleteFresh(ctx context.Context, parent *unstructured.Unstructured, a action) error {
+	cur, err := c.opts.Client.Get(ctx, a.kind.Resource, a.obj.GetNamespace(), a.obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if ref, ok := controllerOf(cur); !ok || ref.UID != parent.GetUID() {
+		return nil
+	}
+	return c.deleteChild(ctx, a.kind, cur)
 }
 
 // updateFresh reads a child again and updates it if this object controls it

@@ -37,7 +37,8 @@ type action struct {
 	op   op
 	kind Kind
 	// obj is the object to create or the updated object (carrying the
-	// observed resourceVersion), or the observed object to delete.
+	// observed resourceVersion), or the observed object to delete (whose
+	// UID and resourceVersion are the delete's preconditions).
 	obj *unstructured.Unstructured
 	// want is the desired child (create and update), to apply again on a
 	// fresher read.
