@@ -326,8 +326,8 @@ func applyServerSide(ctx context.Context, c *client, ri dynamic.ResourceInterfac
 	force := o.forceConflicts
 	out, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: o.fieldManager, Force: &force, DryRun: dryRun})
 	if err != nil {
-		if apierrors.IsConflict(err) && !force {
-			return applyResult{}, fmt.Errorf("%w\n(--force-conflicts takes these fields over)", c.explain(err))
+		if isFieldManagerConflict(err) {
+			return applyResult{}, fmt.Errorf("%w\n(--force-conflicts takes these fields over; or leave them out of the manifest to keep their owners)", c.explain(err))
 		}
 		return applyResult{}, c.explain(err)
 	}

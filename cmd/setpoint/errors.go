@@ -80,7 +80,8 @@ func usageError(format string, args ...any) error {
 
 // explain turns a client error into one a person can act on, with an exit
 // code: an unreachable server names the address tried, a 409 says the object
-// changed since it was read, a 422 lists each field.
+// changed since it was read (unless it is a server-side apply conflict), a
+// 422 lists each field.
 func (c *client) explain(err error) error {
 	if err == nil {
 		return nil
@@ -119,6 +120,10 @@ func explainStatus(st metav1.Status, err error) error {
 		msg = err.Error()
 	}
 	switch {
+	case fieldManagerConflict(st):
+		// Server-side apply: fields other managers own, not a stale read.
+		// The command that applied says how to take them over.
+		return exitError(exitConflict, errors.New(msg))
 	case st.Reason == metav1.StatusReasonConflict:
 		return exitError(exitConflict, fmt.Errorf("%s\nThe object was changed since you read it (its resourceVersion is stale): read it again, reapply your change, and retry", msg))
 	case st.Reason == metav1.StatusReasonAlreadyExists:
@@ -135,6 +140,27 @@ func explainStatus(st metav1.Status, err error) error {
 		return exitError(exitInvalid, errors.New(msg))
 	}
 	return errors.New(msg)
+}
+
+// fieldManagerConflict tells a server-side apply conflict (409 whose causes
+// are FieldManagerConflict: the fields other field managers own) from a 409
+// for a stale resourceVersion.
+func fieldManagerConflict(st metav1.Status) bool {
+	if st.Reason != metav1.StatusReasonConflict || st.Details == nil {
+		return false
+	}
+	for _, c := range st.Details.Causes {
+		if c.Type == metav1.CauseTypeFieldManagerConflict {
+			return true
+		}
+	}
+	return false
+}
+
+// isFieldManagerConflict is fieldManagerConflict for a client error.
+func isFieldManagerConflict(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status) && fieldManagerConflict(status.Status())
 }
 
 // invalidMessage lists each field the server rejected, one per line.

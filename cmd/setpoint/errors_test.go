@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
@@ -19,8 +20,11 @@ func TestExplain(t *testing.T) {
 		err   error
 		code  int
 		wants []string
+		lacks []string
 	}{
 		{name: "conflict", err: apierrors.NewConflict(gr, "a", errors.New("stale")), code: exitConflict, wants: []string{"changed since you read it"}},
+		{name: "server-side apply conflict is no stale read", err: applyConflict(), code: exitConflict,
+			wants: []string{`Apply failed with 1 conflict: conflict with "setpoint" using example.setpoint.dev/v1: .spec.size`}, lacks: []string{"changed since you read it", "resourceVersion"}},
 		{name: "already exists", err: apierrors.NewAlreadyExists(gr, "a"), code: exitConflict, wants: []string{"already exists"}},
 		{name: "not found", err: apierrors.NewNotFound(gr, "a"), code: exitNotFound, wants: []string{`"a" not found`}},
 		{name: "unauthorized", err: apierrors.NewUnauthorized("no"), code: exitDenied, wants: []string{"401", "token"}},
@@ -42,8 +46,24 @@ func TestExplain(t *testing.T) {
 					t.Errorf("%q lacks %q", err, w)
 				}
 			}
+			for _, l := range tt.lacks {
+				if strings.Contains(err.Error(), l) {
+					t.Errorf("%q says %q", err, l)
+				}
+			}
 		})
 	}
+}
+
+// applyConflict is the 409 a server-side apply gets for a field another
+// manager owns, as kube-apiserver words it.
+func applyConflict() error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: 409, Reason: metav1.StatusReasonConflict,
+		Message: `Apply failed with 1 conflict: conflict with "setpoint" using example.setpoint.dev/v1: .spec.size`,
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldManagerConflict,
+			Message: `conflict with "setpoint" using example.setpoint.dev/v1`, Field: ".spec.size"}}},
+	}}
 }
 
 func TestExitCodeOfUsageErrors(t *testing.T) {
