@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/version"
 )
 
 // CRDResource is the resource of CustomResourceDefinitions.
@@ -151,6 +152,8 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 				Status:     statusSpec != nil,
 				Scale:      scaleSpec != nil,
 				CRD:        crd.Name,
+
+				DeprecationWarning: deprecationWarning(crd, v),
 			},
 			strategy:        st,
 			statusStrategy:  customresource.NewStatusStrategy(st),
@@ -173,6 +176,30 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// deprecationWarning is the warning Kubernetes sends with every request to a
+// deprecated CRD version: the version's own, or by default one that names the
+// newest served, non-deprecated version newer than it.
+func deprecationWarning(crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion) string {
+	if !v.Deprecated {
+		return ""
+	}
+	if v.DeprecationWarning != nil {
+		return *v.DeprecationWarning
+	}
+	msg := fmt.Sprintf("%s/%s %s is deprecated", crd.Spec.Group, v.Name, crd.Spec.Names.Kind)
+	newest := ""
+	for _, o := range crd.Spec.Versions {
+		if o.Served && !o.Deprecated && version.CompareKubeAwareVersionStrings(v.Name, o.Name) < 0 &&
+			(newest == "" || version.CompareKubeAwareVersionStrings(o.Name, newest) > 0) {
+			newest = o.Name
+		}
+	}
+	if newest != "" {
+		msg += fmt.Sprintf("; use %s/%s %s", crd.Spec.Group, newest, crd.Spec.Names.Kind)
+	}
+	return msg
 }
 
 // versionSchema returns the schema of a CRD version, and its structural

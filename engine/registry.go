@@ -32,6 +32,9 @@ type Resource struct {
 	// CRD is the name of the CustomResourceDefinition that registered the
 	// resource; empty for built-in kinds.
 	CRD string
+	// DeprecationWarning is the warning every request to a version the CRD
+	// marks deprecated gets; empty when the version is not deprecated.
+	DeprecationWarning string
 }
 
 // GVK returns the resource's kind at its version.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/setpoint-dev/setpoint/engine"
 )
@@ -96,6 +97,9 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if t.res.DeprecationWarning != "" {
+		warning.AddWarning(r.Context(), "", t.res.DeprecationWarning)
 	}
 	if err := s.dispatch(w, r, t); err != nil {
 		writeError(w, err)
