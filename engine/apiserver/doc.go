@@ -2,9 +2,12 @@
 // engine.Service: the /api and /apis resource paths (namespaced,
 // cluster-scoped and all-namespaces forms, the /status and /scale
 // subresources), watch over chunked HTTP and, with an Upgrade header, over
-// WebSocket (package wswatch), legacy and aggregated discovery, the OpenAPI
-// v2 and v3 documents built from the CRD schemas, Table responses, meta/v1
-// Status errors, /version, the probes and the web UI (package webui).
+// WebSocket (package wswatch; both streams turn each event's object into a
+// Table or a PartialObjectMetadata when the Accept header, or on a WebSocket
+// the accept query parameter, asks), legacy and aggregated discovery, the
+// OpenAPI v2 and v3 documents built from the CRD schemas, Table responses,
+// meta/v1 Status errors, /version, the probes and the web UI (package
+// webui).
 //
 // It owns no authentication, TLS or metrics: the serving package wraps the
 // handler with them. It reads the authenticated user, when one is set, from

@@ -2,8 +2,10 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
@@ -11,22 +13,39 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
 )
 
+// watchAcceptParam is the query parameter that a WebSocket watch may carry
+// in place of the Accept header, which a browser cannot set on a WebSocket
+// (Kubernetes has no such parameter: kubernetes/kubernetes#83961).
+const watchAcceptParam = "accept"
+
 // watch streams events: over WebSocket when the request asks for an
-// upgrade, else as chunked JSON, one meta/v1 WatchEvent per line. Objects are
-// Tables when the client asked for them. A watch that cannot start from the
-// requested resourceVersion (410) is reported as one ERROR event, as
-// Kubernetes does, so that clients re-list.
+// upgrade, else as chunked JSON, one meta/v1 WatchEvent per line. Both
+// streams convert objects the same way when the client asked for Tables or
+// PartialObjectMetadata (see watchConversion). A watch that cannot start
+// from the requested resourceVersion (410) is reported as one ERROR event,
+// as Kubernetes does, so that clients re-list.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts metav1.ListOptions) error {
-	asTable := acceptParams(r, "Table") != nil
-	partial := wantsPartial(r)
+	upgrade := wswatch.IsUpgrade(r)
+	if upgrade {
+		r = withAcceptParam(r)
+	}
+	conv, convErr := s.watchConversion(r, t)
 	start := func(ctx context.Context) (watch.Interface, error) {
 		return s.eng.Watch(ctx, t.gvr(), t.namespace, opts)
 	}
-	if wswatch.IsUpgrade(r) {
-		if err := s.ws.Serve(w, r, start); err != nil {
+	if upgrade {
+		if convErr != nil {
+			// Reported after the upgrade, as one ERROR event, like any
+			// other error in starting the watch.
+			start = func(context.Context) (watch.Interface, error) { return nil, convErr }
+		}
+		if err := s.ws.ServeConverted(w, r, start, conv); err != nil {
 			s.log.Debug("websocket watch ended", "resource", t.gvr().Resource, "err", err)
 		}
 		return nil
+	}
+	if convErr != nil {
+		return convErr
 	}
 	wi, err := start(r.Context())
 	if err != nil {
@@ -38,20 +57,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
-	write := func(ev watch.Event) bool {
-		if u, ok := ev.Object.(*unstructured.Unstructured); ok && partial && ev.Type != watch.Error {
-			ev.Object = partialMetadata(u)
-		} else if asTable {
-			if u, ok := ev.Object.(*unstructured.Unstructured); ok && ev.Type != watch.Bookmark {
-				tbl, err := s.table(r, t, u)
-				if err != nil {
-					st := statusOf(err)
-					ev = watch.Event{Type: watch.Error, Object: &st}
-				} else {
-					ev.Object = tbl
-				}
-			}
-		}
+	send := func(ev watch.Event) bool {
 		b, err := wswatch.EncodeEvent(ev)
 		if err != nil {
 			s.log.Error("encode watch event", "err", err)
@@ -67,7 +73,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	}
 	if err != nil {
 		st := statusOf(err)
-		write(watch.Event{Type: watch.Error, Object: &st})
+		send(watch.Event{Type: watch.Error, Object: &st})
 		return nil
 	}
 	defer wi.Stop()
@@ -75,9 +81,94 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 		flusher.Flush()
 	}
 	for ev := range wi.ResultChan() {
-		if !write(ev) {
+		if conv.Convert != nil {
+			c, err := conv.Convert(ev)
+			if err != nil {
+				// As over WebSocket: the ERROR event ends the stream.
+				st := statusOf(err)
+				send(watch.Event{Type: watch.Error, Object: &st})
+				return nil
+			}
+			ev = c
+		}
+		if !send(ev) {
 			return nil
 		}
 	}
 	return nil
+}
+
+// watchConversion returns what turns each event of a watch into what the
+// request's Accept header asked for, as Kubernetes' watch does; a zero
+// Conversion when the client wants the objects themselves:
+//
+//   - as=PartialObjectMetadata (g=meta.k8s.io, v=v1): each object becomes
+//     a PartialObjectMetadata, its metadata alone;
+//   - as=Table: each object becomes a Table of one row with the kind's
+//     printer columns, its row object according to includeObject
+//     (PartialObjectMetadata by default). Only the first event's Table
+//     carries the column definitions, as Kubernetes sends them (kubectl
+//     keeps the last ones it saw).
+//
+// Bookmarks are converted too (a client that asked for Tables can decode
+// them; their resourceVersion is the Table's); ERROR events keep their
+// Status. The PartialObjectMetadata conversion is a function of the event,
+// so WebSocket connections that ask for it share encoded events; a Table
+// watch's events are encoded for its connection alone.
+func (s *Server) watchConversion(r *http.Request, t target) (wswatch.Conversion, error) {
+	switch {
+	case wantsPartial(r):
+		return wswatch.Conversion{Convert: partialEvent, Format: "PartialObjectMetadata"}, nil
+	case acceptParams(r, "Table") != nil:
+		var topts metav1.TableOptions
+		if err := decodeParams(r, &topts); err != nil {
+			return wswatch.Conversion{}, err
+		}
+		switch topts.IncludeObject {
+		case "", metav1.IncludeNone, metav1.IncludeMetadata, metav1.IncludeObject:
+		default:
+			// Kubernetes refuses it before the watch starts, as here.
+			return wswatch.Conversion{}, apierrors.NewBadRequest(fmt.Sprintf(
+				"Unable to convert to Table as requested: includeObject: Unsupported value: %q: supported values: %q, %q, %q",
+				topts.IncludeObject, metav1.IncludeMetadata, metav1.IncludeNone, metav1.IncludeObject))
+		}
+		headers := true // only Convert, called by one goroutine at a time, uses it
+		return wswatch.Conversion{Convert: func(ev watch.Event) (watch.Event, error) {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok || ev.Type == watch.Error {
+				return ev, nil
+			}
+			tbl, err := s.table(r, t, u)
+			if err != nil {
+				return ev, err
+			}
+			if !headers {
+				tbl.ColumnDefinitions = nil
+			}
+			headers = false
+			ev.Object = tbl
+			return ev, nil
+		}}, nil
+	}
+	return wswatch.Conversion{}, nil
+}
+
+// partialEvent is ev with its object reduced to a PartialObjectMetadata.
+func partialEvent(ev watch.Event) (watch.Event, error) {
+	if u, ok := ev.Object.(*unstructured.Unstructured); ok && ev.Type != watch.Error {
+		ev.Object = partialMetadata(u)
+	}
+	return ev, nil
+}
+
+// withAcceptParam returns r with the value of its watchAcceptParam query
+// parameter, when it has one, as its Accept header.
+func withAcceptParam(r *http.Request) *http.Request {
+	v := r.URL.Query().Get(watchAcceptParam)
+	if v == "" {
+		return r
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Accept", v)
+	return r
 }

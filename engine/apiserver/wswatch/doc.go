@@ -22,6 +22,23 @@
 // way, as one ERROR event, because a browser cannot read the HTTP status of a
 // failed handshake. Messages from the client are read and ignored.
 //
+// # Converted objects
+//
+// A connection may convert its events before they are encoded
+// (Server.ServeConverted with a Conversion): the REST handler converts them as
+// it does on the HTTP stream, so that a WebSocket watch whose request asks for
+// `application/json;as=Table;g=meta.k8s.io;v=v1` gets, for every event
+// (bookmarks included), a Table of one row with the kind's printer columns,
+// its column definitions in the first event only and the row object as
+// includeObject asks; one that asks for
+// `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` gets each
+// object's metadata alone. ERROR events keep their Status; an event that cannot
+// be converted ends the watch with an ERROR event that says why. A browser
+// cannot set an Accept header on a WebSocket, and Kubernetes has no query
+// parameter for it (kubernetes/kubernetes#83961), so the REST handler takes
+// the `accept` query parameter of a WebSocket watch, when it has one, in place
+// of the Accept header: `?watch=true&accept=application%2Fjson%3Bas%3DTable%3Bg%3Dmeta.k8s.io%3Bv%3Dv1`.
+//
 // # Authentication and subprotocols
 //
 // A browser cannot set an Authorization header on a WebSocket, so the bearer
@@ -82,7 +99,13 @@
 // encoded events (Options.EncodeCacheSize) and encodes each one once for all
 // connections, finding it by object pointer when the watches share decoded
 // objects (the engine's do); Options.Encode must therefore give the same
-// bytes for the same event. The writer frames the queued events itself and
+// bytes for the same event. Converted events are kept apart, in a cache per
+// Conversion.Format (PartialObjectMetadata, say), so that a connection never
+// gets the bytes of a format it did not ask for; a Conversion without a
+// Format (the REST handler's Tables, whose first event alone carries the
+// column definitions) is converted and encoded for its connection alone.
+// Connections that convert nothing use the shared cache alone and pay
+// nothing for conversions. The writer frames the queued events itself and
 // hands all of them to the connection in one write (one run of TLS records,
 // one system call), and after a write it lets Options.WriteInterval pass
 // before the next, so that under a steady stream each write carries several

@@ -16,12 +16,36 @@ import (
 // connection does; the watch must end with it.
 type StartFunc func(ctx context.Context) (watch.Interface, error)
 
+// Conversion turns the events of one connection into the format its
+// request asked for (the REST handler's Table rows or
+// PartialObjectMetadata), where the HTTP stream would convert them too.
+type Conversion struct {
+	// Convert returns what to send for an event, before it is encoded. It
+	// is called in order, from one goroutine at a time, with every event
+	// of the watch (ERROR events too, whose Status it should leave alone),
+	// but not with the ERROR event that reports a failed start. An error
+	// ends the watch with an ERROR event that reports it.
+	Convert func(watch.Event) (watch.Event, error)
+	// Format names what Convert gives, for the encode cache: connections
+	// with the same Format share encoded events (never with connections of
+	// another Format, nor with those that convert nothing), so Convert must
+	// then be a function of the event alone. "" means the output depends on
+	// the connection too (a Table's column definitions go only in its first
+	// event, say): every event is then converted and encoded for this
+	// connection alone. Each Format gets a cache of its own, so the set of
+	// Formats must be small and fixed.
+	Format string
+}
+
 // Server serves watches over WebSocket. It is safe for concurrent use.
 type Server struct {
 	opts     Options
 	allowed  map[string]bool
 	upgrader websocket.Upgrader
-	cache    *encodeCache
+	cache    *encodeCache // events sent as they are
+
+	mu     sync.Mutex              // guards caches
+	caches map[string]*encodeCache // converted events, by Conversion.Format
 }
 
 // New returns a Server; it fails on a malformed or wildcard allowed origin.
@@ -61,6 +85,12 @@ func IsUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
 // ERROR event. Serve returns when every goroutine it started has stopped;
 // its error is for logging only, the client has been told.
 func (s *Server) Serve(w http.ResponseWriter, r *http.Request, start StartFunc) error {
+	return s.ServeConverted(w, r, start, Conversion{})
+}
+
+// ServeConverted is Serve with each event converted by conv before it is
+// encoded; a zero conv converts nothing.
+func (s *Server) ServeConverted(w http.ResponseWriter, r *http.Request, start StartFunc, conv Conversion) error {
 	if !s.originAllowed(r) {
 		writeStatus(w, http.StatusForbidden, "origin not allowed")
 		return ErrOrigin
@@ -81,10 +111,46 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, start StartFunc) 
 		shutdown: r.Context(),
 		bc:       hj.conn,
 		q:        newQueue(s.opts.MaxQueuedEvents, s.opts.MaxQueuedBytes),
+		encode:   s.opts.Encode,
+		cache:    s.cache,
+	}
+	if conv.Convert != nil {
+		ss.encode = convertEncode(conv.Convert, s.opts.Encode)
+		ss.cache = s.cacheFor(conv.Format)
 	}
 	code, runErr := ss.serve(ctx, cancel, start)
 	log.Debug("websocket watch closed", "code", code, "err", runErr)
 	return runErr
+}
+
+// convertEncode is encode after convert.
+func convertEncode(convert func(watch.Event) (watch.Event, error), encode func(watch.Event) ([]byte, error)) func(watch.Event) ([]byte, error) {
+	return func(ev watch.Event) ([]byte, error) {
+		ev, err := convert(ev)
+		if err != nil {
+			return nil, err
+		}
+		return encode(ev)
+	}
+}
+
+// cacheFor returns the encode cache of the converted format, making it on
+// first use; nil for "", which is cached nowhere.
+func (s *Server) cacheFor(format string) *encodeCache {
+	if format == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.caches[format]
+	if !ok {
+		if s.caches == nil {
+			s.caches = make(map[string]*encodeCache)
+		}
+		c = newEncodeCache(s.opts.EncodeCacheSize)
+		s.caches[format] = c
+	}
+	return c
 }
 
 // writeStatus answers a request that was not upgraded with a meta/v1 Status.

@@ -21,6 +21,8 @@ type session struct {
 	bc       *frameConn      // c's connection; nil if the upgrader hijacked around it
 	shutdown context.Context // the request's: done when the server stops or the request times out
 	q        *queue
+	encode   func(watch.Event) ([]byte, error) // Options.Encode, after the connection's conversion if any
+	cache    *encodeCache                      // shared encodings of the connection's format; nil for none
 
 	writers   sync.WaitGroup // the writer goroutine, while one runs
 	lastWrite time.Time      // owned by the running writer; handed on through q
@@ -198,11 +200,18 @@ type deliverer interface {
 	Deliver(send func(watch.Event) bool, end func())
 }
 
-// deliver encodes ev and queues it for the writer. It does not block; it
-// returns false once the watch must stop (the queue overflowed, or an
-// event could not be encoded and an ERROR event ended the stream).
+// deliver encodes ev (converted, if the connection converts) and queues it
+// for the writer. It does not block; it returns false once the watch must
+// stop (the queue overflowed, or an event could not be converted or
+// encoded and an ERROR event ended the stream).
 func (ss *session) deliver(ev watch.Event) bool {
-	msg, err := ss.s.cache.encode(ev, ss.s.opts.Encode)
+	var msg []byte
+	var err error
+	if ss.cache != nil {
+		msg, err = ss.cache.encode(ev, ss.encode)
+	} else {
+		msg, err = ss.encode(ev)
+	}
 	if err != nil {
 		if msg, err = ss.s.opts.Encode(errorEvent(err)); err == nil {
 			ss.push(msg)
