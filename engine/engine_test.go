@@ -379,6 +379,10 @@ func TestPatch(t *testing.T) {
 		{name: "strategic on a custom resource", pt: types.StrategicMergePatchType, data: `{}`, code: 415},
 		{name: "stale resourceVersion", pt: types.MergePatchType, data: `{"metadata":{"resourceVersion":"1"}}`, code: 409},
 		{name: "malformed", pt: types.MergePatchType, data: `{`, code: 400},
+		{name: "another namespace", pt: types.MergePatchType, data: `{"metadata":{"namespace":"other"}}`, code: 400,
+			msg: "the namespace of the object (other) does not match the namespace on the request (default)"},
+		{name: "another name", pt: types.JSONPatchType, data: `[{"op":"replace","path":"/metadata/name","value":"q"}]`, code: 400,
+			msg: "the name of the object (q) does not match the name on the URL (p)"},
 		{name: "copy bomb", pt: types.JSONPatchType, data: copyBomb(), code: 422},
 	}
 	for _, tt := range tests {

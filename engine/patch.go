@@ -82,6 +82,13 @@ func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, na
 		if err != nil {
 			return nil, err
 		}
+		// A patch may not move the object (Kubernetes' checkName).
+		if n := obj.GetName(); n != name {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", n, name))
+		}
+		if ns := obj.GetNamespace(); namespace != "" && ns != "" && ns != namespace {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the namespace of the object (%s) does not match the namespace on the request (%s)", ns, namespace))
+		}
 		rv := obj.GetResourceVersion()
 		pinned := rv != old.GetResourceVersion()
 		if pinned && rv != "" {
