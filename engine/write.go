@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
@@ -248,8 +249,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 			return nil, nil, storeError(err, NamespaceResource.GroupResource(), ns)
 		}
 		if terminating(kv.Value) {
-			return nil, nil, apierrors.NewForbidden(gvr.GroupResource(), obj.GetName(),
-				fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+			return nil, nil, namespaceTerminatingError(gvr.GroupResource(), obj.GetName(), ns)
 		}
 	}
 	generated := obj.GetName() == "" && obj.GetGenerateName() != ""
@@ -323,6 +323,20 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 		sv.hooks.committed(ctx, s, obj.Object, nil)
 	}
 	return obj, body, nil
+}
+
+// namespaceTerminatingError is the 403 for a create in the terminating
+// namespace ns, with the cause Kubernetes' NamespaceLifecycle admission adds
+// (corev1.NamespaceTerminatingCause), which controllers test for with
+// apierrors.HasStatusCause to stop retrying.
+func namespaceTerminatingError(gr schema.GroupResource, name, ns string) error {
+	err := apierrors.NewForbidden(gr, name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type:    corev1.NamespaceTerminatingCause,
+		Message: fmt.Sprintf("namespace %s is being terminated", ns),
+		Field:   "metadata.namespace",
+	})
+	return err
 }
 
 // Update replaces an object. Its resourceVersion must be the stored one
