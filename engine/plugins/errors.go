@@ -13,4 +13,7 @@ var (
 	ErrInvalidSpec = errors.New("plugins: invalid spec")
 	// ErrNotServed: a binding names a resource the server does not serve.
 	ErrNotServed = errors.New("plugins: resource not served")
+	// ErrReconcileConflict: another Plugin, created first, reconciles the
+	// kind a Plugin's reconcile binding names.
+	ErrReconcileConflict = errors.New("plugins: kind reconciled by another Plugin")
 )

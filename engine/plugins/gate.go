@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
@@ -69,17 +70,26 @@ func (a *Admitter) hold(ctx context.Context, req *engine.AdmissionRequest) error
 }
 
 // gateStart lists the stored Plugins and closes the Admitter's gate once
-// each was reconciled (or at once when there are none).
+// each was reconciled (or at once when there are none). It also records
+// their reconcile claims (see Manager.claims).
 func (m *Manager) gateStart(ctx context.Context) error {
 	list, err := m.opts.Service.List(ctx, Resource, "", metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("plugins: list Plugins: %w", err)
 	}
+	m.bindMu.Lock()
+	defer m.bindMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var resources []string
 	for i := range list.Items {
 		sp, err := specOf(&list.Items[i])
+		if err == nil && sp.Reconcile != nil && list.Items[i].GetDeletionTimestamp() == nil {
+			// Until it is reconciled, a stored Plugin is taken to run its
+			// controller, so that a later one of the same kind, reconciled
+			// first after a restart, does not run meanwhile.
+			m.claims[list.Items[i].GetName()] = claim{res: schema.ParseGroupResource(sp.Reconcile.For), created: list.Items[i].GetCreationTimestamp().Time}
+		}
 		if err != nil || len(sp.Admission) == 0 || controller.Terminal(&list.Items[i]) {
 			continue
 		}

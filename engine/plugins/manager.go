@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/setpoint-dev/setpoint/engine"
@@ -40,6 +41,9 @@ const (
 	ReasonInvalidModule  = "InvalidModule"
 	ReasonMissingExport  = "MissingExport"
 	ReasonNotServed      = "ResourceNotServed"
+	// ReasonReconcileConflict: another Plugin, created first, reconciles
+	// the kind spec.reconcile.for names; this one's controller waits.
+	ReasonReconcileConflict = "ReconcileConflict"
 )
 
 // finalizerName keeps a Plugin until the manager has unloaded it.
@@ -86,6 +90,15 @@ type Manager struct {
 	met  *metrics
 	gc   *ModuleGC
 
+	// bindMu serializes the reconcile bindings of all Plugins: claims,
+	// each loaded.reconcileKey, and the controllers put into and removed
+	// from Options.Controllers. Lock order: bindMu, then mu.
+	bindMu sync.Mutex
+	// claims are the Plugins that bind a reconcile controller, by name: of
+	// those that claim one resource, only the first by creation time, then
+	// name, runs its controller (see firstClaimLocked).
+	claims map[string]claim
+
 	// mu guards plugins and pending.
 	mu      sync.Mutex
 	plugins map[string]*loaded
@@ -94,9 +107,15 @@ type Manager struct {
 	pending map[string]bool
 }
 
+// claim is a Plugin's claim on reconciling a resource.
+type claim struct {
+	res     schema.GroupResource
+	created time.Time
+}
+
 // loaded is what the manager made of one Plugin. digest, hostKey, exports
-// and admission are written under Manager.mu; reconcileKey only by the
-// worker reconciling the Plugin (the work queue never runs two on one key).
+// and admission are written under Manager.mu; reconcileKey under
+// Manager.bindMu.
 type loaded struct {
 	digest    string
 	hostKey   string // digest and host config the module was installed with
@@ -134,7 +153,8 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, log: log, met: met, adm: newAdmitter(log), plugins: map[string]*loaded{}, pending: map[string]bool{}}
+	m := &Manager{opts: opts, log: log, met: met, adm: newAdmitter(log), plugins: map[string]*loaded{}, pending: map[string]bool{},
+		claims: map[string]claim{}}
 	m.gc = newModuleGC(opts, m.running, log)
 	return m, nil
 }
@@ -211,10 +231,12 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 
 	sp, err := specOf(obj)
 	if err != nil {
+		m.unclaimIdle(name, cur)
 		return st.fail(ReasonInvalidSpec, err, true), nil
 	}
 	cfg, err := sp.hostConfig(m.opts.Service)
 	if err != nil {
+		m.unclaimIdle(name, cur)
 		if errors.Is(err, ErrNotServed) {
 			return st.fail(ReasonNotServed, err, false), nil
 		}
@@ -260,6 +282,7 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 			m.mu.Unlock()
 		}
 		if failed != nil && !m.restoreServing(ctx, name, obj, cur, sp, cfg, &events) {
+			m.unclaimIdle(name, cur)
 			return failed.response(st), nil
 		}
 	}
@@ -287,18 +310,12 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	var bindErr error
 	switch {
 	case sp.Reconcile == nil:
-		if cur.reconcileKey != "" {
-			m.opts.Controllers.Remove(name)
-			cur.reconcileKey = ""
-		}
+		m.unbind(name, cur)
 	case !cur.exports.Reconcile:
 		missing = append(missing, "reconcile")
-		if cur.reconcileKey != "" { // the previous version had it
-			m.opts.Controllers.Remove(name)
-			cur.reconcileKey = ""
-		}
+		m.unbind(name, cur) // the previous version may have had it
 	default:
-		bindErr = m.bindReconcile(name, cur, sp)
+		bindErr = m.bindReconcile(name, obj.GetCreationTimestamp().Time, cur, sp)
 	}
 	if failed != nil {
 		// The restored module serves; the spec's module still does not.
@@ -306,6 +323,9 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	}
 	if len(missing) > 0 {
 		return withEvents(events, st.fail(ReasonMissingExport, fmt.Errorf("module %s does not export %s, which the spec binds", cur.digest, strings.Join(missing, " and ")), true)), nil
+	}
+	if errors.Is(bindErr, ErrReconcileConflict) {
+		return withEvents(events, st.fail(ReasonReconcileConflict, bindErr, false)), nil
 	}
 	if bindErr != nil {
 		return withEvents(events, st.fail(ReasonNotServed, bindErr, false)), nil
@@ -316,8 +336,36 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 }
 
 // bindReconcile puts the plugin's controller into the controller manager,
-// replacing it only when the binding changed.
-func (m *Manager) bindReconcile(name string, cur *loaded, sp Spec) error {
+// replacing it only when the binding changed, if the plugin is the first
+// (by creation time, then name) to claim the resource it reconciles; it
+// stops the controller of any other Plugin that reconciles the resource.
+// Otherwise it stops the plugin's controller, if it ran, and returns
+// ErrReconcileConflict: two controllers of one kind would each take the
+// other's children (controlled by the same object) for their own and
+// delete them. The loser retries with backoff, and takes over once the
+// first no longer claims the resource.
+func (m *Manager) bindReconcile(name string, created time.Time, cur *loaded, sp Spec) error {
+	m.bindMu.Lock()
+	defer m.bindMu.Unlock()
+	res := schema.ParseGroupResource(sp.Reconcile.For)
+	m.claims[name] = claim{res: res, created: created}
+	if first := m.firstClaimLocked(res); first != name {
+		m.stopLocked(name, cur)
+		return fmt.Errorf("%w: %s is reconciled by Plugin %q, created before this one; this Plugin's reconcile binding waits until %q no longer reconciles it",
+			ErrReconcileConflict, res, first, first)
+	}
+	for other, c := range m.claims {
+		if other == name || c.res != res {
+			continue
+		}
+		m.mu.Lock()
+		l := m.plugins[other]
+		m.mu.Unlock()
+		if l != nil && l.reconcileKey != "" {
+			m.log.Warn("plugin reconcile binding stopped: a Plugin created before it reconciles the same kind", "plugin", other, "for", res.String(), "by", name)
+			m.stopLocked(other, l)
+		}
+	}
 	forRes, err := resolve(m.opts.Service, sp.Reconcile.For)
 	if err != nil {
 		return fmt.Errorf("spec.reconcile.for: %w", err)
@@ -359,6 +407,51 @@ func (m *Manager) bindReconcile(name string, cur *loaded, sp Spec) error {
 	return nil
 }
 
+// firstClaimLocked returns the Plugin that reconciles res: the first by
+// creation time, then name, of those that claim it. m.bindMu is held.
+func (m *Manager) firstClaimLocked(res schema.GroupResource) string {
+	first := ""
+	var fc claim
+	for n, c := range m.claims {
+		if c.res != res {
+			continue
+		}
+		if first == "" || c.created.Before(fc.created) || (c.created.Equal(fc.created) && n < first) {
+			first, fc = n, c
+		}
+	}
+	return first
+}
+
+// stopLocked stops the plugin's controller, if it runs. m.bindMu is held.
+func (m *Manager) stopLocked(name string, cur *loaded) {
+	if cur != nil && cur.reconcileKey != "" {
+		m.opts.Controllers.Remove(name)
+		cur.reconcileKey = ""
+	}
+}
+
+// unbind drops the plugin's reconcile binding: its claim and its
+// controller.
+func (m *Manager) unbind(name string, cur *loaded) {
+	m.bindMu.Lock()
+	defer m.bindMu.Unlock()
+	delete(m.claims, name)
+	m.stopLocked(name, cur)
+}
+
+// unclaimIdle drops the claim of a plugin whose spec cannot be served,
+// unless its controller still runs (an earlier version keeps serving): a
+// Plugin that runs no controller does not keep another from reconciling
+// the kind.
+func (m *Manager) unclaimIdle(name string, cur *loaded) {
+	m.bindMu.Lock()
+	defer m.bindMu.Unlock()
+	if cur == nil || cur.reconcileKey == "" {
+		delete(m.claims, name)
+	}
+}
+
 // publishLocked hands the admission bindings of every plugin to the
 // Admitter. m.mu is held.
 func (m *Manager) publishLocked() {
@@ -386,9 +479,7 @@ func (m *Manager) unload(name string) {
 	delete(m.plugins, name)
 	m.publishLocked()
 	m.mu.Unlock()
-	if cur != nil && cur.reconcileKey != "" {
-		m.opts.Controllers.Remove(name)
-	}
+	m.unbind(name, cur)
 	m.opts.Host.Remove(name)
 	m.met.forget(name)
 	m.log.Info("plugin unloaded", "plugin", name)
@@ -488,7 +579,7 @@ func (f *failure) response(st *status) *abi.ReconcileResponse {
 // loaded before, if any, keeps serving.
 func (st *status) fail(reason string, err error, terminal bool) *abi.ReconcileResponse {
 	phase := PhaseFailed
-	if reason == ReasonModuleNotFound || reason == ReasonNotServed {
+	if reason == ReasonModuleNotFound || reason == ReasonNotServed || reason == ReasonReconcileConflict {
 		phase = PhasePending
 	}
 	msg := err.Error()
