@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -161,6 +162,11 @@ func addFinalizer(fins []string, f string) []string {
 // DeleteCollection deletes every object the list options select and returns
 // them as deleted or as waiting for finalizers.
 func (s *Service) DeleteCollection(ctx context.Context, gvr schema.GroupVersionResource, namespace string, del metav1.DeleteOptions, list metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	if gvr == NamespaceResource {
+		// Kubernetes serves no deletecollection for namespaces: its router
+		// answers the method with this 405.
+		return nil, apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "405: Method Not Allowed", 0, false)
+	}
 	l, err := s.List(ctx, gvr, namespace, list)
 	if err != nil {
 		return nil, err

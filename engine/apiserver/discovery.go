@@ -21,6 +21,18 @@ var (
 	subVerbs    = metav1.Verbs{"get", "patch", "update"}
 )
 
+// namespaceVerbs are the verbs of namespaces: as in Kubernetes, they cannot
+// be deleted as a collection.
+var namespaceVerbs = metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
+
+// discoveryVerbs returns the verbs discovery lists for res.
+func discoveryVerbs(res engine.Resource) metav1.Verbs {
+	if res.GVR == engine.NamespaceResource {
+		return namespaceVerbs
+	}
+	return verbsOf(res)
+}
+
 // wantsAggregated tells whether the client asked for aggregated discovery.
 func wantsAggregated(r *http.Request) bool {
 	p := acceptParams(r, "APIGroupDiscoveryList")
@@ -116,7 +128,7 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request) {
 	for _, res := range rs {
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: res.GVR.Resource, SingularName: res.Singular, Namespaced: res.Namespaced, Kind: res.Kind,
-			Verbs: verbsOf(res), ShortNames: res.ShortNames, Categories: res.Categories,
+			Verbs: discoveryVerbs(res), ShortNames: res.ShortNames, Categories: res.Categories,
 		})
 		if res.Status {
 			list.APIResources = append(list.APIResources, metav1.APIResource{
@@ -154,7 +166,7 @@ func (s *Server) writeAggregated(w http.ResponseWriter, keep func(string) bool) 
 				kind := &metav1.GroupVersionKind{Group: g, Version: v, Kind: res.Kind}
 				rd := apidiscoveryv2.APIResourceDiscovery{
 					Resource: res.GVR.Resource, ResponseKind: kind, Scope: scope, SingularResource: res.Singular,
-					Verbs: verbsOf(res), ShortNames: res.ShortNames, Categories: res.Categories,
+					Verbs: discoveryVerbs(res), ShortNames: res.ShortNames, Categories: res.Categories,
 				}
 				if res.Status {
 					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
