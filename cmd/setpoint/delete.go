@@ -102,6 +102,9 @@ func runDelete(ctx context.Context, o *deleteOptions, args []string, stdin io.Re
 	case !byFile && len(args) == 0:
 		return usageError("nothing to delete: pass RESOURCE NAME..., RESOURCE -l SELECTOR, or -f FILE")
 	}
+	if err := checkSelectors(o.selector, ""); err != nil {
+		return err
+	}
 	var ms []manifest
 	if byFile {
 		var err error
@@ -159,7 +162,10 @@ func runDelete(ctx context.Context, o *deleteOptions, args []string, stdin io.Re
 		if len(names) == 0 {
 			list, err := c.resourceInterface(r, ns).List(ctx, metav1.ListOptions{LabelSelector: o.selector})
 			if err != nil {
-				return c.explain(err)
+				if err = c.explain(err); exitCode(err) == exitInvalid {
+					err = exitError(exitUsage, err) // the server refused the selector
+				}
+				return err
 			}
 			if len(list.Items) == 0 {
 				fmt.Fprintln(stderr, noneFound(r, ns))

@@ -19,7 +19,7 @@ import (
 const (
 	exitOK          = 0
 	exitFailure     = 1 // anything not below
-	exitUsage       = 2 // bad flags, arguments or configuration
+	exitUsage       = 2 // bad flags, arguments (selectors included) or configuration
 	exitUnreachable = 3 // the server could not be reached
 	exitNotFound    = 4 // the object or resource does not exist
 	exitConflict    = 5 // changed since read (409 Conflict) or already exists
@@ -30,7 +30,7 @@ const (
 const exitCodeHelp = `Exit codes:
   0  success
   1  other errors
-  2  bad flags, arguments or configuration
+  2  bad flags, arguments (selectors included) or configuration
   3  the server could not be reached
   4  not found
   5  conflict: the object changed since it was read, or already exists

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -79,6 +80,19 @@ columns of lower priority. -w keeps watching and prints each change.
 	return cmd
 }
 
+// checkSelectors parses -l and --field-selector as the server will, so that
+// a selector that does not parse is a usage error found before anything is
+// sent.
+func checkSelectors(label, field string) error {
+	if _, err := k8slabels.Parse(label); err != nil {
+		return usageError("invalid label selector %q: %v", label, err)
+	}
+	if _, err := fields.ParseSelector(field); err != nil {
+		return usageError("invalid field selector %q: %v", field, err)
+	}
+	return nil
+}
+
 // splitResourceArgs accepts RESOURCE NAME... and RESOURCE/NAME forms.
 func splitResourceArgs(args []string) (string, []string, error) {
 	if res, name, ok := strings.Cut(args[0], "/"); ok {
@@ -90,9 +104,20 @@ func splitResourceArgs(args []string) (string, []string, error) {
 	return args[0], args[1:], nil
 }
 
-func runGet(ctx context.Context, o *getOptions, args []string, stdout, stderr io.Writer) error {
+func runGet(ctx context.Context, o *getOptions, args []string, stdout, stderr io.Writer) (err error) {
+	defer func() {
+		// get writes nothing, so a request the server rejects as invalid
+		// (400: a field selector on a field the kind does not index, say)
+		// is a mistake in the command line, not an invalid object.
+		if exitCode(err) == exitInvalid {
+			err = exitError(exitUsage, err)
+		}
+	}()
 	out, err := parseOutput(o.output)
 	if err != nil {
+		return err
+	}
+	if err := checkSelectors(o.selector, o.fieldSelector); err != nil {
 		return err
 	}
 	resArg, names, err := splitResourceArgs(args)

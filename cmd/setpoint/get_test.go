@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// runCommand runs setpoint with args against a server that counts the
+// requests it gets and answers each with 404.
+func runCommand(t *testing.T, args ...string) (requests int64, err error) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append(args, "--server", srv.URL, "--token", "t"))
+	err = root.Execute()
+	return n.Load(), err
+}
+
+// TestSelectorsAreUsageErrors: a label or field selector that does not
+// parse is a mistake in the command line (exit 2), found before the server
+// is asked anything, not an object the server rejected (exit 6).
+func TestSelectorsAreUsageErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "wg", "-l", "bad key="}, `invalid label selector "bad key="`},
+		{[]string{"get", "wg", "-A", "-l", "env in (dev"}, `invalid label selector "env in (dev"`},
+		{[]string{"get", "wg,wgp", "-l", "!!"}, `invalid label selector "!!"`},
+		{[]string{"get", "wg", "-w", "-l", "x y"}, `invalid label selector "x y"`},
+		{[]string{"get", "wg", "--field-selector", "bad"}, `invalid field selector "bad"`},
+		{[]string{"get", "wg", "-o", "name", "--field-selector", "metadata.name~a"}, `invalid field selector "metadata.name~a"`},
+		{[]string{"delete", "wg", "-l", "bad key="}, `invalid label selector "bad key="`},
+		{[]string{"plugin", "list", "-l", "=x"}, `invalid label selector "=x"`},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			requests, err := runCommand(t, tt.args...)
+			if exitCode(err) != exitUsage {
+				t.Errorf("exit %d, want %d: %v", exitCode(err), exitUsage, err)
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want %q", err, tt.want)
+			}
+			if requests != 0 {
+				t.Errorf("%d requests sent; a selector that does not parse needs none", requests)
+			}
+		})
+	}
+}
