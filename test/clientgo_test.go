@@ -99,13 +99,21 @@ func TestClientGo(t *testing.T) {
 	t.Run("1000 objects in pages at one revision", func(t *testing.T) {
 		const n, page = 1000, 100
 		createAll(ctx, t, widgets, ns, "page", n)
-		// Another goroutine writes while the pages are read.
+		// Another goroutine writes while the pages are read: from the
+		// first page on, since the list is of the objects at the first
+		// page's revision, and a delete before it would shrink that.
 		stop := make(chan struct{})
+		firstPage := make(chan struct{})
 		var writes atomic.Int64
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			select {
+			case <-firstPage:
+			case <-stop:
+				return
+			}
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -127,6 +135,7 @@ func TestClientGo(t *testing.T) {
 			}
 			if rv == "" {
 				rv = l.GetResourceVersion()
+				close(firstPage)
 			} else if l.GetResourceVersion() != rv {
 				t.Fatalf("page %d at resourceVersion %s, the first at %s", pages, l.GetResourceVersion(), rv)
 			}
