@@ -60,3 +60,35 @@ func TestSelectorsAreUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestKubectlOnlyGetFlagsAreExplained: --sort-by and -o custom-columns,
+// which kubectl get has and setpoint get does not, are usage errors that say
+// so and point to kubectl, without contacting the server.
+func TestKubectlOnlyGetFlagsAreExplained(t *testing.T) {
+	for _, tt := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"get", "wg", "--sort-by", ".metadata.name"}, []string{"unknown flag: --sort-by", "does not sort", "kubectl get --sort-by"}},
+		{[]string{"get", "wg", "--sort-by=.metadata.name"}, []string{"unknown flag: --sort-by", "kubectl get --sort-by"}},
+		{[]string{"get", "wg", "-L", "env"}, []string{"-L", "--show-labels"}},
+		{[]string{"get", "wg", "-o", "custom-columns=NAME:.metadata.name"}, []string{"does not support -o custom-columns", "kubectl", "jsonpath=TEMPLATE"}},
+		{[]string{"get", "wg", "-o", "go-template={{.kind}}"}, []string{"does not support -o go-template", "jsonpath=TEMPLATE"}},
+		{[]string{"get", "wg", "-o", "xml"}, []string{`unknown output format "xml"`, "jsonpath=TEMPLATE"}},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			requests, err := runCommand(t, tt.args...)
+			if exitCode(err) != exitUsage {
+				t.Errorf("exit %d, want %d: %v", exitCode(err), exitUsage, err)
+			}
+			for _, w := range tt.wants {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v lacks %q", err, w)
+				}
+			}
+			if requests != 0 {
+				t.Errorf("%d requests sent", requests)
+			}
+		})
+	}
+}

@@ -39,7 +39,13 @@ func parseOutput(s string) (output, error) {
 		}
 		return output{format: "jsonpath", jp: jp}, nil
 	}
-	return output{}, usageError("unknown output format %q; want %s", s, strings.TrimPrefix(outputHelp, "output format: "))
+	want := strings.TrimPrefix(outputHelp, "output format: ")
+	format, _, _ := strings.Cut(s, "=")
+	switch format {
+	case "custom-columns", "custom-columns-file", "go-template", "go-template-file", "template", "templatefile", "jsonpath-file", "jsonpath-as-json":
+		return output{}, usageError("setpoint does not support -o %s (kubectl's -o %s works against the same server); want %s", format, format, want)
+	}
+	return output{}, usageError("unknown output format %q; want %s", s, want)
 }
 
 // cleanForOutput drops what people do not read: managed fields.
