@@ -42,8 +42,8 @@ the server writes in its data directory works for setpoint and kubectl alike.
 }
 
 // kubectlOnlyFlags are flags kubectl's verbs take that setpoint's do not
-// (by long name, or -X for a shorthand), with what to do instead, so that someone used to kubectl learns more than
-// "unknown flag".
+// (by long name, or -X for a shorthand), with what to do instead, so that
+// someone used to kubectl learns more than "unknown flag".
 var kubectlOnlyFlags = map[string]map[string]string{
 	"get": {
 		"sort-by":             "setpoint get does not sort; kubectl get --sort-by works against the same server",
