@@ -125,6 +125,10 @@ type loaded struct {
 	admission []*admissionBinding
 	// reconcileKey describes the running controller; "" when none runs.
 	reconcileKey string
+	// finalizer is the finalizer the running controller sets, "" when it
+	// has none; reconciles is the resource it reconciles.
+	finalizer  string
+	reconciles string
 }
 
 // New checks opts and returns a Manager.
@@ -310,10 +314,10 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	var bindErr error
 	switch {
 	case sp.Reconcile == nil:
-		m.unbind(name, cur)
+		events = append(events, m.unbind(name, cur)...)
 	case !cur.exports.Reconcile:
 		missing = append(missing, "reconcile")
-		m.unbind(name, cur) // the previous version may have had it
+		events = append(events, m.unbind(name, cur)...) // the previous version may have had it
 	default:
 		bindErr = m.bindReconcile(name, obj.GetCreationTimestamp().Time, cur, sp)
 	}
@@ -394,15 +398,18 @@ func (m *Manager) bindReconcile(name string, created time.Time, cur *loaded, sp 
 		Metrics:    m.opts.Metrics,
 		Logger:     m.log.With("plugin", name),
 	}
+	finalizer := ""
 	if cur.exports.Finalize {
 		opts.Finalizer = cur.caller
+		finalizer = finalizerOf(name)
+		opts.FinalizerName = finalizer
 	}
 	c, err := controller.New(opts)
 	if err != nil {
 		return fmt.Errorf("spec.reconcile: %w", err)
 	}
 	m.opts.Controllers.Put(c)
-	cur.reconcileKey = key
+	cur.reconcileKey, cur.finalizer, cur.reconciles = key, finalizer, forRes.GVR.GroupResource().String()
 	m.log.Info("plugin reconcile binding started", "plugin", name, "for", forRes.GVR.String())
 	return nil
 }
@@ -423,21 +430,44 @@ func (m *Manager) firstClaimLocked(res schema.GroupResource) string {
 	return first
 }
 
+// finalizerOf is the finalizer the controller of the plugin name sets on
+// the objects it reconciles, when its module exports finalize.
+func finalizerOf(name string) string { return "setpoint.dev/" + name }
+
 // stopLocked stops the plugin's controller, if it runs. m.bindMu is held.
-func (m *Manager) stopLocked(name string, cur *loaded) {
-	if cur != nil && cur.reconcileKey != "" {
-		m.opts.Controllers.Remove(name)
-		cur.reconcileKey = ""
+//
+// A controller that had a finalizer leaves it on the objects it was set
+// on: their deletion waits until someone removes it, as in Kubernetes when
+// an operator is uninstalled. Removing it here would skip the plugin's
+// cleanup of objects it may be about to run again for (a Plugin recreated,
+// a binding restored), so stopLocked only says so: in the log, and in the
+// returned Warning event for the Plugin.
+func (m *Manager) stopLocked(name string, cur *loaded) []abi.Event {
+	if cur == nil || cur.reconcileKey == "" {
+		return nil
 	}
+	m.opts.Controllers.Remove(name)
+	cur.reconcileKey = ""
+	if cur.finalizer == "" {
+		return nil
+	}
+	fin := cur.finalizer
+	cur.finalizer = ""
+	m.log.Warn("plugin reconcile controller stopped; its finalizer stays on the objects that carry it, whose deletion waits until it is removed",
+		"plugin", name, "finalizer", fin, "resource", cur.reconciles)
+	return []abi.Event{{Type: "Warning", Reason: "FinalizerLeft", Message: fmt.Sprintf(
+		"reconcile controller stopped: %s objects that carry the finalizer %s keep it, and their deletion waits until it is removed "+
+			"(kubectl patch %s NAME --type=json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers/INDEX\"}]')",
+		cur.reconciles, fin, cur.reconciles)}}
 }
 
 // unbind drops the plugin's reconcile binding: its claim and its
-// controller.
-func (m *Manager) unbind(name string, cur *loaded) {
+// controller. It returns the events to record on the Plugin.
+func (m *Manager) unbind(name string, cur *loaded) []abi.Event {
 	m.bindMu.Lock()
 	defer m.bindMu.Unlock()
 	delete(m.claims, name)
-	m.stopLocked(name, cur)
+	return m.stopLocked(name, cur)
 }
 
 // unclaimIdle drops the claim of a plugin whose spec cannot be served,
@@ -468,21 +498,24 @@ func (m *Manager) finalize(ctx context.Context, req *abi.FinalizeRequest) (*abi.
 	if err != nil {
 		return nil, err
 	}
-	m.unload(obj.GetName())
+	events := m.unload(obj.GetName())
 	m.reconciled(obj.GetName())
-	return &abi.FinalizeResponse{Done: true}, nil
+	return &abi.FinalizeResponse{Done: true, Events: events}, nil
 }
 
-func (m *Manager) unload(name string) {
+// unload retires the plugin name; it returns the events to record on the
+// Plugin.
+func (m *Manager) unload(name string) []abi.Event {
 	m.mu.Lock()
 	cur := m.plugins[name]
 	delete(m.plugins, name)
 	m.publishLocked()
 	m.mu.Unlock()
-	m.unbind(name, cur)
+	events := m.unbind(name, cur)
 	m.opts.Host.Remove(name)
 	m.met.forget(name)
 	m.log.Info("plugin unloaded", "plugin", name)
+	return events
 }
 
 // Loaded returns the digest serving calls for the plugin name, if any.

@@ -39,9 +39,10 @@ var (
 // counted.
 type reconcileHost struct {
 	*fakeHost
-	slow    string // the plugin whose modules take half a second to load
-	callsMu sync.Mutex
-	calls   map[string]int // plugin name → reconcile calls
+	slow     string // the plugin whose modules take half a second to load
+	finalize bool   // the modules export finalize, which is done at once
+	callsMu  sync.Mutex
+	calls    map[string]int // plugin name → reconcile calls
 }
 
 func (h *reconcileHost) Install(ctx context.Context, name string, wasm []byte, cfg Config) (Exports, error) {
@@ -51,7 +52,7 @@ func (h *reconcileHost) Install(ctx context.Context, name string, wasm []byte, c
 	if _, err := h.fakeHost.Install(ctx, name, wasm, cfg); err != nil {
 		return Exports{}, err
 	}
-	return Exports{Reconcile: true}, nil
+	return Exports{Reconcile: true, Finalize: h.finalize}, nil
 }
 
 func (h *reconcileHost) Caller(name string) Caller { return reconcileCaller{h: h, plugin: name} }
@@ -77,6 +78,10 @@ func (c reconcileCaller) Reconcile(_ context.Context, req *abi.ReconcileRequest)
 		req.Object.String("metadata", "name"), c.plugin))}}, nil
 }
 
+func (reconcileCaller) Finalize(context.Context, *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
+	return &abi.FinalizeResponse{Done: true}, nil
+}
+
 // reconcileProcess is one run of the server's plugin side with its
 // controllers running: the engine serving Note and Gizmo, the host, the
 // Plugin manager and the controller manager of the reconcile bindings.
@@ -90,6 +95,10 @@ type reconcileProcess struct {
 // startReconcileProcess starts a process over db; the modules of the
 // plugin slow take half a second to load.
 func startReconcileProcess(t *testing.T, db store.Store, slow string) *reconcileProcess {
+	return startReconcileHost(t, db, &reconcileHost{fakeHost: &fakeHost{current: map[string]string{}}, slow: slow, calls: map[string]int{}})
+}
+
+func startReconcileHost(t *testing.T, db store.Store, h *reconcileHost) *reconcileProcess {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	svc, err := engine.New(ctx, engine.Options{Store: db, Logger: quietLogger()})
@@ -105,7 +114,6 @@ func startReconcileProcess(t *testing.T, db store.Store, slow string) *reconcile
 			t.Fatal(err)
 		}
 	}
-	h := &reconcileHost{fakeHost: &fakeHost{current: map[string]string{}}, slow: slow, calls: map[string]int{}}
 	ctls := controller.NewManager(controller.ManagerOptions{Logger: quietLogger()})
 	m, err := New(Options{Service: svc, Modules: NewModules(db), Host: h, Logger: quietLogger(), Controllers: ctls, StatusInterval: time.Hour})
 	if err != nil {
@@ -318,4 +326,77 @@ func TestManagerRestartKeepsFirstReconciler(t *testing.T) {
 		}
 		p.stop()
 	}
+}
+
+// A Plugin whose controller had a finalizer leaves it on its objects when
+// it goes, as an uninstalled Kubernetes operator does: stripping it would
+// skip the plugin's cleanup. The Plugin gets a FinalizerLeft event that
+// says how to release them, and an object deleted afterwards waits until
+// its finalizer is removed by hand.
+func TestManagerRemovedPluginLeavesFinalizer(t *testing.T) {
+	db := openTestDB(t)
+	ctx := context.Background()
+	p := startReconcileHost(t, db, &reconcileHost{fakeHost: &fakeHost{current: map[string]string{}}, finalize: true, calls: map[string]int{}})
+	defer p.stop()
+	mod := []byte("module one")
+	if _, err := NewModules(db).Put(ctx, digestOf(mod), mod); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.svc.Create(ctx, Resource, reconcilePlugin("fin", digestOf(mod)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createNote(t, p.svc, "n1")
+	finalizers := func() []string {
+		n, err := p.svc.Get(ctx, notes, "default", "n1", metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return n.GetFinalizers()
+	}
+	waitFor(t, 10*time.Second, "the plugin's finalizer on n1", func() (bool, string) {
+		f := finalizers()
+		return slices.Equal(f, []string{"setpoint.dev/fin"}), fmt.Sprint(f)
+	})
+	if err := p.svc.Delete(ctx, Resource, "", "fin", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the Plugin gone, with a FinalizerLeft event", func() (bool, string) {
+		_, err := p.svc.Get(ctx, Resource, "", "fin", metav1.GetOptions{})
+		evs, lerr := p.svc.List(ctx, controller.EventsResource, "default", metav1.ListOptions{})
+		if lerr != nil {
+			return false, lerr.Error()
+		}
+		for _, ev := range evs.Items {
+			name, _, _ := unstructured.NestedString(ev.Object, "involvedObject", "name")
+			msg, _, _ := unstructured.NestedString(ev.Object, "message")
+			if name == "fin" && ev.Object["reason"] == "FinalizerLeft" && apierrors.IsNotFound(err) {
+				if !strings.Contains(msg, "setpoint.dev/fin") || !strings.Contains(msg, "notes.example.setpoint.dev") || !strings.Contains(msg, "kubectl patch") {
+					return false, "message: " + msg
+				}
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("get Plugin: %v; %d events", err, len(evs.Items))
+	})
+	if f := finalizers(); !slices.Equal(f, []string{"setpoint.dev/fin"}) {
+		t.Fatalf("n1's finalizers after the Plugin went: %v, want the plugin's kept", f)
+	}
+	// Deleting n1 now waits for the finalizer; removing it by hand
+	// releases n1.
+	if err := p.svc.Delete(ctx, notes, "default", "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	n, err := p.svc.Get(ctx, notes, "default", "n1", metav1.GetOptions{})
+	if err != nil || n.GetDeletionTimestamp() == nil {
+		t.Fatalf("n1 after its delete: %v, err %v; want it waiting for its finalizer", n, err)
+	}
+	n.SetFinalizers(nil)
+	if _, err := p.svc.Update(ctx, notes, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "n1 gone once its finalizer is removed", func() (bool, string) {
+		_, err := p.svc.Get(ctx, notes, "default", "n1", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 }
