@@ -143,17 +143,13 @@ func fieldSet(fields []string) map[string]bool {
 }
 
 func builtins() []*served {
-	return []*served{
+	out := []*served{
 		newBuiltin(NamespaceResource, "Namespace", "namespace", false, true, apivalidation.ValidateNamespaceName, nil,
 			[]apiextensionsv1.CustomResourceColumnDefinition{{Name: "Status", Type: "string", JSONPath: ".status.phase"}},
 			&corev1.Namespace{}, namespaceHooks{}, []string{"spec", "status"}, "ns"),
+		// Events' table is eventTable (below), not printer columns.
 		newBuiltin(EventResource, "Event", "event", true, false, apivalidation.NameIsDNSSubdomain, nil,
-			[]apiextensionsv1.CustomResourceColumnDefinition{
-				{Name: "Type", Type: "string", JSONPath: ".type"},
-				{Name: "Reason", Type: "string", JSONPath: ".reason"},
-				{Name: "Object", Type: "string", JSONPath: ".involvedObject.name"},
-				{Name: "Message", Type: "string", JSONPath: ".message"},
-			}, &corev1.Event{}, nil, []string{"involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp",
+			nil, &corev1.Event{}, nil, []string{"involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp",
 				"count", "type", "eventTime", "series", "action", "related", "reportingComponent", "reportingInstance"}, "ev"),
 		newBuiltin(CRDResource, "CustomResourceDefinition", "customresourcedefinition", false, true, apivalidation.NameIsDNSSubdomain, validateCRD,
 			// kubectl shows a CRD's creation time, not its age: the column
@@ -161,6 +157,8 @@ func builtins() []*served {
 			[]apiextensionsv1.CustomResourceColumnDefinition{{Name: "Created At", Type: "string", Format: "date-time", JSONPath: ".metadata.creationTimestamp"}},
 			nil, crdHooks{}, []string{"spec", "status"}, "crd", "crds"),
 	}
+	out[1].table = eventTable{} // kube-apiserver's own columns for Events
+	return out
 }
 
 // namespaceHooks gives namespaces their phase and protects the default one.
