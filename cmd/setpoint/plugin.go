@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/setpoint-dev/setpoint/host"
@@ -354,12 +356,8 @@ func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout
 	if old == digest {
 		fmt.Fprintf(stdout, "plugin.setpoint.dev/%s unchanged (module %s)\n", name, digest)
 	} else {
-		patch, _ := json.Marshal(map[string]any{
-			"metadata": map[string]any{"resourceVersion": cur.GetResourceVersion()},
-			"spec":     map[string]any{"module": map[string]any{"digest": digest}},
-		})
-		if _, err := ri.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "setpoint"}); err != nil {
-			return c.explain(err)
+		if err := pointPluginAt(ctx, c, ri, cur, digest); err != nil {
+			return err
 		}
 		fmt.Fprintf(stdout, "plugin.setpoint.dev/%s upgraded: module %s -> %s\n", name, old, digest)
 	}
@@ -367,6 +365,33 @@ func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout
 		return waitLoaded(ctx, c, name, digest, o.timeout, stdout)
 	}
 	return nil
+}
+
+// pointPluginAt sets the module digest of the Plugin cur, pinned to cur's
+// resourceVersion so that a change to its spec made meanwhile (another
+// upgrade) is not overwritten. The server writes the Plugin's status as it
+// loads and runs modules, which moves the resourceVersion too: on a conflict
+// the Plugin is read again and, if its spec is still the one read, the patch
+// is retried.
+func pointPluginAt(ctx context.Context, c *client, ri dynamic.ResourceInterface, cur *unstructured.Unstructured, digest string) error {
+	for attempt := 0; ; attempt++ {
+		patch, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": cur.GetResourceVersion()},
+			"spec":     map[string]any{"module": map[string]any{"digest": digest}},
+		})
+		_, err := ri.Patch(ctx, cur.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "setpoint"})
+		if err == nil || !apierrors.IsConflict(err) || attempt == 10 {
+			return c.explain(err)
+		}
+		fresh, gerr := ri.Get(ctx, cur.GetName(), metav1.GetOptions{})
+		if gerr != nil {
+			return c.explain(gerr)
+		}
+		if !equality.Semantic.DeepEqual(fresh.Object["spec"], cur.Object["spec"]) {
+			return exitError(exitConflict, fmt.Errorf("the spec of plugin %q changed while its module was uploaded (another upgrade?); run the upgrade again if it should still point at %s", cur.GetName(), digest))
+		}
+		cur = fresh
+	}
 }
 
 func readModule(path string) ([]byte, error) {
