@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -223,6 +228,12 @@ func (c *collector) apply(ev store.Event) {
 				add = append(add, n.uid)
 			}
 			add = c.containersWaiting(g, n, add)
+		} else if old.deleting() && n.deleting() && n.namespace != "" {
+			// A deleting object changed (one of its finalizers went): the
+			// conditions of its terminating namespace may say otherwise now.
+			if ns := g.namespaces[n.namespace]; ns != nil && ns.deleting() {
+				add = append(add, ns.uid)
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -441,34 +452,206 @@ func (s *Service) listGROf(ctx context.Context, gr schema.GroupResource) ([]*gcO
 }
 
 // emptyNamespace deletes the content of the terminating namespace o and,
-// once none is left, removes its finalizer (done).
+// once none is left, removes its finalizer (done). On the way it keeps the
+// namespace's status conditions as Kubernetes' namespace controller does
+// (setNamespaceConditions): what remains, held by which finalizers, and
+// which deletes failed.
 func (s *Service) emptyNamespace(ctx context.Context, o *gcObject) (done bool, err error) {
 	ns := o.obj.GetName()
 	background := metav1.DeletePropagationBackground
-	remaining := 0
+	var content nsContent
 	for _, sv := range s.reg.groupResources() {
 		if !sv.Namespaced {
 			continue
 		}
+		gr := sv.GVR.GroupResource()
 		objs, err := s.listGC(ctx, sv, store.ResourcePrefix(sv.GVR.Group, sv.GVR.Resource, ns))
 		if err != nil {
-			return false, err
+			content.failed(err)
+			continue
 		}
 		for _, x := range objs {
-			remaining++
 			if x.obj.GetDeletionTimestamp() != nil {
-				continue // waiting for its finalizers
+				content.remains(gr, x.obj.GetFinalizers()) // waiting for its finalizers
+				continue
 			}
-			_, _, err := s.DeleteObject(ctx, sv.GVR, ns, x.obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &background})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return false, err
+			out, deleted, err := s.DeleteObject(ctx, sv.GVR, ns, x.obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &background})
+			switch {
+			case apierrors.IsNotFound(err):
+			case apierrors.IsConflict(err):
+				content.remains(gr, x.obj.GetFinalizers())
+			case err != nil:
+				content.failed(err)
+				content.remains(gr, x.obj.GetFinalizers())
+			case !deleted:
+				content.remains(gr, out.GetFinalizers())
 			}
 		}
 	}
-	if remaining > 0 {
+	final := content.empty() && len(content.errs) == 0
+	if err := s.setNamespaceConditions(ctx, o, content.conditions(), final); err != nil {
+		return false, err
+	}
+	if len(content.errs) > 0 {
+		return false, content.errs[0] // retried with backoff
+	}
+	if !final {
 		return false, nil // the deletes of its content queue it again
 	}
 	return true, s.removeFinalizer(ctx, o, NamespaceFinalizer)
+}
+
+// nsContent is what emptyNamespace found left in a namespace.
+type nsContent struct {
+	remaining  map[schema.GroupResource]int
+	finalizers map[string]int
+	errs       []error
+}
+
+func (c *nsContent) remains(gr schema.GroupResource, finalizers []string) {
+	if c.remaining == nil {
+		c.remaining, c.finalizers = map[schema.GroupResource]int{}, map[string]int{}
+	}
+	c.remaining[gr]++
+	for _, f := range finalizers {
+		c.finalizers[f]++
+	}
+}
+
+func (c *nsContent) failed(err error) { c.errs = append(c.errs, err) }
+
+func (c *nsContent) empty() bool { return len(c.remaining) == 0 }
+
+// namespaceConditionTypes are the conditions Kubernetes' namespace controller
+// keeps on a terminating namespace, in its order, each with the reason and
+// message of its false ("all is well") state.
+var namespaceConditionTypes = []struct {
+	t               corev1.NamespaceConditionType
+	reason, message string
+}{
+	{corev1.NamespaceDeletionDiscoveryFailure, "ResourcesDiscovered", "All resources successfully discovered"},
+	{corev1.NamespaceDeletionGVParsingFailure, "ParsedGroupVersions", "All legacy kube types successfully parsed"},
+	{corev1.NamespaceDeletionContentFailure, "ContentDeleted", "All content successfully deleted, may be waiting on finalization"},
+	{corev1.NamespaceContentRemaining, "ContentRemoved", "All content successfully removed"},
+	{corev1.NamespaceFinalizersRemaining, "ContentHasNoFinalizers", "All content-preserving finalizers finished"},
+}
+
+// conditions returns the true conditions c calls for, by type, with the
+// reasons and messages of Kubernetes' namespace controller. Setpoint serves
+// its kinds from its own registry, so discovery and group versions never
+// fail.
+func (c *nsContent) conditions() map[corev1.NamespaceConditionType]corev1.NamespaceCondition {
+	out := map[corev1.NamespaceConditionType]corev1.NamespaceCondition{}
+	if len(c.errs) > 0 {
+		msgs := make([]string, len(c.errs))
+		for i, err := range c.errs {
+			msgs[i] = err.Error()
+		}
+		sort.Strings(msgs)
+		out[corev1.NamespaceDeletionContentFailure] = corev1.NamespaceCondition{
+			Type: corev1.NamespaceDeletionContentFailure, Status: corev1.ConditionTrue, Reason: "ContentDeletionFailed",
+			Message: fmt.Sprintf("Failed to delete all resource types, %d remaining: %s", len(c.errs), strings.Join(msgs, ", ")),
+		}
+	}
+	if len(c.remaining) > 0 {
+		var parts []string
+		for gr, n := range c.remaining {
+			parts = append(parts, fmt.Sprintf("%s.%s has %d resource instances", gr.Resource, gr.Group, n))
+		}
+		sort.Strings(parts)
+		out[corev1.NamespaceContentRemaining] = corev1.NamespaceCondition{
+			Type: corev1.NamespaceContentRemaining, Status: corev1.ConditionTrue, Reason: "SomeResourcesRemain",
+			Message: "Some resources are remaining: " + strings.Join(parts, ", "),
+		}
+	}
+	if len(c.finalizers) > 0 {
+		var parts []string
+		for f, n := range c.finalizers {
+			parts = append(parts, fmt.Sprintf("%s in %d resource instances", f, n))
+		}
+		sort.Strings(parts)
+		out[corev1.NamespaceFinalizersRemaining] = corev1.NamespaceCondition{
+			Type: corev1.NamespaceFinalizersRemaining, Status: corev1.ConditionTrue, Reason: "SomeFinalizersRemain",
+			Message: "Some content in the namespace has finalizers remaining: " + strings.Join(parts, ", "),
+		}
+	}
+	return out
+}
+
+// setNamespaceConditions writes the namespace conditions into the status of
+// o, the true ones given by type and the others false, when that changes
+// any condition's status, reason or message (a condition's
+// lastTransitionTime moves only with its status), so an unchanged namespace
+// costs no write. final says the namespace is empty: when its finalizer is
+// its last, removing it deletes the namespace, and the all-clear is not
+// written for nobody to read.
+func (s *Service) setNamespaceConditions(ctx context.Context, o *gcObject, conds map[corev1.NamespaceConditionType]corev1.NamespaceCondition, final bool) error {
+	for attempt := 1; ; attempt++ {
+		cur, err := s.Get(ctx, NamespaceResource, "", o.obj.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.GetUID() != o.obj.GetUID() || cur.GetDeletionTimestamp() == nil {
+			return nil
+		}
+		if fins := cur.GetFinalizers(); final && len(fins) == 1 && fins[0] == NamespaceFinalizer {
+			return nil
+		}
+		if !mergeNamespaceConditions(cur.Object, conds, metav1.NewTime(s.opts.Now())) {
+			return nil
+		}
+		_, err = s.UpdateStatus(ctx, NamespaceResource, cur, metav1.UpdateOptions{FieldManager: gcFieldManager})
+		if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
+			continue
+		}
+		return err
+	}
+}
+
+// mergeNamespaceConditions sets the conditions of namespaceConditionTypes
+// in the status of the namespace ns (an object's map): the ones in conds as
+// given, the others false with their "all is well" reason. It keeps other
+// conditions and the order of those present, and reports whether anything
+// but a lastTransitionTime changed.
+func mergeNamespaceConditions(ns map[string]any, conds map[corev1.NamespaceConditionType]corev1.NamespaceCondition, now metav1.Time) bool {
+	var status corev1.NamespaceStatus
+	if m, ok := ns["status"].(map[string]any); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &status); err != nil {
+			status = corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}
+		}
+	}
+	changed := false
+	for _, ct := range namespaceConditionTypes {
+		want, ok := conds[ct.t]
+		if !ok {
+			want = corev1.NamespaceCondition{Type: ct.t, Status: corev1.ConditionFalse, Reason: ct.reason, Message: ct.message}
+		}
+		i := slices.IndexFunc(status.Conditions, func(c corev1.NamespaceCondition) bool { return c.Type == ct.t })
+		if i < 0 {
+			want.LastTransitionTime = now
+			status.Conditions = append(status.Conditions, want)
+			changed = true
+			continue
+		}
+		have := &status.Conditions[i]
+		if have.Status == want.Status && have.Reason == want.Reason && have.Message == want.Message {
+			continue
+		}
+		if have.Status != want.Status {
+			have.LastTransitionTime = now
+		}
+		have.Status, have.Reason, have.Message = want.Status, want.Reason, want.Message
+		changed = true
+	}
+	if !changed {
+		return false
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
+	if err != nil {
+		return false
+	}
+	ns["status"] = m
+	return true
 }
 
 // expireEvents deletes the Events last updated more than EventTTL ago.

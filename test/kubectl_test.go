@@ -249,6 +249,36 @@ spec:
 			t.Errorf("list after the schema change: %s", got)
 		}
 	})
+
+	// A namespace held Terminating by a finalizer of its content: the
+	// kubernetes.io/metadata.name label, the status.phase field selector and
+	// the conditions kubectl describe shows, as in Kubernetes.
+	t.Run("terminating namespace", func(t *testing.T) {
+		kubectl(t, "create", "namespace", "qa2")
+		apply(t, "apiVersion: example.setpoint.dev/v1\nkind: Widget\nmetadata: {name: held, namespace: qa2, finalizers: [example.setpoint.dev/hold]}\nspec: {name: held, size: medium}\n")
+		if out := kubectl(t, "get", "ns", "-l", "kubernetes.io/metadata.name=qa2", "-o", "name"); out != "namespace/qa2\n" {
+			t.Errorf("get ns -l kubernetes.io/metadata.name=qa2: %q", out)
+		}
+		kubectl(t, "delete", "ns", "qa2", "--wait=false")
+		if out := kubectl(t, "get", "ns", "--field-selector", "status.phase=Terminating", "-o", "name"); out != "namespace/qa2\n" {
+			t.Errorf("get ns --field-selector status.phase=Terminating: %q", out)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			out := kubectl(t, "describe", "ns", "qa2")
+			if strings.Contains(out, "NamespaceContentRemaining") && strings.Contains(out, "widgets.example.setpoint.dev has 1 resource instances") &&
+				strings.Contains(out, "NamespaceFinalizersRemaining") && strings.Contains(out, "example.setpoint.dev/hold in 1 resource instances") &&
+				strings.Contains(out, "NamespaceDeletionDiscoveryFailure") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("describe ns qa2 shows no deletion conditions:\n%s", out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		kubectl(t, "patch", "widget", "held", "-n", "qa2", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+		kubectl(t, "wait", "--for=delete", "ns/qa2", "--timeout=20s")
+	})
 }
 
 // waitEvent reads kubectl get -w --output-watch-events lines until one shows
