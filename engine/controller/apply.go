@@ -50,10 +50,20 @@ func (c *Controller) applyChildren(ctx context.Context, parent *unstructured.Uns
 		return err
 	}
 	var errs []error
+	invalid := 0
 	for _, a := range actions {
 		if err := c.applyChild(ctx, parent, a); err != nil {
+			if apierrors.IsInvalid(err) {
+				invalid++
+			}
 			errs = append(errs, fmt.Errorf("%s %s %s: %w", a.op, a.kind.Kind, Key{a.obj.GetNamespace(), a.obj.GetName()}, err))
 		}
+	}
+	if invalid > 0 && invalid == len(errs) {
+		// The server found the children themselves invalid (422): writing
+		// them again gives the same answer until the plugin's output
+		// changes, so the failure is terminal like any invalid child.
+		return fmt.Errorf("%w: %w", ErrInvalidChild, errors.Join(errs...))
 	}
 	return errors.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,6 +280,42 @@ func TestTerminalErrorWaitsForGenerationChange(t *testing.T) {
 		synctest.Wait()
 		if n := calls.Load(); n != 2 {
 			t.Errorf("plugin called %d times in all after a new run, want 2", n)
+		}
+		updateWidget(t, c, "w", func(w *unstructured.Unstructured) { unstructured.SetNestedField(w.Object, "small", "spec", "size") })
+		synctest.Wait()
+		if !isReady(t, c, "w") {
+			t.Error("not Ready after the spec was fixed")
+		}
+	})
+}
+
+// TestChildRefusedAsInvalidIsTerminal checks that a child the server
+// refuses as invalid (422) fails the reconcile terminally: writing it again
+// cannot succeed until the plugin's output changes.
+func TestChildRefusedAsInvalidIsTerminal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := instrument(newEngine(t))
+		var calls atomic.Int64
+		r := controller.ReconcilerFunc(func(_ context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+			calls.Add(1)
+			label := req.Object.String("spec", "size")
+			if label == "large" {
+				label = strings.Repeat("x", 64) // longer than a label value may be
+			}
+			return &abi.ReconcileResponse{Children: []abi.RawJSON{abi.RawJSON(`{"apiVersion":"example.setpoint.dev/v1","kind":"Gizmo",` +
+				`"metadata":{"name":"` + req.Object.String("metadata", "name") + `-gizmo","labels":{"size":"` + label + `"}},"spec":{"size":"small"}}`)}}, nil
+		})
+		_, stop := runManager(t, newController(t, c, "strict", r, func(o *controller.Options) { o.ResyncPeriod = time.Minute }))
+		defer stop()
+		create(t, c, widgets, newWidget("w", "large"))
+		synctest.Wait()
+		time.Sleep(2 * time.Minute) // backoff and resyncs would call again
+		synctest.Wait()
+		if n := calls.Load(); n != 1 {
+			t.Errorf("plugin called %d times for a child refused as invalid, want 1", n)
+		}
+		if s, r, msg := ready(get(t, c, widgets, "w")); s != "False" || r != controller.ReasonTerminalError || !strings.Contains(msg, "must be no more than 63") {
+			t.Errorf("Ready = %s/%s (%s), want False/TerminalError with the server's reason", s, r, msg)
 		}
 		updateWidget(t, c, "w", func(w *unstructured.Unstructured) { unstructured.SetNestedField(w.Object, "small", "spec", "size") })
 		synctest.Wait()
