@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -196,17 +197,22 @@ func TestWrappedWriterKeepsFlusherAndHijacker(t *testing.T) {
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %d", resp.StatusCode)
 	}
-	// The log record is written after the handler returns.
-	srv.Close()
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
-	var found bool
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), `"path":"/api/upgrade"`) && strings.Contains(sc.Text(), `"code":101`) {
-			found = true
+	// The log record is written after the handler returns, which can be
+	// after the client has its 101; and srv.Close does not wait for a
+	// handler whose connection was hijacked. So poll for it.
+	logged := func() bool {
+		sc := bufio.NewScanner(strings.NewReader(logs.String()))
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), `"path":"/api/upgrade"`) && strings.Contains(sc.Text(), `"code":101`) {
+				return true
+			}
 		}
+		return false
 	}
-	if !found {
-		t.Errorf("hijacked request not logged with 101:\n%s", logs)
+	for deadline := time.Now().Add(10 * time.Second); !logged(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("hijacked request not logged with 101:\n%s", logs)
+		}
 	}
 }
 
