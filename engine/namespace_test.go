@@ -315,9 +315,15 @@ func TestNamespaceConditionsWhileTerminating(t *testing.T) {
 	setFinalizers()
 	want["NamespaceContentRemaining"] = "False ContentRemoved: All content successfully removed"
 	want["NamespaceFinalizersRemaining"] = "False ContentHasNoFinalizers: All content-preserving finalizers finished"
-	last := waitConditions("the content gone")
-	if fins := last.GetFinalizers(); len(fins) != 1 || fins[0] != "example.setpoint.dev/keep" {
-		t.Errorf("finalizers = %v, want only example.setpoint.dev/keep", fins)
+	waitConditions("the content gone")
+	// The collector's finalizer goes right after.
+	var last *unstructured.Unstructured
+	eventually(t, "the kubernetes finalizer to go", func() bool {
+		_, last = nsConditions(t, s, "qa2")
+		return fmt.Sprint(last.GetFinalizers()) == "[example.setpoint.dev/keep]"
+	})
+	if got, _ := nsConditions(t, s, "qa2"); !cmp.Equal(got, want) {
+		t.Errorf("conditions once the finalizer went (-want +got):\n%s", cmp.Diff(want, got))
 	}
 	if phase, _, _ := unstructured.NestedString(last.Object, "status", "phase"); phase != "Terminating" {
 		t.Errorf("phase = %q, want Terminating", phase)
