@@ -75,3 +75,37 @@ func TestRepeatedEventsAggregate(t *testing.T) {
 		}
 	})
 }
+
+// A reconcile that keeps failing the same way is recorded at each attempt,
+// into one Event whose count and lastTimestamp follow the retries, as
+// Kubernetes' controllers report a repeated failure.
+func TestRepeatedFailureCountsIntoOneEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := instrument(newEngine(t))
+		var calls atomic.Int64
+		r := controller.ReconcilerFunc(func(context.Context, *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+			calls.Add(1)
+			return &abi.ReconcileResponse{Error: "the backend is down"}, nil
+		})
+		_, stop := runManager(t, newController(t, c, "failing", r, nil))
+		defer stop()
+		create(t, c, widgets, newWidget("w", "small"))
+		synctest.Wait()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		n := calls.Load()
+		if n < 5 {
+			t.Fatalf("reconciles = %d, want several retries", n)
+		}
+		evs := events(t, c, controller.ReasonReconcileFailed)
+		if len(evs) != 1 {
+			t.Fatalf("%s events = %d, want 1 aggregated Event", controller.ReasonReconcileFailed, len(evs))
+		}
+		if count, _, _ := unstructured.NestedInt64(evs[0].Object, "count"); count != n {
+			t.Errorf("count = %d, want %d (one per failed attempt)", count, n)
+		}
+		if typ, _, _ := unstructured.NestedString(evs[0].Object, "type"); typ != "Warning" {
+			t.Errorf("type = %q, want Warning", typ)
+		}
+	})
+}

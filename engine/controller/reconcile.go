@@ -224,9 +224,12 @@ func (c *Controller) writeStatus(ctx context.Context, r *run, obj *unstructured.
 	r.own.wrote(Key{obj.GetNamespace(), obj.GetName()}, updated.GetResourceVersion())
 	before, _ := readyOf(observed)
 	if msg, _ := before["message"].(string); before["status"] == string(ready.status) && before["reason"] == ready.reason &&
-		strings.HasPrefix(msg, truncate(ready.message)) {
+		strings.HasPrefix(msg, truncate(ready.message)) && ready.status == metav1.ConditionTrue {
 		return nil // only the detail changed
 	}
+	// A failure is recorded at every attempt: the recorder counts a repeat
+	// into the Event written before (count, lastTimestamp), so kubectl
+	// describe shows how often and for how long it has been failing.
 	if ready.status == metav1.ConditionTrue {
 		r.event(c, obj, "Normal", ready.reason, ready.message)
 	} else {

@@ -43,8 +43,9 @@ type readyCondition struct {
 	status  metav1.ConditionStatus
 	reason  string
 	message string
-	// detail follows message in the condition (the retry count); a change
-	// of detail alone updates the condition but records no event.
+	// detail follows message in the condition (the retry count); it is not
+	// part of the event, so the recorder counts a repeated failure into the
+	// Event written for the first attempt.
 	detail string
 }
 
