@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/store"
@@ -24,7 +25,45 @@ type selector struct {
 	// the field selector reads, by field label: each one's path in the
 	// object. When there are any, the store filter decodes whole documents.
 	paths map[string][]string
+	// attrs, set when the field selector reads selectable fields of a custom
+	// resource (its CRD version's selectableFields), returns an object's
+	// fields as the custom resource strategy gives them (GetAttrs). The
+	// store filter then decodes whole documents and reads them as reads do
+	// (sv's read schemas), since a selectable field may be defaulted.
+	attrs func(runtime.Object) (labels.Set, fields.Set, error)
+	sv    *served
 }
+
+// attrsGetter is the part of the custom resource strategy that gives the
+// selectable fields of an object.
+type attrsGetter interface {
+	GetAttrs(runtime.Object) (labels.Set, fields.Set, error)
+}
+
+// selectableFields returns the field labels sv's strategy can select on
+// besides metadata ones: the selectable fields (jsonPath without the leading
+// dot) its CRD declares for the served version, nil for other kinds. It asks
+// the strategy for the fields of an empty object, which has every one.
+func selectableFields(sv *served) (attrsGetter, map[string]bool) {
+	g, ok := sv.strategy.(attrsGetter)
+	if !ok {
+		return nil, nil
+	}
+	_, fs, err := g.GetAttrs(&unstructured.Unstructured{Object: map[string]any{}})
+	if err != nil {
+		return nil, nil
+	}
+	out := map[string]bool{}
+	for f := range fs {
+		if f != "metadata.name" && f != "metadata.namespace" {
+			out[f] = true
+		}
+	}
+	return g, out
+}
+
+// deep tells whether the selector reads more of an object than metadata.
+func (sel *selector) deep() bool { return sel.paths != nil || sel.attrs != nil }
 
 // eventFields are the field selectors Events take besides metadata ones,
 // as `kubectl describe` uses them.
@@ -41,7 +80,12 @@ var eventFields = map[string][]string{
 	"source":                         {"source", "component"},
 }
 
-func parseSelector(gvr schema.GroupVersionResource, labelSel, fieldSel string) (*selector, error) {
+// parseSelector parses the label and field selectors of a list or watch of
+// sv. Field selectors may read metadata.name and metadata.namespace of every
+// kind, the fields Kubernetes allows for Events and Namespaces, and the
+// selectable fields a CRD declares for the served version of its kind.
+func parseSelector(sv *served, labelSel, fieldSel string) (*selector, error) {
+	gvr := sv.GVR
 	ls, err := labels.Parse(labelSel)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid label selector %q: %v", labelSel, err))
@@ -50,7 +94,9 @@ func parseSelector(gvr schema.GroupVersionResource, labelSel, fieldSel string) (
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector %q: %v", fieldSel, err))
 	}
-	sel := &selector{labels: ls, fields: fs}
+	sel := &selector{labels: ls, fields: fs, sv: sv}
+	var declared map[string]bool
+	var getter attrsGetter
 	for _, r := range fs.Requirements() {
 		var path []string
 		switch {
@@ -62,7 +108,14 @@ func parseSelector(gvr schema.GroupVersionResource, labelSel, fieldSel string) (
 			// As Kubernetes' field label conversions for namespaces allow.
 			path = []string{"status", "phase"}
 		default:
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
+			if declared == nil && !sv.Builtin {
+				getter, declared = selectableFields(sv)
+			}
+			if !declared[r.Field] {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
+			}
+			sel.attrs = getter.GetAttrs
+			continue
 		}
 		if sel.paths == nil {
 			sel.paths = map[string][]string{}
@@ -89,6 +142,15 @@ func (sel *selector) matches(obj map[string]any) bool {
 		return true
 	}
 	set := fields.Set{"metadata.name": u.GetName(), "metadata.namespace": u.GetNamespace()}
+	if sel.attrs != nil {
+		_, fs, err := sel.attrs(&u)
+		if err != nil {
+			return false
+		}
+		for f, v := range fs {
+			set[f] = v
+		}
+	}
 	for f, path := range sel.paths {
 		v, _, _ := unstructured.NestedFieldNoCopy(obj, path...)
 		set[f] = fmt.Sprint(valueOrEmpty(v))
@@ -118,10 +180,16 @@ func (sel *selector) filter() func(string, []byte) bool {
 		return nil
 	}
 	return func(_ string, value []byte) bool {
-		if sel.paths != nil {
-			var m map[string]any
-			if json.Unmarshal(value, &m) != nil {
+		if sel.deep() {
+			m, err := decodeMap(value)
+			if err != nil {
 				return false
+			}
+			if sel.attrs != nil && sel.sv.read != nil {
+				// As decode reads a document stored before a schema
+				// change (which may default a selectable field); a
+				// document written since reads the same.
+				sel.sv.read.apply(sel.sv, m)
 			}
 			return sel.matches(m)
 		}
@@ -197,7 +265,7 @@ func (s *Service) listStored(ctx context.Context, gvr schema.GroupVersionResourc
 	if err != nil {
 		return nil, nil, err
 	}
-	sel, err := parseSelector(gvr, opts.LabelSelector, opts.FieldSelector)
+	sel, err := parseSelector(sv, opts.LabelSelector, opts.FieldSelector)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -39,7 +39,7 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 	if err != nil {
 		return nil, err
 	}
-	sel, err := parseSelector(gvr, opts.LabelSelector, opts.FieldSelector)
+	sel, err := parseSelector(sv, opts.LabelSelector, opts.FieldSelector)
 	if err != nil {
 		return nil, err
 	}

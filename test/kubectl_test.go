@@ -279,6 +279,50 @@ spec:
 		kubectl(t, "patch", "widget", "held", "-n", "qa2", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
 		kubectl(t, "wait", "--for=delete", "ns/qa2", "--timeout=20s")
 	})
+
+	// CRD selectableFields (Kubernetes 1.32, KEP-4358): --field-selector on
+	// the fields the served version declares, refused on others.
+	t.Run("selectable fields", func(t *testing.T) {
+		apply(t, `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gizmos.qa.setpoint.dev}
+spec:
+  group: qa.setpoint.dev
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    selectableFields: [{jsonPath: .spec.color}, {jsonPath: .spec.count}]
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties: {color: {type: string}, count: {type: integer}, size: {type: string}}
+`)
+		kubectl(t, "wait", "--for=condition=Established", "crd/gizmos.qa.setpoint.dev", "--timeout=20s")
+		for _, g := range []string{"g1 c1 1", "g2 c2 2", "g3 c1 3"} {
+			f := strings.Fields(g)
+			apply(t, "apiVersion: qa.setpoint.dev/v1\nkind: Gizmo\nmetadata: {name: "+f[0]+"}\nspec: {color: "+f[1]+", count: "+f[2]+", size: s}\n")
+		}
+		for sel, want := range map[string]string{
+			"spec.color=c1":               "g1 g3",
+			"spec.color!=c1":              "g2",
+			"spec.count=3":                "g3",
+			"spec.color=c1,spec.count!=1": "g3",
+		} {
+			if got := kubectl(t, "get", "gizmos", "--field-selector", sel, "-o", "jsonpath={.items[*].metadata.name}"); got != want {
+				t.Errorf("get gizmos --field-selector %s: %q, want %q", sel, got, want)
+			}
+		}
+		out, errOut, err := s.Kubectl("get", "gizmos", "--field-selector", "spec.size=s")
+		if err == nil || !strings.Contains(errOut, "field label not supported: spec.size") {
+			t.Errorf("get gizmos --field-selector spec.size=s: %v\n%s%s", err, out, errOut)
+		}
+	})
 }
 
 // waitEvent reads kubectl get -w --output-watch-events lines until one shows
