@@ -14,7 +14,7 @@ all: build plugins
 
 ## build: the one binary, bin/setpoint
 build:
-	$(GO) build -o $(BIN)/setpoint ./cmd/setpoint
+	$(GO) build -buildvcs=auto -o $(BIN)/setpoint ./cmd/setpoint
 
 ## plugins: every guest module (first-party plugins, examples, host test guests)
 ## built to .wasm with the standard Go toolchain; see docs/ABI.md.

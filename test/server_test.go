@@ -83,10 +83,17 @@ func TestServer(t *testing.T) {
 			t.Fatalf("kubectl version: %v\n%s", err, stderr)
 		}
 		var v struct {
-			ServerVersion *struct{ GitVersion string } `json:"serverVersion"`
+			ServerVersion *struct{ GitVersion, GitCommit, GitTreeState, BuildDate string } `json:"serverVersion"`
 		}
 		if err := json.Unmarshal([]byte(out), &v); err != nil || v.ServerVersion == nil || v.ServerVersion.GitVersion == "" {
 			t.Fatalf("kubectl version printed no server version (%v):\n%s\n%s", err, out, stderr)
+		}
+		// A binary built in a git checkout says which commit it is.
+		if head, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil && os.Getenv("SETPOINT_BIN") == "" {
+			sv := v.ServerVersion
+			if sv.GitCommit != strings.TrimSpace(string(head)) || sv.BuildDate == "" || (sv.GitTreeState != "clean" && sv.GitTreeState != "dirty") {
+				t.Errorf("server version %+v, want commit %s with its date and tree state", *sv, head)
+			}
 		}
 		out, stderr, err = s.Kubectl("get", "ns", "-o", "name")
 		if err != nil {

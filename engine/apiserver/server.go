@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 
@@ -59,6 +60,30 @@ type Server struct {
 	runOnce sync.Once
 }
 
+// buildVCS returns the commit, tree state ("clean" or "dirty") and commit
+// time the Go toolchain stamped into the binary, as /version reports them;
+// empty when the binary was built without version control information.
+func buildVCS() (commit, treeState, date string) {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "", "", ""
+	}
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			commit = s.Value
+		case "vcs.time":
+			date = s.Value
+		case "vcs.modified":
+			treeState = "clean"
+			if s.Value == "true" {
+				treeState = "dirty"
+			}
+		}
+	}
+	return commit, treeState, date
+}
+
 // New returns the API handler over opts.Engine, or over a new engine on
 // opts.Store.
 func New(opts Options) (*Server, error) {
@@ -74,6 +99,7 @@ func New(opts Options) (*Server, error) {
 			GoVersion: runtime.Version(), Compiler: runtime.Compiler,
 			Platform: runtime.GOOS + "/" + runtime.GOARCH,
 		}
+		opts.Version.GitCommit, opts.Version.GitTreeState, opts.Version.BuildDate = buildVCS()
 	}
 	eng := opts.Engine
 	if eng == nil {

@@ -77,7 +77,7 @@ func build() (string, error) {
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 
 	out := filepath.Join(dir, "setpoint")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/setpoint")
+	cmd := exec.Command("go", "build", "-buildvcs=auto", "-o", out, "./cmd/setpoint")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/setpoint: %w\n%s", err, b)
