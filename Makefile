@@ -14,7 +14,9 @@ all: build plugins
 
 ## build: the one binary, bin/setpoint
 build:
-	$(GO) build -buildvcs=auto -o $(BIN)/setpoint ./cmd/setpoint
+	@# -buildvcs=auto stamps the commit that /version reports; a checkout git
+	@# will not read (another owner) builds without it.
+	$(GO) build -buildvcs=auto -o $(BIN)/setpoint ./cmd/setpoint 2>/dev/null || $(GO) build -buildvcs=false -o $(BIN)/setpoint ./cmd/setpoint
 
 ## plugins: every guest module (first-party plugins, examples, host test guests)
 ## built to .wasm with the standard Go toolchain; see docs/ABI.md.
