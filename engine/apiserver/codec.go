@@ -64,9 +64,13 @@ func writeJSONList(w http.ResponseWriter, l *engine.JSONList) {
 	}
 	b = append(b, `],"kind":`...)
 	b = objjson.AppendString(b, l.Kind)
-	b = append(b, `,"metadata":{"continue":`...)
-	b = objjson.AppendString(b, l.Continue)
-	b = append(b, `,"resourceVersion":`...)
+	b = append(b, `,"metadata":{`...)
+	if l.Continue != "" { // omitted when empty, as ListMeta encodes it
+		b = append(b, `"continue":`...)
+		b = objjson.AppendString(b, l.Continue)
+		b = append(b, ',')
+	}
+	b = append(b, `"resourceVersion":`...)
 	b = objjson.AppendString(b, l.ResourceVersion)
 	b = append(b, "}}\n"...)
 	w.Header().Set("Content-Type", "application/json")
