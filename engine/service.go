@@ -249,6 +249,13 @@ func (s *Service) notOlderThan(ctx context.Context, rv int64) error {
 	return nil
 }
 
+// CheckStore reports whether the store answers: what the server's health
+// endpoints check.
+func (s *Service) CheckStore(ctx context.Context) error {
+	_, err := s.store.CurrentRevision(ctx)
+	return err
+}
+
 // Get returns one object.
 func (s *Service) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.GetOptions) (*unstructured.Unstructured, error) {
 	sv, err := s.lookup(gvr, namespace, false)

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
@@ -135,16 +136,59 @@ func (s *Server) Run(ctx context.Context) error {
 	return err
 }
 
+// healthChecks are what /healthz, /readyz and /livez check, each also served
+// on its own (/readyz/store), as Kubernetes names its checks.
+var healthChecks = []struct {
+	name  string
+	check func(*Server, *http.Request) error
+}{
+	{"ping", func(*Server, *http.Request) error { return nil }},
+	{"store", func(s *Server, r *http.Request) error { return s.eng.CheckStore(r.Context()) }},
+}
+
+// serveHealth answers a health endpoint the way kube-apiserver does: "ok", or
+// 500 naming the failed checks (their reasons are logged, not shown, since
+// the endpoint needs no token); with ?verbose one line per check. only
+// limits it to one check.
+func (s *Server) serveHealth(endpoint, only string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var out strings.Builder
+		failed := false
+		for _, c := range healthChecks {
+			if only != "" && c.name != only {
+				continue
+			}
+			if err := c.check(s, r); err != nil {
+				failed = true
+				s.log.Warn("health check failed", "endpoint", endpoint, "check", c.name, "err", err)
+				fmt.Fprintf(&out, "[-]%s failed: reason withheld\n", c.name)
+			} else {
+				fmt.Fprintf(&out, "[+]%s ok\n", c.name)
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		switch {
+		case failed:
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, "%s%s check failed\n", out.String(), endpoint)
+		case r.URL.Query().Has("verbose") && only == "":
+			fmt.Fprintf(w, "%s%s check passed\n", out.String(), endpoint)
+		default:
+			_, _ = w.Write([]byte("ok"))
+		}
+	}
+}
+
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
 	r.Use(recoverPanics(s.log), recordWarnings)
-	ok := func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok"))
+	for _, name := range []string{"healthz", "readyz", "livez"} {
+		r.Get("/"+name, s.serveHealth(name, ""))
+		for _, c := range healthChecks {
+			r.Get("/"+name+"/"+c.name, s.serveHealth(name, c.name))
+		}
 	}
-	r.Get("/healthz", ok)
-	r.Get("/readyz", ok)
-	r.Get("/livez", ok)
 	r.Get("/version", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.opts.Version) })
 	r.Get("/api", s.serveCoreVersions)
 	r.Get("/apis", s.serveGroups)
