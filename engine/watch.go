@@ -201,6 +201,21 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 		wev, ok := convertEvent(s.watchDecode, sv, sel, ev)
 		return !ok || send(wev)
 	}
+	// drain handles the events already waiting, one by one: a receive alone
+	// costs much less than the select below, which locks every channel it
+	// waits on. false ends the watch.
+	drain := func() bool {
+		for {
+			select {
+			case ev, ok := <-events:
+				if !handle(ev, ok) {
+					return false
+				}
+			default:
+				return true
+			}
+		}
+	}
 	done := ctx.Done()
 	for {
 		select {
@@ -215,15 +230,8 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 			// events up to that progress are all in the channel already:
 			// handle them first.
 			if p, ok := sw.Progress(); ok {
-				for more := true; more; {
-					select {
-					case ev, ok := <-events:
-						if !handle(ev, ok) {
-							return
-						}
-					default:
-						more = false
-					}
+				if !drain() {
+					return
 				}
 				rev = max(rev, p)
 			}
@@ -231,21 +239,8 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 				return
 			}
 		case ev, ok := <-events:
-			if !handle(ev, ok) {
+			if !handle(ev, ok) || !drain() {
 				return
-			}
-			// Take the events already waiting one by one: a receive alone
-			// costs much less than the select above, which locks every
-			// channel it waits on.
-			for more := true; more; {
-				select {
-				case ev, ok := <-events:
-					if !handle(ev, ok) {
-						return
-					}
-				default:
-					more = false
-				}
 			}
 		}
 	}
