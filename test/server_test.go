@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"debug/buildinfo"
 	"encoding/json"
 	"encoding/pem"
 	"math/big"
@@ -89,11 +90,21 @@ func TestServer(t *testing.T) {
 			t.Fatalf("kubectl version printed no server version (%v):\n%s\n%s", err, out, stderr)
 		}
 		// A binary built in a git checkout says which commit it is.
-		if head, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil && os.Getenv("SETPOINT_BIN") == "" {
-			sv := v.ServerVersion
-			if sv.GitCommit != strings.TrimSpace(string(head)) || sv.BuildDate == "" || (sv.GitTreeState != "clean" && sv.GitTreeState != "dirty") {
-				t.Errorf("server version %+v, want commit %s with its date and tree state", *sv, head)
-			}
+		bin, err := testserver.Binary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := buildinfo.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stamp := map[string]string{}
+		for _, s := range info.Settings {
+			stamp[s.Key] = s.Value
+		}
+		if sv := v.ServerVersion; sv.GitCommit != stamp["vcs.revision"] || sv.BuildDate != stamp["vcs.time"] ||
+			(stamp["vcs.revision"] != "" && sv.GitTreeState != map[string]string{"true": "dirty", "false": "clean"}[stamp["vcs.modified"]]) {
+			t.Errorf("server version %+v, want the binary's stamp %v", *sv, stamp)
 		}
 		out, stderr, err = s.Kubectl("get", "ns", "-o", "name")
 		if err != nil {
