@@ -321,12 +321,22 @@ func (db *DB) catchUp(w *watcher) {
 				return
 			}
 		}
+		sent := true
 		for _, ev := range buf {
 			select {
 			case w.ch <- ev:
+				continue
 			case <-w.stop:
 			case <-db.closing:
 			}
+			// Stopped or closing: send nothing after an event not sent,
+			// so what the consumer got has no gap; the checks above end
+			// the watcher.
+			sent = false
+			break
+		}
+		if !sent {
+			continue
 		}
 		if upto > cursor {
 			db.pins.move(cursor, upto)

@@ -235,3 +235,39 @@ func TestWatcherProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestStopWhileCatchingUpLeavesNoGap stops a watcher that is still catching
+// up from history while its consumer reads on until the channel closes: what
+// it gets must still be a gapless run, so that it can resume after the last
+// event it received.
+func TestStopWhileCatchingUpLeavesNoGap(t *testing.T) {
+	ctx := context.Background()
+	db, err := badger.Open(t.TempDir(), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	start, err := db.CurrentRevision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 600 {
+		if _, err := db.Create(ctx, store.ObjectKey("example.setpoint.dev", "widgets", "gap", fmt.Sprintf("w%04d", i)), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		w, err := db.Watch(ctx, store.ResourcePrefix("example.setpoint.dev", "widgets", "gap"), start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := (<-w.Events()).Revision()
+		w.Stop()
+		for ev := range w.Events() {
+			if ev.Revision() != last+1 {
+				t.Fatalf("revision %d after %d: a gap before the channel closed", ev.Revision(), last)
+			}
+			last = ev.Revision()
+		}
+	}
+}
