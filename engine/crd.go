@@ -316,7 +316,10 @@ func (s *Service) serveCRD(obj map[string]any, rev int64) {
 	for _, sv := range ss {
 		sv.terminating = crd.DeletionTimestamp != nil
 	}
-	s.reg.setCRD(crd, ss, rev)
+	s.reg.setCRD(crd, ss, rev, func() int64 {
+		cur, _ := s.store.CurrentRevision(context.Background())
+		return cur
+	})
 }
 
 // namesConflict reports a clash of crd's names with another CRD of its group.

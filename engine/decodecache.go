@@ -56,11 +56,11 @@ func newDecodeCache() *decodeCache {
 	return &decodeCache{entries: make(map[decodeKey]*decoded, decodeCacheSize)}
 }
 
-// decode returns decode(sv, kv), shared with every other watch that asks for
-// the same document while it is in the cache.
-func (c *decodeCache) decode(sv *served, kv *store.KeyValue) (*unstructured.Unstructured, error) {
+// decode returns decodeWritten(sv, kv, written), shared with every other
+// watch that asks for the same document while it is in the cache.
+func (c *decodeCache) decode(sv *served, kv *store.KeyValue, written int64) (*unstructured.Unstructured, error) {
 	if len(kv.Value) > decodeCacheMaxDoc {
-		return decode(sv, kv)
+		return decodeWritten(sv, kv, written)
 	}
 	k := decodeKey{sv: sv, key: kv.Key, rev: kv.ModRevision}
 	c.mu.Lock()
@@ -69,7 +69,7 @@ func (c *decodeCache) decode(sv *served, kv *store.KeyValue) (*unstructured.Unst
 		// Another document under the same key and revision (a store
 		// recreated underneath): do not share.
 		c.mu.Unlock()
-		return decode(sv, kv)
+		return decodeWritten(sv, kv, written)
 	}
 	if !ok {
 		e = &decoded{raw: kv.Value}
@@ -81,6 +81,6 @@ func (c *decodeCache) decode(sv *served, kv *store.KeyValue) (*unstructured.Unst
 		c.entries[k] = e
 	}
 	c.mu.Unlock()
-	e.once.Do(func() { e.obj, e.err = decode(sv, kv) })
+	e.once.Do(func() { e.obj, e.err = decodeWritten(sv, kv, written) })
 	return e.obj, e.err
 }

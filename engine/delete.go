@@ -138,6 +138,9 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 			return nil, false, err
 		}
 		rev, err := s.store.Update(ctx, k, b, kv.ModRevision)
+		if err == nil {
+			s.reg.wroteWith(sv, rev)
+		}
 		if errors.Is(err, store.ErrConflict) && attempt < maxPatchAttempts {
 			continue
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"reflect"
 	"strings"
+	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
@@ -24,7 +25,9 @@ import (
 // write, which can only make more objects go through the read steps than
 // need to, never fewer.
 type readSchemas struct {
-	since int64
+	// since only grows: a write that used an older *served commits after
+	// the registry took these schemas, and raises it past its revision.
+	since atomic.Int64
 	// byVersion holds the structural schema, defaults pruned as on writes,
 	// of every version of the CRD that has one, served or not.
 	byVersion       map[string]*structuralschema.Structural
@@ -45,7 +48,17 @@ func sameSchemas(a, b *readSchemas) bool {
 // stale reports whether an object stored at revision rev may read
 // differently from how it was stored.
 func (rs *readSchemas) stale(rev int64) bool {
-	return rs != nil && rev < rs.since
+	return rs != nil && rev < rs.since.Load()
+}
+
+// raise makes objects written before rev stale.
+func (rs *readSchemas) raise(rev int64) {
+	for {
+		cur := rs.since.Load()
+		if rev <= cur || rs.since.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
 }
 
 // apply prunes and defaults obj, a stored object of the kind served by sv,
@@ -62,6 +75,21 @@ func (rs *readSchemas) apply(sv *served, obj map[string]any) {
 			}
 		}
 	}
+	rs.applySchema(s, obj)
+}
+
+// applyVersion prunes and defaults obj with the schema of apiVersion (a
+// version of the CRD, as group/version), if it has one.
+func (rs *readSchemas) applyVersion(apiVersion string, obj map[string]any) {
+	if rs == nil {
+		return
+	}
+	if _, version, ok := strings.Cut(apiVersion, "/"); ok {
+		rs.applySchema(rs.byVersion[version], obj)
+	}
+}
+
+func (rs *readSchemas) applySchema(s *structuralschema.Structural, obj map[string]any) {
 	if s == nil {
 		return
 	}

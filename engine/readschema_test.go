@@ -3,8 +3,11 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -75,6 +78,7 @@ spec:
             type: object
             properties:
               name: {type: string}
+              legacy: {type: string}
               tier: {type: string, default: silver}
   - name: v1
     served: true
@@ -148,9 +152,18 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 		t.Errorf("an object written through v1beta1 is stored as %s, want at the storage version v1", storedBeta.Value)
 	}
 
+	if _, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: gone}\nspec: {name: g, legacy: q}\n"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	replaceCRD(t, s, doodadCRDv2)
 	newer, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: newer}\nspec: {name: c, tier: bronze}\n"), metav1.CreateOptions{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Written through v1beta1, which has legacy and defaults tier to
+	// silver: stored at v1, whose schema prunes legacy.
+	if _, err := s.Create(ctx, doodadsV1beta1, fromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Doodad\nmetadata: {name: delta}\nspec: {name: d, legacy: z}\n"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -161,6 +174,8 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 		"old":   {"name": "a", "tier": "gold"},
 		"beta":  {"name": "b", "tier": "gold"},
 		"newer": {"name": "c", "tier": "bronze"},
+		"delta": {"name": "d", "tier": "silver"},
+		"gone":  {"name": "g", "tier": "gold"},
 	}
 	check := func(how string, u *unstructured.Unstructured) {
 		t.Helper()
@@ -220,6 +235,25 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	}
 	w.Stop()
 
+	// A delete of an object written before the change is sent with the
+	// object as it reads.
+	dw, err := s.Watch(ctx, doodads, "", metav1.ListOptions{ResourceVersion: newer.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, doodads, "", "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev := nextEvent(t, dw)
+		if u := ev.Object.(*unstructured.Unstructured); ev.Type == watch.Deleted && u.GetName() == "gone" {
+			check("delete event", u)
+			break
+		}
+	}
+	dw.Stop()
+	delete(want, "gone")
+
 	// What the read applies is not written back.
 	storedAfter, err := db.Get(ctx, store.ObjectKey("test.setpoint.dev", "doodads", "", "old"), store.GetOptions{})
 	if err != nil {
@@ -246,7 +280,7 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	// A CRD write that leaves the schemas alone keeps the revision objects
 	// are read as stored from; one that changes them moves it.
 	sv, _ := s.reg.get(doodads)
-	since := sv.read.since
+	since := sv.read.since.Load()
 	crd, err := s.Get(ctx, CRDResource, "", "doodads.test.setpoint.dev", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -255,8 +289,8 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	if _, err := s.Update(ctx, CRDResource, crd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if sv, _ := s.reg.get(doodads); sv.read.since != since {
-		t.Errorf("a label on the CRD moved the read revision from %d to %d", since, sv.read.since)
+	if sv, _ := s.reg.get(doodads); sv.read.since.Load() != since {
+		t.Errorf("a label on the CRD moved the read revision from %d to %d", since, sv.read.since.Load())
 	}
 	if sv, _ := s.reg.get(doodads); sv.read.stale(revisionOf(newer)) {
 		t.Error("an object written after the schema change is read through the schema")
@@ -276,4 +310,59 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	readAll(s)
+}
+
+// TestSchemaChangeRacingWrites checks that objects created while the CRD's
+// schema changes all read through the new schema, also those whose create
+// took the old one and committed after the change.
+func TestSchemaChangeRacingWrites(t *testing.T) {
+	ctx := context.Background()
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err := New(ctx, Options{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o := fromYAML(t, fmt.Sprintf("apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: r%d-%d}\nspec: {name: r, legacy: x}\n", g, i))
+				if _, err := s.Create(ctx, doodads, o, metav1.CreateOptions{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	replaceCRD(t, s, doodadCRDv2)
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	l, err := s.List(ctx, doodads, "", metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for i := range l.Items {
+		if spec := doodadSpec(t, &l.Items[i]); spec["tier"] != "gold" || spec["legacy"] != nil {
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d objects created around the schema change read without it", bad, len(l.Items))
+	}
 }

@@ -148,8 +148,14 @@ func (r *registry) add(ss ...*served) {
 }
 
 // setCRD replaces the resources registered by the CRD named crd.Name, as
-// stored at revision rev, unless a newer write was applied already.
-func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*served, rev int64) {
+// stored at revision rev, unless a newer write was applied already. current
+// returns the store's current revision.
+//
+// When the CRD's schemas change, every object written up to the store's
+// current revision is read through the new ones: writes that took the old
+// schemas before the switch and committed meanwhile are among them, and
+// those that commit after it raise the revision themselves (wroteWith).
+func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*served, rev int64, current func() int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rev < r.crdRev[crd.Name] {
@@ -158,10 +164,15 @@ func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*s
 	r.crdRev[crd.Name] = rev
 	if len(ss) > 0 && ss[0].read != nil {
 		rs := ss[0].read
-		if prev := r.read[crd.Name]; prev != nil && sameSchemas(prev, rs) {
-			rs.since = prev.since
-		} else {
-			rs.since = rev
+		switch prev := r.read[crd.Name]; {
+		case prev == nil:
+			// The CRD is new to this registry (created, or loaded at
+			// start): nothing written since its last write can predate it.
+			rs.since.Store(rev)
+		case sameSchemas(prev, rs):
+			rs.since.Store(prev.since.Load())
+		default:
+			rs.since.Store(max(rev, current()+1))
 		}
 		r.read[crd.Name] = rs
 	}
@@ -171,6 +182,22 @@ func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*s
 		r.byGVR[s.GVR] = s
 	}
 	r.generation++
+}
+
+// wroteWith notes that an object of sv's kind was written at revision rev
+// with sv's read schemas: when the CRD has other schemas by now (the write
+// took sv before a CRD change and committed after it), objects written up to
+// rev are read through the current ones.
+func (r *registry) wroteWith(sv *served, rev int64) {
+	if sv.read == nil {
+		return
+	}
+	r.mu.RLock()
+	cur := r.read[sv.CRD]
+	r.mu.RUnlock()
+	if cur != nil && cur != sv.read && !sameSchemas(cur, sv.read) {
+		cur.raise(rev + 1)
+	}
 }
 
 // removeCRD stops serving the resources registered by the CRD name, deleted

@@ -182,11 +182,18 @@ func key(sv *served, namespace, name string) string {
 
 // decode turns a stored document into the object served at sv's version.
 func decode(sv *served, kv *store.KeyValue) (*unstructured.Unstructured, error) {
+	return decodeWritten(sv, kv, kv.ModRevision)
+}
+
+// decodeWritten is decode for a document written at revision written, which
+// differs from kv.ModRevision in a delete event (the revision of the delete
+// on the document as it was).
+func decodeWritten(sv *served, kv *store.KeyValue, written int64) (*unstructured.Unstructured, error) {
 	m, err := decodeMap(kv.Value)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: %w", kv.Key, err))
 	}
-	if sv.read.stale(kv.ModRevision) {
+	if sv.read.stale(written) {
 		sv.read.apply(sv, m)
 	}
 	u := &unstructured.Unstructured{Object: m}
@@ -207,6 +214,10 @@ func encode(sv *served, obj *unstructured.Unstructured) ([]byte, error) {
 	obj.SetSelfLink("")
 	av := obj.GetAPIVersion()
 	if sv.storage != "" && av != sv.storage {
+		// Converting to the storage version prunes with its schema, as
+		// Kubernetes' storage converter does, and reading defaults with it:
+		// the object is stored as it will read.
+		sv.read.applyVersion(sv.storage, obj.Object)
 		obj.SetAPIVersion(sv.storage)
 	}
 	b, ok := marshalObject(obj.Object)

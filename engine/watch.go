@@ -249,7 +249,13 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 // convertEvent turns a store event into the watch event a client with sel
 // sees, if any.
 func convertEvent(dc *decodeCache, sv *served, sel *selector, ev store.Event) (watch.Event, bool) {
-	obj, err := dc.decode(sv, &ev.Object)
+	// A delete event carries the document as it was, written at Prev's
+	// revision: what decides whether it reads as stored.
+	written := ev.Object.ModRevision
+	if ev.Type == store.Deleted && ev.Prev != nil {
+		written = ev.Prev.ModRevision
+	}
+	obj, err := dc.decode(sv, &ev.Object, written)
 	if err != nil {
 		st := err.(apierrors.APIStatus).Status()
 		return watch.Event{Type: watch.Error, Object: &st}, true
@@ -257,7 +263,7 @@ func convertEvent(dc *decodeCache, sv *served, sel *selector, ev store.Event) (w
 	now := sel.matches(obj.Object)
 	was := false
 	if ev.Prev != nil && !sel.empty() {
-		if prev, err := dc.decode(sv, ev.Prev); err == nil {
+		if prev, err := dc.decode(sv, ev.Prev, ev.Prev.ModRevision); err == nil {
 			was = sel.matches(prev.Object)
 		}
 	} else {

@@ -308,6 +308,9 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 			return nil, nil, err
 		}
 		rev, err := s.store.Create(ctx, key(sv, ns, obj.GetName()), b)
+		if err == nil {
+			s.reg.wroteWith(sv, rev)
+		}
 		if errors.Is(err, store.ErrAlreadyExists) && generated && attempt < 3 {
 			obj.SetName(names.SimpleNameGenerator.GenerateName(obj.GetGenerateName()))
 			continue
@@ -474,6 +477,9 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	}
 	k := key(sv, obj.GetNamespace(), obj.GetName())
 	newRev, err := s.store.Update(ctx, k, b, rev)
+	if err == nil {
+		s.reg.wroteWith(sv, newRev)
+	}
 	if err != nil {
 		return nil, nil, storeError(err, sv.GVR.GroupResource(), obj.GetName())
 	}
