@@ -158,23 +158,29 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 // anybody may do anything. The message is Kubernetes' for a denied
 // impersonation.
 func impersonation(r *http.Request, u user.Info) string {
-	for name := range r.Header {
-		if !strings.HasPrefix(strings.ToLower(name), "impersonate-") {
-			continue
+	// In a fixed order, the user first, as Kubernetes checks them: kubectl
+	// --as and --as-group send several.
+	for _, h := range []struct{ header, resource string }{
+		{"Impersonate-User", "users"}, {"Impersonate-Uid", "uids"}, {"Impersonate-Group", "groups"},
+	} {
+		if v := r.Header.Values(h.header); len(v) > 0 {
+			return impersonationRefused(h.resource, v[0], u)
 		}
-		resource, value := "userextras", ""
-		switch strings.ToLower(name) {
-		case "impersonate-user":
-			resource, value = "users", r.Header.Get(name)
-		case "impersonate-group":
-			resource, value = "groups", r.Header.Get(name)
-		case "impersonate-uid":
-			resource, value = "uids", r.Header.Get(name)
-		default:
-			value = r.Header.Get(name)
-		}
-		return fmt.Sprintf("%s %q is forbidden: User %q cannot impersonate resource %q in API group \"\" at the cluster scope: "+
-			"impersonation is not supported (the server has a single user)", resource, value, u.GetName(), resource)
 	}
-	return ""
+	names := make([]string, 0, len(r.Header))
+	for name := range r.Header {
+		if strings.HasPrefix(strings.ToLower(name), "impersonate-") {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	return impersonationRefused("userextras", r.Header.Get(names[0]), u)
+}
+
+func impersonationRefused(resource, value string, u user.Info) string {
+	return fmt.Sprintf("%s %q is forbidden: User %q cannot impersonate resource %q in API group \"\" at the cluster scope: "+
+		"impersonation is not supported (the server has a single user)", resource, value, u.GetName(), resource)
 }

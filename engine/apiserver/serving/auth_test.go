@@ -66,6 +66,9 @@ func TestAuthenticator(t *testing.T) {
 			header:   http.Header{"Authorization": {"Bearer " + testToken}, "Impersonate-Extra-Scopes": {"view"}},
 			wantCode: 403, wantMsg: `userextras "view" is forbidden`},
 		{name: "impersonation without a token", path: "/api", header: http.Header{"Impersonate-User": {"bob"}}, wantCode: 401},
+		{name: "user and groups: the user is named", path: "/api",
+			header:   http.Header{"Authorization": {"Bearer " + testToken}, "Impersonate-Group": {"devs"}, "Impersonate-User": {"bob"}, "Impersonate-Extra-Scopes": {"view"}},
+			wantCode: 403, wantMsg: `users "bob" is forbidden`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
