@@ -172,6 +172,9 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 		sv.prefix = storedPrefix(sv)
 		out = append(out, sv)
 	}
+	if err := read.seal(); err != nil {
+		return nil, err
+	}
 	if err := crdFieldManagers(crd, out); err != nil {
 		return nil, err
 	}
@@ -283,6 +286,7 @@ func (crdHooks) committed(_ context.Context, s *Service, obj, old map[string]any
 		u := &unstructured.Unstructured{Object: old}
 		s.reg.removeCRD(u.GetName(), revisionOf(u))
 		crdFieldManagersCache.Delete(u.GetName())
+		s.dropReadRecord(context.Background(), u.GetName())
 		return
 	}
 	s.serveCRD(obj, revisionOf(&unstructured.Unstructured{Object: obj}))
@@ -316,10 +320,17 @@ func (s *Service) serveCRD(obj map[string]any, rev int64) {
 	for _, sv := range ss {
 		sv.terminating = crd.DeletionTimestamp != nil
 	}
-	s.reg.setCRD(crd, ss, rev, func() int64 {
-		cur, _ := s.store.CurrentRevision(context.Background())
+	ctx := context.Background()
+	var rec *readRecord
+	if !s.reg.hasRead(crd.Name) {
+		rec = s.loadReadRecord(ctx, crd.Name)
+	}
+	if rs := s.reg.setCRD(crd, ss, rev, rec, func() int64 {
+		cur, _ := s.store.CurrentRevision(ctx)
 		return cur
-	})
+	}); rs != nil {
+		s.saveReadRecord(ctx, crd.Name, rs)
+	}
 }
 
 // namesConflict reports a clash of crd's names with another CRD of its group.

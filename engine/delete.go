@@ -139,7 +139,7 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 		}
 		rev, err := s.store.Update(ctx, k, b, kv.ModRevision)
 		if err == nil {
-			s.reg.wroteWith(sv, rev)
+			s.noteWrite(ctx, sv, rev)
 		}
 		if errors.Is(err, store.ErrConflict) && attempt < maxPatchAttempts {
 			continue

@@ -1,7 +1,12 @@
 package engine
 
 import (
-	"reflect"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 
@@ -9,6 +14,8 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+
+	"github.com/setpoint-dev/setpoint/store"
 )
 
 // readSchemas are the schemas a CRD's stored objects are read with.
@@ -25,6 +32,9 @@ import (
 // write, which can only make more objects go through the read steps than
 // need to, never fewer.
 type readSchemas struct {
+	// fp fingerprints byVersion and preserveUnknown: equal fingerprints
+	// read stored objects alike.
+	fp string
 	// since only grows: a write that used an older *served commits after
 	// the registry took these schemas, and raises it past its revision.
 	since atomic.Int64
@@ -36,13 +46,100 @@ type readSchemas struct {
 
 // newReadSchemas returns the read schemas of crd, given the structural
 // schemas of its versions; since is set when the registry takes them.
+// The map is filled by the caller before the fingerprint is taken (seal).
 func newReadSchemas(crd *apiextensionsv1.CustomResourceDefinition, byVersion map[string]*structuralschema.Structural) *readSchemas {
 	return &readSchemas{byVersion: byVersion, preserveUnknown: crd.Spec.PreserveUnknownFields}
 }
 
+// seal takes the fingerprint of the finished schemas.
+func (rs *readSchemas) seal() error {
+	b, err := json.Marshal(struct {
+		PreserveUnknown bool
+		ByVersion       map[string]*structuralschema.Structural
+	}{rs.preserveUnknown, rs.byVersion})
+	if err != nil {
+		return fmt.Errorf("fingerprint schemas: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	rs.fp = hex.EncodeToString(sum[:])
+	return nil
+}
+
 // sameSchemas reports whether a and b read stored objects alike.
-func sameSchemas(a, b *readSchemas) bool {
-	return a.preserveUnknown == b.preserveUnknown && reflect.DeepEqual(a.byVersion, b.byVersion)
+func sameSchemas(a, b *readSchemas) bool { return a.fp == b.fp }
+
+// readRecord is what the store keeps of a CRD's read schemas, so that a
+// server that starts reads objects as stored since the same revision as
+// the one that wrote them, instead of since the CRD's last write.
+type readRecord struct {
+	Since       int64  `json:"since"`
+	Fingerprint string `json:"fingerprint"`
+}
+
+// readRecordPrefix holds the records, outside the API's resources.
+var readRecordPrefix = store.ResourcePrefix("setpoint.dev", "crdreadschemas", "")
+
+func readRecordKey(crd string) string { return readRecordPrefix + crd }
+
+// loadReadRecord returns the stored record of crd, nil when there is none
+// or it cannot be read (the caller then takes the conservative revision).
+func (s *Service) loadReadRecord(ctx context.Context, crd string) *readRecord {
+	kv, err := s.store.Get(ctx, readRecordKey(crd), store.GetOptions{})
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("read the CRD's read-schema record", "crd", crd, "err", err)
+		}
+		return nil
+	}
+	var rec readRecord
+	if err := json.Unmarshal(kv.Value, &rec); err != nil {
+		s.log.Warn("decode the CRD's read-schema record", "crd", crd, "err", err)
+		return nil
+	}
+	return &rec
+}
+
+// saveReadRecord stores rs's revision and fingerprint for crd, unless the
+// record already says as much; concurrent saves keep the larger revision of
+// the same fingerprint.
+func (s *Service) saveReadRecord(ctx context.Context, crd string, rs *readSchemas) {
+	s.readRecordMu.Lock()
+	defer s.readRecordMu.Unlock()
+	want := readRecord{Since: rs.since.Load(), Fingerprint: rs.fp}
+	for attempt := 0; attempt < 5; attempt++ {
+		kv, err := s.store.Get(ctx, readRecordKey(crd), store.GetOptions{})
+		var cur readRecord
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			kv = nil
+		case err != nil:
+			s.log.Warn("read the CRD's read-schema record", "crd", crd, "err", err)
+			return
+		default:
+			if json.Unmarshal(kv.Value, &cur) == nil && cur.Fingerprint == want.Fingerprint && cur.Since >= want.Since {
+				return
+			}
+		}
+		b, _ := json.Marshal(want)
+		if kv == nil {
+			_, err = s.store.Create(ctx, readRecordKey(crd), b)
+		} else {
+			_, err = s.store.Update(ctx, readRecordKey(crd), b, kv.ModRevision)
+		}
+		if err == nil || !(errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrAlreadyExists)) {
+			if err != nil {
+				s.log.Warn("store the CRD's read-schema record", "crd", crd, "err", err)
+			}
+			return
+		}
+	}
+}
+
+// dropReadRecord removes crd's record once the CRD is gone.
+func (s *Service) dropReadRecord(ctx context.Context, crd string) {
+	if _, _, err := s.store.Delete(ctx, readRecordKey(crd), 0); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("remove the CRD's read-schema record", "crd", crd, "err", err)
+	}
 }
 
 // stale reports whether an object stored at revision rev may read
@@ -98,4 +195,12 @@ func (rs *readSchemas) applySchema(s *structuralschema.Structural, obj map[strin
 		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj, s)
 	}
 	structuraldefaulting.Default(obj, s)
+}
+
+// noteWrite records that an object of sv's kind was written at rev with sv's
+// read schemas (registry.wroteWith), and stores a raised revision.
+func (s *Service) noteWrite(ctx context.Context, sv *served, rev int64) {
+	if rs := s.reg.wroteWith(sv, rev); rs != nil {
+		s.saveReadRecord(context.WithoutCancel(ctx), sv.CRD, rs)
+	}
 }

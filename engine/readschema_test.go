@@ -296,7 +296,9 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 		t.Error("an object written after the schema change is read through the schema")
 	}
 
-	// A restart reads the same.
+	// A restart reads the same, and reads as stored since the same
+	// revision (the stored record), not since the CRD's last write.
+	sinceBefore := since
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -310,6 +312,9 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	readAll(s)
+	if sv, _ := s.reg.get(doodads); sv.read.since.Load() != sinceBefore {
+		t.Errorf("after a restart objects are read as stored since %d, want %d as before", sv.read.since.Load(), sinceBefore)
+	}
 }
 
 // TestSchemaChangeRacingWrites checks that objects created while the CRD's

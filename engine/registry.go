@@ -155,24 +155,32 @@ func (r *registry) add(ss ...*served) {
 // current revision is read through the new ones: writes that took the old
 // schemas before the switch and committed meanwhile are among them, and
 // those that commit after it raise the revision themselves (wroteWith).
-func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*served, rev int64, current func() int64) {
+//
+// A CRD new to this registry (created, or loaded at start) takes the
+// revision of rec, the stored record, when it is of the same schemas; without
+// one, everything stored so far is read through the schemas. setCRD returns
+// the read schemas whose revision is new, for the caller to record.
+func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*served, rev int64, rec *readRecord, current func() int64) *readSchemas {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rev < r.crdRev[crd.Name] {
-		return
+		return nil
 	}
 	r.crdRev[crd.Name] = rev
+	var changed *readSchemas
 	if len(ss) > 0 && ss[0].read != nil {
 		rs := ss[0].read
 		switch prev := r.read[crd.Name]; {
+		case prev == nil && rec != nil && rec.Fingerprint == rs.fp:
+			rs.since.Store(rec.Since)
 		case prev == nil:
-			// The CRD is new to this registry (created, or loaded at
-			// start): nothing written since its last write can predate it.
-			rs.since.Store(rev)
+			rs.since.Store(max(rev, current()+1))
+			changed = rs
 		case sameSchemas(prev, rs):
 			rs.since.Store(prev.since.Load())
 		default:
 			rs.since.Store(max(rev, current()+1))
+			changed = rs
 		}
 		r.read[crd.Name] = rs
 	}
@@ -182,22 +190,34 @@ func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*s
 		r.byGVR[s.GVR] = s
 	}
 	r.generation++
+	return changed
+}
+
+// hasRead reports whether the registry holds read schemas of the CRD name.
+func (r *registry) hasRead(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.read[name] != nil
 }
 
 // wroteWith notes that an object of sv's kind was written at revision rev
 // with sv's read schemas: when the CRD has other schemas by now (the write
 // took sv before a CRD change and committed after it), objects written up to
 // rev are read through the current ones.
-func (r *registry) wroteWith(sv *served, rev int64) {
+// It returns the current read schemas when it raised their revision, for the
+// caller to record.
+func (r *registry) wroteWith(sv *served, rev int64) *readSchemas {
 	if sv.read == nil {
-		return
+		return nil
 	}
 	r.mu.RLock()
 	cur := r.read[sv.CRD]
 	r.mu.RUnlock()
 	if cur != nil && cur != sv.read && !sameSchemas(cur, sv.read) {
 		cur.raise(rev + 1)
+		return cur
 	}
+	return nil
 }
 
 // removeCRD stops serving the resources registered by the CRD name, deleted

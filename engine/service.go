@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,8 @@ type Service struct {
 	running atomic.Bool
 	// watchDecode decodes each store event once for all watches.
 	watchDecode *decodeCache
+	// readRecordMu serializes the saves of CRDs' read-schema records.
+	readRecordMu sync.Mutex
 }
 
 type admitterBox struct{ a Admitter }

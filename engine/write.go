@@ -309,7 +309,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 		}
 		rev, err := s.store.Create(ctx, key(sv, ns, obj.GetName()), b)
 		if err == nil {
-			s.reg.wroteWith(sv, rev)
+			s.noteWrite(ctx, sv, rev)
 		}
 		if errors.Is(err, store.ErrAlreadyExists) && generated && attempt < 3 {
 			obj.SetName(names.SimpleNameGenerator.GenerateName(obj.GetGenerateName()))
@@ -478,7 +478,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	k := key(sv, obj.GetNamespace(), obj.GetName())
 	newRev, err := s.store.Update(ctx, k, b, rev)
 	if err == nil {
-		s.reg.wroteWith(sv, newRev)
+		s.noteWrite(ctx, sv, newRev)
 	}
 	if err != nil {
 		return nil, nil, storeError(err, sv.GVR.GroupResource(), obj.GetName())
