@@ -167,7 +167,7 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	b, err := readAll(http.MaxBytesReader(w, r.Body, max), size)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the request body is larger than %d bytes", max))
+		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", max)) // kube-apiserver's words
 	}
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("read request body: %v", err))

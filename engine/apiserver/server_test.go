@@ -185,6 +185,9 @@ func TestErrors(t *testing.T) {
 			if st.Reason != tt.reason || int(st.Code) != tt.code {
 				t.Errorf("status = %d %s, want %d %s", st.Code, st.Reason, tt.code, tt.reason)
 			}
+			if tt.code == 413 && st.Message != fmt.Sprintf("Request entity too large: limit is %d", DefaultMaxBodyBytes) {
+				t.Errorf("413 message %q, want kube-apiserver's", st.Message)
+			}
 			for _, f := range tt.causes {
 				found := false
 				for _, c := range st.Details.Causes {
