@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
@@ -42,13 +43,28 @@ type readSchemas struct {
 	// of every version of the CRD that has one, served or not.
 	byVersion       map[string]*structuralschema.Structural
 	preserveUnknown bool
+	// settled is set once no write can still hold the CRD's previous
+	// schemas (readRecordSettle after a change): only then is the revision
+	// stored, so that a crash while such a write is in flight restarts
+	// from the conservative revision.
+	settled atomic.Bool
+	// superseded is closed when the CRD's schemas change: watches opened
+	// with these schemas end, as Kubernetes ends them when it rebuilds a
+	// CRD's storage, and clients resume with the new ones.
+	superseded chan struct{}
 }
+
+// readRecordSettle is how long after a schema change the revision is
+// stored: longer than a write that took the previous schemas can take to
+// commit (admission calls included). A write that commits later still raises
+// the revision, in memory and in the record.
+var readRecordSettle = 2 * time.Minute
 
 // newReadSchemas returns the read schemas of crd, given the structural
 // schemas of its versions; since is set when the registry takes them.
 // The map is filled by the caller before the fingerprint is taken (seal).
 func newReadSchemas(crd *apiextensionsv1.CustomResourceDefinition, byVersion map[string]*structuralschema.Structural) *readSchemas {
-	return &readSchemas{byVersion: byVersion, preserveUnknown: crd.Spec.PreserveUnknownFields}
+	return &readSchemas{byVersion: byVersion, preserveUnknown: crd.Spec.PreserveUnknownFields, superseded: make(chan struct{})}
 }
 
 // seal takes the fingerprint of the finished schemas.
@@ -76,8 +92,9 @@ type readRecord struct {
 	Fingerprint string `json:"fingerprint"`
 }
 
-// readRecordPrefix holds the records, outside the API's resources.
-var readRecordPrefix = store.ResourcePrefix("setpoint.dev", "crdreadschemas", "")
+// readRecordPrefix holds the records, outside the API's resources: no
+// resource key can begin with it ("~" is in no API group's name).
+const readRecordPrefix = "/~setpoint/crdreadschemas/"
 
 func readRecordKey(crd string) string { return readRecordPrefix + crd }
 
@@ -200,7 +217,24 @@ func (rs *readSchemas) applySchema(s *structuralschema.Structural, obj map[strin
 // noteWrite records that an object of sv's kind was written at rev with sv's
 // read schemas (registry.wroteWith), and stores a raised revision.
 func (s *Service) noteWrite(ctx context.Context, sv *served, rev int64) {
-	if rs := s.reg.wroteWith(sv, rev); rs != nil {
+	if rs := s.reg.wroteWith(sv, rev); rs != nil && rs.settled.Load() {
 		s.saveReadRecord(context.WithoutCancel(ctx), sv.CRD, rs)
 	}
+}
+
+// recordRead stores the revision of the CRD's new read schemas rs: at once
+// when settled, else after readRecordSettle, if they are still the CRD's.
+func (s *Service) recordRead(crd string, rs *readSchemas) {
+	if rs.settled.Load() {
+		s.saveReadRecord(context.Background(), crd, rs)
+		return
+	}
+	time.AfterFunc(readRecordSettle, func() {
+		cur := s.reg.readOf(crd)
+		if cur == nil || cur.fp != rs.fp {
+			return // changed again, or gone: the newer change records itself
+		}
+		cur.settled.Store(true)
+		s.saveReadRecord(context.Background(), crd, cur)
+	})
 }

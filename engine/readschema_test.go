@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -120,6 +121,9 @@ func doodadSpec(t *testing.T, u *unstructured.Unstructured) map[string]any {
 }
 
 func TestSchemaChangeAppliesOnRead(t *testing.T) {
+	settle := readRecordSettle
+	readRecordSettle = 50 * time.Millisecond
+	t.Cleanup(func() { readRecordSettle = settle })
 	ctx := context.Background()
 	dir := t.TempDir()
 	db, err := badger.Open(dir, badger.Options{})
@@ -299,6 +303,19 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	// A restart reads the same, and reads as stored since the same
 	// revision (the stored record), not since the CRD's last write.
 	sinceBefore := since
+	// The revision is stored once writes that took the old schemas are
+	// done (readRecordSettle, shortened by this test).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec := s.loadReadRecord(ctx, "doodads.test.setpoint.dev")
+		if sv, _ := s.reg.get(doodads); rec != nil && rec.Fingerprint == sv.read.fp && rec.Since == sinceBefore {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the read-schema record was not stored: %+v", s.loadReadRecord(ctx, "doodads.test.setpoint.dev"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -369,5 +386,81 @@ func TestSchemaChangeRacingWrites(t *testing.T) {
 	}
 	if bad > 0 {
 		t.Errorf("%d of %d objects created around the schema change read without it", bad, len(l.Items))
+	}
+}
+
+// TestReservedGroup checks that a CRD of the server's own group is refused
+// (the server keeps modules under its resource keys), and that the records
+// of read schemas live under keys no resource can have.
+func TestReservedGroup(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	crd := fromYAML(t, strings.ReplaceAll(strings.ReplaceAll(doodadCRD, "test.setpoint.dev", "setpoint.dev"), "doodads.setpoint.dev", "modules.setpoint.dev"))
+	_, err := s.Create(ctx, CRDResource, crd, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("CRD in the reserved group: %v, want Invalid", err)
+	}
+	if strings.HasPrefix(readRecordKey("x"), store.ResourcePrefix("", "", "")[:1]+"setpoint.dev") || !strings.HasPrefix(readRecordKey("x"), "/~") {
+		t.Errorf("record key %q could be a resource's", readRecordKey("x"))
+	}
+}
+
+// TestSchemaChangeCrashBeforeSettled checks that a server restarted before a
+// schema change settled reads objects written around the change through the
+// new schemas, also one committed with the old schemas after the change
+// whose raise of the revision was never stored (a crash just after its
+// commit), and that a watch opened before the change ends with it.
+func TestSchemaChangeCrashBeforeSettled(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := badger.Open(dir, badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, Options{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Watch(ctx, doodads, "", metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	replaceCRD(t, s, doodadCRDv2)
+	select {
+	case _, ok := <-w.ResultChan():
+		if ok {
+			t.Fatal("an event instead of the end of the watch")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a watch opened before the schema change goes on")
+	}
+	// What a create that took the old schemas writes, committed after the
+	// change, with nothing noted afterwards.
+	raw := `{"apiVersion":"test.setpoint.dev/v1","kind":"Doodad","metadata":{"creationTimestamp":"2026-11-21T12:00:00Z","generation":1,"name":"late","uid":"late-uid"},"spec":{"legacy":"x","name":"r"}}`
+	if _, err := db.Create(ctx, store.ObjectKey("test.setpoint.dev", "doodads", "", "late"), []byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = badger.Open(dir, badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err = New(ctx, Options{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.Get(ctx, doodads, "", "late", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec := doodadSpec(t, u); spec["tier"] != "gold" || spec["legacy"] != nil {
+		t.Errorf("after a restart before the change settled: spec %v, want it read through the new schema", spec)
 	}
 }

@@ -159,7 +159,9 @@ func (r *registry) add(ss ...*served) {
 // A CRD new to this registry (created, or loaded at start) takes the
 // revision of rec, the stored record, when it is of the same schemas; without
 // one, everything stored so far is read through the schemas. setCRD returns
-// the read schemas whose revision is new, for the caller to record.
+// the read schemas whose revision is new, for the caller to record: at once
+// when settled, or once writes that took the previous schemas are done (see
+// readRecordSettle).
 func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*served, rev int64, rec *readRecord, current func() int64) *readSchemas {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -173,13 +175,20 @@ func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*s
 		switch prev := r.read[crd.Name]; {
 		case prev == nil && rec != nil && rec.Fingerprint == rs.fp:
 			rs.since.Store(rec.Since)
+			rs.settled.Store(true)
 		case prev == nil:
+			// Created, or loaded without a record of these schemas: no
+			// write can hold other schemas of it.
 			rs.since.Store(max(rev, current()+1))
+			rs.settled.Store(true)
 			changed = rs
 		case sameSchemas(prev, rs):
 			rs.since.Store(prev.since.Load())
+			rs.settled.Store(prev.settled.Load())
+			rs.superseded = prev.superseded
 		default:
 			rs.since.Store(max(rev, current()+1))
+			close(prev.superseded)
 			changed = rs
 		}
 		r.read[crd.Name] = rs
@@ -194,10 +203,13 @@ func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*s
 }
 
 // hasRead reports whether the registry holds read schemas of the CRD name.
-func (r *registry) hasRead(name string) bool {
+func (r *registry) hasRead(name string) bool { return r.readOf(name) != nil }
+
+// readOf returns the read schemas of the CRD name, nil when it has none.
+func (r *registry) readOf(name string) *readSchemas {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.read[name] != nil
+	return r.read[name]
 }
 
 // wroteWith notes that an object of sv's kind was written at revision rev

@@ -217,9 +217,17 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 		}
 	}
 	done := ctx.Done()
+	var superseded <-chan struct{}
+	if sv.read != nil {
+		superseded = sv.read.superseded
+	}
 	for {
 		select {
 		case <-done:
+			return
+		case <-superseded:
+			// The kind's schemas changed: end, so that the client watches
+			// again and reads through the new ones.
 			return
 		case out = <-sinkCh:
 			sinkCh = nil
