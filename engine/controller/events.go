@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,16 @@ var EventsResource = schema.GroupVersionResource{Version: "v1", Resource: "event
 
 // eventSeq keeps event names unique when the clock does not move.
 var eventSeq atomic.Uint64
+
+// reportingInstance is the host the events come from, as Kubernetes' event
+// recorders report it (kubectl get events -o wide shows "component, host").
+var reportingInstance = func() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
+}()
 
 // eventBuffer bounds the events waiting to be written; past it, events are
 // dropped rather than slowing reconciles.
@@ -59,9 +70,9 @@ func (r *run) event(c *Controller, obj *unstructured.Unstructured, typ, reason, 
 		"count":              int64(1),
 		"firstTimestamp":     ts,
 		"lastTimestamp":      ts,
-		"source":             map[string]any{"component": component},
+		"source":             map[string]any{"component": component, "host": reportingInstance},
 		"reportingComponent": component,
-		"reportingInstance":  component,
+		"reportingInstance":  reportingInstance,
 	}}
 	select {
 	case r.events <- ev:

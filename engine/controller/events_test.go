@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"os"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -106,6 +107,12 @@ func TestRepeatedFailureCountsIntoOneEvent(t *testing.T) {
 		}
 		if typ, _, _ := unstructured.NestedString(evs[0].Object, "type"); typ != "Warning" {
 			t.Errorf("type = %q, want Warning", typ)
+		}
+		host, _ := os.Hostname()
+		inst, _, _ := unstructured.NestedString(evs[0].Object, "reportingInstance")
+		srcHost, _, _ := unstructured.NestedString(evs[0].Object, "source", "host")
+		if inst != host || srcHost != host {
+			t.Errorf("reportingInstance %q, source.host %q, want the host %q", inst, srcHost, host)
 		}
 	})
 }
