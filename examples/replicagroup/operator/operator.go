@@ -26,6 +26,9 @@ const (
 const (
 	StateScaling = "Scaling"
 	StateReady   = "Ready"
+	// StateFailed is reported while the group cannot be reconciled; the
+	// reason is in its Ready condition.
+	StateFailed = "Failed"
 )
 
 // DefaultMaxReplicas bounds a group when the plugin's config sets no
@@ -50,6 +53,17 @@ func ChildName(group string, i int) string { return group + "-" + strconv.Itoa(i
 // Reconcile desires the group's replicas and reports how many of them it
 // observes up to date.
 func Reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+	resp, err := reconcile(req)
+	if err != nil {
+		// Say so in status.state too, which kubectl shows, with the
+		// replicas that exist; the engine keeps the children as they are.
+		status := abi.NewObject(nil).Int("replicas", int64(len(req.Children[ChildKey]))).Str("state", StateFailed).Bytes()
+		return &abi.ReconcileResponse{Status: status}, err
+	}
+	return resp, nil
+}
+
+func reconcile(req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
 	obj := req.Object
 	if !obj.Has("spec", "replicas") || obj.Int("spec", "replicas") < 0 {
 		return nil, plugin.Terminal(ErrInvalidReplicas)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/setpoint-dev/setpoint/examples/replicagroup/operator"
@@ -90,9 +91,12 @@ func TestReconcileErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := operator.Reconcile(&plugintest.Host{}, &abi.ReconcileRequest{Object: tt.obj, Config: tt.config})
+			resp, err := operator.Reconcile(&plugintest.Host{}, &abi.ReconcileRequest{Object: tt.obj, Config: tt.config})
 			if err == nil || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if resp == nil || !strings.Contains(string(resp.Status), `"state":"Failed"`) {
+				t.Errorf("status with the error: %v, want state Failed", resp)
 			}
 			if got := errors.Is(err, plugin.ErrTerminal); got != tt.wantTerminal {
 				t.Fatalf("terminal = %v, want %v (%v)", got, tt.wantTerminal, err)
