@@ -244,11 +244,10 @@ func versionSchema(crd *apiextensionsv1.CustomResourceDefinition, version string
 	if err != nil {
 		return nil, nil, fmt.Errorf("crd %s version %s: structural schema: %w", crd.Name, version, err)
 	}
-	structural := s.DeepCopy()
-	if err := structuraldefaulting.PruneDefaults(structural); err != nil {
+	if err := structuraldefaulting.PruneDefaults(s); err != nil {
 		return nil, nil, fmt.Errorf("crd %s version %s: prune defaults: %w", crd.Name, version, err)
 	}
-	return in.OpenAPIV3Schema, structural, nil
+	return in.OpenAPIV3Schema, s, nil
 }
 
 // crdHooks keeps the registry in step with CRD writes.

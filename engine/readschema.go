@@ -28,10 +28,8 @@ import (
 // same, but only where it can change something: an object written at or
 // after revision since was pruned and defaulted on its write with the
 // schemas it would be read with, and is served as stored (which keeps the
-// list fast path). since is the revision of the CRD write that changed the
-// schemas; when a server starts, or first sees the CRD, it is the CRD's last
-// write, which can only make more objects go through the read steps than
-// need to, never fewer.
+// list fast path). How since is chosen, kept across restarts and raised by
+// writes racing a change: registry.setCRD, wroteWith and readRecord.
 type readSchemas struct {
 	// fp fingerprints byVersion and preserveUnknown: equal fingerprints
 	// read stored objects alike.
@@ -181,29 +179,29 @@ func (rs *readSchemas) raise(rev int64) {
 // unknown fields pruned unless the CRD preserves them, nulls the schema does
 // not allow dropped, then defaults set.
 func (rs *readSchemas) apply(sv *served, obj map[string]any) {
-	s := rs.byVersion[sv.GVR.Version]
-	if av, ok := obj["apiVersion"].(string); ok {
-		if group, version, ok := strings.Cut(av, "/"); ok && group == sv.GVR.Group {
-			if vs, ok := rs.byVersion[version]; ok {
-				s = vs
-			}
-		}
+	av, _ := obj["apiVersion"].(string)
+	if rs.schemaOf(av) == nil {
+		av = sv.GVR.GroupVersion().String()
 	}
-	rs.applySchema(s, obj)
+	rs.applyVersion(av, obj)
 }
 
-// applyVersion prunes and defaults obj with the schema of apiVersion (a
-// version of the CRD, as group/version), if it has one.
+// schemaOf returns the schema of apiVersion, a version of the CRD as
+// group/version; nil when it has none.
+func (rs *readSchemas) schemaOf(apiVersion string) *structuralschema.Structural {
+	if _, version, ok := strings.Cut(apiVersion, "/"); ok {
+		return rs.byVersion[version]
+	}
+	return nil
+}
+
+// applyVersion prunes and defaults obj with the schema of apiVersion, if it
+// has one.
 func (rs *readSchemas) applyVersion(apiVersion string, obj map[string]any) {
 	if rs == nil {
 		return
 	}
-	if _, version, ok := strings.Cut(apiVersion, "/"); ok {
-		rs.applySchema(rs.byVersion[version], obj)
-	}
-}
-
-func (rs *readSchemas) applySchema(s *structuralschema.Structural, obj map[string]any) {
+	s := rs.schemaOf(apiVersion)
 	if s == nil {
 		return
 	}

@@ -222,6 +222,11 @@ func (r *registry) wroteWith(sv *served, rev int64) *readSchemas {
 	if sv.read == nil {
 		return nil
 	}
+	select {
+	case <-sv.read.superseded: // the schemas changed since sv was taken
+	default:
+		return nil // the common case, every write: no lock
+	}
 	r.mu.RLock()
 	cur := r.read[sv.CRD]
 	r.mu.RUnlock()
