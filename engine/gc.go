@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -412,7 +414,7 @@ func (s *Service) eventExpired(ev *unstructured.Unstructured) bool {
 // object that holds nothing else. It decodes as the engine does, keys
 // matched exactly (see exactGCMeta).
 func decodeForGC(kv *store.KeyValue) (*unstructured.Unstructured, error) {
-	doc, err := decodeMap(kv.Value)
+	doc, err := gcDocOf(kv.Value)
 	if err != nil {
 		return nil, err
 	}
@@ -427,4 +429,40 @@ func decodeForGC(kv *store.KeyValue) (*unstructured.Unstructured, error) {
 		}
 	}
 	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// gcDocOf decodes the members of a stored document decodeForGC reads. The
+// sweeps decode every stored object, so it walks the document and decodes
+// only those (spec and status are stepped over, as decodeGCMeta does); a
+// document it cannot walk is decoded whole.
+func gcDocOf(b []byte) (map[string]any, error) {
+	raw := map[string][]byte{}
+	d := objjson.NewScanner(b)
+	walked := d.Object(func(k string) bool {
+		switch k {
+		case "metadata", "lastTimestamp", "eventTime":
+			v, ok := d.Raw()
+			raw[k] = v // the last of duplicate keys wins, as in decodeMap
+			return ok
+		}
+		return d.Skip()
+	}) && d.Done()
+	if !walked {
+		return decodeMap(b)
+	}
+	doc := make(map[string]any, len(raw))
+	for k, v := range raw {
+		var x any
+		if v[0] == '{' {
+			m, err := decodeMap(v)
+			if err != nil {
+				return nil, err
+			}
+			x = m
+		} else if err := utiljson.Unmarshal(v, &x); err != nil {
+			return nil, err
+		}
+		doc[k] = x
+	}
+	return doc, nil
 }
