@@ -44,6 +44,23 @@ func newService(t testing.TB) *Service {
 	return s
 }
 
+// openService opens a Service on the Badger store in dir, with only the
+// kinds dir already holds. The store closes at the end of the test, or
+// earlier by the caller (Close is idempotent) to restart on dir.
+func openService(t testing.TB, dir string) (*Service, *badger.DB) {
+	t.Helper()
+	db, err := badger.Open(dir, badger.Options{})
+	if err != nil {
+		t.Fatalf("open badger: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s, err := New(context.Background(), Options{Store: db})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s, db
+}
+
 func readYAML(t testing.TB, path string) *unstructured.Unstructured {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -580,14 +597,7 @@ func TestWatch(t *testing.T) {
 func TestRestartKeepsKinds(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := badger.Open(dir, badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, Options{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, db := openService(t, dir)
 	if _, err := s.Create(ctx, CRDResource, readYAML(t, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -595,15 +605,7 @@ func TestRestartKeepsKinds(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err = badger.Open(dir, badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	s, err = New(ctx, Options{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, db = openService(t, dir)
 	if _, err := s.Get(ctx, widgets, "default", "kept", metav1.GetOptions{}); err != nil {
 		t.Fatalf("after a restart: %v", err)
 	}

@@ -16,13 +16,23 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/setpoint-dev/setpoint/store"
-	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
-// doodadCRD is a kind whose schema the tests below change: at first spec has
-// name and legacy, then (doodadCRDv2) legacy is gone and tier has a default;
-// v1beta1 is served too, with a default of its own.
-const doodadCRD = `
+// doodadCRDOf is the Doodad CRD with the given spec properties (a YAML flow
+// mapping's contents) at v1beta1 and at v1, the storage version.
+func doodadCRDOf(v1beta1, v1 string) string {
+	version := func(name string, storage bool, props string) string {
+		return fmt.Sprintf(`
+  - name: %s
+    served: true
+    storage: %v
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {%s}}`, name, storage, props)
+	}
+	return `
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
@@ -31,69 +41,17 @@ spec:
   group: test.setpoint.dev
   scope: Cluster
   names: {plural: doodads, singular: doodad, kind: Doodad}
-  versions:
-  - name: v1beta1
-    served: true
-    storage: false
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              name: {type: string}
-              legacy: {type: string}
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              name: {type: string}
-              legacy: {type: string}
-`
+  versions:` + version("v1beta1", false, v1beta1) + version("v1", true, v1) + "\n"
+}
 
-const doodadCRDv2 = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: doodads.test.setpoint.dev
-spec:
-  group: test.setpoint.dev
-  scope: Cluster
-  names: {plural: doodads, singular: doodad, kind: Doodad}
-  versions:
-  - name: v1beta1
-    served: true
-    storage: false
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              name: {type: string}
-              legacy: {type: string}
-              tier: {type: string, default: silver}
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              name: {type: string}
-              tier: {type: string, default: gold}
-`
+// doodadCRD is a kind whose schema the tests below change: at first spec has
+// name and legacy, then (doodadCRDv2) legacy is gone from v1 and tier has a
+// default, another at v1beta1.
+var (
+	doodadCRD   = doodadCRDOf("name: {type: string}, legacy: {type: string}", "name: {type: string}, legacy: {type: string}")
+	doodadCRDv2 = doodadCRDOf("name: {type: string}, legacy: {type: string}, tier: {type: string, default: silver}",
+		"name: {type: string}, tier: {type: string, default: gold}")
+)
 
 var (
 	doodads        = schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1", Resource: "doodads"}
@@ -126,14 +84,7 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	t.Cleanup(func() { readRecordSettle = settle })
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := badger.Open(dir, badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, Options{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, db := openService(t, dir)
 	if _, err := s.Create(ctx, CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -319,15 +270,7 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err = badger.Open(dir, badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	s, err = New(ctx, Options{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, db = openService(t, dir)
 	readAll(s)
 	if sv, _ := s.reg.get(doodads); sv.read.since.Load() != sinceBefore {
 		t.Errorf("after a restart objects are read as stored since %d, want %d as before", sv.read.since.Load(), sinceBefore)
@@ -339,15 +282,7 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 // took the old one and committed after the change.
 func TestSchemaChangeRacingWrites(t *testing.T) {
 	ctx := context.Background()
-	db, err := badger.Open(t.TempDir(), badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	s, err := New(ctx, Options{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := openService(t, t.TempDir())
 	if _, err := s.Create(ctx, CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -413,14 +348,7 @@ func TestReservedGroup(t *testing.T) {
 func TestSchemaChangeCrashBeforeSettled(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := badger.Open(dir, badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(ctx, Options{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, db := openService(t, dir)
 	if _, err := s.Create(ctx, CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -447,15 +375,7 @@ func TestSchemaChangeCrashBeforeSettled(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err = badger.Open(dir, badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	s, err = New(ctx, Options{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, db = openService(t, dir)
 	u, err := s.Get(ctx, doodads, "", "late", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
