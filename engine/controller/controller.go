@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"log/slog"
 	"maps"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine/workqueue"
