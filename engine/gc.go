@@ -266,12 +266,13 @@ func (s *Service) collectOwnership(ctx context.Context, o *gcObject, deps []*gcO
 		}
 		// The references came from the graph or a list, which may lag a
 		// write that gave the object a live owner: decide on the stored
-		// object, and delete only that revision of it.
+		// object (its metadata: decodeForGC), and delete only that revision
+		// of it.
 		kv, err := s.store.Get(ctx, key(sv, ns, name), store.GetOptions{})
 		if err != nil {
 			return false, storeError(err, gvr.GroupResource(), name)
 		}
-		cur, err := decode(sv, kv)
+		cur, err := decodeForGC(kv)
 		if err != nil {
 			return false, err
 		}
