@@ -40,6 +40,12 @@ func moduleKey(digest string) string {
 	return modulePrefix + strings.TrimPrefix(digest, "sha256:")
 }
 
+// digestOfKey is the digest of the module stored under key (moduleKey's
+// inverse).
+func digestOfKey(key string) string {
+	return "sha256:" + strings.TrimPrefix(key, modulePrefix)
+}
+
 // Put stores wasm under digest, which the caller computed from wasm. It
 // reports whether the module was new; storing a module again is a no-op.
 func (m *Modules) Put(ctx context.Context, digest string, wasm []byte) (created bool, err error) {
@@ -107,7 +113,7 @@ type StoredModule struct {
 func (m *Modules) List(ctx context.Context) ([]StoredModule, error) {
 	var out []StoredModule
 	opts := store.ListOptions{Filter: func(key string, value []byte) bool {
-		out = append(out, StoredModule{Digest: "sha256:" + strings.TrimPrefix(key, modulePrefix), Size: len(value)})
+		out = append(out, StoredModule{Digest: digestOfKey(key), Size: len(value)})
 		return false
 	}}
 	for {
@@ -135,7 +141,7 @@ func (m *Modules) Digests(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("plugins: list modules: %w", err)
 		}
 		for _, kv := range res.Items {
-			out = append(out, "sha256:"+strings.TrimPrefix(kv.Key, modulePrefix))
+			out = append(out, digestOfKey(kv.Key))
 		}
 		if res.Continue == "" {
 			break
