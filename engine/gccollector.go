@@ -336,7 +336,7 @@ func (c *collector) attempt(ctx context.Context, uid types.UID) error {
 		// server created it): try again once it is served. Keys of anything
 		// else (modules) are never the collector's.
 		c.mu.RLock()
-		crd := c.g.crds[n.res.gr.Resource+"."+n.res.gr.Group]
+		crd := c.g.crds[n.res.gr.String()] // a CRD is named resource.group
 		c.mu.RUnlock()
 		if crd != nil && !crd.deleting() {
 			return fmt.Errorf("%w: %s", errNotServedYet, n.res.gr)
