@@ -1,0 +1,230 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// TestWidgetPluginLanguages runs the Widget plugin written in each language
+// the project ships a plugin in through the same end-to-end checks, on one
+// server started with `--examples` (the Go Widget plugin installed): for
+// each module in turn the widget Plugin is swapped to it, with
+// spec.config log=true, and then its widgets converge (Ready,
+// observedGeneration, status.capacity and a fresh lastProvisioned, one
+// WidgetProvision owned by each with the widget's size, capacity, display
+// name and label), a spec edit converges, a provision deleted by hand comes
+// back, a deleted widget runs finalize (its Deprovisioned event names the
+// capacity released) and its provision is collected, and the module's
+// host-call path logs through the server. The C and Rust modules must
+// import wasi_snapshot_preview1.sched_yield, which the host's fast
+// preemption needs (docs/ABI.md).
+func TestWidgetPluginLanguages(t *testing.T) {
+	// Six widgets converge in seconds; the limit allows for a loaded machine.
+	const langConvergeLimit = 2 * time.Minute
+	build := exec.Command(filepath.Join("..", ".ci", "build-wasm"))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the plugins (make deps installs their toolchains): %v\n%s", err, out)
+	}
+	langs := []struct {
+		name   string // also the prefix of the widgets' names
+		module string // under bin/wasm
+		native bool   // native ABI: must import sched_yield
+	}{
+		{name: "go", module: "widget-plugin.wasm", native: true},
+		{name: "c", module: "widget-c.wasm", native: true},
+		{name: "rust", module: "widget-rust.wasm", native: true},
+		{name: "as", module: "widget-as.wasm"},
+	}
+	modules := map[string][]byte{}
+	for _, l := range langs {
+		b, err := os.ReadFile(filepath.Join("..", "bin", "wasm", l.module))
+		if err != nil {
+			t.Fatal(err)
+		}
+		modules[l.name] = b
+	}
+
+	s := testserver.Start(t, testserver.Options{Args: []string{"--examples", "--examples-dir", filepath.Join("..", "examples")}})
+	a := &acceptance{t: t, s: s, c: s.HTTPClient()}
+	a.c.Timeout = 2 * time.Minute
+	t.Cleanup(a.c.CloseIdleConnections)
+	a.pluginLoaded("widget", "")
+
+	for _, l := range langs {
+		t.Run(l.name, func(t *testing.T) {
+			a.t = t
+			wasm := modules[l.name]
+			if l.native {
+				if err := importsSchedYield(wasm); err != nil {
+					t.Errorf("%s: %v: the host runs it under the slow preemption path", l.module, err)
+				}
+			}
+			digest, err := a.swapWithConfig(wasm, `{"log":"true"}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.pluginLoaded("widget", digest)
+			start := time.Now().Add(-time.Second).Truncate(time.Second)
+
+			const n = 6
+			if err := a.createWidgets(l.name, "lang-"+l.name, n, 0, nil); err != nil {
+				t.Fatal(err)
+			}
+			a.eventually(l.name+" widgets converged", langConvergeLimit, func() string {
+				return a.widgetsConverged(accPhaseLabel+"=lang-"+l.name, n)
+			})
+			for i := range n {
+				if msg := a.langDetails(fmt.Sprintf("%s-%d", l.name, i), fmt.Sprintf("Widget %d", i), start); msg != "" {
+					t.Error(msg)
+				}
+			}
+
+			// A spec edit converges: small to large.
+			w0 := l.name + "-0"
+			a.must("PATCH", accWidgets+"/"+w0, "application/merge-patch+json", []byte(`{"spec":{"size":"large"}}`), 200)
+			a.eventually("spec edit of "+w0+" converged", langConvergeLimit, func() string {
+				w, _ := a.get(accWidgets + "/" + w0)
+				c, _ := a.get(accProvisions + "/" + w0)
+				if w.Status.Capacity != 16 || w.Status.ObservedGeneration != w.Metadata.Generation || c.Spec.Capacity != 16 || c.Spec.Size != "large" {
+					return fmt.Sprintf("generation %d observed %d capacity %d, provision %s/%d", w.Metadata.Generation, w.Status.ObservedGeneration, w.Status.Capacity, c.Spec.Size, c.Spec.Capacity)
+				}
+				return ""
+			})
+
+			// A provision deleted by hand comes back.
+			w1 := l.name + "-1"
+			old, _ := a.get(accProvisions + "/" + w1)
+			a.must("DELETE", accProvisions+"/"+w1, "", nil, 200, 202)
+			a.eventually("provision "+w1+" recreated", langConvergeLimit, func() string {
+				if c, ok := a.get(accProvisions + "/" + w1); !ok || c.Metadata.UID == old.Metadata.UID {
+					return "not recreated"
+				}
+				return a.widgetsConverged(accPhaseLabel+"=lang-"+l.name, n)
+			})
+
+			// A deleted widget runs finalize; its provision is collected.
+			w2 := l.name + "-2" // large: 16 units
+			a.must("DELETE", accWidgets+"/"+w2, "", nil, 200, 202)
+			a.eventually(w2+" and its provision gone", langConvergeLimit, func() string {
+				if _, ok := a.get(accWidgets + "/" + w2); ok {
+					return "widget still there"
+				}
+				if _, ok := a.get(accProvisions + "/" + w2); ok {
+					return "provision still there"
+				}
+				return ""
+			})
+			want := "widget " + w2 + " released 16 capacity units"
+			a.eventually("Deprovisioned event of "+w2, 30*time.Second, func() string {
+				var events struct {
+					Items []struct {
+						Reason, Message string
+						InvolvedObject  struct{ Name string } `json:"involvedObject"`
+					}
+				}
+				if err := json.Unmarshal(a.must("GET", "/api/v1/namespaces/"+accNS+"/events", "", nil, 200), &events); err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range events.Items {
+					if e.Reason == "Deprovisioned" && e.InvolvedObject.Name == w2 {
+						if e.Message != want {
+							return fmt.Sprintf("message %q, want %q", e.Message, want)
+						}
+						return ""
+					}
+				}
+				return "none yet"
+			})
+
+			// The module logged through its host-call path (config log=true).
+			a.eventually(l.name+" plugin log", 10*time.Second, func() string {
+				for _, line := range strings.Split(s.Logs(), "\n") {
+					if strings.Contains(line, "plugin log") && strings.Contains(line, "widget provisioned") &&
+						strings.Contains(line, "name="+l.name+"-") {
+						return ""
+					}
+				}
+				return "no `plugin log` line with \"widget provisioned\" for a widget " + l.name + "-*"
+			})
+		})
+	}
+}
+
+// swapWithConfig uploads wasm and points the widget Plugin at it with
+// spec.config set to config (a JSON object).
+func (a *acceptance) swapWithConfig(wasm []byte, config string) (string, error) {
+	digest, err := a.swap(wasm)
+	if err != nil {
+		return "", err
+	}
+	code, b, err := a.do("PATCH", accPlugins+"/widget", "application/merge-patch+json", []byte(`{"spec":{"config":`+config+`}}`))
+	if err == nil && code != 200 {
+		err = fmt.Errorf("patch plugin config: %d %s", code, b)
+	}
+	return digest, err
+}
+
+// langDetails checks what widgetsConverged does not: the widget's
+// status.provision and a lastProvisioned since start, and its provision's
+// label, display name and namespace. It returns "" or what is wrong.
+func (a *acceptance) langDetails(name, display string, start time.Time) string {
+	var w struct {
+		Status struct{ Provision, LastProvisioned string } `json:"status"`
+	}
+	var c struct {
+		Metadata struct {
+			Namespace string            `json:"namespace"`
+			Labels    map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct{ Widget string } `json:"spec"`
+	}
+	if err := json.Unmarshal(a.must("GET", accWidgets+"/"+name, "", nil, 200), &w); err != nil {
+		return err.Error()
+	}
+	if err := json.Unmarshal(a.must("GET", accProvisions+"/"+name, "", nil, 200), &c); err != nil {
+		return err.Error()
+	}
+	last, err := time.Parse(time.RFC3339, w.Status.LastProvisioned)
+	switch {
+	case w.Status.Provision != name:
+		return fmt.Sprintf("%s: status.provision %q", name, w.Status.Provision)
+	case err != nil || last.Before(start) || last.After(time.Now().Add(time.Minute)):
+		return fmt.Sprintf("%s: status.lastProvisioned %q, want an RFC 3339 time since %s (%v)", name, w.Status.LastProvisioned, start.Format(time.RFC3339), err)
+	case c.Metadata.Labels["example.setpoint.dev/widget"] != name || c.Spec.Widget != display || c.Metadata.Namespace != accNS:
+		return fmt.Sprintf("%s: provision labels %v, spec.widget %q, namespace %q", name, c.Metadata.Labels, c.Spec.Widget, c.Metadata.Namespace)
+	}
+	return ""
+}
+
+// importsSchedYield reports whether the module imports
+// wasi_snapshot_preview1.sched_yield as () -> i32.
+func importsSchedYield(wasm []byte) error {
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	m, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return err
+	}
+	for _, f := range m.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		if mod == "wasi_snapshot_preview1" && name == "sched_yield" {
+			if len(f.ParamTypes()) == 0 && len(f.ResultTypes()) == 1 && f.ResultTypes()[0] == api.ValueTypeI32 {
+				return nil
+			}
+			return fmt.Errorf("sched_yield is imported as %v -> %v, not () -> i32", f.ParamTypes(), f.ResultTypes())
+		}
+	}
+	return fmt.Errorf("no import of wasi_snapshot_preview1.sched_yield")
+}
