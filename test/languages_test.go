@@ -3,14 +3,19 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/host"
+	"github.com/setpoint-dev/setpoint/host/hosttest"
+	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -227,4 +232,112 @@ func importsSchedYield(wasm []byte) error {
 		}
 	}
 	return fmt.Errorf("no import of wasi_snapshot_preview1.sched_yield")
+}
+
+// TestLanguageHelpersHostCalls runs a small guest per language helper
+// (test/testdata/hostcalls, built here with the real compilers) under the
+// real host: its reconcile gets an object of about 10 KB through the `get`
+// host function, longer than the helper's first response buffer, so the
+// helper must fetch it with `result`; then it logs, and answers with the
+// object's spec. A call without its config must fail with the guest's own
+// message (the helper's failure packing).
+func TestLanguageHelpersHostCalls(t *testing.T) {
+	root, err := hosttest.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(root, "test", "testdata", "hostcalls")
+	builds := []struct {
+		name string
+		cmd  func(out string) *exec.Cmd
+	}{
+		{"c", func(out string) *exec.Cmd {
+			return exec.Command("clang", "--target=wasm32-wasi", "-mexec-model=reactor", "-O2", "-s", "-Wall", "-Werror",
+				"-I", filepath.Join(root, "sdk", "c"), "-o", out, filepath.Join(src, "hostcalls.c"))
+		}},
+		{"rust", func(out string) *exec.Cmd {
+			return exec.Command(rustc(), "--target", rustTarget(t), "--crate-type", "cdylib", "--edition", "2021",
+				"-O", "-D", "warnings", "-o", out, filepath.Join(src, "hostcalls.rs"))
+		}},
+	}
+	spec := `{"size":"large","data":"` + strings.Repeat("0123456789", 1000) + `"}`
+	obj := `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"big","namespace":"default"},"spec":` + spec + `}`
+	want := (&abi.GetResponse{Object: abi.RawJSON(obj), Found: true}).AppendJSON(nil)
+	for _, b := range builds {
+		t.Run(b.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "hostcalls.wasm")
+			if msg, err := b.cmd(out).CombinedOutput(); err != nil {
+				t.Fatalf("build (make deps installs the toolchains): %v\n%s", err, msg)
+			}
+			wasm, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reader := &oneObject{obj: obj}
+			h := hosttest.NewHost(t, host.Options{Objects: reader})
+			p, err := h.Load(context.Background(), "hostcalls-"+b.name, wasm, host.Config{Permissions: host.Permissions{Read: []string{"*"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for i := range 2 { // the second call reuses the grown buffers
+				resp, err := p.Reconcile(ctx, &abi.ReconcileRequest{Config: map[string]string{"get": "big"}, Object: abi.RawJSON(obj)})
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				var status struct {
+					ResponseBytes int             `json:"responseBytes"`
+					Spec          json.RawMessage `json:"spec"`
+					LogError      string          `json:"logError"`
+				}
+				if err := json.Unmarshal(resp.Status, &status); err != nil {
+					t.Fatalf("call %d: status %.200s: %v", i, resp.Status, err)
+				}
+				if status.ResponseBytes != len(want) || string(status.Spec) != spec || status.LogError != "" {
+					t.Fatalf("call %d: response of %d bytes (want %d), spec of %d bytes equal: %v, log error %q",
+						i, status.ResponseBytes, len(want), len(status.Spec), string(status.Spec) == spec, status.LogError)
+				}
+			}
+			if got := reader.name; got != "big" {
+				t.Errorf("the host was asked for %q, want big", got)
+			}
+			_, err = p.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(obj)})
+			if !errors.Is(err, host.ErrGuestPanic) || !strings.Contains(err.Error(), "config.get is not set") {
+				t.Errorf("call without config: %v, want a guest failure saying config.get is not set", err)
+			}
+		})
+	}
+}
+
+// oneObject serves one object to the get host function.
+type oneObject struct {
+	obj  string
+	name string // the name last asked for
+}
+
+func (o *oneObject) GetObject(_ context.Context, req abi.GetRequest) ([]byte, bool, error) {
+	o.name = req.Name
+	return []byte(o.obj), req.Kind == "Widget" && req.Name == "big", nil
+}
+
+func (o *oneObject) ListObjects(context.Context, abi.ListRequest) ([][]byte, error) { return nil, nil }
+
+// rustc is the compiler .ci/build-wasm uses: $RUSTC, else Debian's.
+func rustc() string {
+	if r := os.Getenv("RUSTC"); r != "" {
+		return r
+	}
+	return "/usr/bin/rustc"
+}
+
+// rustTarget is rustc's name for WASI preview 1.
+func rustTarget(t *testing.T) string {
+	out, err := exec.Command(rustc(), "--print", "target-list").Output()
+	if err != nil {
+		t.Fatalf("%s (make deps installs it): %v", rustc(), err)
+	}
+	if slices.Contains(strings.Fields(string(out)), "wasm32-wasip1") {
+		return "wasm32-wasip1"
+	}
+	return "wasm32-wasi"
 }
