@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 const CHILD_KEY: &str = "WidgetProvision.example.setpoint.dev";
 
 // The response of the last call: the host reads it after the export returns.
-static mut OUT: Vec<u8> = Vec::new();
+static OUT: setpoint::Buffer = setpoint::Buffer::new();
 
 fn capacity_of(size: Json) -> i64 {
     if size.is_str("small") {
@@ -55,7 +55,7 @@ fn now_rfc3339() -> String {
 #[no_mangle]
 pub extern "C" fn reconcile(ptr: *const u8, len: i32) -> i64 {
     let req = unsafe { setpoint::input(ptr, len) };
-    let out = unsafe { &mut OUT };
+    let out = OUT.get();
     out.clear();
     let obj = req.get("object");
     let meta = obj.get("metadata");
@@ -118,7 +118,7 @@ pub extern "C" fn reconcile(ptr: *const u8, len: i32) -> i64 {
 #[no_mangle]
 pub extern "C" fn finalize(ptr: *const u8, len: i32) -> i64 {
     let req = unsafe { setpoint::input(ptr, len) };
-    let out = unsafe { &mut OUT };
+    let out = OUT.get();
     out.clear();
     let name = req.get("object").get("metadata").get("name");
     let released: i64 = req.get("children").get(CHILD_KEY).members().map(|(_, c)| c.get("spec").get("capacity").int()).sum();

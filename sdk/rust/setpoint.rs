@@ -14,9 +14,13 @@
 //! pub extern "C" fn reconcile(ptr: *const u8, len: i32) -> i64 {
 //!     let req = unsafe { setpoint::input(ptr, len) };
 //!     let name = req.get("object").get("metadata").get("name");
+//!     let out = OUT.get();
+//!     out.clear();
 //!     ...
-//!     setpoint::pack(&OUT)
+//!     setpoint::pack(out)
 //! }
+//!
+//! static OUT: setpoint::Buffer = setpoint::Buffer::new();
 //! ```
 //!
 //! Build a cdylib for WASI:
@@ -30,6 +34,30 @@
 //! native-ABI module without that import runs under the host's slow
 //! preemption path (docs/ABI.md, "Exports").
 #![allow(dead_code)]
+
+use std::cell::UnsafeCell;
+
+/// A byte buffer kept in a static across calls: the input region, the
+/// output region the host reads after an export returns, the host-call
+/// buffer. A module instance runs one call at a time on one thread, so
+/// `get` hands out the one reference in use.
+pub struct Buffer(UnsafeCell<Vec<u8>>);
+
+// Sound because a Wasm guest has one thread.
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    pub const fn new() -> Self {
+        Buffer(UnsafeCell::new(Vec::new()))
+    }
+
+    /// The buffer. Hold the reference only within one call, and take one
+    /// at a time.
+    #[allow(clippy::mut_from_ref)]
+    pub fn get(&self) -> &mut Vec<u8> {
+        unsafe { &mut *self.0.get() }
+    }
+}
 
 /// The ABI version this file speaks.
 pub const ABI_VERSION: i32 = 1;
@@ -75,7 +103,7 @@ pub extern "C" fn setpoint_abi_version() -> i32 {
     ABI_VERSION
 }
 
-static mut INPUT: Vec<u8> = Vec::new();
+static INPUT: Buffer = Buffer::new();
 
 /// Returns a region of at least size bytes for the host's input, reserved
 /// until the next call.
@@ -87,13 +115,12 @@ pub extern "C" fn setpoint_alloc(size: i32) -> *mut u8 {
         unsafe { wasi_sched_yield() };
         return std::ptr::null_mut();
     }
-    unsafe {
-        let n = (size as usize).max(1);
-        if INPUT.len() < n {
-            INPUT = vec![0; n.max(2 * INPUT.len())];
-        }
-        INPUT.as_mut_ptr()
+    let input = INPUT.get();
+    let n = (size as usize).max(1);
+    if input.len() < n {
+        *input = vec![0; n.max(2 * input.len())];
     }
+    input.as_mut_ptr()
 }
 
 /// The request an export received, as a raw JSON value.
@@ -105,7 +132,7 @@ pub unsafe fn input<'a>(ptr: *const u8, len: i32) -> Json<'a> {
 }
 
 /// An export's result for the response in out, which must stay unchanged
-/// until the next call into the module (keep it in a static).
+/// until the next call into the module (keep it in a static Buffer).
 pub fn pack(out: &[u8]) -> i64 {
     ((out.as_ptr() as u64) << 32 | out.len() as u64) as i64
 }
@@ -293,22 +320,21 @@ pub fn quote(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
-static mut HOST_BUF: Vec<u8> = Vec::new();
+static HOST_BUF: Buffer = Buffer::new();
 
 /// Calls host function f with the request document req and returns the
 /// response document, valid until the next call.
 pub fn call(f: HostFn, req: &[u8]) -> Json<'static> {
-    unsafe {
-        if HOST_BUF.len() < 4096 {
-            HOST_BUF = vec![0; 4096];
-        }
-        let mut n = f(req.as_ptr(), req.len() as i32, HOST_BUF.as_mut_ptr(), HOST_BUF.len() as i32);
-        if n as usize > HOST_BUF.len() {
-            HOST_BUF = vec![0; n as usize];
-            n = host_result(HOST_BUF.as_mut_ptr(), n);
-        }
-        Json(&HOST_BUF[..n.max(0) as usize])
+    let buf = HOST_BUF.get();
+    if buf.len() < 4096 {
+        *buf = vec![0; 4096];
     }
+    let mut n = unsafe { f(req.as_ptr(), req.len() as i32, buf.as_mut_ptr(), buf.len() as i32) };
+    if n as usize > buf.len() {
+        *buf = vec![0; n as usize];
+        n = unsafe { host_result(buf.as_mut_ptr(), n) };
+    }
+    Json(&buf[..n.max(0) as usize])
 }
 
 /// Logs message at level (debug, info, warn, error) through the host's log

@@ -7,7 +7,7 @@
 #[path = "../../../sdk/rust/setpoint.rs"]
 mod setpoint;
 
-static mut OUT: Vec<u8> = Vec::new();
+static OUT: setpoint::Buffer = setpoint::Buffer::new();
 
 #[no_mangle]
 pub extern "C" fn reconcile(ptr: *const u8, len: i32) -> i64 {
@@ -16,7 +16,7 @@ pub extern "C" fn reconcile(ptr: *const u8, len: i32) -> i64 {
     if name.is_missing() {
         return setpoint::fail("config.get is not set");
     }
-    let out = unsafe { &mut OUT };
+    let out = OUT.get();
     out.clear();
     let mut req = b"{\"apiVersion\":\"example.setpoint.dev/v1\",\"kind\":\"Widget\",\"namespace\":\"default\",\"name\":".to_vec();
     name.write_to(&mut req);
