@@ -32,8 +32,8 @@ import (
 // back, a deleted widget runs finalize (its Deprovisioned event names the
 // capacity released) and its provision is collected, and the module's
 // host-call path logs through the server. The C and Rust modules must
-// import wasi_snapshot_preview1.sched_yield, which the host's fast
-// preemption needs (docs/ABI.md).
+// import wasi_snapshot_preview1.sched_yield and get the host's own loop-head
+// preemption, the fast path (docs/ABI.md).
 func TestWidgetPluginLanguages(t *testing.T) {
 	// Six widgets converge in seconds; the limit allows for a loaded machine.
 	const langConvergeLimit = 2 * time.Minute
@@ -60,6 +60,7 @@ func TestWidgetPluginLanguages(t *testing.T) {
 		modules[l.name] = b
 	}
 
+	h := hosttest.NewHost(t, host.Options{})
 	s := testserver.Start(t, testserver.Options{Args: []string{"--examples", "--examples-dir", filepath.Join("..", "examples")}})
 	a := &acceptance{t: t, s: s, c: s.HTTPClient()}
 	a.c.Timeout = 2 * time.Minute
@@ -74,6 +75,17 @@ func TestWidgetPluginLanguages(t *testing.T) {
 				if err := importsSchedYield(wasm); err != nil {
 					t.Errorf("%s: %v: the host runs it under the slow preemption path", l.module, err)
 				}
+			}
+			// The preemption the host gives it: its own loop checks for a
+			// native module, wazero's close-on-context-done for Extism.
+			preemption := "wazero"
+			if l.native {
+				preemption = "loop-checks"
+			}
+			if p, err := h.Load(context.Background(), l.name, wasm, host.Config{}); err != nil {
+				t.Errorf("load %s: %v", l.module, err)
+			} else if got := p.Preemption(); got != preemption {
+				t.Errorf("%s: preemption %q, want %q", l.module, got, preemption)
 			}
 			digest, err := a.swapWithConfig(wasm, `{"log":"true"}`)
 			if err != nil {
