@@ -55,7 +55,7 @@ func TestWidgetPluginLanguages(t *testing.T) {
 	for _, l := range langs {
 		b, err := os.ReadFile(filepath.Join("..", "bin", "wasm", l.module))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v: .ci/build-wasm builds it when its toolchain is installed: run `make deps`", err)
 		}
 		modules[l.name] = b
 	}
