@@ -19,11 +19,14 @@ build:
 	$(GO) build -buildvcs=auto -o $(BIN)/setpoint ./cmd/setpoint 2>/dev/null || $(GO) build -buildvcs=false -o $(BIN)/setpoint ./cmd/setpoint
 
 ## plugins: every guest module (first-party plugins, examples, host test guests)
-## built to .wasm with the standard Go toolchain; see docs/ABI.md.
+## built to .wasm: Go guests with the standard Go toolchain, the Widget plugin
+## in C, Rust and AssemblyScript with the toolchains `make deps` installs
+## (a missing one is skipped with a warning); see docs/ABI.md.
 plugins:
 	@./.ci/build-wasm
 
-## deps: what the tests need beyond Go (browser, etcd), installed when missing
+## deps: what the tests need beyond Go (browser, etcd, the C, Rust and
+## AssemblyScript toolchains), installed when missing
 deps:
 	@./.ci/install-deps
 
