@@ -15,3 +15,13 @@ func WatcherLive(db *DB, w store.Watcher) bool {
 	_, live := db.hub.live[ww]
 	return live
 }
+
+// Scrub runs one scrub of db now, as the scrubber does on its ticker, and
+// marks db damaged when it finds damage.
+func Scrub(db *DB) error {
+	err := db.scrub()
+	if err != nil {
+		return db.readFailed(err)
+	}
+	return nil
+}
