@@ -369,6 +369,15 @@ func (db *DB) Close() error {
 		db.watchers.Wait()
 		db.closeMu.Lock()
 		defer db.closeMu.Unlock()
+		if ok, free := db.space.check(db, 0); !ok && !db.readOnly.Load() {
+			// Badger's Close flushes the memtable to a new table through a
+			// map of a sparse file: on a full disk, SIGBUS. The memtable's
+			// log is synced, and the next Open replays it.
+			db.log.Warn("store is low on disk space; leaving Badger open rather than flushing its memtable at close",
+				"free_bytes", free, "reserve_bytes", db.space.reserve)
+			db.lock.release()
+			return
+		}
 		if err := db.bdb.Close(); err != nil {
 			db.closeErr = fmt.Errorf("store/badger: close: %w", err)
 		}
