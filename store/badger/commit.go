@@ -180,18 +180,9 @@ func (db *DB) commitGroup(batch []*writeReq) {
 		refuse(err)
 		return
 	}
-	size := int64(0)
-	for _, r := range batch {
-		size += int64(len(r.key) + len(r.value))
-	}
 	// Against a concurrent reopenWritable (space.go); Close waits for the
 	// write leader before it takes closeMu.
 	db.closeMu.RLock()
-	if err := db.checkWriteSpace(2 * size); err != nil {
-		db.closeMu.RUnlock()
-		refuse(err)
-		return
-	}
 	events, ok := db.commitLocked(batch)
 	db.closeMu.RUnlock()
 	if ok && len(events) > 0 {
@@ -297,6 +288,18 @@ func (db *DB) commitLocked(batch []*writeReq) (events []store.Event, committed b
 	txn.Discard()
 
 	if len(events) > 0 {
+		// The writes that passed their checks need space; the others have
+		// their answer (a create of an existing key is still a conflict).
+		if err := db.checkWriteSpace(2 * int64(len(record))); err != nil {
+			answered = true
+			for i, r := range batch {
+				if results[i].err == nil {
+					results[i] = writeResult{err: err}
+				}
+				r.done <- results[i]
+			}
+			return nil, false
+		}
 		last := next - 1
 		if err := db.persist(record, events, last); err != nil {
 			db.log.Error("store write failed; refusing further writes", "rev", last, "err", err)

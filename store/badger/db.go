@@ -112,6 +112,15 @@ func Open(dir string, opts Options) (*DB, error) {
 			"dir", dir, "free_bytes", free, "reserve_bytes", db.space.reserve)
 	}
 	bdb, err := bdg.OpenManaged(db.bo)
+	// Badger wraps its errors as text (y.Wrapf), hence the match on it.
+	if err != nil && db.readOnly.Load() && strings.Contains(err.Error(), bdg.ErrTruncateNeeded.Error()) {
+		// Badger read-only cannot replay a log that was not closed
+		// cleanly, and writable it would flush it through maps of sparse
+		// files: on this disk, SIGBUS.
+		return nil, fmt.Errorf("store/badger: %s has %s free, less than the %s kept in reserve, and the store's log "+
+			"was not closed cleanly: it must be replayed and flushed, which needs space; free space on that filesystem "+
+			"and start again: %w", dir, formatBytes(db.space.free.Load()), formatBytes(db.space.reserve), store.ErrNoSpace)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store/badger: open %s: %w", dir, err)
 	}
@@ -369,10 +378,11 @@ func (db *DB) Close() error {
 		db.watchers.Wait()
 		db.closeMu.Lock()
 		defer db.closeMu.Unlock()
-		if ok, free := db.space.check(db, 0); !ok && !db.readOnly.Load() {
-			// Badger's Close flushes the memtable to a new table through a
-			// map of a sparse file: on a full disk, SIGBUS. The memtable's
-			// log is synced, and the next Open replays it.
+		// Badger's Close flushes the memtable: room for one is enough.
+		if ok, free := db.space.check(db, 0); !ok && !db.readOnly.Load() && free < 2*db.opts.MemTableSize {
+			// It writes the new table through a map of a sparse file: on a
+			// full disk, SIGBUS. The memtable's log is synced, and the next
+			// Open replays it.
 			db.log.Warn("store is low on disk space; leaving Badger open rather than flushing its memtable at close",
 				"free_bytes", free, "reserve_bytes", db.space.reserve)
 			db.lock.release()

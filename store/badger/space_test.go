@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,13 +65,13 @@ func assertNoSpace(t *testing.T, err error) {
 	}
 }
 
-// TestDiskFullRefusesWrites fills the store's filesystem (a 64 MiB tmpfs)
+// TestDiskFullRefusesWrites fills the store's filesystem (a 64 MiB ext4 image)
 // to the last byte under an open store: writes must fail with ErrNoSpace
 // (Badger would otherwise write its log through a map of a sparse file, and
 // die of SIGBUS), reads and a running watch go on, and writes resume without
 // a reopen once the space is freed, with nothing acknowledged lost.
 func TestDiskFullRefusesWrites(t *testing.T) {
-	dir := storetest.MountTmpfs(t, 64<<20)
+	dir := storetest.MountSmallDisk(t, 64<<20)
 	ctx := context.Background()
 	db, err := badger.Open(filepath.Join(dir, "store"), spaceOptions())
 	if err != nil {
@@ -135,7 +136,7 @@ func TestDiskFullRefusesWrites(t *testing.T) {
 // restart), serve reads, refuse writes with ErrNoSpace, and become writable
 // by itself once space is freed.
 func TestOpenReadOnlyWhenDiskFull(t *testing.T) {
-	dir := storetest.MountTmpfs(t, 64<<20)
+	dir := storetest.MountSmallDisk(t, 64<<20)
 	ctx := context.Background()
 	path := filepath.Join(dir, "store")
 	db, err := badger.Open(path, spaceOptions())
@@ -188,7 +189,7 @@ func TestOpenReadOnlyWhenDiskFull(t *testing.T) {
 // disk is full: Badger's Close would flush the memtable through a map of a
 // sparse file and die of SIGBUS; the store must return instead.
 func TestCloseOnFullDisk(t *testing.T) {
-	dir := storetest.MountTmpfs(t, 64<<20)
+	dir := storetest.MountSmallDisk(t, 64<<20)
 	db, err := badger.Open(filepath.Join(dir, "store"), spaceOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -201,5 +202,62 @@ func TestCloseOnFullDisk(t *testing.T) {
 	fillDisk(t, dir)
 	if err := db.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+}
+
+// uncleanDirEnv selects uncleanChild in TestMain.
+const uncleanDirEnv = "SETPOINT_UNCLEAN_CHILD_DIR"
+
+// uncleanChild writes 100 documents to the store in dir and exits without
+// closing it, as a crash would: its log is left for the next Open to replay.
+func uncleanChild(dir string) {
+	db, err := badger.Open(dir, spaceOptions())
+	if err == nil {
+		for i := range 100 {
+			if _, err = db.Create(context.Background(), damageKey(i), []byte(`{"n":1}`)); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		println("unclean child:", err.Error())
+		os.Exit(3)
+	}
+	os.Exit(0)
+}
+
+// TestOpenFullDiskAfterCrash opens, on a full disk, a store whose last
+// process died without closing it: Badger cannot replay the log read-only,
+// and writable it would flush it through maps of sparse files and die of
+// SIGBUS. Open must refuse with ErrNoSpace and a message saying to free
+// space, and open with every document once space is freed.
+func TestOpenFullDiskAfterCrash(t *testing.T) {
+	dir := storetest.MountSmallDisk(t, 64<<20)
+	path := filepath.Join(dir, "store")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), uncleanDirEnv+"="+path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v %s", err, out)
+	}
+	filler := fillDisk(t, dir)
+	db, err := badger.Open(path, spaceOptions())
+	if err == nil {
+		db.Close()
+		t.Fatal("Open on a full disk after a crash succeeded")
+	}
+	if !errors.Is(err, store.ErrNoSpace) || !strings.Contains(err.Error(), "free space on that filesystem and start again") {
+		t.Fatalf("Open: %v; want ErrNoSpace saying what to do", err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	db, err = badger.Open(path, spaceOptions())
+	if err != nil {
+		t.Fatalf("Open once space was freed: %v", err)
+	}
+	defer db.Close()
+	res, err := db.List(context.Background(), "/widgets/", store.ListOptions{})
+	if err != nil || len(res.Items) != 100 {
+		t.Fatalf("List: %d items, %v; want 100", len(res.Items), err)
 	}
 }
