@@ -100,7 +100,7 @@ signal exits at once.`,
 	f.DurationVar(&o.pluginStatusInterval, "plugin-status-interval", 10*time.Second, "how often each Plugin's call and error counts are written to its status (only when they changed)")
 	f.DurationVar(&o.moduleGCGrace, "module-gc-grace", plugins.DefaultModuleGCGrace, "how long an uploaded module that no Plugin uses (in spec.module.digest or status.loadedDigest) is kept before it is deleted; the time is counted in memory, so a restart starts it again")
 	f.BoolVar(&o.profiling, "profiling", true, "serve Go's runtime profiles (heap, goroutines, CPU, trace) under /debug/pprof/ to holders of the admin token, as kube-apiserver does; go tool pprof reads them")
-	o.addStoreFlags(f)
+	o.addStoreFlags(cmd)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }

@@ -4,14 +4,15 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
 // addStoreFlags registers the embedded store's flags.
-func (o *serverOptions) addStoreFlags(f *pflag.FlagSet) {
+func (o *serverOptions) addStoreFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
 	f.StringVar(&o.storeFreeSpaceReserve, "store-free-space-reserve", "256Mi",
 		"free space (a quantity: 256Mi, 1Gi) the store's filesystem keeps: below it writes fail with 507 Insufficient Storage "+
 			"while reads and watches go on, the server starts read-only, and writes resume by themselves once space is freed; 0 disables the check")

@@ -42,7 +42,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if benchReadDir != "" {
+		os.RemoveAll(benchReadDir)
+	}
+	os.Exit(code)
 }
 
 func crashOptions() badger.Options {

@@ -173,7 +173,7 @@ func Open(dir string, opts Options) (*DB, error) {
 
 // badgerOptions are the Badger options of a store in dir.
 func badgerOptions(dir string, opts Options) bdg.Options {
-	return bdg.DefaultOptions(dir).
+	bo := bdg.DefaultOptions(dir).
 		WithSyncWrites(true).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false).
@@ -190,6 +190,10 @@ func badgerOptions(dir string, opts Options) bdg.Options {
 		WithChecksumVerificationMode(options.OnBlockRead).
 		WithVerifyValueChecksum(true).
 		WithLogger(badgerLogger{opts.Logger})
+	if opts.noReadChecksums {
+		bo = bo.WithChecksumVerificationMode(options.NoVerification).WithVerifyValueChecksum(false)
+	}
+	return bo
 }
 
 // recover finds the last revision and the compacted revision, and re-applies

@@ -25,3 +25,10 @@ func Scrub(db *DB) error {
 	}
 	return nil
 }
+
+// WithoutReadChecksums turns off the checksums Badger verifies on read, for
+// the benchmarks that measure what they cost.
+func WithoutReadChecksums(o Options) Options {
+	o.noReadChecksums = true
+	return o
+}

@@ -7,8 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // ErrLocked is returned by Open when another process has the directory open.
@@ -33,7 +32,7 @@ func lockDir(dir string) (*dirLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store/badger: open %s: %w", path, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder := ""
 		if b, rerr := os.ReadFile(path); rerr == nil {
 			if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil {
@@ -41,7 +40,7 @@ func lockDir(dir string) (*dirLock, error) {
 			}
 		}
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%w%s: %s is locked; stop the other server, or give this one its own --data-dir", ErrLocked, holder, path)
 		}
 		return nil, fmt.Errorf("store/badger: lock %s: %w", path, err)
@@ -55,7 +54,7 @@ func lockDir(dir string) (*dirLock, error) {
 
 func (l *dirLock) release() {
 	if l != nil && l.f != nil {
-		_ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+		_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 		_ = l.f.Close()
 		l.f = nil
 	}

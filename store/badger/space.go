@@ -3,10 +3,10 @@ package badger
 import (
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
-	"golang.org/x/sys/unix"
 
 	"github.com/setpoint-dev/setpoint/store"
 )
@@ -43,8 +43,8 @@ func (s *spaceGuard) check(db *DB, need int64) (ok bool, free int64) {
 	if s.reserve <= 0 {
 		return true, -1
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(s.dir, &st); err != nil {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(s.dir, &st); err != nil {
 		// Cannot tell: let Badger try (it reports write errors itself).
 		return true, -1
 	}

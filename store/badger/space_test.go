@@ -164,6 +164,11 @@ func TestOpenReadOnlyWhenDiskFull(t *testing.T) {
 	}
 	_, err = db.Create(ctx, damageKey(200), []byte(`{"n":1}`))
 	assertNoSpace(t, err)
+	if _, err := db.Create(ctx, damageKey(1), []byte(`{"n":1}`)); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Fatalf("Create of an existing key read-only: %v; want ErrAlreadyExists", err)
+	}
+	rev, _ := db.CurrentRevision(ctx)
+	assertNoSpace(t, db.Compact(ctx, rev))
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
