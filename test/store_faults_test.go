@@ -77,7 +77,7 @@ func createNamespaces(t *testing.T, s *testserver.Server, prefix string, n int) 
 // what to do, rather than serve a list that stops at the damaged block.
 func TestServerRefusesDamagedStore(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
-	createNamespaces(t, s, "ns", 1500)
+	createNamespaces(t, s, "ns", 300)
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
