@@ -290,3 +290,43 @@ func TestSecondOpenRefused(t *testing.T) {
 	}
 	db2.Close()
 }
+
+// TestOpenDamagedBadgerFiles damages the files Badger itself reads at open
+// (the manifest, the key registry): Open must fail with a message that says
+// what to do, not panic.
+func TestOpenDamagedBadgerFiles(t *testing.T) {
+	tests := []struct {
+		name, file string
+		damage     func(t *testing.T, path string)
+	}{
+		{"manifest byte", "MANIFEST", func(t *testing.T, p string) { flipByte(t, p, 0.5) }},
+		{"manifest empty", "MANIFEST", func(t *testing.T, p string) { _ = os.Truncate(p, 0) }},
+		{"key registry empty", "KEYREGISTRY", func(t *testing.T, p string) { _ = os.Truncate(p, 0) }},
+	}
+	dir := t.TempDir()
+	fillStore(t, dir)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			copyDir := t.TempDir()
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(copyDir, e.Name()), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tt.damage(t, filepath.Join(copyDir, tt.file))
+			db, err := badger.Open(copyDir, damageOptions())
+			if err == nil {
+				db.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(err.Error(), "restore the data directory from a backup") {
+				t.Fatalf("Open: %v; want what to do", err)
+			}
+		})
+	}
+}

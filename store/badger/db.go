@@ -122,7 +122,9 @@ func Open(dir string, opts Options) (*DB, error) {
 			"and start again: %w", dir, formatBytes(db.space.free.Load()), formatBytes(db.space.reserve), store.ErrNoSpace)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store/badger: open %s: %w", dir, err)
+		// Badger's errors name the file but not what to do.
+		return nil, fmt.Errorf("store/badger: open %s: %w; if a file there is damaged or truncated, "+
+			"restore the data directory from a backup, or move it aside to start with an empty store", dir, err)
 	}
 	db.bdb = bdb
 	rev, compacted, err := db.recover()
