@@ -105,6 +105,9 @@ func Open(dir string, opts Options) (*DB, error) {
 		space:    spaceGuard{dir: dir, reserve: max(opts.FreeSpaceReserve, 0)},
 	}
 	if ok, free := db.space.check(nil, 0); !ok {
+		if _, err := os.Stat(filepath.Join(dir, manifestName)); err != nil {
+			return nil, fmt.Errorf("store/badger: cannot create a store: %w", db.space.noSpace(free))
+		}
 		db.readOnly.Store(true)
 		db.space.low.Store(true)
 		db.bo = bo.WithReadOnly(true)

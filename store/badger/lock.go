@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/setpoint-dev/setpoint/store"
 )
 
 // ErrLocked is returned by Open when another process has the directory open.
@@ -25,12 +27,12 @@ type dirLock struct{ f *os.File }
 
 func lockDir(dir string) (*dirLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("store/badger: create %s: %w", dir, err)
+		return nil, fmt.Errorf("store/badger: create %s: %w", dir, noSpace(err))
 	}
 	path := filepath.Join(dir, lockName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("store/badger: open %s: %w", path, err)
+		return nil, fmt.Errorf("store/badger: open %s: %w", path, noSpace(err))
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder := ""
@@ -58,4 +60,12 @@ func (l *dirLock) release() {
 		_ = l.f.Close()
 		l.f = nil
 	}
+}
+
+// noSpace adds store.ErrNoSpace, and what to do, to an error of a full disk.
+func noSpace(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: free space on that filesystem and start again: %w", err, store.ErrNoSpace)
+	}
+	return err
 }

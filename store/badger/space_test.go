@@ -266,3 +266,25 @@ func TestOpenFullDiskAfterCrash(t *testing.T) {
 		t.Fatalf("List: %d items, %v; want 100", len(res.Items), err)
 	}
 }
+
+// TestNewStoreOnFullDisk creates a store on a full disk: Open must refuse
+// with ErrNoSpace, not create files it cannot write.
+func TestNewStoreOnFullDisk(t *testing.T) {
+	dir := storetest.MountSmallDisk(t, 64<<20)
+	if err := os.Mkdir(filepath.Join(dir, "made"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fillDisk(t, dir)
+	// A directory that exists (the reserve check refuses) and one that
+	// cannot be made (the filesystem does).
+	for _, sub := range []string{"made", "new"} {
+		db, err := badger.Open(filepath.Join(dir, sub), spaceOptions())
+		if err == nil {
+			db.Close()
+			t.Fatalf("Open of a new store in %s on a full disk succeeded", sub)
+		}
+		if !errors.Is(err, store.ErrNoSpace) || !strings.Contains(err.Error(), "space") {
+			t.Fatalf("Open in %s: %v; want ErrNoSpace", sub, err)
+		}
+	}
+}
