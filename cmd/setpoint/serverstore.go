@@ -50,7 +50,7 @@ func registerStoreMetrics(reg prometheus.Registerer, st *badger.DB) {
 		}, func() float64 { _, low := st.FreeSpace(); return b2f(low) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "setpoint_store_free_bytes",
-			Help: "Free bytes on the store's filesystem when last checked (-1 when the check is disabled).",
+			Help: "Free bytes on the store's filesystem (-1 when --store-free-space-reserve is 0).",
 		}, func() float64 { free, _ := st.FreeSpace(); return float64(free) }),
 	)
 }

@@ -83,14 +83,14 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// FreeSpace returns the free bytes last seen on the store's filesystem (-1
-// before the first check or with no reserve) and whether writes are refused
-// for want of space (metrics).
+// FreeSpace reads the free bytes on the store's filesystem (-1 with no
+// reserve) and reports whether writes are refused for want of space (metrics).
 func (db *DB) FreeSpace() (free int64, low bool) {
 	if db.space.reserve <= 0 {
 		return -1, false
 	}
-	return db.space.free.Load(), db.space.low.Load() || db.readOnly.Load()
+	ok, free := db.space.check(db, 0)
+	return free, !ok || db.readOnly.Load()
 }
 
 // checkWriteSpace refuses a group of size bytes when the disk is low.
