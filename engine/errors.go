@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,8 +35,23 @@ func storeError(err error, gr schema.GroupResource, name string) error {
 		return apierrors.NewTimeoutError("Too large resource version", 1)
 	case errors.Is(err, store.ErrWatcherTooSlow):
 		return apierrors.NewResourceExpired("watch fell behind; resume from the last resourceVersion received")
+	case errors.Is(err, store.ErrNoSpace):
+		return noSpace()
+	case errors.Is(err, store.ErrCorrupt):
+		return apierrors.NewInternalError(errors.New("the server's store found damaged data and refuses to serve part of it; the server log names the file"))
 	}
 	return apierrors.NewInternalError(fmt.Errorf("%s %q: %w", gr.String(), name, err))
+}
+
+// noSpace is 507 Insufficient Storage: the store refuses writes while its
+// disk is nearly full; reads and watches go on.
+func noSpace() error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusInsufficientStorage,
+		Reason:  "InsufficientStorage",
+		Message: "the server's disk is nearly full: writes are refused until space is freed (reads and watches go on)",
+	}}
 }
 
 const conflictMessage = "the object has been modified; please apply your changes to the latest version and try again"

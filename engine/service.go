@@ -266,6 +266,12 @@ func (s *Service) notOlderThan(ctx context.Context, rv int64) error {
 // CheckStore reports whether the store answers: what the server's health
 // endpoints check.
 func (s *Service) CheckStore(ctx context.Context) error {
+	// A backend that can find damage in its data reports it here.
+	if h, ok := s.store.(interface{ Health() error }); ok {
+		if err := h.Health(); err != nil {
+			return err
+		}
+	}
 	_, err := s.store.CurrentRevision(ctx)
 	return err
 }

@@ -4,7 +4,8 @@ import "errors"
 
 // The store's errors. Backends wrap them with %w; callers test with errors.Is.
 // The API maps them to HTTP codes: ErrNotFound 404, ErrAlreadyExists and
-// ErrConflict 409, ErrCompacted and ErrInvalidContinue 410.
+// ErrConflict 409, ErrCompacted and ErrInvalidContinue 410, ErrNoSpace 507,
+// ErrCorrupt 500.
 var (
 	ErrNotFound        = errors.New("store: not found")
 	ErrAlreadyExists   = errors.New("store: already exists")
@@ -14,4 +15,10 @@ var (
 	ErrInvalidContinue = errors.New("store: invalid continue token")
 	ErrWatcherTooSlow  = errors.New("store: watcher fell behind; resume from its last revision")
 	ErrClosed          = errors.New("store: closed")
+	// ErrCorrupt: the store found damaged data; it refuses reads and writes
+	// rather than answer from a part of its data.
+	ErrCorrupt = errors.New("store: data is damaged")
+	// ErrNoSpace: the store refuses writes because its disk is (nearly)
+	// full; reads and watches go on, and writes resume when space returns.
+	ErrNoSpace = errors.New("store: not enough free disk space")
 )

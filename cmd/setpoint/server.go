@@ -46,6 +46,7 @@ type serverOptions struct {
 	pluginStatusInterval      time.Duration
 	moduleGCGrace             time.Duration
 	profiling                 bool
+	storeFreeSpaceReserve     string
 }
 
 func newServerCommand() *cobra.Command {
@@ -99,6 +100,7 @@ signal exits at once.`,
 	f.DurationVar(&o.pluginStatusInterval, "plugin-status-interval", 10*time.Second, "how often each Plugin's call and error counts are written to its status (only when they changed)")
 	f.DurationVar(&o.moduleGCGrace, "module-gc-grace", plugins.DefaultModuleGCGrace, "how long an uploaded module that no Plugin uses (in spec.module.digest or status.loadedDigest) is kept before it is deleted; the time is counted in memory, so a restart starts it again")
 	f.BoolVar(&o.profiling, "profiling", true, "serve Go's runtime profiles (heap, goroutines, CPU, trace) under /debug/pprof/ to holders of the admin token, as kube-apiserver does; go tool pprof reads them")
+	o.addStoreFlags(cmd)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -199,14 +201,19 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		return err
 	}
 
+	reserve, err := o.storeFreeSpaceReserveBytes()
+	if err != nil {
+		return err
+	}
 	st, err := badger.Open(filepath.Join(o.dataDir, "store"), badger.Options{
 		Logger:                 log.With("component", "store"),
 		CompactionWindow:       o.historyMinAge,
 		CompactionMinRevisions: o.historyMinRevisions,
 		CompactionInterval:     o.historyCompactionInterval,
+		FreeSpaceReserve:       reserve,
 	})
 	if err != nil {
-		return fmt.Errorf("open store: %w", err)
+		return fmt.Errorf("open the store in --data-dir %s: %w", o.dataDir, err)
 	}
 	defer func() {
 		if cerr := st.Close(); cerr != nil {
@@ -219,6 +226,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	}()
 
 	metrics := serving.NewMetrics()
+	registerStoreMetrics(metrics.Registry(), st)
 	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry())
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)

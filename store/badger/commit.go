@@ -72,6 +72,9 @@ func (db *DB) write(ctx context.Context, op writeOp, key string, value []byte, e
 	if p := db.failed.Load(); p != nil {
 		return writeResult{}, *p
 	}
+	if err := db.sound(); err != nil {
+		return writeResult{}, err
+	}
 	req := &writeReq{op: op, key: key, expected: expected, done: make(chan writeResult, 1)}
 	if op != opDelete {
 		// The store and its watchers keep the document; the caller may reuse its slice.
@@ -164,12 +167,34 @@ type keyState struct {
 
 // commitGroup checks, orders, writes and acknowledges one group.
 func (db *DB) commitGroup(batch []*writeReq) {
-	if p := db.failed.Load(); p != nil {
+	refuse := func(err error) {
 		for _, r := range batch {
-			r.done <- writeResult{err: *p}
+			r.done <- writeResult{err: err}
 		}
+	}
+	if p := db.failed.Load(); p != nil {
+		refuse(*p)
 		return
 	}
+	if err := db.sound(); err != nil {
+		refuse(err)
+		return
+	}
+	// Against a concurrent reopenWritable (space.go); Close waits for the
+	// write leader before it takes closeMu.
+	db.closeMu.RLock()
+	events, ok := db.commitLocked(batch)
+	db.closeMu.RUnlock()
+	if ok && len(events) > 0 {
+		// Blocks only while the notifier is behind by a few groups: that is
+		// the back-pressure that keeps memory bounded. Never blocks on a watcher.
+		db.notifyCh <- events
+	}
+}
+
+// commitLocked is commitGroup's work under closeMu. It returns the events
+// to hand to the notifier, and whether the group was committed.
+func (db *DB) commitLocked(batch []*writeReq) (events []store.Event, committed bool) {
 	answered := false
 	defer func() {
 		// A panic here (from Badger) leaves the disk state of the group
@@ -189,7 +214,7 @@ func (db *DB) commitGroup(batch []*writeReq) {
 	base := db.committed.Load()
 	next := base + 1
 	results := make([]writeResult, len(batch))
-	events := make([]store.Event, 0, len(batch))
+	events = make([]store.Event, 0, len(batch))
 	seen := make(map[string]*keyState, len(batch))
 	txn := db.bdb.NewTransactionAt(uint64(base), false)
 	lookup := func(key string) (*keyState, error) {
@@ -221,7 +246,7 @@ func (db *DB) commitGroup(batch []*writeReq) {
 	for i, r := range batch {
 		st, err := lookup(r.key)
 		if err != nil {
-			results[i].err = fmt.Errorf("store/badger: read %q: %w", r.key, err)
+			results[i].err = db.readFailed(fmt.Errorf("read %q: %w", r.key, err))
 			continue
 		}
 		switch {
@@ -263,6 +288,18 @@ func (db *DB) commitGroup(batch []*writeReq) {
 	txn.Discard()
 
 	if len(events) > 0 {
+		// The writes that passed their checks need space; the others have
+		// their answer (a create of an existing key is still a conflict).
+		if err := db.checkWriteSpace(2 * int64(len(record))); err != nil {
+			answered = true
+			for i, r := range batch {
+				if results[i].err == nil {
+					results[i] = writeResult{err: err}
+				}
+				r.done <- results[i]
+			}
+			return nil, false
+		}
 		last := next - 1
 		if err := db.persist(record, events, last); err != nil {
 			db.log.Error("store write failed; refusing further writes", "rev", last, "err", err)
@@ -272,7 +309,7 @@ func (db *DB) commitGroup(batch []*writeReq) {
 			for _, r := range batch {
 				r.done <- writeResult{err: ferr}
 			}
-			return
+			return nil, false
 		}
 		db.committed.Store(last)
 	}
@@ -280,11 +317,7 @@ func (db *DB) commitGroup(batch []*writeReq) {
 	for i, r := range batch {
 		r.done <- results[i]
 	}
-	if len(events) > 0 {
-		// Blocks only while the notifier is behind by a few groups: that is
-		// the back-pressure that keeps memory bounded. Never blocks on a watcher.
-		db.notifyCh <- events
-	}
+	return events, true
 }
 
 // persist writes a group durably; see writeGroup.

@@ -92,6 +92,10 @@ func (db *DB) Compact(ctx context.Context, revision int64) error {
 
 // compact needs the caller inside enter.
 func (db *DB) compact(revision int64) error {
+	if db.readOnly.Load() {
+		// Badger is open read-only for want of space (space.go).
+		return db.space.noSpace(db.space.free.Load())
+	}
 	db.compactMu.Lock()
 	defer db.compactMu.Unlock()
 	if cur := db.committed.Load(); revision > cur {
@@ -160,6 +164,9 @@ func (db *DB) compactLoop() {
 		case <-t.C:
 		}
 		target := s.observe(db.opts.Now(), db.committed.Load(), db.opts.CompactionWindow, db.opts.CompactionMinRevisions)
+		if db.readOnly.Load() {
+			continue
+		}
 		if err := db.enter(); err != nil {
 			return
 		}
@@ -210,6 +217,9 @@ func (db *DB) valueLogGCLoop() {
 		case <-db.closing:
 			return
 		case <-t.C:
+		}
+		if db.readOnly.Load() {
+			continue
 		}
 		if err := db.enter(); err != nil {
 			return

@@ -31,6 +31,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(uncleanDirEnv); dir != "" {
+		uncleanChild(dir)
+	}
 	if dir := os.Getenv(crashDirEnv); dir != "" {
 		cycle, _ := strconv.Atoi(os.Getenv(crashCycleEnv))
 		if err := crashChild(dir, cycle); err != nil {
@@ -39,7 +42,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if benchReadDir != "" {
+		os.RemoveAll(benchReadDir)
+	}
+	os.Exit(code)
 }
 
 func crashOptions() badger.Options {

@@ -12,8 +12,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/pb"
 
 	"github.com/setpoint-dev/setpoint/store"
@@ -23,9 +25,19 @@ var _ store.Store = (*DB)(nil)
 
 // DB is the Badger backend. Open one with Open; it is safe for concurrent use.
 type DB struct {
+	// bdb is replaced only by reopenWritable, under closeMu held exclusively.
 	bdb  *bdg.DB
+	bo   bdg.Options // what bdb was opened with
 	opts Options
 	log  *slog.Logger
+	lock *dirLock
+
+	// damaged holds the *DamageError of the first damage found (health.go).
+	damaged atomic.Pointer[error]
+	// space guards the free space; readOnly is set while Badger is open
+	// read-only for want of it (space.go).
+	space    spaceGuard
+	readOnly atomic.Bool
 
 	// committed is the revision of the last group that is durable and visible
 	// to reads. Written only by the leader of the write queue.
@@ -56,38 +68,77 @@ type DB struct {
 }
 
 // Open opens (creating if needed) the store in dir and recovers its revision
-// and history.
+// and history. It takes an exclusive lock on dir (a second Open fails with
+// ErrLocked), checks the checksums of every table file first (a damaged one
+// fails Open with a *DamageError naming it), and opens the store read-only
+// when the disk has less free space than the reserve.
 func Open(dir string, opts Options) (*DB, error) {
 	opts = opts.withDefaults()
-	bo := bdg.DefaultOptions(dir).
-		WithSyncWrites(true).
-		WithNumVersionsToKeep(1).
-		WithDetectConflicts(false).
-		WithMemTableSize(opts.MemTableSize).
-		WithBlockCacheSize(opts.BlockCacheSize).
-		// Documents up to the threshold live in the LSM tree and its WAL;
-		// Badger needs it below its batch size, 15% of a memtable.
-		WithValueThreshold(min(1<<20, opts.MemTableSize/10)).
-		WithLogger(badgerLogger{opts.Logger})
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			lock.release()
+		}
+	}()
+	bo := badgerOptions(dir, opts)
 	if err := removeEmptyValueLogs(dir, opts.Logger); err != nil {
 		return nil, err
 	}
-	bdb, err := bdg.OpenManaged(bo)
-	if err != nil {
-		return nil, fmt.Errorf("store/badger: open %s: %w", dir, err)
+	if !opts.SkipOpenVerification {
+		start := time.Now()
+		if err := verifyTables(dir, bo); err != nil {
+			return nil, err
+		}
+		opts.Logger.Info("store tables verified", "dir", dir, "took", time.Since(start).Round(time.Millisecond))
 	}
 	db := &DB{
-		bdb:      bdb,
+		bo:       bo,
 		opts:     opts,
 		log:      opts.Logger,
+		lock:     lock,
 		notifyCh: make(chan []store.Event, 4),
 		closing:  make(chan struct{}),
+		space:    spaceGuard{dir: dir, reserve: max(opts.FreeSpaceReserve, 0)},
 	}
+	if ok, free := db.space.check(nil, 0); !ok {
+		if _, err := os.Stat(filepath.Join(dir, manifestName)); err != nil {
+			return nil, fmt.Errorf("store/badger: cannot create a store: %w", db.space.noSpace(free))
+		}
+		db.readOnly.Store(true)
+		db.space.low.Store(true)
+		db.bo = bo.WithReadOnly(true)
+		opts.Logger.Warn("store is low on disk space; opening read-only, writes are refused until space is freed",
+			"dir", dir, "free_bytes", free, "reserve_bytes", db.space.reserve)
+	}
+	bdb, err := bdg.OpenManaged(db.bo)
+	// Badger wraps its errors as text (y.Wrapf), hence the match on it.
+	if err != nil && db.readOnly.Load() && strings.Contains(err.Error(), bdg.ErrTruncateNeeded.Error()) {
+		// Badger read-only cannot replay a log that was not closed
+		// cleanly, and writable it would flush it through maps of sparse
+		// files: on this disk, SIGBUS.
+		return nil, fmt.Errorf("store/badger: %s has %s free, less than the %s kept in reserve, and the store's log "+
+			"was not closed cleanly: it must be replayed and flushed, which needs space; free space on that filesystem "+
+			"and start again: %w", dir, formatBytes(db.space.free.Load()), formatBytes(db.space.reserve), store.ErrNoSpace)
+	}
+	if err != nil {
+		// Badger's errors name the file but not what to do.
+		return nil, fmt.Errorf("store/badger: open %s: %w; if a file there is damaged or truncated, "+
+			"restore the data directory from a backup, or move it aside to start with an empty store", dir, err)
+	}
+	db.bdb = bdb
 	rev, compacted, err := db.recover()
 	if err == nil && rev == 0 {
-		// A new store starts at revision 1, so that no read ever reports
-		// revision 0, which Watch takes as "now".
-		rev, err = 1, db.applyIndex(nil, 1)
+		if db.readOnly.Load() {
+			err = db.space.noSpace(db.space.free.Load())
+		} else {
+			// A new store starts at revision 1, so that no read ever reports
+			// revision 0, which Watch takes as "now".
+			rev, err = 1, db.applyIndex(nil, 1)
+		}
 	}
 	if err != nil {
 		_ = bdb.Close()
@@ -100,7 +151,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		bdb.SetDiscardTs(uint64(compacted))
 	}
 	db.hub = newHub(opts.EventRing, opts.EventRingBytes, rev)
-	db.log.Info("store opened", "dir", dir, "rev", rev, "compacted", compacted)
+	db.log.Info("store opened", "dir", dir, "rev", rev, "compacted", compacted, "read_only", db.readOnly.Load())
 
 	db.queue.cond.L = &db.queue.mu
 	db.loops.Add(1)
@@ -113,7 +164,41 @@ func Open(dir string, opts Options) (*DB, error) {
 		db.loops.Add(1)
 		go db.valueLogGCLoop()
 	}
+	if opts.ScrubInterval > 0 {
+		db.loops.Add(1)
+		go db.scrubLoop()
+	}
+	if db.readOnly.Load() {
+		db.loops.Add(1)
+		go db.spaceLoop()
+	}
+	opened = true
 	return db, nil
+}
+
+// badgerOptions are the Badger options of a store in dir.
+func badgerOptions(dir string, opts Options) bdg.Options {
+	bo := bdg.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithNumVersionsToKeep(1).
+		WithDetectConflicts(false).
+		WithMemTableSize(opts.MemTableSize).
+		WithBlockCacheSize(opts.BlockCacheSize).
+		// Documents up to the threshold live in the LSM tree and its WAL;
+		// Badger needs it below its batch size, 15% of a memtable.
+		WithValueThreshold(min(1<<20, opts.MemTableSize/10)).
+		// Every block read from a table file is checked against its
+		// checksum, and every value read from the value log against its
+		// CRC, so damage gives an error rather than wrong data. Whole tables
+		// are checked by verifyTables before Open, not by Badger
+		// (OnTableRead): see there.
+		WithChecksumVerificationMode(options.OnBlockRead).
+		WithVerifyValueChecksum(true).
+		WithLogger(badgerLogger{opts.Logger})
+	if opts.noReadChecksums {
+		bo = bo.WithChecksumVerificationMode(options.NoVerification).WithVerifyValueChecksum(false)
+	}
+	return bo
 }
 
 // recover finds the last revision and the compacted revision, and re-applies
@@ -137,10 +222,10 @@ func (db *DB) recover() (rev, compacted int64, err error) {
 		return decodeRev(v)
 	}
 	if rev, err = readMeta(metaRevKey); err != nil {
-		return 0, 0, fmt.Errorf("store/badger: recover: %w", err)
+		return 0, 0, db.readFailed(fmt.Errorf("recover: %w", err))
 	}
 	if compacted, err = readMeta(metaCompact); err != nil {
-		return 0, 0, fmt.Errorf("store/badger: recover: %w", err)
+		return 0, 0, db.readFailed(fmt.Errorf("recover: %w", err))
 	}
 	rev = max(rev, compacted)
 
@@ -156,14 +241,22 @@ func (db *DB) recover() (rev, compacted int64, err error) {
 	}
 	rec, err := it.Item().ValueCopy(nil)
 	if err != nil {
-		return 0, 0, fmt.Errorf("store/badger: recover: %w", err)
+		return 0, 0, db.readFailed(fmt.Errorf("recover: %w", err))
 	}
 	evs, err := decodeRecord(rec, last)
 	if err != nil {
-		return 0, 0, fmt.Errorf("store/badger: recover record %d: %w", last, err)
+		return 0, 0, db.readFailed(fmt.Errorf("recover record %d: %w", last, err))
 	}
-	if last > rev {
-		db.opts.Logger.Info("store re-applying last history record", "rev", last, "events", len(evs))
+	if last <= rev {
+		// The last revision is written after the group's index entries, so
+		// the group is whole: nothing to write (a store opened read-only,
+		// for want of space, must not write).
+		return rev, compacted, nil
+	}
+	db.opts.Logger.Info("store re-applying last history record", "rev", last, "events", len(evs))
+	if db.readOnly.Load() {
+		return 0, 0, fmt.Errorf("store/badger: the last write group (revision %d) must be completed, and the disk is too full to write it: %w",
+			last, db.space.noSpace(db.space.free.Load()))
 	}
 	if err := db.applyIndex(evs, last); err != nil {
 		return 0, 0, fmt.Errorf("store/badger: recover: %w", err)
@@ -294,9 +387,20 @@ func (db *DB) Close() error {
 		db.watchers.Wait()
 		db.closeMu.Lock()
 		defer db.closeMu.Unlock()
+		// Badger's Close flushes the memtable: room for one is enough.
+		if ok, free := db.space.check(db, 0); !ok && !db.readOnly.Load() && free < 2*db.opts.MemTableSize {
+			// It writes the new table through a map of a sparse file: on a
+			// full disk, SIGBUS. The memtable's log is synced, and the next
+			// Open replays it.
+			db.log.Warn("store is low on disk space; leaving Badger open rather than flushing its memtable at close",
+				"free_bytes", free, "reserve_bytes", db.space.reserve)
+			db.lock.release()
+			return
+		}
 		if err := db.bdb.Close(); err != nil {
 			db.closeErr = fmt.Errorf("store/badger: close: %w", err)
 		}
+		db.lock.release()
 		db.log.Info("store closed", "rev", db.committed.Load())
 	})
 	return db.closeErr

@@ -46,8 +46,24 @@
 //     the ring or from disk into the watcher's channel, then registers it with
 //     the notifier and exits.
 //   - compactor and value-log GC (compact.go): background loops on tickers.
+//   - scrubber (health.go): every ScrubInterval checks the checksums of every
+//     table file and marks the store damaged when one fails; it owns nothing.
+//   - space loop (space.go): runs only while Badger is open read-only for want
+//     of disk space; it reopens Badger writable, under closeMu held
+//     exclusively, once space is back, and exits.
+//
+// # Faults
+//
+// Open takes an flock on setpoint.lock (lock.go) and checks every table file
+// the manifest lists (verify.go) before Badger opens them; Badger then checks
+// each block and value it reads. A failed read marks the store damaged
+// (health.go): every later read, write and watch fails with a *DamageError
+// (store.ErrCorrupt) and Health reports it. Each commit group reads the free
+// space first and refuses its writes with store.ErrNoSpace below the reserve
+// (space.go); Open below it opens Badger read-only.
 //
 // Close stops them all, waits for them, and closes Badger. Lock order:
 // DB.compactMu before pins.mu; hub.mu is never held while taking another lock
-// of this package.
+// of this package. The write leader holds closeMu shared while it uses Badger
+// (commit.go) and takes no other lock of this package meanwhile.
 package badger

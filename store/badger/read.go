@@ -40,6 +40,9 @@ func (db *DB) Get(ctx context.Context, key string, opts store.GetOptions) (*stor
 		return nil, err
 	}
 	defer db.closeMu.RUnlock()
+	if err := db.sound(); err != nil {
+		return nil, err
+	}
 	at, release, err := db.readAt(opts.Revision)
 	if err != nil {
 		return nil, err
@@ -61,19 +64,20 @@ func (db *DB) getAt(key string, at int64) (*store.KeyValue, error) {
 		return nil, fmt.Errorf("store/badger: get %q: %w", key, store.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store/badger: get %q: %w", key, err)
+		return nil, db.readFailed(fmt.Errorf("get %q: %w", key, err))
 	}
-	return itemKeyValue(key, item)
+	kv, err := itemKeyValue(key, item)
+	return kv, db.readFailed(err)
 }
 
 func itemKeyValue(key string, item *bdg.Item) (*store.KeyValue, error) {
 	raw, err := item.ValueCopy(nil)
 	if err != nil {
-		return nil, fmt.Errorf("store/badger: read %q: %w", key, err)
+		return nil, fmt.Errorf("read %q: %w", key, err)
 	}
 	c, v, err := decodeObject(raw)
 	if err != nil {
-		return nil, fmt.Errorf("store/badger: read %q: %w", key, err)
+		return nil, fmt.Errorf("read %q: %w", key, err)
 	}
 	return &store.KeyValue{Key: key, Value: v, CreateRevision: c, ModRevision: int64(item.Version())}, nil
 }
@@ -90,6 +94,9 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 		return nil, err
 	}
 	defer db.closeMu.RUnlock()
+	if err := db.sound(); err != nil {
+		return nil, err
+	}
 
 	rev, start := opts.Revision, prefix
 	if opts.Continue != "" {
@@ -131,7 +138,7 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 		kv := &store.KeyValue{Key: key, ModRevision: int64(item.Version())}
 		if !opts.KeysOnly {
 			if kv, err = itemKeyValue(key, item); err != nil {
-				return nil, err
+				return nil, db.readFailed(err)
 			}
 		}
 		if opts.Filter != nil && !opts.Filter(key, kv.Value) {
@@ -143,6 +150,10 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 			break
 		}
 		res.Items = append(res.Items, *kv)
+	}
+	// Damage found meanwhile (by a scrub) may have cut the list short.
+	if err := db.sound(); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

@@ -244,6 +244,9 @@ func (db *DB) Watch(ctx context.Context, prefix string, fromRevision int64) (sto
 		return nil, err
 	}
 	defer db.closeMu.RUnlock()
+	if err := db.sound(); err != nil {
+		return nil, err
+	}
 	if fromRevision == 0 {
 		fromRevision = db.committed.Load()
 	}
@@ -374,11 +377,11 @@ func (db *DB) replay(buf []store.Event, prefix string, cursor, upto int64) ([]st
 		}
 		raw, err := it.Item().ValueCopy(nil)
 		if err != nil {
-			return nil, 0, fmt.Errorf("store/badger: history %d: %w", last, err)
+			return nil, 0, db.readFailed(fmt.Errorf("history %d: %w", last, err))
 		}
 		evs, err := decodeRecord(raw, last)
 		if err != nil {
-			return nil, 0, fmt.Errorf("store/badger: history %d: %w", last, err)
+			return nil, 0, db.readFailed(fmt.Errorf("history %d: %w", last, err))
 		}
 		if first := evs[0].rev; first > reached+1 {
 			return nil, 0, fmt.Errorf("store/badger: history gap before %d: %w", first, store.ErrCompacted)
