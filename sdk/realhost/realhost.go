@@ -8,7 +8,8 @@
 //	m, err := realhost.Find("bin/widget.wasm")
 //	resp, err := m.Reconcile(ctx, &abi.ReconcileRequest{Object: obj})
 //
-// The binary is $SETPOINT when set, else `setpoint` on PATH. Compiled
+// The binary is $SETPOINT when set (a path, or a name looked up on PATH),
+// else `setpoint` on PATH. Compiled
 // modules are cached on disk by the binary, so repeated calls are quick.
 package realhost
 
@@ -40,12 +41,10 @@ type Module struct {
 func Find(wasm string) (*Module, error) {
 	bin := os.Getenv("SETPOINT")
 	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("setpoint"); err != nil {
-			return nil, ErrNoBinary
-		}
+		bin = "setpoint"
 	}
-	if _, err := os.Stat(bin); err != nil {
+	bin, err := exec.LookPath(bin) // a bare name is looked up on PATH
+	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNoBinary, err)
 	}
 	if _, err := os.Stat(wasm); err != nil {
