@@ -64,6 +64,19 @@ func TestPluginInit(t *testing.T) {
 		t.Errorf("the CRD checks refuse crd.yaml: %v", err)
 	}
 
+	// --sdk-only rewrites the SDK copy alone.
+	os.RemoveAll(filepath.Join(dir, "sdk", "typed"))
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main // kept\n"), 0o644)
+	if _, errOut, code := runCmd(t, "", "plugin", "init", "--sdk-only", dir); code != 0 {
+		t.Fatal(errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sdk", "typed", "typed.go")); err != nil {
+		t.Errorf("--sdk-only did not restore the SDK: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "main.go")); string(b) != "package main // kept\n" {
+		t.Errorf("--sdk-only rewrote main.go")
+	}
+
 	// Without --admission: no admit handler or test.
 	plain := filepath.Join(t.TempDir(), "plain")
 	if _, errOut, code := runCmd(t, "", "plugin", "init", "plain", "--group", "example.setpoint.dev", "--kind", "Plain", "--dir", plain); code != 0 {

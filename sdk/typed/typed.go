@@ -33,14 +33,48 @@ type Object[S, T any] struct {
 	Status     T        `json:"status"`
 }
 
+// Members of an object and of its metadata that Decode reads, each set
+// found in one pass (abi.RawJSON.Fields).
+var (
+	objectMembers = []string{"apiVersion", "kind", "metadata", "spec", "status"}
+	metaMembers   = []string{"name", "namespace", "uid", "resourceVersion", "generation",
+		"creationTimestamp", "deletionTimestamp", "labels", "annotations", "finalizers"}
+)
+
 // Decode decodes raw, an object as the engine sends it, into an Object.
+// The envelope and metadata are read with the raw API; encoding/json
+// decodes only the spec and the status into S and T.
 func Decode[S, T any](raw abi.RawJSON) (*Object[S, T], error) {
+	var top [5]abi.RawJSON
+	raw.Fields(objectMembers, top[:])
 	obj := new(Object[S, T])
-	if err := json.Unmarshal(raw, obj); err != nil {
-		return nil, fmt.Errorf("typed: decoding %s: %w", describe(raw), err)
+	obj.APIVersion, obj.Kind = top[0].String(), top[1].String()
+	var meta [10]abi.RawJSON
+	top[2].Fields(metaMembers, meta[:])
+	m := &obj.Metadata
+	m.Name, m.Namespace, m.UID, m.ResourceVersion = meta[0].String(), meta[1].String(), meta[2].String(), meta[3].String()
+	m.Generation = meta[4].Int()
+	m.CreationTimestamp, m.DeletionTimestamp = meta[5].String(), meta[6].String()
+	m.Labels, m.Annotations = meta[7].StringMap(), meta[8].StringMap()
+	if present(meta[9]) {
+		if err := json.Unmarshal(meta[9], &m.Finalizers); err != nil {
+			return nil, fmt.Errorf("typed: decoding %s: metadata.finalizers: %w", describe(raw), err)
+		}
+	}
+	if present(top[3]) {
+		if err := json.Unmarshal(top[3], &obj.Spec); err != nil {
+			return nil, fmt.Errorf("typed: decoding %s: spec: %w", describe(raw), err)
+		}
+	}
+	if present(top[4]) {
+		if err := json.Unmarshal(top[4], &obj.Status); err != nil {
+			return nil, fmt.Errorf("typed: decoding %s: status: %w", describe(raw), err)
+		}
 	}
 	return obj, nil
 }
+
+func present(v abi.RawJSON) bool { return len(v) > 0 && string(v) != "null" }
 
 func describe(raw abi.RawJSON) string {
 	if k := raw.String("kind"); k != "" {

@@ -3,6 +3,7 @@ package typed_test
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -143,5 +144,27 @@ func TestAdmit(t *testing.T) {
 				t.Fatalf("patch is not JSON: %s", resp.Patch)
 			}
 		})
+	}
+}
+
+func TestDecode(t *testing.T) {
+	raw := abi.RawJSON(`{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"demo","namespace":"default","uid":"u-1",` +
+		`"resourceVersion":"42","generation":3,"creationTimestamp":"2026-01-02T03:04:05Z","labels":{"team":"a"},"annotations":{"note":"x\"y"},` +
+		`"finalizers":["example.setpoint.dev/cleanup"],"managedFields":[{"manager":"m"}]},"spec":{"name":"Demo","size":"small"},"status":null}`)
+	got, err := typed.Decode[spec, status](raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &typed.Object[spec, status]{APIVersion: "example.setpoint.dev/v1", Kind: "Widget",
+		Metadata: typed.Metadata{Name: "demo", Namespace: "default", UID: "u-1", ResourceVersion: "42", Generation: 3,
+			CreationTimestamp: "2026-01-02T03:04:05Z", Labels: map[string]string{"team": "a"}, Annotations: map[string]string{"note": `x"y`},
+			Finalizers: []string{"example.setpoint.dev/cleanup"}},
+		Spec: spec{Name: "Demo", Size: "small"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Decode =\n%+v\nwant\n%+v", got, want)
+	}
+	if _, err := typed.Decode[spec, status](abi.RawJSON(`{"kind":"Widget","metadata":{"name":"d","finalizers":"x"}}`)); err == nil ||
+		!strings.Contains(err.Error(), "metadata.finalizers") {
+		t.Fatalf("bad finalizers: %v", err)
 	}
 }
