@@ -62,7 +62,9 @@ func TestAuthoringGuide(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Dir, cmd.Env = dir, env
+		start := time.Now()
 		out, err := cmd.CombinedOutput()
+		t.Logf("%s %s: %v", filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
 		if err != nil {
 			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 		}
