@@ -34,7 +34,7 @@ import (
 
 type testOptions struct {
 	local     localOptions
-	crd       string
+	crds      []string
 	object    string
 	old       string
 	children  string
@@ -64,8 +64,10 @@ as YAML what the server would store:
 
 The CRD is checked as the server checks one. --children is a file or a
 directory of the observed children (each taken as controlled by the object);
-get and list host calls are served from them and the object. Child kinds are
-taken to have the object's scope. With --admission create or update, an
+get and list host calls are served from them and the object. Repeat --crd
+for the kinds of children: the children the plugin desires are then checked
+against their schemas too, and take their kind's scope (otherwise the
+object's). With --admission create or update, an
 admitted object is then reconciled. CEL validation rules are not run.
 
 The command exits 1 when the plugin fails (a trap, a timeout, an error it
@@ -84,7 +86,7 @@ that does not parse exits 6.
 	}
 	o.local.addFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&o.crd, "crd", "", "the kind's CustomResourceDefinition (required)")
+	f.StringArrayVar(&o.crds, "crd", nil, "the kind's CustomResourceDefinition (required); repeat it for the kinds of children, which are then checked too")
 	f.StringVar(&o.object, "object", "", "the object (required)")
 	f.StringVar(&o.old, "old", "", "the stored object an UPDATE or DELETE replaces (default: --object)")
 	f.StringVar(&o.children, "children", "", "a file or directory of the object's observed children")
@@ -239,7 +241,7 @@ type eventReport struct {
 }
 
 func runPluginTest(ctx context.Context, o *testOptions, wasm string, stdout, stderr io.Writer) error {
-	if o.crd == "" || o.object == "" {
+	if len(o.crds) == 0 || o.object == "" {
 		return usageError("--crd and --object are required")
 	}
 	op := abi.Operation(strings.ToUpper(o.admission))
@@ -248,13 +250,24 @@ func runPluginTest(ctx context.Context, o *testOptions, wasm string, stdout, std
 	default:
 		return usageError("--admission %q: want create, update or delete", o.admission)
 	}
-	kind, err := loadCRD(o.crd)
-	if err != nil {
-		return err
-	}
 	obj, err := readOne(o.object, "object")
 	if err != nil {
 		return err
+	}
+	kinds := map[schema.GroupKind]*servedKind{}
+	var kind *servedKind
+	for _, path := range o.crds {
+		k, err := loadCRD(path)
+		if err != nil {
+			return err
+		}
+		kinds[k.gvk.GroupKind()] = k
+		if k.gvk.GroupKind() == obj.GroupVersionKind().GroupKind() {
+			kind = k
+		}
+	}
+	if kind == nil {
+		return exitError(exitInvalid, fmt.Errorf("the object is a %s; no --crd serves that kind", obj.GroupVersionKind().GroupKind()))
 	}
 	if err := kind.prepare(obj); err != nil {
 		return err
@@ -307,7 +320,7 @@ func runPluginTest(ctx context.Context, o *testOptions, wasm string, stdout, std
 		return usageError("%s has no reconcile export (it exports: %s): pass --admission to test admission", wasm, exports(p))
 	}
 	if obj != nil && failure == nil {
-		report.Reconcile, failure = runTestReconcile(ctx, o, kind, p, obj, observed)
+		report.Reconcile, failure = runTestReconcile(ctx, o, kind, kinds, p, obj, observed)
 	}
 	for _, ev := range events.list() {
 		if report.Reconcile != nil {
@@ -423,7 +436,7 @@ func runTestAdmission(ctx context.Context, o *testOptions, kind *servedKind, p *
 	return rep, admitted, nil
 }
 
-func runTestReconcile(ctx context.Context, o *testOptions, kind *servedKind, p *host.Plugin, obj *unstructured.Unstructured,
+func runTestReconcile(ctx context.Context, o *testOptions, kind *servedKind, kinds map[schema.GroupKind]*servedKind, p *host.Plugin, obj *unstructured.Unstructured,
 	observed []*unstructured.Unstructured) (*reconcileReport, error) {
 	req := &abi.ReconcileRequest{Attempt: o.attempt, Config: o.config, Children: map[string][]abi.RawJSON{}}
 	var err error
@@ -433,8 +446,13 @@ func runTestReconcile(ctx context.Context, o *testOptions, kind *servedKind, p *
 	owns := map[schema.GroupKind]controller.Kind{}
 	addKind := func(gvk schema.GroupVersionKind) {
 		if _, ok := owns[gvk.GroupKind()]; !ok {
-			owns[gvk.GroupKind()] = controller.Kind{Resource: gvk.GroupVersion().WithResource(strings.ToLower(gvk.Kind) + "s"),
+			k := controller.Kind{Resource: gvk.GroupVersion().WithResource(strings.ToLower(gvk.Kind) + "s"),
 				Kind: gvk.Kind, Namespaced: kind.namespaced}
+			if ck, ok := kinds[gvk.GroupKind()]; ok {
+				k.Resource = ck.gvk.GroupVersion().WithResource(ck.resource)
+				k.Namespaced = ck.namespaced
+			}
+			owns[gvk.GroupKind()] = k
 		}
 	}
 	for _, c := range observed {
@@ -473,11 +491,26 @@ func runTestReconcile(ctx context.Context, o *testOptions, kind *servedKind, p *
 	}
 	pv := controller.PreviewReconcile(obj, kind.namespaced, ownList, observed, resp, callErr, time.Now())
 	rep.Status = pv.Status
+	var childErr error
 	for _, w := range pv.Writes {
 		rep.Children = append(rep.Children, childWrite{Op: w.Op, Object: w.Object.Object})
+		ck, ok := kinds[w.Object.GroupVersionKind().GroupKind()]
+		if !ok || w.Op == "delete" || childErr != nil {
+			continue
+		}
+		c := w.Object.DeepCopy()
+		structuralpruning.Prune(c.Object, ck.structural, true)
+		structuraldefaulting.Default(c.Object, ck.structural)
+		if err := ck.validate(c); err != nil {
+			childErr = fmt.Errorf("the server would refuse the child: %w", err)
+		}
 	}
 	if pv.Failure != "" {
 		return rep, errors.New("reconcile: " + pv.Failure)
+	}
+	if childErr != nil {
+		rep.Error = childErr.Error()
+		return rep, errors.New("reconcile: " + rep.Error)
 	}
 	withStatus := obj.DeepCopy()
 	withStatus.Object["status"] = pv.Status
