@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,15 @@ func TestAuthoringGuide(t *testing.T) {
 	}
 	eventually(t, "example's Ready condition", 30*time.Second, "True", get(`{.status.conditions[?(@.type=="Ready")].status}`))
 	eventually(t, "example's greeting", 10*time.Second, "hello (x1)", get("{.status.greeting}"))
+	// The plugin's logs, where this binary serves them (`plugin logs`).
+	if r := runCLI(t, s, nil, "", "plugin", "logs", "--help"); r.code == 0 {
+		eventually(t, "the plugin's log", 30*time.Second, "true", func() string {
+			r := runCLI(t, s, nil, "", "plugin", "logs", "gadget")
+			return strconv.FormatBool(r.code == 0 && strings.Contains(r.stdout, "greeting changed"))
+		})
+	} else {
+		t.Log("this binary has no `plugin logs`; the guide's logs step is not run")
+	}
 	shout := "apiVersion: example.setpoint.dev/v1\nkind: Gadget\nmetadata: {name: loud}\nspec: {message: HELLO}\n"
 	fails(t, s, nil, shout, 6, []string{"no shouting"}, "apply", "-f", "-")
 
