@@ -112,7 +112,7 @@ func TestAuthoringGuide(t *testing.T) {
 	eventually(t, "example's Ready condition", 30*time.Second, "True", get(`{.status.conditions[?(@.type=="Ready")].status}`))
 	eventually(t, "example's greeting", 10*time.Second, "hello (x1)", get("{.status.greeting}"))
 	// The plugin's logs, where this binary serves them (`plugin logs`).
-	if r := runCLI(t, s, nil, "", "plugin", "logs", "--help"); r.code == 0 {
+	if r := runCLI(t, s, nil, "", "plugin", "logs", "--help"); r.code == 0 && strings.Contains(r.stdout, "setpoint plugin logs") {
 		eventually(t, "the plugin's log", 30*time.Second, "true", func() string {
 			r := runCLI(t, s, nil, "", "plugin", "logs", "gadget")
 			return strconv.FormatBool(r.code == 0 && strings.Contains(r.stdout, "greeting changed"))
