@@ -138,9 +138,10 @@ func TestAuthoringGuide(t *testing.T) {
 	}
 	run(proj, "make")
 	ok(t, s, "plugin", "upgrade", "gadget", "--wasm", wasm)
-	// A spec change reconciles the object with whichever module serves.
+	// The new module reconciles the existing object, and later changes.
+	eventually(t, "example's greeting after the upgrade", 30*time.Second, "hello (times 1)", get("{.status.greeting}"))
 	if r := runCLI(t, s, nil, "apiVersion: example.setpoint.dev/v1\nkind: Gadget\nmetadata: {name: example}\nspec: {message: hello, replicas: 2}\n", "apply", "-f", "-"); r.code != 0 {
 		t.Fatalf("apply: %+v", r)
 	}
-	eventually(t, "example's greeting after the upgrade", 30*time.Second, "hello (times 2)", get("{.status.greeting}"))
+	eventually(t, "example's greeting after a change", 30*time.Second, "hello (times 2)", get("{.status.greeting}"))
 }
