@@ -50,6 +50,12 @@ func TestPluginCall(t *testing.T) {
 		{name: "request not JSON", export: "reconcile", stdin: `{"object":`, code: exitInvalid, message: "reading the reconcile request"},
 		{name: "unknown export", export: "init", stdin: `{}`, code: exitUsage, message: "want reconcile, admit or finalize"},
 	}
+	// The Extism ABI runs through the same command.
+	out, errOut, code := runCmd(t, `{"object":{"metadata":{"name":"w","namespace":"default"},"spec":{"name":"W","size":"small"}}}`,
+		"plugin", "call", "--wasm", hosttest.Path(t, "extismwidget"), "--export", "reconcile", "--cache-dir", cache)
+	if code != 0 || !strings.Contains(out, `"w-config"`) {
+		t.Errorf("extism guest: exit %d\n%s%s", code, out, errOut)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, code := runCmd(t, tt.stdin, "plugin", "call", "--wasm", faulty, "--export", tt.export,
