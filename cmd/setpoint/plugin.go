@@ -49,7 +49,7 @@ without a restart and reports in the Plugin's status.
 		Args: noArgs,
 	}
 	cmd.AddCommand(newPluginInstallCommand(), newPluginUpgradeCommand(), newPluginListCommand(), newPluginDescribeCommand())
-	for _, sub := range pluginSubcommands {
+	for _, sub := range offlinePluginCommands {
 		cmd.AddCommand(sub())
 	}
 	return cmd

@@ -20,9 +20,9 @@ import (
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
-// pluginSubcommands are the plugin verbs that run a module offline,
+// offlinePluginCommands are the plugin verbs that work without a server,
 // registered under `setpoint plugin`.
-var pluginSubcommands = []func() *cobra.Command{newPluginCallCommand, newPluginTestCommand, newPluginInitCommand}
+var offlinePluginCommands = []func() *cobra.Command{newPluginCallCommand, newPluginTestCommand, newPluginInitCommand}
 
 // localOptions are the flags of the commands that run a module under a host
 // in this process, without a server.
