@@ -49,6 +49,9 @@ without a restart and reports in the Plugin's status.
 		Args: noArgs,
 	}
 	cmd.AddCommand(newPluginInstallCommand(), newPluginUpgradeCommand(), newPluginListCommand(), newPluginDescribeCommand())
+	for _, sub := range offlinePluginCommands {
+		cmd.AddCommand(sub())
+	}
 	return cmd
 }
 

@@ -8,6 +8,13 @@
 //
 // Modules are found in the repository's bin/wasm, built on first use by
 // .ci/build-wasm (what `make plugins` runs).
+//
+// This package is bound to this repository (it finds the root through the
+// go.mod above the working directory, and imports the server's module,
+// which is not downloadable). A plugin project outside it uses the SDK's
+// sdk/realhost instead, which runs the built module under this same host
+// through the setpoint binary (`setpoint plugin call`, `plugin test`); see
+// docs/PLUGINS.md.
 package hosttest
 
 import (

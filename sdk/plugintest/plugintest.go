@@ -3,7 +3,8 @@
 // Patch, Delete and their status forms), records logs, events and writes,
 // and can deny reads and writes, so a handler's behaviour is checked with
 // plain `go test` and no Wasm at all. To test the built module under the real
-// host, use the main module's host/hosttest.
+// host, use sdk/realhost (through the setpoint binary), or inside the
+// Setpoint repository the main module's host/hosttest.
 package plugintest
 
 import (
