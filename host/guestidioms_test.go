@@ -62,7 +62,7 @@ func TestSleepHonoursDeadline(t *testing.T) {
 	t.Run("caller deadline", func(t *testing.T) {
 		// A caller's deadline shorter than the call timeout holds too, on
 		// wazero's close-on-context-done path (an Extism module has it).
-		p := hosttest.Load(t, "extismkit", host.Config{Limits: host.Limits{CallTimeout: time.Minute, PoolSize: 1}})
+		p := hosttest.Load(t, "extismkit", host.Config{Limits: host.Limits{CallTimeout: 20 * time.Second, PoolSize: 1}})
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		t0 := time.Now()

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/sdk/plugin"
@@ -87,9 +88,31 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		return &ModuleError{Plugin: name, Err: err, Detail: fmt.Sprintf(format, args...)}
 	}
 
+	if err := h.opts.Budget.check(cfg.Limits); err != nil {
+		return nil, refuse(ErrOverBudget, "%v", err)
+	}
 	if err := checkCounts(wasm); err != nil {
 		return nil, refuse(ErrInvalidModule, "%v", err)
 	}
+	// Bounded work before the compiler sees untrusted bytes: the shape of
+	// the module, then a compile slot and memory, then a compile that the
+	// deadline and the caller's cancellation stop between functions.
+	shape, err := vetModule(wasm, h.opts.Vet)
+	if err != nil {
+		return nil, refuse(ErrInvalidModule, "%v", err)
+	}
+	if shape.MemoryMin > int64(cfg.Limits.MemoryPages) {
+		return nil, refuse(ErrMemoryLimit, "initial memory of %d pages exceeds the limit of %d pages", shape.MemoryMin, cfg.Limits.MemoryPages)
+	}
+	ctx, cancelCompile := context.WithTimeoutCause(ctx, h.opts.CompileTimeout,
+		fmt.Errorf("compiling the module took longer than %v (--plugin-compile-timeout)", h.opts.CompileTimeout))
+	defer cancelCompile()
+	enter, err := h.gate.enter(ctx, compileEstimate(shape))
+	if err != nil {
+		return nil, refuse(ErrInvalidModule, "%v", err)
+	}
+	release := sync.OnceFunc(enter)
+	defer release()
 	abiKind := NativeABI
 	if importsModule(wasm, extismEnv) {
 		abiKind = ExtismABI
@@ -111,11 +134,19 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		WithMemoryLimitPages(cfg.Limits.MemoryPages).
 		WithCustomSections(true)
 	rt := wazero.NewRuntimeWithConfig(ctx, rcfg)
-	// Functions compile in parallel, one worker per core.
-	ctx = experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
+	// Functions compile in parallel, one worker per core, and at least two:
+	// only the parallel compiler stops when ctx is done.
+	ctx = experimental.WithCompilationWorkers(ctx, max(2, runtime.GOMAXPROCS(0)))
 	compiled, err := compileModule(ctx, rt, code)
+	if err == nil && ctx.Err() != nil {
+		compiled.Close(ctx)
+		compiled, err = nil, ctx.Err()
+	}
 	if err != nil {
 		rt.Close(ctx)
+		if ctx.Err() != nil {
+			return nil, refuse(ErrInvalidModule, "compile stopped: %v", context.Cause(ctx))
+		}
 		if strings.Contains(err.Error(), "over limit") || strings.Contains(err.Error(), "memory") && strings.Contains(err.Error(), "limit") {
 			return nil, refuse(ErrMemoryLimit, "%v", err)
 		}
@@ -160,6 +191,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		discard()
 		r, err = newExtismRunner(ctx, p, rcfg, wasm, h.opts.CacheDir)
 	}
+	release() // compiled: what follows is bounded by the instance's limits
 	if err != nil {
 		return nil, refuse(ErrInvalidModule, "%v", err)
 	}
