@@ -125,7 +125,8 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		if inst, err := h.instrumentCached(p.digest, wasm); err == nil {
 			code, p.ownPreemption = inst, true
 		} else {
-			p.log.Debug("plugin preempted by wazero", "reason", err.Error())
+			p.preemptReason = strings.TrimPrefix(err.Error(), errUninstrumentable.Error()+": ")
+			p.log.Info("plugin preempted by wazero, the slower path", "reason", p.preemptReason)
 		}
 	}
 	rcfg := wazero.NewRuntimeConfig().

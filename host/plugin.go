@@ -26,6 +26,9 @@ type Plugin struct {
 	// ownPreemption: the module carries the host's loop-head checks and
 	// runs without wazero's close-on-context-done.
 	ownPreemption bool
+	// preemptReason says why a native-ABI module runs on wazero's slower
+	// close-on-context-done instead; empty otherwise.
+	preemptReason string
 
 	calls, failures atomic.Int64
 
@@ -90,6 +93,14 @@ func (p *Plugin) Preemption() string {
 	}
 	return "wazero"
 }
+
+// PreemptionReason says why a module runs on wazero's close-on-context-done,
+// the slower path (about 6 to 10 times the cost of a call), rather than the
+// host's loop checks: most often a native-ABI module that does not import
+// wasi_snapshot_preview1.sched_yield. It is empty for the loop checks, for
+// Extism-ABI modules (which always run on wazero's) and when preemption is
+// off.
+func (p *Plugin) PreemptionReason() string { return p.preemptReason }
 
 // Stats are counters of one plugin version.
 type Stats struct {

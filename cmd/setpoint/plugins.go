@@ -132,7 +132,11 @@ func (a hostAdapter) Install(ctx context.Context, name string, wasm []byte, cfg 
 }
 
 func exportsOf(p *host.Plugin) plugins.Exports {
-	return plugins.Exports{Reconcile: p.HasReconcile(), Admit: p.HasAdmit(), Finalize: p.HasFinalize()}
+	pre := p.Preemption()
+	if why := p.PreemptionReason(); why != "" {
+		pre += " (" + why + ")"
+	}
+	return plugins.Exports{Reconcile: p.HasReconcile(), Admit: p.HasAdmit(), Finalize: p.HasFinalize(), Preemption: pre}
 }
 
 func (a hostAdapter) Remove(name string) { a.reg.Remove(name) }
