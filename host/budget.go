@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -141,3 +142,13 @@ func (g *guestMemory) release(n int64) {
 // GuestMemoryReserved is the memory the live instances of every plugin
 // reserve (the sum of their caps), in bytes.
 func (h *Host) GuestMemoryReserved() int64 { return h.mem.reserved.Load() }
+
+// limits fills in l's defaults; the default pool size (one instance per
+// core) is held to the budget's maximum pool size, so that a Plugin that
+// sets none is never refused for it on a machine with many cores.
+func (h *Host) limits(l Limits) Limits {
+	if l.PoolSize <= 0 {
+		l.PoolSize = min(runtime.GOMAXPROCS(0), h.opts.Budget.MaxPoolSize)
+	}
+	return l.withDefaults()
+}

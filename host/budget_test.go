@@ -77,3 +77,16 @@ func TestGuestMemoryBudget(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	t.Logf("heap in use %d MiB with the instances, %d MiB after closing them", before.HeapInuse>>20, after.HeapInuse>>20)
 }
+
+// TestDefaultPoolWithinBudget: a plugin that sets no pool size gets one
+// instance per core, but never more than the server's maximum pool size.
+func TestDefaultPoolWithinBudget(t *testing.T) {
+	h := hosttest.NewHost(t, host.Options{Budget: host.Budget{MaxPoolSize: 1}})
+	p := hosttest.LoadWith(t, h, "widget", host.Config{})
+	if err := p.Prewarm(context.Background(), 8); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Stats().IdleInstances; n != 1 {
+		t.Fatalf("%d idle instances after a prewarm of 8 under a maximum pool of 1", n)
+	}
+}

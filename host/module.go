@@ -82,7 +82,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 	if closed {
 		return nil, ErrClosed
 	}
-	cfg.Limits = cfg.Limits.withDefaults()
+	cfg.Limits = h.limits(cfg.Limits)
 	p := &Plugin{name: name, digest: Digest(wasm), host: h, cfg: cfg, log: h.opts.Logger.With("plugin", name), done: make(chan struct{})}
 	refuse := func(err error, format string, args ...any) error {
 		return &ModuleError{Plugin: name, Err: err, Detail: fmt.Sprintf(format, args...)}

@@ -55,7 +55,7 @@ func (p *Plugin) Name() string { return p.name }
 // hold the only reference to p; installing it (Registry.Swap) publishes the
 // change to callers.
 func (p *Plugin) Adopt(name string, cfg Config) bool {
-	cfg.Limits = cfg.Limits.withDefaults()
+	cfg.Limits = p.host.limits(cfg.Limits)
 	if cfg.Limits != p.cfg.Limits || cfg.DisablePreemption != p.cfg.DisablePreemption {
 		return false
 	}
