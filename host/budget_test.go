@@ -3,8 +3,11 @@ package host_test
 import (
 	"context"
 	"errors"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,5 +91,69 @@ func TestDefaultPoolWithinBudget(t *testing.T) {
 	}
 	if n := p.Stats().IdleInstances; n != 1 {
 		t.Fatalf("%d idle instances after a prewarm of 8 under a maximum pool of 1", n)
+	}
+}
+
+// rssBytes is this process's resident set size.
+func rssBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip("no /proc/self/status:", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n << 10
+		}
+	}
+	t.Skip("no VmRSS")
+	return 0
+}
+
+// TestClosingReturnsMemory: the linear memory of a closed plugin's
+// instances leaves the process's resident set, not only its accounting.
+func TestClosingReturnsMemory(t *testing.T) {
+	const instances, mb = 4, 64
+	h := hosttest.NewHost(t, host.Options{})
+	p, err := h.Load(context.Background(), "grower", hosttest.Module(t, "faulty"),
+		host.Config{Limits: host.Limits{PoolSize: instances, MemoryPages: 2048, CallTimeout: 20 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := rssBytes(t)
+	var wg sync.WaitGroup
+	for range instances {
+		wg.Go(func() {
+			if _, err := reconcileMode(context.Background(), p, map[string]string{"mode": "grow", "mb": strconv.Itoa(mb), "sleep": "300ms"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	peak := rssBytes(t)
+	if st := p.Stats(); st.IdleInstances != instances || st.IdleMemoryBytes < instances*mb<<20 {
+		t.Fatalf("stats %+v, want %d idle instances of over %d MiB", st, instances, mb)
+	}
+	p.Close()
+	if got := h.GuestMemoryReserved(); got != 0 {
+		t.Fatalf("reserved %d bytes after the plugin closed", got)
+	}
+	grown := peak - base
+	var now int64
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		now = rssBytes(t)
+		if now < peak-grown/2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("RSS %d MiB before, %d MiB with %d instances of %d MiB, %d MiB after closing them", base>>20, peak>>20, instances, mb, now>>20)
+	if grown < instances*mb<<20/2 {
+		t.Fatalf("RSS grew by only %d MiB with the instances", grown>>20)
+	}
+	if now >= peak-grown/2 {
+		t.Fatalf("RSS still %d MiB after closing the plugin (peak %d MiB)", now>>20, peak>>20)
 	}
 }

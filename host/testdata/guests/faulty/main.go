@@ -4,12 +4,15 @@
 // status), badjson (an invalid status document), flood (log without
 // end), trap (read outside linear memory: a Wasm trap), panicptr (panic
 // with a message holding a pointer that differs from call to call), or get
-// (read the object named by config kind/name through the host).
+// (read the object named by config kind/name through the host), or grow
+// (allocate and touch config "mb" MiB, keep it, then sleep config "sleep").
 package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
@@ -49,6 +52,15 @@ func reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse
 	case "panicptr":
 		grow = append(grow, make([]byte, 4096))
 		panic(fmt.Sprintf("bad object at %p", &grow[len(grow)-1][0]))
+	case "grow":
+		mb, _ := strconv.Atoi(req.Config["mb"])
+		b := make([]byte, mb<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		grow = append(grow, b)
+		d, _ := time.ParseDuration(req.Config["sleep"])
+		time.Sleep(d)
 	case "huge":
 		return &abi.ReconcileResponse{Status: abi.NewObject(nil).Str("blob", strings.Repeat("x", 2<<20)).Bytes()}, nil
 	case "badjson":
