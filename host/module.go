@@ -102,7 +102,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		return nil, refuse(ErrInvalidModule, "%v", err)
 	}
 	if shape.MemoryMin > int64(cfg.Limits.MemoryPages) {
-		return nil, refuse(ErrMemoryLimit, "initial memory of %d pages exceeds the limit of %d pages", shape.MemoryMin, cfg.Limits.MemoryPages)
+		return nil, refuse(ErrMemoryLimit, "the module's initial memory of %d pages is over limit of %d pages (memoryPages)", shape.MemoryMin, cfg.Limits.MemoryPages)
 	}
 	ctx, cancelCompile := context.WithTimeoutCause(ctx, h.opts.CompileTimeout,
 		fmt.Errorf("compiling the module took longer than %v (--plugin-compile-timeout)", h.opts.CompileTimeout))
