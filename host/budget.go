@@ -75,10 +75,6 @@ func defaultGuestMemory() int64 {
 	return fallbackGuestMemory
 }
 
-// ErrOverBudget: a plugin's limits, or an instance it needs, exceed the
-// server's budget.
-var ErrOverBudget = fmt.Errorf("host: over the server's budget")
-
 // checkBudget refuses limits that the server's budget can never serve.
 func (b Budget) check(l Limits) error {
 	instance := int64(l.MemoryPages) << 16
