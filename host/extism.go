@@ -106,6 +106,10 @@ func (r *extismRunner) newInstance(ctx context.Context) (instance, error) {
 	return in, nil
 }
 
+// noConfig is the configuration of a call whose request has none; the SDK
+// only reads it.
+var noConfig = map[string]string{}
+
 // maxVarBytes bounds what a guest keeps with var_set, per instance.
 const maxVarBytes = 1 << 20
 
@@ -191,7 +195,7 @@ func (in *extismInstance) call(ctx context.Context, export string, input []byte)
 	if s != nil && s.config != nil {
 		in.pl.Config = s.config
 	} else {
-		in.pl.Config = map[string]string{}
+		in.pl.Config = noConfig
 	}
 	in.clock.done = ctx.Done()
 	rc, out, err := in.pl.CallWithContext(ctx, export, input)
