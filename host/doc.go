@@ -25,4 +25,11 @@
 //     stops it.
 //   - A retired plugin version (after Registry.Swap or Close) is closed by
 //     the goroutine of its last in-flight call, or by Close itself.
+//   - Loads compile on the caller's goroutine after vetting the module
+//     (vet.go), at most Options.MaxCompiles at once within
+//     Options.CompileMemory (compilegate.go); wazero's compile workers end
+//     with the compile, or between functions when the load's context ends.
+//   - After instances whose memory caps add up to 64 MiB were closed, a
+//     short-lived goroutine runs debug.FreeOSMemory (budget.go), at most
+//     every ten seconds.
 package host

@@ -38,6 +38,9 @@ var (
 	// ErrPermissionDenied: a host call the plugin's permissions do not
 	// allow; the guest sees it as the error of that host call.
 	ErrPermissionDenied = errors.New("host: permission denied")
+	// ErrOverBudget: a plugin's limits, or an instance it needs, exceed the
+	// server's budget (Options.Budget).
+	ErrOverBudget = errors.New("host: over the server's budget")
 	// ErrClosed: the host or plugin is closed.
 	ErrClosed = errors.New("host: closed")
 	// ErrNotFound: the registry has no plugin of that name.

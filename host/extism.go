@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
@@ -57,8 +60,15 @@ func newExtismRunner(ctx context.Context, p *Plugin, rcfg wazero.RuntimeConfig, 
 	}
 	manifest := extism.Manifest{
 		Wasm:   []extism.Wasm{extism.WasmData{Data: wasm, Name: "main"}},
-		Memory: &extism.ManifestMemory{MaxPages: p.cfg.Limits.MemoryPages},
+		Memory: &extism.ManifestMemory{MaxPages: p.cfg.Limits.MemoryPages, MaxVarBytes: maxVarBytes},
 	}
+	// The kit's log functions (log_info and friends) reach the instance's
+	// logger only at or above the SDK's process-wide level; the logger
+	// routes what a guest logs to the plugin's log (see newInstance). The
+	// level is debug, not trace: the SDK logs its runtime detection at
+	// trace while it makes an instance, before the host can set the
+	// instance's logger, to the standard library's log.
+	extismLogLevel.Do(func() { extism.SetLogLevel(extism.LogLevelDebug) })
 	compiled, err := extism.NewCompiledPlugin(ctx, manifest, extism.PluginConfig{RuntimeConfig: rcfg, EnableWasi: true}, funcs)
 	if err != nil {
 		if cache != nil {
@@ -78,19 +88,32 @@ func (r *extismRunner) close(ctx context.Context) {
 
 func (r *extismRunner) newInstance(ctx context.Context) (instance, error) {
 	out := &tailBuffer{}
+	clock := &callClock{}
 	mcfg := wazero.NewModuleConfig().
 		WithStdout(out).WithStderr(out).
-		WithSysWalltime().WithSysNanotime().WithSysNanosleep().
+		WithSysWalltime().WithSysNanotime().WithNanosleep(clock.sleep).
 		WithRandSource(rand.Reader)
 	ctx, cancel := context.WithTimeout(ctx, initTimeout(r.p.cfg.Limits))
 	defer cancel()
+	clock.done = ctx.Done()
+	defer func() { clock.done = nil }()
 	pl, err := r.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: mcfg})
 	if err != nil {
 		return nil, classify(ctx, err, out, r.p.cfg.Limits)
 	}
-	pl.SetLogger(func(extism.LogLevel, string) {})
-	return &extismInstance{p: r.p, pl: pl, out: out}, nil
+	in := &extismInstance{p: r.p, pl: pl, out: out, clock: clock}
+	pl.SetLogger(in.log)
+	return in, nil
 }
+
+// noConfig is the configuration of a call whose request has none; the SDK
+// only reads it.
+var noConfig = map[string]string{}
+
+// maxVarBytes bounds what a guest keeps with var_set, per instance.
+const maxVarBytes = 1 << 20
+
+var extismLogLevel sync.Once
 
 // extismInstance is one Extism plugin instance.
 type extismInstance struct {
@@ -98,6 +121,38 @@ type extismInstance struct {
 	pl  *extism.Plugin
 	out *tailBuffer
 	enc []byte
+	// scope is the call in progress, nil between calls; only the call's
+	// goroutine reads and writes it.
+	scope *callScope
+	// clock is the guest's sleep, bound to the call in progress.
+	clock *callClock
+}
+
+// log receives the kit's log functions (log_debug to log_error; log_trace
+// is below the SDK's level) and the SDK's own debug lines. A guest's lines
+// go to the plugin's log like those of the log host function, and count in
+// the host-call budget; the SDK's are dropped.
+func (in *extismInstance) log(level extism.LogLevel, msg string) {
+	s := in.scope
+	if s == nil || level <= extism.LogLevelDebug && sdkDiagnostic(msg) {
+		return
+	}
+	s.calls++
+	if s.calls > s.p.cfg.Limits.MaxHostCalls {
+		panic(errBudget)
+	}
+	var l slog.Level
+	switch level {
+	case extism.LogLevelTrace, extism.LogLevelDebug:
+		l = slog.LevelDebug
+	case extism.LogLevelInfo:
+		l = slog.LevelInfo
+	case extism.LogLevelWarn:
+		l = slog.LevelWarn
+	default:
+		l = slog.LevelError
+	}
+	s.logLine(context.Background(), l, msg, nil)
 }
 
 func (in *extismInstance) encodeBuffer() *[]byte { return &in.enc }
@@ -110,6 +165,8 @@ func (in *extismInstance) describe(ctx context.Context) (int, int32, error) {
 	// close-on-context-done stops a spinning guest at the deadline.
 	ctx, cancel := context.WithTimeout(ctx, initTimeout(in.p.cfg.Limits))
 	defer cancel()
+	in.clock.done = ctx.Done()
+	defer func() { in.clock.done = nil }()
 	version := abi.Version // Extism kits that cannot declare one get the current version
 	if in.pl.FunctionExists(abi.ExportVersion) {
 		rc, _, err := in.pl.CallWithContext(ctx, abi.ExportVersion, nil)
@@ -131,13 +188,24 @@ func (in *extismInstance) describe(ctx context.Context) (int, int32, error) {
 
 func (in *extismInstance) call(ctx context.Context, export string, input []byte) ([]byte, error) {
 	in.out.reset()
+	// config_get serves the Plugin's spec.config, which the request
+	// carries.
+	s := scopeOf(ctx)
+	in.scope = s
+	if s != nil && s.config != nil {
+		in.pl.Config = s.config
+	} else {
+		in.pl.Config = noConfig
+	}
+	in.clock.done = ctx.Done()
 	rc, out, err := in.pl.CallWithContext(ctx, export, input)
+	in.scope, in.clock.done = nil, nil
 	if err != nil {
-		if ctx.Err() != nil || in.pl.Memory() == nil || isExit(err) || rc == 0 {
+		if ctx.Err() != nil || in.pl.Memory() == nil || isExit(err) || rc == 0 || extismTrapped(err) {
 			return nil, classify(ctx, err, in.out, in.p.cfg.Limits)
 		}
 		// The guest set an error with error_set and returned non-zero.
-		return nil, &failure{err: ErrGuestPanic, detail: truncate(err.Error(), 2048), keep: true}
+		return nil, &failure{err: ErrGuestPanic, detail: normalizeTrace(truncate(err.Error(), 2048)), keep: true}
 	}
 	if rc != 0 {
 		return nil, &failure{err: ErrGuestPanic, detail: fmt.Sprintf("the guest returned %d without an error message", rc), keep: true}
@@ -146,4 +214,25 @@ func (in *extismInstance) call(ctx context.Context, export string, input []byte)
 		return nil, &failure{err: ErrBadOutput, detail: fmt.Sprintf("output of %d bytes exceeds the limit of %d", len(out), limit)}
 	}
 	return out, nil
+}
+
+// extismTrapped reports whether an error of extism's CallWithContext comes
+// from the runtime (a trap, or a host function that panicked) rather than
+// from the guest's error_set. CallWithContext returns 1 for both; a
+// runtime error carries wazero's "wasm stack trace" and wraps its cause,
+// while the guest's message is a plain error.
+func extismTrapped(err error) bool {
+	return errors.Unwrap(err) != nil || strings.Contains(err.Error(), "\nwasm stack trace:")
+}
+
+// sdkDiagnostic reports whether a debug line is one extism/go-sdk logs
+// itself around a call (runtime.go, extism.go).
+func sdkDiagnostic(msg string) bool {
+	for _, p := range []string{"Calling function : ", "Initializing runtime for ", "Calling _initialize",
+		"Calling __wasm_call_ctors", "Calling hs_init", "Initialized Haskell language runtime."} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -26,7 +26,24 @@ type Options struct {
 	Objects ObjectReader
 	// Events records events emitted by plugins. Nil logs them instead.
 	Events EventRecorder
+	// Vet are the structural limits a module must fit before it is
+	// compiled.
+	Vet VetLimits
+	// MaxCompiles bounds the modules compiling at once. Default
+	// DefaultMaxCompiles.
+	MaxCompiles int
+	// CompileMemory bounds the estimated memory of the compiles in
+	// progress, in bytes. Default DefaultCompileMemory.
+	CompileMemory int64
+	// CompileTimeout bounds one load's compile, within its caller's
+	// context. Default DefaultCompileTimeout.
+	CompileTimeout time.Duration
+	// Budget bounds all plugins together.
+	Budget Budget
 }
+
+// DefaultCompileTimeout bounds one module's compile.
+const DefaultCompileTimeout = 2 * time.Minute
 
 // Config is the configuration of one plugin version.
 type Config struct {
@@ -83,6 +100,8 @@ func (l Limits) withDefaults() Limits {
 type Host struct {
 	opts  Options
 	cache wazero.CompilationCache
+	gate  *compileGate
+	mem   *guestMemory
 
 	mu      sync.Mutex // guards closed, plugins and instrumented
 	closed  bool
@@ -100,7 +119,14 @@ func New(opts Options) (*Host, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	h := &Host{opts: opts, plugins: make(map[*Plugin]struct{}), instrumented: make(map[string][]byte)}
+	opts.Vet = opts.Vet.withDefaults()
+	opts.Budget = opts.Budget.withDefaults()
+	if opts.CompileTimeout <= 0 {
+		opts.CompileTimeout = DefaultCompileTimeout
+	}
+	h := &Host{opts: opts, plugins: make(map[*Plugin]struct{}), instrumented: make(map[string][]byte),
+		gate: newCompileGate(opts.MaxCompiles, opts.CompileMemory),
+		mem:  &guestMemory{budget: opts.Budget.GuestMemory, freeAfter: 64 << 20}}
 	if opts.CacheDir != "" {
 		if err := os.MkdirAll(opts.CacheDir, 0o700); err != nil {
 			return nil, fmt.Errorf("host: cache dir: %w", err)

@@ -84,6 +84,9 @@ type callScope struct {
 	object   abi.ObjectRef
 	resolved bool
 	calls    int
+	// config is the Plugin's configuration from the request (Extism's
+	// config_get serves it).
+	config map[string]string
 	// pending is a response too large for the guest's buffer, fetched with
 	// the result host function (native ABI).
 	pending []byte
@@ -103,6 +106,24 @@ type scopeKey struct{}
 func scopeOf(ctx context.Context) *callScope {
 	s, _ := ctx.Value(scopeKey{}).(*callScope)
 	return s
+}
+
+// logLine writes one line a guest logged to the plugin's log, with the
+// call's object.
+func (s *callScope) logLine(ctx context.Context, level slog.Level, msg string, extra map[string]string) {
+	obj := s.objectRef()
+	attrs := []slog.Attr{
+		slog.String("kind", obj.Kind), slog.String("namespace", obj.Namespace),
+		slog.String("name", obj.Name), slog.String("message", truncate(msg, 4096)),
+	}
+	if len(extra) > 0 {
+		g := make([]any, 0, len(extra))
+		for k, v := range extra {
+			g = append(g, slog.String(k, truncate(v, 1024)))
+		}
+		attrs = append(attrs, slog.Group("attrs", g...))
+	}
+	s.p.log.LogAttrs(ctx, level, "plugin log", attrs...)
 }
 
 // handle runs one host call and returns its response document.
@@ -127,19 +148,7 @@ func (s *callScope) handle(ctx context.Context, fn string, req []byte) []byte {
 		case "error":
 			level = slog.LevelError
 		}
-		obj := s.objectRef()
-		attrs := []slog.Attr{
-			slog.String("kind", obj.Kind), slog.String("namespace", obj.Namespace),
-			slog.String("name", obj.Name), slog.String("message", truncate(r.Message, 4096)),
-		}
-		if len(r.Attrs) > 0 {
-			g := make([]any, 0, len(r.Attrs))
-			for k, v := range r.Attrs {
-				g = append(g, slog.String(k, truncate(v, 1024)))
-			}
-			attrs = append(attrs, slog.Group("attrs", g...))
-		}
-		p.log.LogAttrs(ctx, level, "plugin log", attrs...)
+		s.logLine(ctx, level, r.Message, r.Attrs)
 		return s.errorDoc("")
 	case abi.HostGet:
 		var r abi.GetRequest

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/sdk/plugin"
@@ -81,15 +82,37 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 	if closed {
 		return nil, ErrClosed
 	}
-	cfg.Limits = cfg.Limits.withDefaults()
+	cfg.Limits = h.limits(cfg.Limits)
 	p := &Plugin{name: name, digest: Digest(wasm), host: h, cfg: cfg, log: h.opts.Logger.With("plugin", name), done: make(chan struct{})}
 	refuse := func(err error, format string, args ...any) error {
 		return &ModuleError{Plugin: name, Err: err, Detail: fmt.Sprintf(format, args...)}
 	}
 
+	if err := h.opts.Budget.check(cfg.Limits); err != nil {
+		return nil, refuse(ErrOverBudget, "%v", err)
+	}
 	if err := checkCounts(wasm); err != nil {
 		return nil, refuse(ErrInvalidModule, "%v", err)
 	}
+	// Bounded work before the compiler sees untrusted bytes: the shape of
+	// the module, then a compile slot and memory, then a compile that the
+	// deadline and the caller's cancellation stop between functions.
+	shape, err := vetModule(wasm, h.opts.Vet)
+	if err != nil {
+		return nil, refuse(ErrInvalidModule, "%v", err)
+	}
+	if shape.MemoryMin > int64(cfg.Limits.MemoryPages) {
+		return nil, refuse(ErrMemoryLimit, "the module's initial memory of %d pages is over limit of %d pages (memoryPages)", shape.MemoryMin, cfg.Limits.MemoryPages)
+	}
+	ctx, cancelCompile := context.WithTimeoutCause(ctx, h.opts.CompileTimeout,
+		fmt.Errorf("compiling the module took longer than %v (--plugin-compile-timeout)", h.opts.CompileTimeout))
+	defer cancelCompile()
+	enter, err := h.gate.enter(ctx, compileEstimate(shape))
+	if err != nil {
+		return nil, refuse(ErrInvalidModule, "%v", err)
+	}
+	release := sync.OnceFunc(enter)
+	defer release()
 	abiKind := NativeABI
 	if importsModule(wasm, extismEnv) {
 		abiKind = ExtismABI
@@ -102,7 +125,8 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		if inst, err := h.instrumentCached(p.digest, wasm); err == nil {
 			code, p.ownPreemption = inst, true
 		} else {
-			p.log.Debug("plugin preempted by wazero", "reason", err.Error())
+			p.preemptReason = strings.TrimPrefix(err.Error(), errUninstrumentable.Error()+": ")
+			p.log.Info("plugin preempted by wazero, the slower path", "reason", p.preemptReason)
 		}
 	}
 	rcfg := wazero.NewRuntimeConfig().
@@ -111,11 +135,19 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		WithMemoryLimitPages(cfg.Limits.MemoryPages).
 		WithCustomSections(true)
 	rt := wazero.NewRuntimeWithConfig(ctx, rcfg)
-	// Functions compile in parallel, one worker per core.
-	ctx = experimental.WithCompilationWorkers(ctx, runtime.GOMAXPROCS(0))
+	// Functions compile in parallel, one worker per core, and at least two:
+	// only the parallel compiler stops when ctx is done.
+	ctx = experimental.WithCompilationWorkers(ctx, max(2, runtime.GOMAXPROCS(0)))
 	compiled, err := compileModule(ctx, rt, code)
+	if err == nil && ctx.Err() != nil {
+		compiled.Close(ctx)
+		compiled, err = nil, ctx.Err()
+	}
 	if err != nil {
 		rt.Close(ctx)
+		if ctx.Err() != nil {
+			return nil, refuse(ErrInvalidModule, "compile stopped: %v", context.Cause(ctx))
+		}
 		if strings.Contains(err.Error(), "over limit") || strings.Contains(err.Error(), "memory") && strings.Contains(err.Error(), "limit") {
 			return nil, refuse(ErrMemoryLimit, "%v", err)
 		}
@@ -160,6 +192,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		discard()
 		r, err = newExtismRunner(ctx, p, rcfg, wasm, h.opts.CacheDir)
 	}
+	release() // compiled: what follows is bounded by the instance's limits
 	if err != nil {
 		return nil, refuse(ErrInvalidModule, "%v", err)
 	}

@@ -91,20 +91,23 @@ func (r *nativeRunner) close(ctx context.Context) {
 
 func (r *nativeRunner) newInstance(ctx context.Context) (instance, error) {
 	out := &tailBuffer{}
+	clock := &callClock{}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize runs below, under the deadline
 
 		WithStdout(out).WithStderr(out).
-		WithSysWalltime().WithSysNanotime().WithSysNanosleep().
+		WithSysWalltime().WithSysNanotime().WithNanosleep(clock.sleep).
 		WithRandSource(rand.Reader)
 	ctx, cancel := context.WithTimeout(ctx, initTimeout(r.p.cfg.Limits))
 	defer cancel()
+	clock.done = ctx.Done()
+	defer func() { clock.done = nil }()
 	mod, err := r.rt.InstantiateModule(ctx, r.compiled, cfg)
 	if err != nil {
 		return nil, classify(ctx, err, out, r.p.cfg.Limits)
 	}
-	in := &nativeInstance{p: r.p, mod: mod, mem: mod.Memory(), out: out,
+	in := &nativeInstance{p: r.p, mod: mod, mem: mod.Memory(), out: out, clock: clock,
 		alloc: mod.ExportedFunction(abi.ExportAlloc)}
 	in.fns[0] = mod.ExportedFunction(abi.ExportReconcile)
 	in.fns[1] = mod.ExportedFunction(abi.ExportAdmit)
@@ -156,7 +159,9 @@ type nativeInstance struct {
 	stack        [2]uint64
 	// stop is the preemption global of an instrumented module, or nil.
 	stop api.MutableGlobal
-	enc  []byte
+	// clock is the guest's sleep, bound to the call in progress.
+	clock *callClock
+	enc   []byte
 }
 
 func (in *nativeInstance) encodeBuffer() *[]byte { return &in.enc }
@@ -171,6 +176,8 @@ func (in *nativeInstance) close(ctx context.Context) { in.mod.Close(ctx) }
 func (in *nativeInstance) describe(ctx context.Context) (version int, handlers int32, err error) {
 	ctx, cancel := context.WithTimeout(ctx, initTimeout(in.p.cfg.Limits))
 	defer cancel()
+	in.clock.done = ctx.Done()
+	defer func() { in.clock.done = nil }()
 	release := in.guard(ctx)
 	defer func() {
 		if !release() && err == nil {
@@ -223,7 +230,9 @@ func (in *nativeInstance) call(ctx context.Context, export string, input []byte)
 	}
 	in.out.reset()
 	release := in.guard(ctx)
+	in.clock.done = ctx.Done()
 	out, err := in.run(ctx, fn, input)
+	in.clock.done = nil
 	if !release() && err == nil {
 		// The deadline passed as the call returned: the guard may have
 		// set the stop global, so the instance cannot serve again.
@@ -265,7 +274,7 @@ func (in *nativeInstance) run(ctx context.Context, fn api.Function, input []byte
 		return nil, &failure{err: ErrBadOutput, detail: fmt.Sprintf("output region [%d, %d) is outside guest memory", ptr, uint64(ptr)+uint64(size))}
 	}
 	if lenFlags&abi.FailureFlag != 0 {
-		return nil, &failure{err: ErrGuestPanic, detail: truncate(string(out), 2048), keep: true}
+		return nil, &failure{err: ErrGuestPanic, detail: normalizeTrace(truncate(string(out), 2048)), keep: true}
 	}
 	return out, nil
 }
@@ -291,13 +300,13 @@ func classify(ctx context.Context, err error, out *tailBuffer, l Limits) *failur
 			l.MemoryPages, l.MemoryPages/16, line)}
 	}
 	if isExit {
-		return &failure{err: ErrTrap, detail: fmt.Sprintf("the guest exited with code %d: %s", exit.ExitCode(), lastLines(tail, 6))}
+		return &failure{err: ErrTrap, detail: normalizeTrace(fmt.Sprintf("the guest exited with code %d: %s", exit.ExitCode(), lastLines(tail, 6)))}
 	}
 	msg, _, _ := strings.Cut(err.Error(), "\n")
 	if tail != "" {
 		msg += ": " + lastLines(tail, 6)
 	}
-	return &failure{err: ErrTrap, detail: msg}
+	return &failure{err: ErrTrap, detail: normalizeTrace(msg)}
 }
 
 func initTimeout(l Limits) time.Duration {

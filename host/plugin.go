@@ -26,6 +26,9 @@ type Plugin struct {
 	// ownPreemption: the module carries the host's loop-head checks and
 	// runs without wazero's close-on-context-done.
 	ownPreemption bool
+	// preemptReason says why a native-ABI module runs on wazero's slower
+	// close-on-context-done instead; empty otherwise.
+	preemptReason string
 
 	calls, failures atomic.Int64
 
@@ -52,7 +55,7 @@ func (p *Plugin) Name() string { return p.name }
 // hold the only reference to p; installing it (Registry.Swap) publishes the
 // change to callers.
 func (p *Plugin) Adopt(name string, cfg Config) bool {
-	cfg.Limits = cfg.Limits.withDefaults()
+	cfg.Limits = p.host.limits(cfg.Limits)
 	if cfg.Limits != p.cfg.Limits || cfg.DisablePreemption != p.cfg.DisablePreemption {
 		return false
 	}
@@ -91,6 +94,14 @@ func (p *Plugin) Preemption() string {
 	return "wazero"
 }
 
+// PreemptionReason says why a module runs on wazero's close-on-context-done,
+// the slower path (about 6 to 10 times the cost of a call), rather than the
+// host's loop checks: most often a native-ABI module that does not import
+// wasi_snapshot_preview1.sched_yield. It is empty for the loop checks, for
+// Extism-ABI modules (which always run on wazero's) and when preemption is
+// off.
+func (p *Plugin) PreemptionReason() string { return p.preemptReason }
+
 // Stats are counters of one plugin version.
 type Stats struct {
 	Calls, Failures int64
@@ -128,7 +139,7 @@ func (p *Plugin) Reconcile(ctx context.Context, req *abi.ReconcileRequest) (*abi
 	// The output aliases guest memory until the next call: copy it once and
 	// let the response's members alias the copy.
 	decode := func(out []byte) error { return resp.DecodeOwned(bytes.Clone(out)) }
-	err := p.invoke(ctx, abi.ExportReconcile, plugin.HasReconcile, req.AppendJSON, func() abi.ObjectRef { return abi.RefOf(req.Object) }, decode)
+	err := p.invoke(ctx, abi.ExportReconcile, plugin.HasReconcile, req.Config, req.AppendJSON, func() abi.ObjectRef { return abi.RefOf(req.Object) }, decode)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +152,7 @@ func (p *Plugin) Admit(ctx context.Context, req *abi.AdmissionRequest) (*abi.Adm
 	ref := func() abi.ObjectRef {
 		return abi.ObjectRef{APIVersion: apiVersion(req.Kind), Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
 	}
-	if err := p.invoke(ctx, abi.ExportAdmit, plugin.HasAdmit, req.AppendJSON, ref, resp.UnmarshalJSON); err != nil {
+	if err := p.invoke(ctx, abi.ExportAdmit, plugin.HasAdmit, req.Config, req.AppendJSON, ref, resp.UnmarshalJSON); err != nil {
 		return nil, err
 	}
 	return resp, nil
@@ -150,7 +161,7 @@ func (p *Plugin) Admit(ctx context.Context, req *abi.AdmissionRequest) (*abi.Adm
 // Finalize calls the finalize export.
 func (p *Plugin) Finalize(ctx context.Context, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
 	resp := new(abi.FinalizeResponse)
-	err := p.invoke(ctx, abi.ExportFinalize, plugin.HasFinalize, req.AppendJSON, func() abi.ObjectRef { return abi.RefOf(req.Object) }, resp.UnmarshalJSON)
+	err := p.invoke(ctx, abi.ExportFinalize, plugin.HasFinalize, req.Config, req.AppendJSON, func() abi.ObjectRef { return abi.RefOf(req.Object) }, resp.UnmarshalJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +177,7 @@ func apiVersion(gvk abi.GroupVersionKind) string {
 
 // invoke runs one call: it takes an instance, encodes the request into it,
 // runs the export under the call deadline and decodes the response.
-func (p *Plugin) invoke(ctx context.Context, export string, bit int32, encode func([]byte) []byte,
+func (p *Plugin) invoke(ctx context.Context, export string, bit int32, config map[string]string, encode func([]byte) []byte,
 	ref func() abi.ObjectRef, decode func([]byte) error) error {
 	if p.handlers&bit == 0 {
 		return &CallError{Plugin: p.name, Export: export, Err: ErrNoHandler}
@@ -182,7 +193,7 @@ func (p *Plugin) invoke(ctx context.Context, export string, bit int32, encode fu
 	if err != nil {
 		return p.fail(export, err)
 	}
-	scope := &callScope{p: p, export: export, ref: ref}
+	scope := &callScope{p: p, export: export, ref: ref, config: config}
 	ctx = context.WithValue(ctx, scopeKey{}, scope)
 	buf := in.encodeBuffer()
 	*buf = encode((*buf)[:0])

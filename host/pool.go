@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,8 +52,18 @@ func (pl *pool) get(ctx context.Context) (instance, error) {
 		return in, nil
 	}
 	pl.mu.Unlock()
+	// Every instance reserves its memory cap from the server's budget
+	// while it exists.
+	mem, cap := pl.p.host.mem, pl.instanceCap()
+	if !mem.reserve(cap) {
+		<-pl.slots
+		return nil, &failure{err: ErrOverBudget, detail: fmt.Sprintf(
+			"starting an instance would pass the server's guest memory budget of %d MiB (%d MiB reserved by live instances; --plugin-guest-memory)",
+			mem.budget>>20, mem.reserved.Load()>>20)}
+	}
 	in, err := pl.r.newInstance(ctx)
 	if err != nil {
+		mem.release(cap)
 		<-pl.slots
 		return nil, err
 	}
@@ -60,12 +71,21 @@ func (pl *pool) get(ctx context.Context) (instance, error) {
 	return in, nil
 }
 
+// instanceCap is the memory an instance of this pool may reach, in bytes.
+func (pl *pool) instanceCap() int64 { return int64(pl.p.cfg.Limits.MemoryPages) << 16 }
+
+// closeInstance closes an instance and gives its reservation back.
+func (pl *pool) closeInstance(ctx context.Context, in instance) {
+	in.close(ctx)
+	pl.p.host.mem.release(pl.instanceCap())
+}
+
 // put returns an instance after a call, or discards it.
 func (pl *pool) put(in instance, discard bool) {
 	pl.mu.Lock()
 	if discard || pl.closed {
 		pl.mu.Unlock()
-		in.close(context.Background())
+		pl.closeInstance(context.Background(), in)
 		<-pl.slots
 		return
 	}
@@ -104,7 +124,7 @@ func (pl *pool) trim() {
 	}
 	pl.mu.Unlock()
 	for _, in := range stale {
-		in.close(context.Background())
+		pl.closeInstance(context.Background(), in)
 	}
 }
 
@@ -154,7 +174,7 @@ func (pl *pool) close() {
 	pl.mu.Unlock()
 	ctx := context.Background()
 	for _, it := range idle {
-		it.in.close(ctx)
+		pl.closeInstance(ctx, it.in)
 	}
 	pl.r.close(ctx)
 }

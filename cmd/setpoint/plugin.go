@@ -606,6 +606,7 @@ func runPluginDescribe(ctx context.Context, o *clientOptions, name string, stdou
 	field("Name", obj.GetName())
 	field("Module", get("spec", "module", "digest"))
 	field("Loaded module", orNone(get("status", "loadedDigest")))
+	field("Preemption", orNone(get("status", "preemption")))
 	field("Phase", orNone(get("status", "phase")))
 	field("Calls", orNone(get("status", "calls")))
 	field("Errors", orNone(get("status", "errors")))

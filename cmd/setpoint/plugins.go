@@ -132,7 +132,11 @@ func (a hostAdapter) Install(ctx context.Context, name string, wasm []byte, cfg 
 }
 
 func exportsOf(p *host.Plugin) plugins.Exports {
-	return plugins.Exports{Reconcile: p.HasReconcile(), Admit: p.HasAdmit(), Finalize: p.HasFinalize()}
+	pre := p.Preemption()
+	if why := p.PreemptionReason(); why != "" {
+		pre += " (" + why + ")"
+	}
+	return plugins.Exports{Reconcile: p.HasReconcile(), Admit: p.HasAdmit(), Finalize: p.HasFinalize(), Preemption: pre}
 }
 
 func (a hostAdapter) Remove(name string) { a.reg.Remove(name) }
@@ -163,20 +167,24 @@ type pluginAPI struct {
 // admission chain, and the controller manager. Browsers on allowedOrigins
 // may open WebSocket watches besides the server's own origin; a Plugin's
 // call counters reach its status every statusInterval; a module no Plugin
-// uses is deleted after moduleGCGrace.
-func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer) (apiHandler, error) {
+// uses is deleted after moduleGCGrace. limits bound the Wasm host.
+func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer, limits hostLimits) (apiHandler, error) {
 	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins})
 	if err != nil {
 		return nil, err
 	}
 	svc := api.Engine()
 	objects := plugins.NewObjects(svc, log.With("component", "plugins"))
-	h, err := host.New(host.Options{
+	hopts := host.Options{
 		CacheDir: filepath.Join(dataDir, "wasm-cache"),
 		Logger:   log.With("component", "host"),
 		Objects:  objects,
 		Events:   objects,
-	})
+	}
+	if err := limits.apply(&hopts); err != nil {
+		return nil, err
+	}
+	h, err := host.New(hopts)
 	if err != nil {
 		return nil, fmt.Errorf("wasm host: %w", err)
 	}

@@ -29,6 +29,7 @@ func init() { subcommands = append(subcommands, newServerCommand) }
 
 // serverOptions are `setpoint server`'s flags.
 type serverOptions struct {
+	hostLimits      hostLimits
 	addr            string
 	dataDir         string
 	tlsCertFile     string
@@ -98,6 +99,7 @@ signal exits at once.`,
 	f.DurationVar(&o.historyMinAge, "history-min-age", 5*time.Minute, "how much recent history, by age, background compaction keeps at least")
 	f.DurationVar(&o.historyCompactionInterval, "history-compaction-interval", time.Minute, "how often background compaction looks for history to drop")
 	f.DurationVar(&o.pluginStatusInterval, "plugin-status-interval", 10*time.Second, "how often each Plugin's call and error counts are written to its status (only when they changed)")
+	o.hostLimits.register(f)
 	f.DurationVar(&o.moduleGCGrace, "module-gc-grace", plugins.DefaultModuleGCGrace, "how long an uploaded module that no Plugin uses (in spec.module.digest or status.loadedDigest) is kept before it is deleted; the time is counted in memory, so a restart starts it again")
 	f.BoolVar(&o.profiling, "profiling", true, "serve Go's runtime profiles (heap, goroutines, CPU, trace) under /debug/pprof/ to holders of the admin token, as kube-apiserver does; go tool pprof reads them")
 	o.addStoreFlags(cmd)
@@ -227,7 +229,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 
 	metrics := serving.NewMetrics()
 	registerStoreMetrics(metrics.Registry(), st)
-	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry())
+	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry(), o.hostLimits)
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
 	}

@@ -57,4 +57,7 @@ type Config struct {
 // Exports are the handlers a loaded module provides.
 type Exports struct {
 	Reconcile, Admit, Finalize bool
+	// Preemption says how the host stops the module's calls at their
+	// deadline, and why when it is the slow path; empty when unknown.
+	Preemption string
 }

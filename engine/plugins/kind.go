@@ -188,6 +188,9 @@ spec:
               loadedDigest:
                 type: string
                 description: The digest of the module serving calls.
+              preemption:
+                type: string
+                description: How calls of the loaded module are stopped at their deadline (loop-checks, or wazero and why), see docs/ABI.md.
               calls:
                 type: integer
                 format: int64

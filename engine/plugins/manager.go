@@ -640,6 +640,9 @@ func (st *status) doc(phase string, cs metav1.ConditionStatus, reason, msg strin
 	if st.loadedDigest != "" {
 		out["loadedDigest"] = st.loadedDigest
 	}
+	if st.cur != nil && st.cur.exports.Preemption != "" {
+		out["preemption"] = st.cur.exports.Preemption
+	}
 	if st.cur != nil {
 		out["calls"] = st.cur.counters.calls.Load()
 		out["errors"] = st.cur.counters.errors.Load()

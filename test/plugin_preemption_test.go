@@ -1,0 +1,33 @@
+package test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/test/testserver"
+)
+
+// TestPluginPreemptionShown: a Plugin's status and `setpoint plugin
+// describe` say how the host stops the module's calls at their deadline.
+func TestPluginPreemptionShown(t *testing.T) {
+	labels := wasmModule(t, "requiredlabels")
+	s := testserver.Start(t, testserver.Options{})
+	ok(t, s, "apply", "-f", filepath.Join(writeFiles(t, map[string]string{"crd.yaml": widgetCRD}), "crd.yaml"))
+	ok(t, s, "plugin", "install", "labels", "--wasm", labels, "--admit", "wd", "--config", "labels=team")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got := strings.TrimSpace(ok(t, s, "get", "plugin", "labels", "-o", "jsonpath={.status.preemption}"))
+		if got == "loop-checks" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status.preemption = %q, want loop-checks (a Go guest imports sched_yield)", got)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out := ok(t, s, "plugin", "describe", "labels"); !strings.Contains(out, "Preemption:     loop-checks") {
+		t.Errorf("plugin describe lacks the preemption mode:\n%s", out)
+	}
+}
