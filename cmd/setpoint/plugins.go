@@ -151,6 +151,7 @@ var _ plugins.ModuleForgetter = hostAdapter{}
 type pluginAPI struct {
 	api      *apiserver.Server
 	upload   http.Handler
+	logs     http.Handler // the Plugins' log subresource
 	host     *host.Host
 	registry *host.Registry
 	manager  *plugins.Manager
@@ -171,11 +172,22 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 	}
 	svc := api.Engine()
 	objects := plugins.NewObjects(svc, log.With("component", "plugins"))
+	logs, err := plugins.NewLogs(plugins.LogOptions{}, promReg)
+	if err != nil {
+		return nil, err
+	}
+	writes, err := plugins.NewWriteLimiter(plugins.WriteLimits{}, promReg)
+	if err != nil {
+		return nil, err
+	}
+	objects.LimitWrites(writes)
 	h, err := host.New(host.Options{
 		CacheDir: filepath.Join(dataDir, "wasm-cache"),
-		Logger:   log.With("component", "host"),
-		Objects:  objects,
-		Events:   objects,
+		// The plugins' log lines go to their Plugin's log (the log
+		// subresource), and only those the rate limit keeps to the server's.
+		Logger:  slog.New(logs.Handler(log.With("component", "host").Handler())),
+		Objects: objects,
+		Events:  objects,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("wasm host: %w", err)
@@ -193,6 +205,7 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 		Service: svc, Modules: modules, Host: adapter, Controllers: ctrls,
 		Metrics: ctrlMetrics, Registerer: promReg,
 		StatusInterval: statusInterval, ModuleGCGrace: moduleGCGrace, Logger: log.With("component", "plugins"),
+		Writes: writes, Logs: logs,
 	})
 	if err != nil {
 		_ = h.Close()
@@ -204,6 +217,7 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 		upload: plugins.NewUploadHandler(plugins.UploadOptions{
 			Modules: modules, Host: adapter, GC: mgr.ModuleGC(), Logger: log.With("component", "modules"),
 		}),
+		logs: plugins.NewLogHandler(logs, svc),
 		host: h, registry: reg, manager: mgr, ctrls: ctrls, log: log,
 	}, nil
 }
@@ -211,6 +225,10 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 func (p *pluginAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == plugins.ModulesPath || strings.HasPrefix(r.URL.Path, plugins.ModulesPath+"/") {
 		p.upload.ServeHTTP(w, r)
+		return
+	}
+	if _, ok := plugins.LogPluginName(r.URL.Path); ok {
+		p.logs.ServeHTTP(w, r)
 		return
 	}
 	p.api.ServeHTTP(w, r)
