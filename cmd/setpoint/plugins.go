@@ -165,18 +165,18 @@ type pluginAPI struct {
 // may open WebSocket watches besides the server's own origin; a Plugin's
 // call counters reach its status every statusInterval; a module no Plugin
 // uses is deleted after moduleGCGrace.
-func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer) (apiHandler, error) {
+func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer, limits pluginLimitOptions) (apiHandler, error) {
 	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins})
 	if err != nil {
 		return nil, err
 	}
 	svc := api.Engine()
 	objects := plugins.NewObjects(svc, log.With("component", "plugins"))
-	logs, err := plugins.NewLogs(plugins.LogOptions{}, promReg)
+	logs, err := plugins.NewLogs(limits.logOptions(), promReg)
 	if err != nil {
 		return nil, err
 	}
-	writes, err := plugins.NewWriteLimiter(plugins.WriteLimits{}, promReg)
+	writes, err := plugins.NewWriteLimiter(limits.writeLimits(), promReg)
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,7 @@ type serverOptions struct {
 	pluginStatusInterval      time.Duration
 	moduleGCGrace             time.Duration
 	profiling                 bool
+	pluginLimits              pluginLimitOptions
 }
 
 func newServerCommand() *cobra.Command {
@@ -99,6 +100,7 @@ signal exits at once.`,
 	f.DurationVar(&o.pluginStatusInterval, "plugin-status-interval", 10*time.Second, "how often each Plugin's call and error counts are written to its status (only when they changed)")
 	f.DurationVar(&o.moduleGCGrace, "module-gc-grace", plugins.DefaultModuleGCGrace, "how long an uploaded module that no Plugin uses (in spec.module.digest or status.loadedDigest) is kept before it is deleted; the time is counted in memory, so a restart starts it again")
 	f.BoolVar(&o.profiling, "profiling", true, "serve Go's runtime profiles (heap, goroutines, CPU, trace) under /debug/pprof/ to holders of the admin token, as kube-apiserver does; go tool pprof reads them")
+	o.pluginLimits.addFlags(f)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -219,7 +221,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	}()
 
 	metrics := serving.NewMetrics()
-	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry())
+	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry(), o.pluginLimits)
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
 	}
@@ -342,6 +344,9 @@ func (o *serverOptions) validate() error {
 	}
 	if o.moduleGCGrace <= 0 {
 		return fmt.Errorf("--module-gc-grace %v: want a positive duration", o.moduleGCGrace)
+	}
+	if err := o.pluginLimits.validate(); err != nil {
+		return err
 	}
 	return nil
 }
