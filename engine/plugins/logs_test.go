@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -244,5 +245,45 @@ func TestLogHandlerRoutesPluginLines(t *testing.T) {
 	}
 	if !strings.Contains(out, "instance started") || !strings.Contains(out, "component=host") {
 		t.Errorf("server log lost a host record:\n%s", out)
+	}
+}
+
+func TestLogQueryParams(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name, query string
+		want        LogQuery
+		follow      bool
+		err         string
+	}{
+		{name: "none", query: ""},
+		{name: "all", query: "follow=true&sinceTime=2026-01-01T11:00:00Z&tailLines=5&object=Widget/default/w1",
+			want: LogQuery{Since: now.Add(-time.Hour), Tail: 5, Kind: "Widget", Name: "default/w1"}, follow: true},
+		{name: "sinceSeconds", query: "sinceSeconds=60", want: LogQuery{Since: now.Add(-time.Minute)}},
+		{name: "tailLines 0 is none", query: "tailLines=0", want: LogQuery{Tail: -1}},
+		{name: "bad follow", query: "follow=maybe", err: "follow="},
+		{name: "bad sinceTime", query: "sinceTime=yesterday", err: "sinceTime="},
+		{name: "both since", query: "sinceTime=2026-01-01T11:00:00Z&sinceSeconds=5", err: "at most one"},
+		{name: "negative tail", query: "tailLines=-1", err: "tailLines="},
+		{name: "bad object", query: "object=Widget", err: "object="},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", PluginsPath+"/p/log?"+tc.query, nil)
+			q, follow, err := logQuery(r, now)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one about %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || follow != tc.follow || !q.Since.Equal(tc.want.Since) || q.Tail != tc.want.Tail || q.Kind != tc.want.Kind || q.Name != tc.want.Name {
+				t.Errorf("got %+v follow %v err %v, want %+v follow %v", q, follow, err, tc.want, tc.follow)
+			}
+		})
+	}
+	for path, want := range map[string]string{PluginsPath + "/w/log": "w", PluginsPath + "/w": "", PluginsPath + "/a/b/log": "", PluginsPath + "//log": ""} {
+		if got, _ := LogPluginName(path); got != want {
+			t.Errorf("LogPluginName(%q) = %q, want %q", path, got, want)
+		}
 	}
 }
