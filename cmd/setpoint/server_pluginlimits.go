@@ -8,7 +8,8 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/plugins"
 )
 
-// pluginLimitOptions are the server's per-plugin limits on writes and logs.
+// pluginLimitOptions are the server's per-plugin limits on writes and logs;
+// 0 stands for the plugins package's default.
 type pluginLimitOptions struct {
 	writeRate   float64
 	writeBurst  int
@@ -34,12 +35,12 @@ func (o *pluginLimitOptions) validate() error {
 		flag string
 		ok   bool
 	}{
-		{"--plugin-write-rate", o.writeRate > 0}, {"--plugin-write-burst", o.writeBurst > 0},
-		{"--plugin-max-children", o.maxChildren > 0}, {"--plugin-log-rate", o.logRate > 0},
-		{"--plugin-log-burst", o.logBurst > 0}, {"--plugin-log-lines", o.logLines > 0}, {"--plugin-log-bytes", o.logBytes > 0},
+		{"--plugin-write-rate", o.writeRate >= 0}, {"--plugin-write-burst", o.writeBurst >= 0},
+		{"--plugin-max-children", o.maxChildren >= 0}, {"--plugin-log-rate", o.logRate >= 0},
+		{"--plugin-log-burst", o.logBurst >= 0}, {"--plugin-log-lines", o.logLines >= 0}, {"--plugin-log-bytes", o.logBytes >= 0},
 	} {
 		if !c.ok {
-			return fmt.Errorf("%s: want a positive number", c.flag)
+			return fmt.Errorf("%s: want a positive number (0 for the default)", c.flag)
 		}
 	}
 	return nil
