@@ -176,10 +176,10 @@ func TestPluginFailuresVisible(t *testing.T) {
 		}
 		fails(t, s, nil, "", 4, []string{`no plugin "nobody"`}, "plugin", "logs", "nobody")
 
-		// -f prints the lines that come after it started.
+		// -f prints the lines that come after it started, here those about z1.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		cmd := s.Command(ctx, "setpoint", "plugin", "logs", "loud", "-f", "--tail", "0")
+		cmd := s.Command(ctx, "setpoint", "plugin", "logs", "loud", "-f", "--tail", "0", "--object", "Gizmo/z1")
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
