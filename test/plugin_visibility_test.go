@@ -156,10 +156,27 @@ func TestPluginFailuresVisible(t *testing.T) {
 
 	t.Run("a plugin that logs in a loop", func(t *testing.T) {
 		ok(t, s, "plugin", "install", "loud", "--wasm", faulty, "--reconcile", "gizmos", "--config", "mode=flood")
+		start := time.Now()
 		apply("apiVersion: example.setpoint.dev/v1\nkind: Gizmo\nmetadata: {name: z1, namespace: default}\nspec: {}\n")
+		var dropped float64
 		waitFor("dropped log lines counted", func() bool {
-			return serverMetric(t, s, "setpoint_plugin_log_lines_dropped_total", `plugin="loud"`) > 1000
+			dropped = serverMetric(t, s, "setpoint_plugin_log_lines_dropped_total", `plugin="loud"`)
+			return dropped > 1000
 		})
+		// The server's own log gets only the kept lines: at most the burst
+		// and the rate since the flood began.
+		elapsed := time.Since(start)
+		var inServerLog, bytes int
+		for _, l := range strings.Split(s.Logs(), "\n") {
+			if strings.Contains(l, `msg="plugin log"`) && strings.Contains(l, "plugin=loud") {
+				inServerLog++
+				bytes += len(l) + 1
+			}
+		}
+		t.Logf("flood: %v lines dropped in %s; %d lines (%d bytes) reached the server's log", dropped, elapsed.Round(time.Millisecond), inServerLog, bytes)
+		if limit := 50 + int(20*elapsed.Seconds()) + 20; inServerLog > limit {
+			t.Errorf("%d plugin lines in the server's log after %s, want at most %d (burst 50, 20 lines/s)", inServerLog, elapsed, limit)
+		}
 		out := ok(t, s, "plugin", "logs", "loud")
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		if len(lines) > 1000 || !strings.Contains(out, " INFO Gizmo default/z1 flood") || !regexp.MustCompile(`WARN - \d+ lines dropped`).MatchString(out) {
@@ -251,4 +268,44 @@ func TestPluginFailuresVisible(t *testing.T) {
 			t.Errorf("%d children in %s with %v throttled: the write limit did not hold", n, took, throttled)
 		}
 	})
+}
+
+// A followed Plugin log does not hold the server's shutdown: it ends when
+// shutdown starts, as a watch does.
+func TestPluginLogFollowEndsAtShutdown(t *testing.T) {
+	s := testserver.Start(t, testserver.Options{Args: []string{"--shutdown-timeout", "20s"}})
+	// A Plugin whose module was never uploaded: its log exists, empty.
+	plugin := `{"apiVersion":"setpoint.dev/v1alpha1","kind":"Plugin","metadata":{"name":"idle"},"spec":{"module":{"digest":"sha256:` + strings.Repeat("ab", 32) + `"}}}`
+	if out, errOut, err := s.KubectlInput(plugin, "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply plugin: %v %s%s", err, out, errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := s.Command(ctx, "setpoint", "plugin", "logs", "idle", "-f")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	followed := make(chan error, 1)
+	go func() { followed <- cmd.Wait() }()
+	// Give the follower time to connect; it must still be following.
+	time.Sleep(2 * time.Second)
+	select {
+	case err := <-followed:
+		t.Fatalf("plugin logs -f ended before the shutdown: %v", err)
+	default:
+	}
+	start := time.Now()
+	if err := s.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	took := time.Since(start)
+	t.Logf("shutdown with a followed log took %s", took.Round(time.Millisecond))
+	if took > 10*time.Second {
+		t.Errorf("shutdown took %s with a followed log open, want it ended at once (--shutdown-timeout 20s)", took)
+	}
+	select {
+	case <-followed:
+	case <-time.After(10 * time.Second):
+		t.Error("plugin logs -f still running after the server stopped")
+	}
 }

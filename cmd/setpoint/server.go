@@ -156,8 +156,8 @@ func servingHosts(host string) []string {
 	return hosts
 }
 
-// watchStopper ends long-running watches when shutdown starts, since
-// http.Server.Shutdown waits for them otherwise.
+// watchStopper ends long-running watches (and followed Plugin logs) when
+// shutdown starts, since http.Server.Shutdown waits for them otherwise.
 type watchStopper struct {
 	ctx  context.Context
 	stop context.CancelFunc
@@ -165,7 +165,7 @@ type watchStopper struct {
 
 func (ws *watchStopper) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if info, ok := request.RequestInfoFrom(r.Context()); ok && info.Verb == "watch" {
+		if info, ok := request.RequestInfoFrom(r.Context()); ok && (info.Verb == "watch" || info.Subresource == "log" && r.URL.Query().Get("follow") == "true") {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			unhook := context.AfterFunc(ws.ctx, cancel)
