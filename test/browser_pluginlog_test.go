@@ -58,4 +58,23 @@ func TestBrowserPluginLog(t *testing.T) {
 	waitJS(t, ctx, "new lines live", `document.getElementById('plugin-log').childElementCount > `+strconv.Itoa(before)+` ||
 		document.getElementById('plugin-log').childElementCount === 500`, 30*time.Second)
 	screenshot(t, ctx, "plugin-log.png")
+
+	// A restart drops the stream: the page reconnects from the last line
+	// it showed and goes on with the lines the plugin logs after it.
+	evalJS[chromedp.Void](t, ctx, `window.__logStates = []; new MutationObserver(() =>
+		window.__logStates.push(document.getElementById('plugin-log-state').dataset.state))
+		.observe(document.getElementById('plugin-log-state'), {attributes: true});
+		window.__lastLine = document.getElementById('plugin-log').lastElementChild.textContent`)
+	s.Restart()
+	waitJS(t, ctx, "the log view reconnects and shows new lines", `window.__logStates.includes('reconnecting') &&
+		document.getElementById('plugin-log-state').dataset.state === 'live' &&
+		document.getElementById('plugin-log').lastElementChild.textContent !== window.__lastLine`, 60*time.Second)
+	lines := evalJS[[]string](t, ctx, `[...document.getElementById('plugin-log').children].map(d => d.textContent)`)
+	seen := map[string]bool{}
+	for _, l := range lines {
+		if seen[l] {
+			t.Errorf("line shown twice after reconnecting: %s", l)
+		}
+		seen[l] = true
+	}
 }

@@ -34,7 +34,7 @@ func LogPluginName(path string) (string, bool) {
 // NewLogHandler serves the log subresource of Plugins, as pods/log does:
 // GET PluginsPath/NAME/log answers the plugin's recent log lines as
 // text/plain, one line each (see LogLine.String). Query parameters:
-// sinceTime (RFC 3339) and sinceSeconds keep the newer lines, tailLines the
+// sinceTime (RFC 3339, fractional seconds allowed; inclusive) and sinceSeconds keep the newer lines, tailLines the
 // last lines, object=KIND/NAME (NAME may be namespace/name) the lines about
 // one object; follow=true keeps the response open and writes new lines as
 // they come, until the client goes. A Plugin that does not exist is a 404.

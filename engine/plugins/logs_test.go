@@ -260,6 +260,7 @@ func TestLogQueryParams(t *testing.T) {
 		{name: "all", query: "follow=true&sinceTime=2026-01-01T11:00:00Z&tailLines=5&object=Widget/default/w1",
 			want: LogQuery{Since: now.Add(-time.Hour), Tail: 5, Kind: "Widget", Name: "default/w1"}, follow: true},
 		{name: "sinceSeconds", query: "sinceSeconds=60", want: LogQuery{Since: now.Add(-time.Minute)}},
+		{name: "sinceTime with nanoseconds", query: "sinceTime=2026-01-01T11:00:00.000000005Z", want: LogQuery{Since: now.Add(-time.Hour + 5)}},
 		{name: "tailLines 0 is none", query: "tailLines=0", want: LogQuery{Tail: -1}},
 		{name: "bad follow", query: "follow=maybe", err: "follow="},
 		{name: "bad sinceTime", query: "sinceTime=yesterday", err: "sinceTime="},

@@ -15,6 +15,7 @@ const LOG_BASE = '/apis/setpoint.dev/v1alpha1/plugins/';
 export function followLog(client, name, { tailLines = 200, object = '', onLines, onState = () => {} }) {
   const ctl = new AbortController();
   let since = '';
+  let last = '';
   let delay = 500;
   (async () => {
     while (!ctl.signal.aborted) {
@@ -34,15 +35,21 @@ export function followLog(client, name, { tailLines = 200, object = '', onLines,
           delay = 500;
           const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
           let rest = '';
+          let resumed = !!since;
           for (;;) {
             const { value, done } = await reader.read();
             if (done) break;
             const parts = (rest + value).split('\n');
             rest = parts.pop();
+            // sinceTime keeps the lines at or after it: the first line
+            // after a reconnect may be the last one already shown.
+            if (resumed && parts.length && parts[0] === last) parts.shift();
+            if (parts.length) resumed = false;
             if (parts.length) {
               // Resume after the last line: its first field is its time
-              // (RFC 3339); the server's sinceTime has second precision.
-              since = parts[parts.length - 1].split(' ', 1)[0].replace(/\.\d+Z$/, 'Z');
+              // (RFC 3339 with nanoseconds).
+              last = parts[parts.length - 1];
+              since = last.split(' ', 1)[0];
               onLines(parts);
             }
           }
