@@ -79,7 +79,7 @@ func (r *extismRunner) close(ctx context.Context) {
 func (r *extismRunner) newInstance(ctx context.Context) (instance, error) {
 	out := &tailBuffer{}
 	mcfg := wazero.NewModuleConfig().
-		WithStdout(out).WithStderr(out).
+		WithStdout(r.p.guestOutput(out)).WithStderr(r.p.guestOutput(out)).
 		WithSysWalltime().WithSysNanotime().WithSysNanosleep().
 		WithRandSource(rand.Reader)
 	ctx, cancel := context.WithTimeout(ctx, initTimeout(r.p.cfg.Limits))
