@@ -60,6 +60,9 @@ func (o LogOptions) withDefaults() LogOptions {
 	return o
 }
 
+// logTimeLayout is RFC 3339 with nanoseconds always in nine digits.
+const logTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
 // LogLine is one line of a plugin's log.
 type LogLine struct {
 	Time  time.Time
@@ -73,12 +76,12 @@ type LogLine struct {
 }
 
 // String formats the line as the log subresource serves it: time (RFC 3339,
-// UTC, nanoseconds), level, object ("Kind namespace/name", "-" when none),
+// UTC, nanoseconds in nine digits, so that the lines align), level, object ("Kind namespace/name", "-" when none),
 // message, then the attributes as key=value sorted by key, with values
 // quoted where they need it; no newline.
 func (l LogLine) String() string {
 	var b strings.Builder
-	b.WriteString(l.Time.UTC().Format(time.RFC3339Nano))
+	b.WriteString(l.Time.UTC().Format(logTimeLayout))
 	b.WriteByte(' ')
 	b.WriteString(l.Level.String())
 	b.WriteByte(' ')

@@ -178,11 +178,11 @@ func TestLogLineString(t *testing.T) {
 	l := LogLine{Time: time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC), Level: slog.LevelWarn,
 		Kind: "Widget", Namespace: "default", Name: "w1", Message: "two\nlines",
 		Attrs: map[string]string{"size": "small", "note": "has space"}}
-	want := `2026-01-02T03:04:05.000006Z WARN Widget default/w1 two\nlines note="has space" size=small`
+	want := `2026-01-02T03:04:05.000006000Z WARN Widget default/w1 two\nlines note="has space" size=small`
 	if got := l.String(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if got := (LogLine{Time: l.Time, Message: "m"}).String(); got != "2026-01-02T03:04:05.000006Z INFO - m" {
+	if got := (LogLine{Time: l.Time, Message: "m"}).String(); got != "2026-01-02T03:04:05.000006000Z INFO - m" {
 		t.Errorf("no object: %s", got)
 	}
 }
