@@ -282,10 +282,10 @@ func (c *Controller) statusRefused(ctx context.Context, r *run, obj *unstructure
 
 // refused reports whether err is the server refusing a write for what it
 // holds or who makes it (422, 400, 403, 413), rather than a conflict, a
-// missing object or a failure of the server itself.
+// missing object, a busy server (429) or a failure of the server itself.
 func refused(err error) bool {
 	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) ||
-		apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsTooManyRequests(err)
+		apierrors.IsRequestEntityTooLargeError(err)
 }
 
 // apiMessage is the message of the API Status in err, or err's text.

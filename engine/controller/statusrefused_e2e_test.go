@@ -2,12 +2,15 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -141,4 +144,40 @@ func TestStatusRefusedShowsOnObject(t *testing.T) {
 		st, _, _ := ready(obj)
 		return st == "True" && lvl == 7
 	})
+}
+
+// A status refused as forbidden is not terminal: the object says why
+// (StatusRefused, a Warning event) and the reconcile is retried, and
+// succeeds once the server accepts it.
+func TestStatusForbiddenIsRetried(t *testing.T) {
+	svc := newEngine(t)
+	c := instrument(svc)
+	var refusals atomic.Int64
+	c.setFail(func(verb string, gvr schema.GroupVersionResource, name string) error {
+		// The plugin's status write, and only the first one, is refused;
+		// the controller's next write (Ready=False) passes.
+		if verb == "updateStatus" && name == "w1" && refusals.Add(1) == 1 {
+			return apierrors.NewForbidden(widgets.GroupResource(), name, errors.New("status writes are paused"))
+		}
+		return nil
+	})
+	p := &levelPlugin{}
+	_, stop := runManager(t, newController(t, c, "widget", p, func(o *controller.Options) { o.Owns = nil }))
+	defer stop()
+	create(t, svc, widgets, newWidget("w1", "small"))
+	eventually(t, 10*time.Second, "a StatusRefused Warning event", func() bool {
+		for _, e := range events(t, svc, controller.ReasonStatusRefused) {
+			if e.Object["type"] == "Warning" && strings.Contains(e.Object["message"].(string), "status writes are paused") {
+				return true
+			}
+		}
+		return false
+	})
+	eventually(t, 10*time.Second, "Ready=True once the status is accepted", func() bool {
+		st, _, _ := ready(get(t, svc, widgets, "w1"))
+		return st == "True"
+	})
+	if f := p.failed(); len(f) != 1 || !strings.Contains(f[0].Error(), "forbidden") {
+		t.Errorf("failures recorded = %v, want the one refusal", f)
+	}
 }
