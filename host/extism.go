@@ -90,7 +90,7 @@ func (r *extismRunner) newInstance(ctx context.Context) (instance, error) {
 	out := &tailBuffer{}
 	clock := &callClock{}
 	mcfg := wazero.NewModuleConfig().
-		WithStdout(out).WithStderr(out).
+		WithStdout(r.p.guestOutput(out)).WithStderr(r.p.guestOutput(out)).
 		WithSysWalltime().WithSysNanotime().WithNanosleep(clock.sleep).
 		WithRandSource(rand.Reader)
 	ctx, cancel := context.WithTimeout(ctx, initTimeout(r.p.cfg.Limits))

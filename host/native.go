@@ -96,7 +96,7 @@ func (r *nativeRunner) newInstance(ctx context.Context) (instance, error) {
 		WithName("").
 		WithStartFunctions(). // _initialize runs below, under the deadline
 
-		WithStdout(out).WithStderr(out).
+		WithStdout(r.p.guestOutput(out)).WithStderr(r.p.guestOutput(out)).
 		WithSysWalltime().WithSysNanotime().WithNanosleep(clock.sleep).
 		WithRandSource(rand.Reader)
 	ctx, cancel := context.WithTimeout(ctx, initTimeout(r.p.cfg.Limits))

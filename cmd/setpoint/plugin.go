@@ -48,7 +48,7 @@ without a restart and reports in the Plugin's status.
 ` + exitCodeHelp,
 		Args: noArgs,
 	}
-	cmd.AddCommand(newPluginInstallCommand(), newPluginUpgradeCommand(), newPluginListCommand(), newPluginDescribeCommand())
+	cmd.AddCommand(newPluginInstallCommand(), newPluginUpgradeCommand(), newPluginListCommand(), newPluginDescribeCommand(), newPluginLogsCommand())
 	for _, sub := range offlinePluginCommands {
 		cmd.AddCommand(sub())
 	}

@@ -155,6 +155,7 @@ var _ plugins.ModuleForgetter = hostAdapter{}
 type pluginAPI struct {
 	api      *apiserver.Server
 	upload   http.Handler
+	logs     http.Handler // the Plugins' log subresource
 	host     *host.Host
 	registry *host.Registry
 	manager  *plugins.Manager
@@ -167,21 +168,33 @@ type pluginAPI struct {
 // admission chain, and the controller manager. Browsers on allowedOrigins
 // may open WebSocket watches besides the server's own origin; a Plugin's
 // call counters reach its status every statusInterval; a module no Plugin
-// uses is deleted after moduleGCGrace. limits bound the Wasm host.
-func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer, limits hostLimits) (apiHandler, error) {
+// uses is deleted after moduleGCGrace. hlimits bound the Wasm host, limits
+// each plugin's log and writes.
+func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer, hlimits hostLimits, limits pluginLimitOptions) (apiHandler, error) {
 	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins})
 	if err != nil {
 		return nil, err
 	}
 	svc := api.Engine()
 	objects := plugins.NewObjects(svc, log.With("component", "plugins"))
+	logs, err := plugins.NewLogs(limits.logOptions(), promReg)
+	if err != nil {
+		return nil, err
+	}
+	writes, err := plugins.NewWriteLimiter(limits.writeLimits(), promReg)
+	if err != nil {
+		return nil, err
+	}
+	objects.LimitWrites(writes)
 	hopts := host.Options{
 		CacheDir: filepath.Join(dataDir, "wasm-cache"),
-		Logger:   log.With("component", "host"),
-		Objects:  objects,
-		Events:   objects,
+		// The plugins' log lines go to their Plugin's log (the log
+		// subresource), and only those the rate limit keeps to the server's.
+		Logger:  slog.New(logs.Handler(log.With("component", "host").Handler())),
+		Objects: objects,
+		Events:  objects,
 	}
-	if err := limits.apply(&hopts); err != nil {
+	if err := hlimits.apply(&hopts); err != nil {
 		return nil, err
 	}
 	h, err := host.New(hopts)
@@ -201,6 +214,7 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 		Service: svc, Modules: modules, Host: adapter, Controllers: ctrls,
 		Metrics: ctrlMetrics, Registerer: promReg,
 		StatusInterval: statusInterval, ModuleGCGrace: moduleGCGrace, Logger: log.With("component", "plugins"),
+		Writes: writes, Logs: logs,
 	})
 	if err != nil {
 		_ = h.Close()
@@ -212,6 +226,7 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 		upload: plugins.NewUploadHandler(plugins.UploadOptions{
 			Modules: modules, Host: adapter, GC: mgr.ModuleGC(), Logger: log.With("component", "modules"),
 		}),
+		logs: plugins.NewLogHandler(logs, svc),
 		host: h, registry: reg, manager: mgr, ctrls: ctrls, log: log,
 	}, nil
 }
@@ -219,6 +234,10 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 func (p *pluginAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == plugins.ModulesPath || strings.HasPrefix(r.URL.Path, plugins.ModulesPath+"/") {
 		p.upload.ServeHTTP(w, r)
+		return
+	}
+	if _, ok := plugins.LogPluginName(r.URL.Path); ok {
+		p.logs.ServeHTTP(w, r)
 		return
 	}
 	p.api.ServeHTTP(w, r)

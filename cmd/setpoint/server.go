@@ -48,6 +48,7 @@ type serverOptions struct {
 	moduleGCGrace             time.Duration
 	profiling                 bool
 	storeFreeSpaceReserve     string
+	pluginLimits              pluginLimitOptions
 }
 
 func newServerCommand() *cobra.Command {
@@ -103,6 +104,7 @@ signal exits at once.`,
 	f.DurationVar(&o.moduleGCGrace, "module-gc-grace", plugins.DefaultModuleGCGrace, "how long an uploaded module that no Plugin uses (in spec.module.digest or status.loadedDigest) is kept before it is deleted; the time is counted in memory, so a restart starts it again")
 	f.BoolVar(&o.profiling, "profiling", true, "serve Go's runtime profiles (heap, goroutines, CPU, trace) under /debug/pprof/ to holders of the admin token, as kube-apiserver does; go tool pprof reads them")
 	o.addStoreFlags(cmd)
+	o.pluginLimits.addFlags(f)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -158,8 +160,8 @@ func servingHosts(host string) []string {
 	return hosts
 }
 
-// watchStopper ends long-running watches when shutdown starts, since
-// http.Server.Shutdown waits for them otherwise.
+// watchStopper ends long-running watches (and followed Plugin logs) when
+// shutdown starts, since http.Server.Shutdown waits for them otherwise.
 type watchStopper struct {
 	ctx  context.Context
 	stop context.CancelFunc
@@ -167,7 +169,7 @@ type watchStopper struct {
 
 func (ws *watchStopper) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if info, ok := request.RequestInfoFrom(r.Context()); ok && info.Verb == "watch" {
+		if info, ok := request.RequestInfoFrom(r.Context()); ok && (info.Verb == "watch" || info.Subresource == "log" && r.URL.Query().Get("follow") == "true") {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			unhook := context.AfterFunc(ws.ctx, cancel)
@@ -229,7 +231,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 
 	metrics := serving.NewMetrics()
 	registerStoreMetrics(metrics.Registry(), st)
-	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry(), o.hostLimits)
+	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry(), o.hostLimits, o.pluginLimits)
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
 	}
@@ -352,6 +354,9 @@ func (o *serverOptions) validate() error {
 	}
 	if o.moduleGCGrace <= 0 {
 		return fmt.Errorf("--module-gc-grace %v: want a positive duration", o.moduleGCGrace)
+	}
+	if err := o.pluginLimits.validate(); err != nil {
+		return err
 	}
 	return nil
 }

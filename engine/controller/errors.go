@@ -19,3 +19,7 @@ var (
 	// ErrNotDone means a finalizer asked to be called again.
 	ErrNotDone = errors.New("controller: finalize not done")
 )
+
+// ErrStatusRefused wraps the server's answer to a status the plugin
+// returned and the server refused (invalid, forbidden, too large).
+var ErrStatusRefused = errors.New("controller: status refused")

@@ -162,6 +162,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 				return result{err: err}
 			}
 			res.err = err
+			c.recordFailure(err)
 			reason := ReasonApplyFailed
 			if errors.Is(err, ErrInvalidChild) {
 				res.terminal = true
@@ -196,7 +197,18 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 		if apierrors.IsNotFound(err) {
 			return result{skipped: true} // deleted meanwhile
 		}
-		if res.err == nil {
+		if pluginStatus != nil && refused(err) {
+			// The server refused the plugin's status (schema, size,
+			// admission): say so on the object, keeping the status it has,
+			// so that the plugin's author sees why without the server's log.
+			res = c.statusRefused(ctx, r, obj, status, ready, err, attempt)
+			if apierrors.IsConflict(res.err) {
+				return result{err: res.err}
+			}
+			if apierrors.IsNotFound(res.err) {
+				return result{skipped: true}
+			}
+		} else if res.err == nil {
 			res.err = err
 		}
 	}
@@ -236,6 +248,69 @@ func (c *Controller) writeStatus(ctx context.Context, r *run, obj *unstructured.
 		r.event(c, obj, "Warning", ready.reason, ready.message)
 	}
 	return nil
+}
+
+// statusRefused writes the observed status with Ready=False saying why the
+// server refused the plugin's status (refusal), and counts the failure
+// against the plugin. A refusal for invalid content is terminal, as an
+// invalid child is: the same output meets the same answer until the object
+// (or the plugin) changes; any other refusal (forbidden, too large for now)
+// is retried with backoff.
+func (c *Controller) statusRefused(ctx context.Context, r *run, obj *unstructured.Unstructured, observed map[string]any, ready readyCondition, refusal error, attempt int) result {
+	res := result{err: fmt.Errorf("%w: %w", ErrStatusRefused, refusal), terminal: apierrors.IsInvalid(refusal)}
+	msg := "the server refused the plugin's status: " + apiMessage(refusal)
+	if ready.status == metav1.ConditionFalse {
+		msg += "; " + ready.message
+	}
+	reason := ReasonStatusRefused
+	if res.terminal {
+		reason = ReasonTerminalError
+	}
+	cond := readyCondition{status: metav1.ConditionFalse, reason: reason, message: msg}
+	if !res.terminal {
+		cond.retrying(attempt)
+	}
+	c.recordFailure(res.err)
+	if err := c.writeStatus(ctx, r, obj, observed, nil, cond); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return result{err: err}
+		}
+		c.log.Warn("status refused, and so was the Ready condition saying why", "namespace", obj.GetNamespace(), "name", obj.GetName(), "err", err)
+	}
+	return res
+}
+
+// refused reports whether err is the server refusing a write for what it
+// holds or who makes it (422, 400, 403, 413), rather than a conflict, a
+// missing object, a busy server (429) or a failure of the server itself.
+func refused(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) ||
+		apierrors.IsRequestEntityTooLargeError(err)
+}
+
+// apiMessage is the message of the API Status in err, or err's text.
+func apiMessage(err error) string {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		if m := st.Status().Message; m != "" {
+			return m
+		}
+	}
+	return err.Error()
+}
+
+// FailureRecorder is implemented by a Reconciler that counts the failures of
+// the writes the controller makes with its output (a refused status, refused
+// children), so that they show where the plugin's own failures show.
+type FailureRecorder interface {
+	RecordFailure(err error)
+}
+
+// recordFailure counts err against the reconciler, if it counts failures.
+func (c *Controller) recordFailure(err error) {
+	if fr, ok := c.opts.Reconciler.(FailureRecorder); ok {
+		fr.RecordFailure(err)
+	}
 }
 
 func (c *Controller) callReconcile(ctx context.Context, req *abi.ReconcileRequest) (resp *abi.ReconcileResponse, err error) {

@@ -27,6 +27,11 @@ const (
 	ReasonPluginError = "PluginError"
 	// ReasonApplyFailed: writing the children failed; retried with backoff.
 	ReasonApplyFailed = "ApplyFailed"
+	// ReasonStatusRefused: the server refused the status the plugin
+	// returned (forbidden, too large); the object keeps its status and the
+	// write is retried with backoff. A status refused as invalid is a
+	// TerminalError.
+	ReasonStatusRefused = "StatusRefused"
 	// ReasonFinalizeFailed: the finalizer reported or met an error.
 	ReasonFinalizeFailed = "FinalizeFailed"
 	// ReasonFinalizeTerminal: the finalizer reported an error not worth

@@ -78,6 +78,11 @@ type Options struct {
 	Now func() time.Time
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
+	// Writes rate-limits the children of reconcile bindings and holds the
+	// quota of children per reconcile; nil limits nothing.
+	Writes *WriteLimiter
+	// Logs, when set, forgets a deleted Plugin's log.
+	Logs *Logs
 }
 
 // Manager follows Plugin objects: it loads their modules into the host and
@@ -248,7 +253,7 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	}
 	if cur == nil {
 		cur = &loaded{counters: m.met.forPlugin(name)}
-		cur.caller = countingCaller{Caller: m.opts.Host.Caller(name), c: cur.counters}
+		cur.caller = countingCaller{Caller: m.opts.Host.Caller(name), c: cur.counters, writes: m.opts.Writes}
 		st.cur = cur
 	}
 
@@ -390,7 +395,7 @@ func (m *Manager) bindReconcile(name string, created time.Time, cur *loaded, sp 
 	}
 	opts := controller.Options{
 		Name:       name,
-		Client:     m.opts.Service,
+		Client:     m.opts.Writes.Client(name, m.opts.Service, owns),
 		For:        controllerKind(forRes),
 		Owns:       owns,
 		Reconciler: cur.caller,
@@ -514,6 +519,8 @@ func (m *Manager) unload(name string) []abi.Event {
 	events := m.unbind(name, cur)
 	m.opts.Host.Remove(name)
 	m.met.forget(name)
+	m.opts.Writes.Forget(name)
+	m.opts.Logs.Forget(name)
 	m.log.Info("plugin unloaded", "plugin", name)
 	return events
 }

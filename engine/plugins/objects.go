@@ -36,7 +36,14 @@ type Objects struct {
 	// the lastTimestamp of the Event recorded before instead of adding one
 	// (see RecordEvent).
 	events *controller.EventAggregator
+	// writes rate-limits the plugins' writes; nil limits nothing.
+	writes *WriteLimiter
 }
+
+// LimitWrites has w rate-limit the plugins' host-call creates, updates and
+// patches; a write over the limit is answered 429 TooManyRequests. Call it
+// before the host serves calls.
+func (o *Objects) LimitWrites(w *WriteLimiter) { o.writes = w }
 
 // NewObjects returns the host-function adapters over svc.
 func NewObjects(svc *engine.Service, log *slog.Logger) *Objects {
@@ -176,6 +183,14 @@ func PluginUser(plugin string) string { return "plugin:" + plugin }
 // failure comes back with its Kubernetes reason and code.
 func (o *Objects) WriteObject(ctx context.Context, plugin, fn string, req abi.WriteRequest) abi.WriteResponse {
 	ctx = request.WithUser(ctx, &user.DefaultInfo{Name: PluginUser(plugin), Groups: []string{PluginGroup}})
+	if fn != abi.HostDelete {
+		// Deletes pass: they are how a plugin over its limit cleans up.
+		if err := o.writes.allow(plugin, sourceHostCall); err != nil {
+			resp := writeError(ctx, err)
+			o.log.DebugContext(ctx, "plugin write throttled", "plugin", plugin, "op", fn)
+			return resp
+		}
+	}
 	obj, ref, err := o.write(ctx, PluginUser(plugin), fn, req)
 	if err != nil {
 		resp := writeError(ctx, err)

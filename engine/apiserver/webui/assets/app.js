@@ -4,6 +4,7 @@
 //   #/k/{group|core}/{version}/{plural}/{namespace|_}/{name}   one object
 import { Client, APIError, watch, objectKey, resourcePath } from './setpoint.js';
 import { toYAML } from './yaml.js';
+import { followLog } from './pluginlog.js';
 
 const TOKEN_KEY = 'setpoint.token';
 const TABLE_ACCEPT = 'application/json;as=Table;v=v1;g=meta.k8s.io, application/json';
@@ -457,7 +458,39 @@ function objectPage(main, r, namespace, name) {
         : h('span', { class: 'muted' }, 'None'));
     });
   }
-  return () => { clearTimeout(childTimer); untrack(w); if (ew) untrack(ew); };
+  const stopLog = r.group === 'setpoint.dev' && r.resource === 'plugins' ? pluginLogCard(main, name) : () => {};
+  return () => { clearTimeout(childTimer); untrack(w); if (ew) untrack(ew); stopLog(); };
+}
+
+// LOG_KEEP bounds the log lines the page holds.
+const LOG_KEEP = 500;
+
+// pluginLogCard adds a Plugin's live log to its page: the last lines, then
+// new ones as they come, optionally about one object only.
+function pluginLogCard(main, name) {
+  const pre = h('pre', { class: 'log mono', id: 'plugin-log' });
+  const status = h('span', { class: 'muted', id: 'plugin-log-state' }, 'Connecting…');
+  const filter = h('input', { id: 'plugin-log-object', type: 'search', placeholder: 'Kind/name or Kind/namespace/name', spellcheck: 'false' });
+  main.append(h('div', { class: 'card' }, h('h2', {}, 'Log ', status),
+    h('form', { class: 'log-filter', onsubmit: (e) => { e.preventDefault(); restart(); } }, filter), pre));
+  let f = null;
+  function restart() {
+    if (f) f.stop();
+    pre.textContent = '';
+    const object = filter.value.trim();
+    f = followLog(state.client, name, {
+      object,
+      onState: (s) => { status.textContent = s === 'live' ? '' : s; status.dataset.state = s; },
+      onLines: (lines) => {
+        const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+        pre.append(...lines.map((l) => h('div', { class: /^\S+ (WARN|ERROR)/.test(l) ? 'warn' : '' }, l)));
+        while (pre.childElementCount > LOG_KEEP) pre.firstElementChild.remove();
+        if (atEnd) pre.scrollTop = pre.scrollHeight;
+      },
+    });
+  }
+  restart();
+  return () => { if (f) f.stop(); };
 }
 
 // ---- router ----

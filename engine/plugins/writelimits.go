@@ -1,0 +1,179 @@
+package plugins
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/setpoint-dev/setpoint/engine/controller"
+)
+
+// WriteLimits bound the writes each plugin makes: its host-call creates,
+// updates and patches, and the children its reconciles ask for. Zero values
+// get the defaults.
+type WriteLimits struct {
+	// Rate is how many writes per second one plugin may make on average.
+	// Default DefaultWriteRate.
+	Rate float64
+	// Burst is how many writes one plugin may make at once above Rate.
+	// Default DefaultWriteBurst.
+	Burst int
+	// MaxChildren is how many children one reconcile may ask for. Default
+	// DefaultMaxChildren.
+	MaxChildren int
+	// Now is the rate limit's clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults of WriteLimits.
+const (
+	DefaultWriteRate   = 100
+	DefaultWriteBurst  = 1000
+	DefaultMaxChildren = 1000
+)
+
+func (o WriteLimits) withDefaults() WriteLimits {
+	if o.Rate <= 0 {
+		o.Rate = DefaultWriteRate
+	}
+	if o.Burst <= 0 {
+		o.Burst = DefaultWriteBurst
+	}
+	if o.MaxChildren <= 0 {
+		o.MaxChildren = DefaultMaxChildren
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// WriteLimiter keeps one token bucket per plugin, shared by its host-call
+// writes and its children, and counts the writes it refuses in
+// setpoint_plugin_writes_throttled_total. It is safe for concurrent use.
+type WriteLimiter struct {
+	opts      WriteLimits
+	throttled *prometheus.CounterVec // nil: not registered
+
+	mu      sync.Mutex // guards buckets
+	buckets map[string]*rate.Limiter
+}
+
+// NewWriteLimiter returns a limiter with opts; reg, when set, gets its
+// counter.
+func NewWriteLimiter(opts WriteLimits, reg prometheus.Registerer) (*WriteLimiter, error) {
+	w := &WriteLimiter{opts: opts.withDefaults(), buckets: map[string]*rate.Limiter{}}
+	if reg != nil {
+		w.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "setpoint", Subsystem: "plugin", Name: "writes_throttled_total",
+			Help: "Writes of a plugin (host calls, children) refused with 429 because it wrote faster than its write rate limit.",
+		}, []string{"plugin", "source"})
+		if err := reg.Register(w.throttled); err != nil {
+			return nil, fmt.Errorf("plugins: register write metrics: %w", err)
+		}
+	}
+	return w, nil
+}
+
+// Sources of writes, as the throttled counter labels them.
+const (
+	sourceHostCall = "host_call"
+	sourceChildren = "children"
+)
+
+// allow takes one write from plugin's bucket, or returns the 429 Status
+// error that refuses it, counted under source.
+func (w *WriteLimiter) allow(plugin, source string) error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	b := w.buckets[plugin]
+	if b == nil {
+		b = rate.NewLimiter(rate.Limit(w.opts.Rate), w.opts.Burst)
+		w.buckets[plugin] = b
+	}
+	w.mu.Unlock()
+	if b.AllowN(w.opts.Now(), 1) {
+		return nil
+	}
+	if w.throttled != nil {
+		w.throttled.WithLabelValues(plugin, source).Inc()
+	}
+	retry := int(math.Ceil(1 / w.opts.Rate))
+	return apierrors.NewTooManyRequests(fmt.Sprintf(
+		"plugin %s writes faster than its limit of %g writes/s (burst %d); retry later", plugin, w.opts.Rate, w.opts.Burst), max(retry, 1))
+}
+
+// checkChildren refuses a reconcile response with more children than the
+// quota, as a terminal error of the plugin's.
+func (w *WriteLimiter) checkChildren(n int) error {
+	if w == nil || n <= w.opts.MaxChildren {
+		return nil
+	}
+	return fmt.Errorf("the plugin asked for %d children of one object, more than the quota of %d", n, w.opts.MaxChildren)
+}
+
+// Forget drops a deleted plugin's bucket and series.
+func (w *WriteLimiter) Forget(plugin string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	delete(w.buckets, plugin)
+	w.mu.Unlock()
+	if w.throttled != nil {
+		w.throttled.DeletePartialMatch(prometheus.Labels{"plugin": plugin})
+	}
+}
+
+// Client returns c with plugin's creates and updates of the kinds in owns
+// (its children) taken from plugin's bucket; its other writes (status,
+// finalizers, events, deletes) pass.
+func (w *WriteLimiter) Client(plugin string, c controller.Client, owns []controller.Kind) controller.Client {
+	if w == nil || len(owns) == 0 {
+		return c
+	}
+	lc := &limitedClient{Client: c, w: w, plugin: plugin, owns: map[schema.GroupResource]bool{}}
+	for _, k := range owns {
+		lc.owns[k.Resource.GroupResource()] = true
+	}
+	return lc
+}
+
+// limitedClient is a controller's Client whose child writes are rate
+// limited.
+type limitedClient struct {
+	controller.Client
+	w      *WriteLimiter
+	plugin string
+	owns   map[schema.GroupResource]bool
+}
+
+func (c *limitedClient) Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
+	if c.owns[gvr.GroupResource()] {
+		if err := c.w.allow(c.plugin, sourceChildren); err != nil {
+			return nil, err
+		}
+	}
+	return c.Client.Create(ctx, gvr, obj, opts)
+}
+
+func (c *limitedClient) Update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+	if c.owns[gvr.GroupResource()] {
+		if err := c.w.allow(c.plugin, sourceChildren); err != nil {
+			return nil, err
+		}
+	}
+	return c.Client.Update(ctx, gvr, obj, opts)
+}
