@@ -238,18 +238,21 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 		m.unclaimIdle(name, cur)
 		return st.fail(ReasonInvalidSpec, err, true), nil
 	}
-	cfg, err := sp.hostConfig(m.opts.Service)
-	if err != nil {
-		m.unclaimIdle(name, cur)
-		if errors.Is(err, ErrNotServed) {
-			return st.fail(ReasonNotServed, err, false), nil
-		}
-		return st.fail(ReasonInvalidSpec, err, true), nil
-	}
 	if cur == nil {
 		cur = &loaded{counters: m.met.forPlugin(name)}
 		cur.caller = countingCaller{Caller: m.opts.Host.Caller(name), c: cur.counters}
 		st.cur = cur
+	}
+	cfg, err := sp.hostConfig(m.opts.Service)
+	if err != nil {
+		m.unclaimIdle(name, cur)
+		if cur.digest == "" {
+			m.bindUnservable(name, cur, sp, err)
+		}
+		if errors.Is(err, ErrNotServed) {
+			return st.fail(ReasonNotServed, err, false), nil
+		}
+		return st.fail(ReasonInvalidSpec, err, true), nil
 	}
 
 	var events []abi.Event
@@ -260,53 +263,33 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	var failed *failure
 	hostKey := sp.Module.Digest + " " + mustJSON(cfg)
 	if cur.hostKey != hostKey {
-		wasm, err := m.opts.Modules.Get(ctx, sp.Module.Digest)
+		var ev []abi.Event
+		failed, ev, err = m.upgrade(ctx, name, obj, cur, sp, cfg, hostKey)
 		if err != nil {
-			if !errors.Is(err, ErrModuleNotFound) {
-				return nil, err
-			}
-			failed = &failure{reason: ReasonModuleNotFound, err: fmt.Errorf("module %s was not uploaded (POST it to %s)", sp.Module.Digest, ModulesPath)}
-		} else if exports, err := m.opts.Host.Install(ctx, name, wasm, cfg); err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			m.log.Warn("plugin module refused; the running version, if any, keeps serving", "plugin", name, "digest", sp.Module.Digest, "err", err)
-			failed = &failure{reason: ReasonInvalidModule, err: err, terminal: true,
-				events: []abi.Event{{Type: "Warning", Reason: "ModuleRefused", Message: err.Error()}}}
-		} else {
-			m.log.Info("plugin loaded", "plugin", name, "digest", sp.Module.Digest)
-			msg := "loaded module " + sp.Module.Digest
-			if cur.digest != "" && cur.digest != sp.Module.Digest {
-				msg = "swapped module " + cur.digest + " for " + sp.Module.Digest
-			}
-			events = append(events, abi.Event{Type: "Normal", Reason: "ModuleLoaded", Message: msg})
-			m.mu.Lock()
-			cur.digest, cur.hostKey, cur.exports = sp.Module.Digest, hostKey, exports
-			m.plugins[name] = cur
-			m.mu.Unlock()
+			return nil, err
 		}
+		events = append(events, ev...)
 		if failed != nil && !m.restoreServing(ctx, name, obj, cur, sp, cfg, &events) {
 			m.unclaimIdle(name, cur)
+			if cur.digest == "" {
+				m.bindUnservable(name, cur, sp, failed.err)
+			}
 			return failed.response(st), nil
 		}
 	}
 	st.loadedDigest = cur.digest
 
-	// Admission bindings.
+	// Admission bindings. A rule the module cannot serve stays bound and
+	// fails every call, so that failurePolicy decides: Fail refuses the
+	// writes it covers, naming the plugin and why.
 	var missing []string
-	var bindings []*admissionBinding
-	for _, r := range sp.Admission {
-		if !cur.exports.Admit {
-			missing = append(missing, "admit")
-			break
-		}
-		bindings = append(bindings, &admissionBinding{
-			plugin: name, caller: cur.caller, resources: r.Resources, ops: r.Operations,
-			mutating: r.Type == Mutating, ignore: r.FailurePolicy == Ignore, config: sp.Config,
-		})
+	var noAdmit error
+	if len(sp.Admission) > 0 && !cur.exports.Admit {
+		missing = append(missing, "admit")
+		noAdmit = fmt.Errorf("module %s does not export admit, which spec.admission binds", cur.digest)
 	}
 	m.mu.Lock()
-	cur.admission = bindings
+	cur.admission = admissionBindings(name, cur.caller, sp, noAdmit)
 	m.publishLocked()
 	m.mu.Unlock()
 
@@ -522,7 +505,7 @@ func (m *Manager) unload(name string) []abi.Event {
 func (m *Manager) Loaded(name string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l := m.plugins[name]; l != nil {
+	if l := m.plugins[name]; l != nil && l.digest != "" {
 		return l.digest, true
 	}
 	return "", false
@@ -578,9 +561,14 @@ func (m *Manager) restoreServing(ctx context.Context, name string, obj *unstruct
 		m.log.Warn("module that served before the restart is gone; nothing serves", "plugin", name, "digest", prev, "err", err)
 		return false
 	}
-	exports, err := m.opts.Host.Install(ctx, name, wasm, cfg)
+	cand, err := m.opts.Host.Stage(ctx, name, wasm, cfg)
 	if err != nil {
 		m.log.Warn("module that served before the restart no longer loads; nothing serves", "plugin", name, "digest", prev, "err", err)
+		return false
+	}
+	exports := cand.Exports()
+	if err := cand.Commit(); err != nil {
+		m.log.Warn("module that served before the restart could not be swapped in; nothing serves", "plugin", name, "digest", prev, "err", err)
 		return false
 	}
 	m.log.Info("plugin restored: the module that served before the restart serves again", "plugin", name, "digest", prev, "spec digest", sp.Module.Digest)
