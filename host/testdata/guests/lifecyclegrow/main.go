@@ -1,4 +1,4 @@
-// Command lifecyclegrow is a second version that takes 24 MiB more memory in its init: under a Plugin's 512-page (32 MiB) cap its first instance fails, under the default cap it loads.
+// Command lifecyclegrow is a second version that takes 40 MiB more memory in its init: under a Plugin's 512-page (32 MiB) cap its first instance fails, under the default cap it loads.
 // It labels what it does with its version, v2.
 package main
 
@@ -16,7 +16,7 @@ func init() { guest.Register(plugin.Handlers{Reconcile: reconcile, Admit: admit,
 var ballast []byte
 
 func init() {
-	ballast = make([]byte, 24<<20)
+	ballast = make([]byte, 40<<20)
 	for i := range ballast {
 		ballast[i] = byte(i)
 	}
