@@ -125,6 +125,8 @@ type loaded struct {
 	admission []*admissionBinding
 	// reconcileKey describes the running controller; "" when none runs.
 	reconcileKey string
+	// ctl is the controller put into Options.Controllers, nil when none.
+	ctl *controller.Controller
 	// finalizer is the finalizer the running controller sets, "" when it
 	// has none; reconciles is the resource it reconciles.
 	finalizer  string
@@ -317,6 +319,9 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	if bindErr != nil {
 		return withEvents(events, st.fail(ReasonNotServed, bindErr, false)), nil
 	}
+	if why := m.notRunning(ctx, name, cur); why != "" {
+		return withEvents(events, st.starting(why)), nil
+	}
 	resp := st.ok(m.opts.StatusInterval)
 	resp.Events = events
 	return resp, nil
@@ -392,7 +397,7 @@ func (m *Manager) bindReconcile(name string, created time.Time, cur *loaded, sp 
 		return fmt.Errorf("spec.reconcile: %w", err)
 	}
 	m.opts.Controllers.Put(c)
-	cur.reconcileKey, cur.finalizer, cur.reconciles = key, finalizer, forRes.GVR.GroupResource().String()
+	cur.reconcileKey, cur.finalizer, cur.reconciles, cur.ctl = key, finalizer, forRes.GVR.GroupResource().String(), c
 	m.log.Info("plugin reconcile binding started", "plugin", name, "for", forRes.GVR.String())
 	return nil
 }
@@ -430,7 +435,7 @@ func (m *Manager) stopLocked(name string, cur *loaded) []abi.Event {
 		return nil
 	}
 	m.opts.Controllers.Remove(name)
-	cur.reconcileKey = ""
+	cur.reconcileKey, cur.ctl = "", nil
 	if cur.finalizer == "" {
 		return nil
 	}
