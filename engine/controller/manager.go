@@ -295,7 +295,7 @@ func (m *Manager) sync(ctx context.Context, informers *sharedInformers, running 
 			m.log.Info("controller waits for a stopping one", "controller", n, "waits_for", b.c.Name())
 			continue
 		}
-		cctx, cancel := context.WithCancel(ctx)
+		cctx, cancel := context.WithCancel(c.withUser(ctx))
 		in := &instance{c: c, cancel: cancel, done: make(chan struct{})}
 		running[n] = in
 		r := c.start(cctx, informers, inherit[n])

@@ -125,6 +125,8 @@ type loaded struct {
 	admission []*admissionBinding
 	// reconcileKey describes the running controller; "" when none runs.
 	reconcileKey string
+	// privileged: the spec of the version serving sets spec.privileged.
+	privileged bool
 	// ctl is the controller put into Options.Controllers, nil when none.
 	ctl *controller.Controller
 	// finalizer is the finalizer the running controller sets, "" when it
@@ -245,6 +247,13 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 		cur.caller = countingCaller{Caller: m.opts.Host.Caller(name), c: cur.counters}
 		st.cur = cur
 	}
+	if err := sp.checkPrivileges(); err != nil {
+		m.unclaimIdle(name, cur)
+		if cur.digest == "" {
+			m.bindUnservable(name, cur, sp, err)
+		}
+		return st.fail(ReasonInvalidSpec, err, true), nil
+	}
 	cfg, err := sp.hostConfig(m.opts.Service)
 	if err != nil {
 		m.unclaimIdle(name, cur)
@@ -292,6 +301,7 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	}
 	m.mu.Lock()
 	cur.admission = admissionBindings(name, cur.caller, sp, noAdmit)
+	cur.privileged = sp.Privileged
 	m.publishLocked()
 	m.mu.Unlock()
 
@@ -384,7 +394,10 @@ func (m *Manager) bindReconcile(name string, created time.Time, cur *loaded, sp 
 		Reconciler: cur.caller,
 		Config:     maps.Clone(sp.Config),
 		Metrics:    m.opts.Metrics,
-		Logger:     m.log.With("plugin", name),
+		// Children, status and finalizers are written as the plugin, so
+		// that admission checks them as it checks its host-call writes.
+		User:   pluginIdentity(name),
+		Logger: m.log.With("plugin", name),
 	}
 	finalizer := ""
 	if cur.exports.Finalize {
@@ -474,9 +487,14 @@ func (m *Manager) unclaimIdle(name string, cur *loaded) {
 // Admitter. m.mu is held.
 func (m *Manager) publishLocked() {
 	var all []*admissionBinding
-	for _, l := range m.plugins {
+	privileged := map[string]bool{}
+	for name, l := range m.plugins {
 		all = append(all, l.admission...)
+		if l.privileged {
+			privileged[name] = true
+		}
 	}
+	m.adm.privileged.Store(&privileged)
 	m.adm.set(all)
 }
 

@@ -157,6 +157,7 @@ func admissionBindings(name string, caller Caller, sp Spec, unservable error) []
 		out = append(out, &admissionBinding{
 			plugin: name, caller: caller, resources: r.Resources, ops: r.Operations,
 			mutating: r.Type == Mutating, ignore: r.FailurePolicy == Ignore, config: sp.Config,
+			privileged: sp.Privileged,
 		})
 	}
 	return out
