@@ -109,6 +109,17 @@ func TestPluginUpgradeRefusesUnsafeModules(t *testing.T) {
 		}
 		stillV1(t)
 	})
+
+	t.Run("a Fail rule nothing serves refuses writes", func(t *testing.T) {
+		r := runCLI(t, s, nil, "", "plugin", "install", "strict", "--wasm", wasmModule(t, "lifecyclenoadmit"), "--admit", "widgets")
+		if r.code == 0 || !strings.Contains(r.stderr, "does not export admit") {
+			t.Errorf("install of a module without admit for an admission binding: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		_, errOut, err := s.KubectlInput(lifeWidget("unchecked", false), "apply", "-f", "-")
+		if err == nil || !strings.Contains(errOut, `admission plugin "strict" failed (failurePolicy Fail)`) || !strings.Contains(errOut, "does not export admit") {
+			t.Errorf("a widget write while Plugin strict cannot serve its Fail rule: %v %s, want a refusal naming the plugin and why", err, errOut)
+		}
+	})
 }
 
 // waitWidget waits until the widget's status.state is state.
