@@ -35,7 +35,7 @@ func (m *Manager) upgrade(ctx context.Context, name string, obj *unstructured.Un
 			return nil, nil, ctx.Err()
 		}
 		m.log.Warn("plugin module refused; the running version, if any, keeps serving", "plugin", name, "digest", digest, "serving", cur.digest, "err", err)
-		return refused(ReasonInvalidModule, err), nil, nil
+		return refused(ReasonInvalidModule, fmt.Errorf("module %s refused: %w", digest, err)), nil, nil
 	}
 	exports := cand.Exports()
 	lacking, err := m.verifyExports(ctx, name, obj, cur, sp, exports)
