@@ -137,7 +137,11 @@ func newPluginUpgradeCommand() *cobra.Command {
 		Short: "Upload a new module and switch a Plugin to it",
 		Long: `Upload the module in --wasm and point the Plugin NAME at it. The server swaps
 modules without a restart; the old one keeps serving until the new one is
-loaded. Bindings, permissions and limits stay as they are.
+loaded and verified. Bindings, permissions and limits stay as they are. A
+module that lacks an export the Plugin binds (admit, reconcile, or finalize
+while objects carry its finalizer), traps in its init, speaks another ABI
+version or needs more memory than the Plugin's cap is refused: the command
+fails with the server's reason, and the old module keeps serving.
 
 ` + exitCodeHelp,
 		Example: `  setpoint plugin upgrade widget --wasm bin/wasm/widget-plugin.wasm`,
@@ -356,13 +360,18 @@ func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout
 		return err
 	}
 	old, _, _ := unstructured.NestedString(cur.Object, "spec", "module", "digest")
+	// The module serving is the status's: the spec's may have been refused.
+	serving, _, _ := unstructured.NestedString(cur.Object, "status", "loadedDigest")
+	if serving == "" {
+		serving = old
+	}
 	if old == digest {
 		fmt.Fprintf(stdout, "plugin.setpoint.dev/%s unchanged (module %s)\n", name, digest)
 	} else {
 		if err := pointPluginAt(ctx, c, ri, cur, digest); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "plugin.setpoint.dev/%s upgraded: module %s -> %s\n", name, old, digest)
+		fmt.Fprintf(stdout, "plugin.setpoint.dev/%s upgraded: module %s -> %s\n", name, serving, digest)
 	}
 	if o.wait {
 		return waitLoaded(ctx, c, name, digest, o.timeout, stdout)
@@ -550,6 +559,9 @@ func waitLoaded(ctx context.Context, c *client, name, digest string, timeout tim
 		case phase == "Loaded" && loaded == digest && current:
 			fmt.Fprintf(stdout, "plugin.setpoint.dev/%s loaded\n", name)
 			return nil
+		case phase == "Failed" && current && loaded != "" && loaded != digest:
+			// The server's message ends with the module that keeps serving.
+			return fmt.Errorf("plugin %s: module %s was refused and not swapped in: %s: %s", name, digest, str(cond["reason"]), str(cond["message"]))
 		case phase == "Failed" && current:
 			return fmt.Errorf("plugin %s failed to load: %s: %s", name, str(cond["reason"]), str(cond["message"]))
 		}

@@ -91,7 +91,7 @@ func hostConfig(cfg plugins.Config) host.Config {
 // Check loads the module as a version of no plugin yet: it compiles
 // (filling the on-disk cache), checks and instantiates it once. The version
 // is kept for checkedKeep, so that the Plugin created right after the upload
-// is served by it (see Install) rather than by a second load.
+// is served by it (see Stage) rather than by a second load.
 func (a hostAdapter) Check(ctx context.Context, wasm []byte, cfg plugins.Config) error {
 	p, err := a.h.Load(ctx, "upload", wasm, hostConfig(cfg))
 	if err != nil {
@@ -109,26 +109,14 @@ func (a hostAdapter) Check(ctx context.Context, wasm []byte, cfg plugins.Config)
 	return nil
 }
 
-// Install serves the plugin name with wasm: with the version the upload's
-// check loaded when it is of this module and was loaded with the limits cfg
-// asks for, else with a new load (from the on-disk cache after a check).
+// Install serves the plugin name with wasm at once: Stage, then Commit.
 func (a hostAdapter) Install(ctx context.Context, name string, wasm []byte, cfg plugins.Config) (plugins.Exports, error) {
-	hcfg := hostConfig(cfg)
-	if a.checked != nil {
-		if p := a.checked.take(wasm); p != nil {
-			if p.Adopt(name, hcfg) {
-				if err := a.reg.Swap(name, p); err == nil {
-					return exportsOf(p), nil
-				}
-			}
-			_ = p.Close()
-		}
-	}
-	p, err := a.reg.Install(ctx, name, wasm, hcfg)
+	c, err := a.Stage(ctx, name, wasm, cfg)
 	if err != nil {
 		return plugins.Exports{}, err
 	}
-	return exportsOf(p), nil
+	ex := c.Exports()
+	return ex, c.Commit()
 }
 
 func exportsOf(p *host.Plugin) plugins.Exports {

@@ -94,7 +94,7 @@ signal exits at once.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.examples, "examples", false, "also register the example kinds and plugins: apply every CustomResourceDefinition in the YAML and JSON files under --examples-dir once the server is up, then upload each example's module from bin/wasm next to --examples-dir and apply its Plugin (EXAMPLE/plugin.yaml.tmpl); example objects are left to the walkthroughs, and a missing directory or module is logged and skipped")
 	f.StringVar(&o.examplesDir, "examples-dir", "examples", "where --examples looks for the example manifests")
-	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests before closing their connections")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests before closing their connections; the background loops (controllers, plugin calls) get what is left, at least 1s, and are then abandoned")
 	f.StringSliceVar(&o.allowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], such as https://app.example.com), besides the server's own, that may open a WebSocket watch; repeat the flag or separate origins with commas; * is refused")
 	f.Int64Var(&o.historyMinRevisions, "history-min-revisions", 10_000, "how many recent revisions background compaction keeps at least; it keeps whichever of this and --history-min-age keeps more, and a watch or continue token older than what is kept gets 410 Expired")
 	f.DurationVar(&o.historyMinAge, "history-min-age", 5*time.Minute, "how much recent history, by age, background compaction keeps at least")
@@ -319,9 +319,13 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		_ = srv.Close()
 	}
 	stopLoops()
-	wg.Wait()
+	deadline, _ := drainCtx.Deadline()
+	stopped := waitLoops(&wg, deadline, log)
 	if e := <-serveErr; e != nil && !errors.Is(e, http.ErrServerClosed) && runErr == nil {
 		runErr = fmt.Errorf("serve: %w", e)
+	}
+	if !stopped {
+		return runErr
 	}
 	if e := <-loopsErr; e != nil && !errors.Is(e, context.Canceled) && runErr == nil {
 		runErr = fmt.Errorf("API background loops: %w", e)

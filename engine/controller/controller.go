@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/setpoint-dev/setpoint/engine/workqueue"
 )
@@ -57,6 +59,11 @@ type Options struct {
 	RateLimiter workqueue.RateLimiter[Key]
 	// Metrics records the controller's metrics. Default: none.
 	Metrics *Metrics
+	// User, when set, is the identity the controller's reads and writes
+	// are made as (children, status, finalizers, events), so that
+	// admission checks them as it checks that user's other writes. Default:
+	// the server's own, unnamed.
+	User user.Info
 	// Logger receives the controller's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of condition and event timestamps. Default time.Now.
@@ -130,6 +137,14 @@ func New(opts Options) (*Controller, error) {
 	}, nil
 }
 
+// withUser makes ctx carry the controller's identity, if it has one.
+func (c *Controller) withUser(ctx context.Context) context.Context {
+	if c.opts.User == nil {
+		return ctx
+	}
+	return request.WithUser(ctx, c.opts.User)
+}
+
 // Name returns the controller's name.
 func (c *Controller) Name() string { return c.opts.Name }
 
@@ -171,6 +186,7 @@ type run struct {
 // under their own locks, and call the run's handlers, which only add to the
 // queue, on their goroutines.
 func (c *Controller) Run(ctx context.Context) error {
+	ctx = c.withUser(ctx)
 	return c.runStarted(ctx, c.start(ctx, newSharedInformers(c.log), nil))
 }
 

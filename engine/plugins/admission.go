@@ -32,6 +32,8 @@ type Admitter struct {
 	bindings atomic.Pointer[[]*admissionBinding]
 	// gate holds writes until the plugins stored at startup have loaded.
 	gate atomic.Pointer[startupGate]
+	// privileged are the plugins whose spec sets spec.privileged.
+	privileged atomic.Pointer[map[string]bool]
 }
 
 var _ engine.Admitter = (*Admitter)(nil)
@@ -45,11 +47,15 @@ type admissionBinding struct {
 	mutating  bool
 	ignore    bool // failurePolicy Ignore
 	config    map[string]string
+	// privileged: the plugin may mutate resources that can grant
+	// privileges, which "*" then covers too.
+	privileged bool
 }
 
 func newAdmitter(log *slog.Logger) *Admitter {
 	a := &Admitter{log: log}
 	a.bindings.Store(&[]*admissionBinding{})
+	a.privileged.Store(&map[string]bool{})
 	// Until the Manager has listed the stored Plugins, every write waits.
 	a.gate.Store(&startupGate{done: make(chan struct{}), resources: []string{"*"}, wait: DefaultStartupWait})
 	return a
@@ -89,6 +95,9 @@ func (a *Admitter) Validate(ctx context.Context, req *engine.AdmissionRequest) e
 }
 
 func (a *Admitter) admit(ctx context.Context, req *engine.AdmissionRequest, mutating bool) error {
+	if err := a.checkPrivileged(req); err != nil {
+		return err
+	}
 	if req.Resource.GroupResource() == Resource.GroupResource() {
 		return nil
 	}
@@ -99,6 +108,9 @@ func (a *Admitter) admit(ctx context.Context, req *engine.AdmissionRequest, muta
 	for _, b := range *a.bindings.Load() {
 		if b.mutating != mutating || !b.matches(req) {
 			continue
+		}
+		if b.mutating && !b.privileged && privilegedResource(req.Resource.GroupResource()) {
+			continue // "*": a mutating plugin changes no privileged object unless allowed
 		}
 		if in == nil || mutating {
 			var err error

@@ -26,9 +26,14 @@
 //	  - {resources: [widgets.example.setpoint.dev], operations: [CREATE, UPDATE], type: Validating}
 //	  config: {labels: team}
 //
-// Changing spec.module.digest swaps the running version atomically; a module
-// that is refused or missing leaves the running version serving, and the
-// status's Loaded condition says why. `setpoint plugin install` does both
+// Changing spec.module.digest swaps the running version atomically, once the
+// new one is staged (compiled, ABI version and memory checked, init run) and
+// its exports cover every binding of the spec; a module that is refused,
+// missing or lacks a bound export leaves the running version serving, and
+// the status's Loaded condition says why. An admission rule no module can
+// serve fails its calls, so failurePolicy Fail refuses the writes it covers.
+// A spec may name resources that can grant privileges (Plugins, CRDs, RBAC)
+// for writing only with spec.privileged. `setpoint plugin install` does both
 // steps.
 //
 // Modules no Plugin uses (in spec.module.digest or status.loadedDigest) are

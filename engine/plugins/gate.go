@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine"
-	"github.com/setpoint-dev/setpoint/engine/controller"
 )
 
 // DefaultStartupWait bounds how long a write waits for the admission
@@ -90,7 +89,10 @@ func (m *Manager) gateStart(ctx context.Context) error {
 			// first after a restart, does not run meanwhile.
 			m.claims[list.Items[i].GetName()] = claim{res: schema.ParseGroupResource(sp.Reconcile.For), created: list.Items[i].GetCreationTimestamp().Time}
 		}
-		if err != nil || len(sp.Admission) == 0 || controller.Terminal(&list.Items[i]) {
+		// A Plugin that failed for good is held for too: its reconcile
+		// binds the admission rules it cannot serve to refusals (see
+		// admissionBindings), which must be in force before writes go on.
+		if err != nil || len(sp.Admission) == 0 {
 			continue
 		}
 		m.pending[list.Items[i].GetName()] = true

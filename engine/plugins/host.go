@@ -13,10 +13,12 @@ type Host interface {
 	// Check compiles and checks wasm (exports, ABI version, imports, memory
 	// limit) without serving it.
 	Check(ctx context.Context, wasm []byte, cfg Config) error
-	// Install loads wasm as the next version of the plugin name and swaps
-	// it in atomically: calls in flight finish on the previous version. A
-	// refused module replaces nothing.
-	Install(ctx context.Context, name string, wasm []byte, cfg Config) (Exports, error)
+	// Stage loads wasm as a candidate version of the plugin name without
+	// serving it: compiled, its ABI version and handlers read and its first
+	// instance initialized, within cfg's limits. The version serving now
+	// keeps serving until the candidate is committed (see Candidate). A
+	// refused module gives an error and no candidate.
+	Stage(ctx context.Context, name string, wasm []byte, cfg Config) (Candidate, error)
 	// Remove retires the plugin name; its calls in flight finish.
 	Remove(name string)
 	// Caller returns a stable reference to the plugin name that always

@@ -178,6 +178,9 @@ spec:
                 description: Handed to the plugin in every call.
                 additionalProperties:
                   type: string
+              privileged:
+                type: boolean
+                description: 'Lets the plugin write resources that can grant privileges (Plugins and the rest of setpoint.dev, CustomResourceDefinitions, RBAC, ServiceAccounts, Secrets) through reconcile.owns, permissions.write and mutating admission; without it those are refused, "*" included. Only an administrator should set it.'
           status:
             type: object
             description: What the server made of the spec.

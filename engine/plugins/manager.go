@@ -130,6 +130,10 @@ type loaded struct {
 	admission []*admissionBinding
 	// reconcileKey describes the running controller; "" when none runs.
 	reconcileKey string
+	// privileged: the spec of the version serving sets spec.privileged.
+	privileged bool
+	// ctl is the controller put into Options.Controllers, nil when none.
+	ctl *controller.Controller
 	// finalizer is the finalizer the running controller sets, "" when it
 	// has none; reconciles is the resource it reconciles.
 	finalizer  string
@@ -243,18 +247,28 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 		m.unclaimIdle(name, cur)
 		return st.fail(ReasonInvalidSpec, err, true), nil
 	}
-	cfg, err := sp.hostConfig(m.opts.Service)
-	if err != nil {
-		m.unclaimIdle(name, cur)
-		if errors.Is(err, ErrNotServed) {
-			return st.fail(ReasonNotServed, err, false), nil
-		}
-		return st.fail(ReasonInvalidSpec, err, true), nil
-	}
 	if cur == nil {
 		cur = &loaded{counters: m.met.forPlugin(name)}
 		cur.caller = countingCaller{Caller: m.opts.Host.Caller(name), c: cur.counters, writes: m.opts.Writes}
 		st.cur = cur
+	}
+	if err := sp.checkPrivileges(); err != nil {
+		m.unclaimIdle(name, cur)
+		if cur.digest == "" {
+			m.bindUnservable(name, cur, sp, err)
+		}
+		return st.fail(ReasonInvalidSpec, err, true), nil
+	}
+	cfg, err := sp.hostConfig(m.opts.Service)
+	if err != nil {
+		m.unclaimIdle(name, cur)
+		if cur.digest == "" {
+			m.bindUnservable(name, cur, sp, err)
+		}
+		if errors.Is(err, ErrNotServed) {
+			return st.fail(ReasonNotServed, err, false), nil
+		}
+		return st.fail(ReasonInvalidSpec, err, true), nil
 	}
 
 	var events []abi.Event
@@ -265,53 +279,34 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	var failed *failure
 	hostKey := sp.Module.Digest + " " + mustJSON(cfg)
 	if cur.hostKey != hostKey {
-		wasm, err := m.opts.Modules.Get(ctx, sp.Module.Digest)
+		var ev []abi.Event
+		failed, ev, err = m.upgrade(ctx, name, obj, cur, sp, cfg, hostKey)
 		if err != nil {
-			if !errors.Is(err, ErrModuleNotFound) {
-				return nil, err
-			}
-			failed = &failure{reason: ReasonModuleNotFound, err: fmt.Errorf("module %s was not uploaded (POST it to %s)", sp.Module.Digest, ModulesPath)}
-		} else if exports, err := m.opts.Host.Install(ctx, name, wasm, cfg); err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			m.log.Warn("plugin module refused; the running version, if any, keeps serving", "plugin", name, "digest", sp.Module.Digest, "err", err)
-			failed = &failure{reason: ReasonInvalidModule, err: err, terminal: true,
-				events: []abi.Event{{Type: "Warning", Reason: "ModuleRefused", Message: err.Error()}}}
-		} else {
-			m.log.Info("plugin loaded", "plugin", name, "digest", sp.Module.Digest)
-			msg := "loaded module " + sp.Module.Digest
-			if cur.digest != "" && cur.digest != sp.Module.Digest {
-				msg = "swapped module " + cur.digest + " for " + sp.Module.Digest
-			}
-			events = append(events, abi.Event{Type: "Normal", Reason: "ModuleLoaded", Message: msg})
-			m.mu.Lock()
-			cur.digest, cur.hostKey, cur.exports = sp.Module.Digest, hostKey, exports
-			m.plugins[name] = cur
-			m.mu.Unlock()
+			return nil, err
 		}
+		events = append(events, ev...)
 		if failed != nil && !m.restoreServing(ctx, name, obj, cur, sp, cfg, &events) {
 			m.unclaimIdle(name, cur)
+			if cur.digest == "" {
+				m.bindUnservable(name, cur, sp, failed.err)
+			}
 			return failed.response(st), nil
 		}
 	}
 	st.loadedDigest = cur.digest
 
-	// Admission bindings.
+	// Admission bindings. A rule the module cannot serve stays bound and
+	// fails every call, so that failurePolicy decides: Fail refuses the
+	// writes it covers, naming the plugin and why.
 	var missing []string
-	var bindings []*admissionBinding
-	for _, r := range sp.Admission {
-		if !cur.exports.Admit {
-			missing = append(missing, "admit")
-			break
-		}
-		bindings = append(bindings, &admissionBinding{
-			plugin: name, caller: cur.caller, resources: r.Resources, ops: r.Operations,
-			mutating: r.Type == Mutating, ignore: r.FailurePolicy == Ignore, config: sp.Config,
-		})
+	var noAdmit error
+	if len(sp.Admission) > 0 && !cur.exports.Admit {
+		missing = append(missing, "admit")
+		noAdmit = fmt.Errorf("module %s does not export admit, which spec.admission binds", cur.digest)
 	}
 	m.mu.Lock()
-	cur.admission = bindings
+	cur.admission = admissionBindings(name, cur.caller, sp, noAdmit)
+	cur.privileged = sp.Privileged
 	m.publishLocked()
 	m.mu.Unlock()
 
@@ -338,6 +333,9 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	}
 	if bindErr != nil {
 		return withEvents(events, st.fail(ReasonNotServed, bindErr, false)), nil
+	}
+	if why := m.notRunning(ctx, name, cur); why != "" {
+		return withEvents(events, st.starting(why)), nil
 	}
 	resp := st.ok(m.opts.StatusInterval)
 	resp.Events = events
@@ -401,7 +399,10 @@ func (m *Manager) bindReconcile(name string, created time.Time, cur *loaded, sp 
 		Reconciler: cur.caller,
 		Config:     maps.Clone(sp.Config),
 		Metrics:    m.opts.Metrics,
-		Logger:     m.log.With("plugin", name),
+		// Children, status and finalizers are written as the plugin, so
+		// that admission checks them as it checks its host-call writes.
+		User:   pluginIdentity(name),
+		Logger: m.log.With("plugin", name),
 	}
 	finalizer := ""
 	if cur.exports.Finalize {
@@ -414,7 +415,7 @@ func (m *Manager) bindReconcile(name string, created time.Time, cur *loaded, sp 
 		return fmt.Errorf("spec.reconcile: %w", err)
 	}
 	m.opts.Controllers.Put(c)
-	cur.reconcileKey, cur.finalizer, cur.reconciles = key, finalizer, forRes.GVR.GroupResource().String()
+	cur.reconcileKey, cur.finalizer, cur.reconciles, cur.ctl = key, finalizer, forRes.GVR.GroupResource().String(), c
 	m.log.Info("plugin reconcile binding started", "plugin", name, "for", forRes.GVR.String())
 	return nil
 }
@@ -452,7 +453,7 @@ func (m *Manager) stopLocked(name string, cur *loaded) []abi.Event {
 		return nil
 	}
 	m.opts.Controllers.Remove(name)
-	cur.reconcileKey = ""
+	cur.reconcileKey, cur.ctl = "", nil
 	if cur.finalizer == "" {
 		return nil
 	}
@@ -491,9 +492,14 @@ func (m *Manager) unclaimIdle(name string, cur *loaded) {
 // Admitter. m.mu is held.
 func (m *Manager) publishLocked() {
 	var all []*admissionBinding
-	for _, l := range m.plugins {
+	privileged := map[string]bool{}
+	for name, l := range m.plugins {
 		all = append(all, l.admission...)
+		if l.privileged {
+			privileged[name] = true
+		}
 	}
+	m.adm.privileged.Store(&privileged)
 	m.adm.set(all)
 }
 
@@ -529,7 +535,7 @@ func (m *Manager) unload(name string) []abi.Event {
 func (m *Manager) Loaded(name string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l := m.plugins[name]; l != nil {
+	if l := m.plugins[name]; l != nil && l.digest != "" {
 		return l.digest, true
 	}
 	return "", false
@@ -585,9 +591,14 @@ func (m *Manager) restoreServing(ctx context.Context, name string, obj *unstruct
 		m.log.Warn("module that served before the restart is gone; nothing serves", "plugin", name, "digest", prev, "err", err)
 		return false
 	}
-	exports, err := m.opts.Host.Install(ctx, name, wasm, cfg)
+	cand, err := m.opts.Host.Stage(ctx, name, wasm, cfg)
 	if err != nil {
 		m.log.Warn("module that served before the restart no longer loads; nothing serves", "plugin", name, "digest", prev, "err", err)
+		return false
+	}
+	exports := cand.Exports()
+	if err := cand.Commit(); err != nil {
+		m.log.Warn("module that served before the restart could not be swapped in; nothing serves", "plugin", name, "digest", prev, "err", err)
 		return false
 	}
 	m.log.Info("plugin restored: the module that served before the restart serves again", "plugin", name, "digest", prev, "spec digest", sp.Module.Digest)

@@ -22,7 +22,10 @@ import (
 )
 
 // fakeHost stands in for the Wasm host: a module is its bytes, "bad" ones
-// are refused, and every plugin's admit denies with the digest it runs.
+// are refused, and every plugin's admit denies with the digest it runs. A
+// module whose bytes start with "exports:admit,reconcile,finalize;" exports
+// the handlers listed (others export admit only); "inittrap..." traps in its
+// init, "abi99..." speaks ABI version 99, and "big" needs 2048 pages.
 type fakeHost struct {
 	mu      sync.Mutex
 	current map[string]string // plugin name → digest
@@ -30,25 +33,68 @@ type fakeHost struct {
 }
 
 func (h *fakeHost) Check(_ context.Context, wasm []byte, cfg Config) error {
-	if string(wasm) == "bad" {
+	switch s := string(wasm); {
+	case s == "bad":
 		return errors.New("host: invalid module: bad bytes")
+	case strings.HasPrefix(s, "inittrap"):
+		return errors.New("host: trap: starting an instance: wasm error: unreachable")
+	case strings.HasPrefix(s, "abi99"):
+		return errors.New("host: unsupported ABI version: module speaks ABI version 99; this host supports [1]")
 	}
 	// "big" needs 2048 pages of initial memory, over the default cap.
-	if string(wasm) == "big" && cfg.MemoryPages < 2048 {
+	if strings.HasPrefix(string(wasm), "big") && cfg.MemoryPages < 2048 {
 		return fmt.Errorf("host: memory over the limit: initial memory of 2048 pages exceeds the limit of %d pages", cmp.Or(cfg.MemoryPages, 1024))
 	}
 	return nil
 }
 
-func (h *fakeHost) Install(ctx context.Context, name string, wasm []byte, cfg Config) (Exports, error) {
-	if err := h.Check(ctx, wasm, cfg); err != nil {
-		return Exports{}, err
+// fakeExports are the exports a fake module declares.
+func fakeExports(wasm []byte) Exports {
+	list, ok := strings.CutPrefix(string(wasm), "exports:")
+	if !ok {
+		return Exports{Admit: true}
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.current[name] = digestOf(wasm)
-	return Exports{Admit: true}, nil
+	list, _, _ = strings.Cut(list, ";")
+	var ex Exports
+	for _, e := range strings.Split(list, ",") {
+		switch e {
+		case "admit":
+			ex.Admit = true
+		case "reconcile":
+			ex.Reconcile = true
+		case "finalize":
+			ex.Finalize = true
+		}
+	}
+	return ex
 }
+
+func (h *fakeHost) Stage(ctx context.Context, name string, wasm []byte, cfg Config) (Candidate, error) {
+	if err := h.Check(ctx, wasm, cfg); err != nil {
+		return nil, err
+	}
+	return &fakeCandidate{h: h, name: name, digest: digestOf(wasm), exports: fakeExports(wasm)}, nil
+}
+
+// fakeCandidate is a staged fake module; it serves once committed.
+type fakeCandidate struct {
+	h         *fakeHost
+	name      string
+	digest    string
+	exports   Exports
+	discarded bool
+}
+
+func (c *fakeCandidate) Exports() Exports { return c.exports }
+
+func (c *fakeCandidate) Commit() error {
+	c.h.mu.Lock()
+	defer c.h.mu.Unlock()
+	c.h.current[c.name] = c.digest
+	return nil
+}
+
+func (c *fakeCandidate) Discard() { c.discarded = true }
 
 func (h *fakeHost) Remove(name string) {
 	h.mu.Lock()

@@ -45,14 +45,16 @@ type reconcileHost struct {
 	calls    map[string]int // plugin name → reconcile calls
 }
 
-func (h *reconcileHost) Install(ctx context.Context, name string, wasm []byte, cfg Config) (Exports, error) {
+func (h *reconcileHost) Stage(ctx context.Context, name string, wasm []byte, cfg Config) (Candidate, error) {
 	if name == h.slow {
 		time.Sleep(500 * time.Millisecond)
 	}
-	if _, err := h.fakeHost.Install(ctx, name, wasm, cfg); err != nil {
-		return Exports{}, err
+	c, err := h.fakeHost.Stage(ctx, name, wasm, cfg)
+	if err != nil {
+		return nil, err
 	}
-	return Exports{Reconcile: true, Finalize: h.finalize}, nil
+	c.(*fakeCandidate).exports = Exports{Reconcile: true, Finalize: h.finalize}
+	return c, nil
 }
 
 func (h *reconcileHost) Caller(name string) Caller { return reconcileCaller{h: h, plugin: name} }

@@ -21,6 +21,9 @@ type Spec struct {
 	Permissions Permissions       `json:"permissions,omitempty"`
 	Limits      SpecLimits        `json:"limits,omitempty"`
 	Config      map[string]string `json:"config,omitempty"`
+	// Privileged, set by an administrator, lets the plugin write the
+	// resources that can grant privileges (see privilegedResource).
+	Privileged bool `json:"privileged,omitempty"`
 }
 
 // ModuleRef names a module by digest.

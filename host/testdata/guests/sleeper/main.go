@@ -1,7 +1,9 @@
 // Command sleeper is a native-ABI guest whose reconcile handler sleeps for
 // the request's config "sleep" (time.Sleep, which the Go runtime turns into
-// WASI poll_oneoff) and then reports status.state "awake". The host's tests
-// use it to show that a sleep does not outlast the call's deadline.
+// WASI poll_oneoff) and then reports status.state "awake"; its admit handler
+// sleeps the same. The host's tests use it to show that a sleep does not
+// outlast the call's deadline, the end-to-end tests as a stuck guest while a
+// Plugin is deleted or the server shuts down.
 package main
 
 import (

@@ -1,0 +1,43 @@
+// Command lifecyclegrow is a second version that takes 40 MiB more memory in its init: under a Plugin's 512-page (32 MiB) cap its first instance fails, under the default cap it loads.
+// It labels what it does with its version, v2.
+package main
+
+import (
+	"github.com/setpoint-dev/setpoint/sdk/abi"
+	"github.com/setpoint-dev/setpoint/sdk/guest"
+	"github.com/setpoint-dev/setpoint/sdk/plugin"
+)
+
+const version = "v2"
+
+func init() { guest.Register(plugin.Handlers{Reconcile: reconcile, Admit: admit, Finalize: finalize}) }
+
+// ballast is allocated and touched in init, before any call.
+var ballast []byte
+
+func init() {
+	ballast = make([]byte, 40<<20)
+	for i := range ballast {
+		ballast[i] = byte(i)
+	}
+}
+
+// reconcile reports which version reconciled the object.
+func reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+	return &abi.ReconcileResponse{Status: abi.NewObject(nil).Str("state", "reconciled by "+version).Bytes()}, nil
+}
+
+// admit denies an object labelled deny, naming the version.
+func admit(h plugin.Host, req *abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+	if req.Object.String("metadata", "labels", "deny") != "" {
+		return &abi.AdmissionResponse{Code: 422, Message: "denied by " + version}, nil
+	}
+	return &abi.AdmissionResponse{Allowed: true}, nil
+}
+
+// finalize is done at once.
+func finalize(h plugin.Host, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
+	return &abi.FinalizeResponse{Done: true}, nil
+}
+
+func main() {}

@@ -1,0 +1,80 @@
+package test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/test/testserver"
+)
+
+// tenantCRD is a cluster-scoped kind, whose objects may own cluster-scoped
+// children such as Plugins.
+const tenantCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: tenants.example.setpoint.dev
+spec:
+  group: example.setpoint.dev
+  scope: Cluster
+  names: {plural: tenants, singular: tenant, kind: Tenant, listKind: TenantList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`
+
+// owns is no write grant: on the real server, a plugin with no permissions
+// whose spec owns plugins.setpoint.dev and whose reconcile desires a Plugin
+// with read and write on everything is refused, and no such Plugin is
+// created; only an administrator's spec.privileged lets it.
+func TestOwnsCannotEscalate(t *testing.T) {
+	s := testserver.Start(t, testserver.Options{})
+	ok(t, s, "apply", "-f", writeFiles(t, map[string]string{"crd.yaml": tenantCRD})+"/crd.yaml")
+	digest := mustUpload(t, s, builtModule(t, "childmaker"))
+	child, _ := json.Marshal([]any{map[string]any{
+		"apiVersion": "setpoint.dev/v1alpha1", "kind": "Plugin", "metadata": map[string]any{"name": "pwned"},
+		"spec": map[string]any{"module": map[string]any{"digest": digest}, "reconcile": map[string]any{"for": "tenants.example.setpoint.dev"},
+			"permissions": map[string]any{"read": []any{"*"}, "write": []any{"*"}}},
+	}})
+	children, _ := json.Marshal(string(child))
+	escalate := func(privileged bool) string {
+		return pluginManifest("escalate", digest, "  reconcile: {for: tenants.example.setpoint.dev, owns: [plugins.setpoint.dev]}\n"+
+			"  config: {children: "+string(children)+"}\n"+map[bool]string{true: "  privileged: true\n"}[privileged])
+	}
+	applyPlugin(t, s, escalate(false))
+	if out, errOut, err := s.KubectlInput("apiVersion: example.setpoint.dev/v1\nkind: Tenant\nmetadata: {name: acme}\n", "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply tenant: %v\n%s%s", err, out, errOut)
+	}
+	st := waitPlugin(t, s, "escalate", 20*time.Second, func(st pluginStatus) bool {
+		_, reason, _ := st.condition("Loaded")
+		return st.Phase == "Failed" && reason == "InvalidSpec"
+	})
+	if _, _, msg := st.condition("Loaded"); !strings.Contains(msg, "spec.reconcile.owns names plugins.setpoint.dev") || !strings.Contains(msg, "spec.privileged: true") {
+		t.Errorf("Loaded message: %q", msg)
+	}
+	time.Sleep(time.Second)
+	if code, body, _ := s.Do("GET", pluginsPath+"/pwned", s.Token, nil); code != 404 {
+		t.Fatalf("the plugin created the Plugin pwned: %d %s", code, body)
+	}
+
+	// An administrator's consent.
+	applyPlugin(t, s, escalate(true))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, _, _ := s.Do("GET", pluginsPath+"/pwned", s.Token, nil)
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a privileged plugin's child Plugin was not created: %d; %+v", code, getPlugin(t, s, "escalate"))
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+}
