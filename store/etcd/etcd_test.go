@@ -1,0 +1,210 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/store"
+	"github.com/setpoint-dev/setpoint/store/etcd"
+	"github.com/setpoint-dev/setpoint/store/etcd/etcdtest"
+	"github.com/setpoint-dev/setpoint/store/storetest"
+)
+
+// prefixes numbers the prefixes of the stores one etcd holds.
+var prefixes atomic.Int64
+
+// etcds hands out the etcd the conformance stores open on: each store gets
+// a prefix of its own on a shared etcd (the suite runs its tests one at a
+// time, so the revisions each sees are its own writes), and a fresh etcd
+// once a store has compacted, since etcd's history is global and the suite
+// expects a new store to keep its history from revision 1.
+type etcds struct {
+	t         *testing.T
+	srv       *etcdtest.Server
+	compacted atomic.Bool
+}
+
+func (e *etcds) opener(buffer int) func(t *testing.T) store.Store {
+	return func(t *testing.T) store.Store {
+		if e.srv == nil || e.compacted.Swap(false) {
+			if e.srv != nil {
+				e.srv.Stop() // its stores are closed: the suite closes each at its test's end
+			}
+			e.srv = etcdtest.Start(e.t, etcdtest.Options{})
+		}
+		db, err := etcd.Open(etcd.Options{
+			Endpoints:          []string{e.srv.Endpoint},
+			Prefix:             fmt.Sprintf("/test%d", prefixes.Add(1)),
+			WatchBuffer:        buffer,
+			CompactionInterval: -1,
+		})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		return compactNoting{db, &e.compacted}
+	}
+}
+
+// compactNoting notes that its etcd's history was compacted.
+type compactNoting struct {
+	*etcd.DB
+	compacted *atomic.Bool
+}
+
+func (c compactNoting) Compact(ctx context.Context, rev int64) error {
+	c.compacted.Store(true)
+	return c.DB.Compact(ctx, rev)
+}
+
+func TestConformance(t *testing.T) {
+	e := &etcds{t: t}
+	storetest.Run(t, e.opener(1024), storetest.Capabilities{
+		NewSlowWatchStore: e.opener(16),
+		SlowWatchBuffer:   16,
+	})
+}
+
+// TestPrefixIsolation: two stores on one etcd under prefixes where one is
+// the start of the other see only their own keys, in lists and watches.
+func TestPrefixIsolation(t *testing.T) {
+	srv := etcdtest.Start(t, etcdtest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := func(prefix string) *etcd.DB {
+		db, err := etcd.Open(etcd.Options{Endpoints: []string{srv.Endpoint}, Prefix: prefix, CompactionInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open("/sp"), open("/sp2/")
+	w, err := a.Watch(ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := b.Create(ctx, "/g/r/x", []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := a.Create(ctx, "/g/r/x", []byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []*etcd.DB{a, b} {
+		res, err := st.List(ctx, "", store.ListOptions{})
+		if err != nil || len(res.Items) != 1 {
+			t.Fatalf("List: %v, %+v; want one item", err, res)
+		}
+	}
+	select {
+	case ev := <-w.Events():
+		if ev.Revision() != rev || string(ev.Object.Value) != "a" {
+			t.Errorf("watch of /sp saw %+v, want the create at %d", ev, rev)
+		}
+	case <-ctx.Done():
+		t.Fatal("no event")
+	}
+	if _, err := a.Create(ctx, "no-slash", nil); err == nil {
+		t.Errorf("Create of a key without a leading slash succeeded")
+	}
+}
+
+// TestTooLarge: a document over etcd's request limit fails with ErrTooLarge
+// and a message that says so; a larger --max-request-bytes lets it through.
+func TestTooLarge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	big := make([]byte, 2<<20)
+	for _, tt := range []struct {
+		name    string
+		max     int
+		wantErr error
+	}{
+		{"default limit", 0, etcd.ErrTooLarge},
+		{"raised limit", 4 << 20, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := etcdtest.Start(t, etcdtest.Options{MaxRequestBytes: tt.max})
+			db, err := etcd.Open(etcd.Options{Endpoints: []string{srv.Endpoint}, CompactionInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			_, err = db.Create(ctx, "/g/r/big", big)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Create of 2 MiB: %v, want %v", err, tt.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "max-request-bytes") {
+				t.Errorf("error %q does not name the limit", err)
+			}
+		})
+	}
+}
+
+// TestProgress: a watch of a quiet prefix learns the revision of writes
+// elsewhere from etcd's progress notifications (here every 100 ms, etcd's
+// --experimental-watch-progress-notify-interval), with nothing missed.
+func TestProgress(t *testing.T) {
+	srv := etcdtest.Start(t, etcdtest.Options{ProgressNotifyInterval: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := etcd.Open(etcd.Options{Endpoints: []string{srv.Endpoint}, CompactionInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	w, err := db.Watch(ctx, "/g/quiet/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var last int64
+	for i := range 5 {
+		if last, err = db.Create(ctx, fmt.Sprintf("/g/busy/%d", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if p, ok := w.Progress(); ok && p >= last {
+			break
+		}
+		if time.Now().After(deadline) {
+			p, ok := w.Progress()
+			t.Fatalf("Progress %d, %v after 10 s; want %d or more", p, ok, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case ev := <-w.Events():
+		t.Errorf("quiet watch got %+v", ev)
+	default:
+	}
+}
+
+// TestClosedEtcd: with etcd gone, requests fail within their deadline
+// rather than hang.
+func TestClosedEtcd(t *testing.T) {
+	srv := etcdtest.Start(t, etcdtest.Options{})
+	db, err := etcd.Open(etcd.Options{Endpoints: []string{srv.Endpoint}, CompactionInterval: -1, RequestTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	srv.Stop()
+	start := time.Now()
+	_, err = db.Create(context.Background(), "/g/r/x", []byte("x"))
+	if err == nil {
+		t.Fatal("Create with etcd stopped succeeded")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Create took %v with etcd stopped", d)
+	}
+	t.Logf("Create with etcd stopped: %v after %v", err, time.Since(start).Round(time.Millisecond))
+}
