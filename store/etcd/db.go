@@ -25,6 +25,9 @@ type DB struct {
 	// progressRequests: the server answers RequestProgress in order with
 	// the events (see Options.ProgressInterval).
 	progressRequests bool
+	// lastProgress is when the last progress request went, in Unix
+	// nanoseconds (progressDue).
+	lastProgress atomic.Int64
 
 	// closeMu: operations hold it for reading while they run, Close for
 	// writing, so that Close waits for them.

@@ -148,17 +148,37 @@ func TestTooLarge(t *testing.T) {
 }
 
 // TestProgress: a watch of a quiet prefix learns the revision of writes
-// elsewhere from etcd's progress notifications (here every 100 ms, etcd's
-// --experimental-watch-progress-notify-interval), with nothing missed.
+// elsewhere, from etcd's periodic progress notifications (here every 100
+// ms, etcd's --experimental-watch-progress-notify-interval) or from
+// progress requests (with etcd's default interval of 10 minutes), with
+// nothing missed.
 func TestProgress(t *testing.T) {
-	srv := etcdtest.Start(t, etcdtest.Options{ProgressNotifyInterval: 100 * time.Millisecond})
+	tests := []struct {
+		name     string
+		interval time.Duration
+		requests bool
+	}{
+		{"notifications", 100 * time.Millisecond, false},
+		{"requests", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := etcdtest.Start(t, etcdtest.Options{ProgressNotifyInterval: tt.interval})
+			db, err := etcd.Open(etcd.Options{Endpoints: []string{srv.Endpoint}, CompactionInterval: -1,
+				ProgressInterval: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			etcd.SetProgressRequests(db, tt.requests)
+			testProgress(t, db)
+		})
+	}
+}
+
+func testProgress(t *testing.T, db *etcd.DB) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := etcd.Open(etcd.Options{Endpoints: []string{srv.Endpoint}, CompactionInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	w, err := db.Watch(ctx, "/g/quiet/", 0)
 	if err != nil {
 		t.Fatal(err)

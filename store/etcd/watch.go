@@ -221,7 +221,7 @@ loop:
 			asked := w.asked
 			w.asked = false
 			w.mu.Unlock()
-			if asked {
+			if asked && db.progressDue() {
 				ctx, cancel := context.WithTimeout(w.wctx, db.opts.ProgressInterval)
 				_ = db.cli.RequestProgress(ctx)
 				cancel()
@@ -266,4 +266,14 @@ func (w *watcher) event(ev *clientv3.Event) store.Event {
 	}
 	return store.Event{Type: store.Modified, Prev: prev, Object: store.KeyValue{Key: key, Value: ev.Kv.Value,
 		CreateRevision: ev.Kv.CreateRevision, ModRevision: ev.Kv.ModRevision}}
+}
+
+// progressDue reports whether a progress request may go now: every watch
+// shares one gRPC stream (their contexts carry the same metadata), and etcd
+// answers a request on every watch of the stream, so one request per
+// ProgressInterval serves them all.
+func (db *DB) progressDue() bool {
+	now := time.Now().UnixNano()
+	last := db.lastProgress.Load()
+	return now-last >= int64(db.opts.ProgressInterval) && db.lastProgress.CompareAndSwap(last, now)
 }
