@@ -3,6 +3,7 @@ package test
 import (
 	"bufio"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,4 +118,48 @@ func TestServerOnEtcd(t *testing.T) {
 	if out, errOut, err := other.Kubectl("get", "crd", "-o", "name"); err != nil || strings.Contains(out, "widgets") {
 		t.Errorf("CRDs of the installation under /other: %v\n%s%s", err, out, errOut)
 	}
+}
+
+// TestServerOnEtcdModules: a module over etcd's request limit is refused
+// with a message that names the limit; with etcd's --max-request-bytes
+// raised, a Plugin's module is uploaded, stored in etcd, and still runs
+// after a restart.
+func TestServerOnEtcdModules(t *testing.T) {
+	labels := wasmModule(t, "requiredlabels")
+	wasm, err := os.ReadFile(labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wasm) <= 3<<19 {
+		t.Fatalf("module of %d bytes: the test needs one over etcd's default 1.5 MiB limit", len(wasm))
+	}
+	t.Run("default limit", func(t *testing.T) {
+		e := etcdtest.Start(t, etcdtest.Options{})
+		s := testserver.Start(t, testserver.Options{Args: []string{"--store", "etcd", "--etcd-servers", e.Endpoint}})
+		r := upload(t, s, wasm, "", "application/wasm")
+		if r.code != http.StatusInternalServerError || !strings.Contains(r.msg, "max-request-bytes") {
+			t.Errorf("upload of %d bytes: %d %q, want 500 naming etcd's --max-request-bytes", len(wasm), r.code, r.msg)
+		}
+	})
+	t.Run("raised limit", func(t *testing.T) {
+		e := etcdtest.Start(t, etcdtest.Options{MaxRequestBytes: 8 << 20})
+		s := testserver.Start(t, testserver.Options{Args: []string{"--store", "etcd", "--etcd-servers", e.Endpoint}})
+		if out, errOut, err := s.Kubectl("apply", "-f", "../examples/widget/crd.yaml"); err != nil {
+			t.Fatalf("apply CRD: %v\n%s%s", err, out, errOut)
+		}
+		if out, errOut, err := s.Setpoint("plugin", "install", "labels", "--wasm", labels, "--admit", "widgets",
+			"--operations", "CREATE,UPDATE", "--config", "labels=team"); err != nil {
+			t.Fatalf("plugin install: %v\n%s%s", err, out, errOut)
+		}
+		refused := func(when string) {
+			t.Helper()
+			out, errOut, err := s.KubectlInput(widgetManifest("nolabel", "small", ""), "apply", "-f", "-")
+			if err == nil || !strings.Contains(errOut, "missing required labels: team") {
+				t.Errorf("%s: a widget without the label: %v\n%s%s", when, err, out, errOut)
+			}
+		}
+		refused("after install")
+		s.Restart()
+		refused("after a restart")
+	})
 }
