@@ -33,7 +33,9 @@ type DB struct {
 	// writing, so that Close waits for them.
 	closeMu  sync.RWMutex
 	closed   atomic.Bool
-	closing  chan struct{} // closed by Close
+	closing  chan struct{}   // closed by Close
+	closeCtx context.Context // done once Close starts
+	stopReqs context.CancelFunc
 	watchers sync.WaitGroup
 	loops    sync.WaitGroup
 }
@@ -61,6 +63,7 @@ func Open(opts Options) (*DB, error) {
 		return nil, fmt.Errorf("store/etcd: connect to %s: %w", strings.Join(opts.Endpoints, ","), err)
 	}
 	db := &DB{opts: opts, log: opts.Logger, cli: cli, prefix: opts.Prefix, closing: make(chan struct{})}
+	db.closeCtx, db.stopReqs = context.WithCancel(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), opts.DialTimeout)
 	defer cancel()
 	version, err := db.serverVersion(ctx)
@@ -117,6 +120,7 @@ func (db *DB) Close() error {
 		return nil
 	}
 	close(db.closing)
+	db.stopReqs()
 	db.watchers.Wait()
 	db.loops.Wait()
 	db.closeMu.Lock()
@@ -140,12 +144,18 @@ func (db *DB) enter() error {
 
 func (db *DB) leave() { db.closeMu.RUnlock() }
 
-// reqCtx bounds a request whose context has no deadline.
+// reqCtx bounds a request whose context has no deadline, and ends it when
+// the store closes, so that Close does not wait for requests to an etcd
+// that does not answer.
 func (db *DB) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	var cancel context.CancelFunc
 	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, db.opts.RequestTimeout)
 	}
-	return context.WithTimeout(ctx, db.opts.RequestTimeout)
+	stop := context.AfterFunc(db.closeCtx, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // etcdKey is the etcd key of a store key.

@@ -38,6 +38,9 @@ func (db *DB) mapErr(op string, err error) error {
 		if db.closed.Load() {
 			return store.ErrClosed
 		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("store/etcd: %s: %w: no answer before the deadline: %w", op, ErrUnavailable, err)
+		}
 		return fmt.Errorf("store/etcd: %s: %w", op, err)
 	case errors.Is(err, rpctypes.ErrNoLeader), status.Code(err) == codes.Unavailable:
 		return fmt.Errorf("store/etcd: %s: %w: %v", op, ErrUnavailable, err)

@@ -220,11 +220,38 @@ func TestClosedEtcd(t *testing.T) {
 	srv.Stop()
 	start := time.Now()
 	_, err = db.Create(context.Background(), "/g/r/x", []byte("x"))
-	if err == nil {
-		t.Fatal("Create with etcd stopped succeeded")
+	if !errors.Is(err, etcd.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Create with etcd stopped: %v, want ErrUnavailable and the deadline", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Create took %v with etcd stopped", d)
 	}
 	t.Logf("Create with etcd stopped: %v after %v", err, time.Since(start).Round(time.Millisecond))
+}
+
+// TestCloseEndsRequests: Close returns at once while a request waits for
+// an etcd that does not answer, and the request fails with ErrClosed.
+func TestCloseEndsRequests(t *testing.T) {
+	srv := etcdtest.Start(t, etcdtest.Options{})
+	db, err := etcd.Open(etcd.Options{Endpoints: []string{srv.Endpoint}, CompactionInterval: -1, RequestTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := db.Create(context.Background(), "/g/r/x", []byte("x"))
+		errc <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the Create is waiting for etcd
+	start := time.Now()
+	if err := db.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := <-errc; !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Create cut short by Close: %v, want ErrClosed", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Close took %v with a request waiting", d)
+	}
 }
