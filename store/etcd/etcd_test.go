@@ -255,3 +255,76 @@ func TestCloseEndsRequests(t *testing.T) {
 		t.Errorf("Close took %v with a request waiting", d)
 	}
 }
+
+// TestWatchAcrossEtcdRestart: when etcd restarts under a watch, the watch
+// either goes on or ends with an error; watching again from the last event
+// received gives the rest, with no gap and no duplicate.
+func TestWatchAcrossEtcdRestart(t *testing.T) {
+	srv := etcdtest.Start(t, etcdtest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db, err := etcd.Open(etcd.Options{Endpoints: []string{srv.Endpoint}, CompactionInterval: -1, RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	from, err := db.CurrentRevision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(i int) int64 {
+		t.Helper()
+		for {
+			rev, err := db.Create(ctx, fmt.Sprintf("/g/r/%02d", i), []byte("x"))
+			if err == nil {
+				return rev
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("Create %d: %v", i, err)
+			}
+			time.Sleep(100 * time.Millisecond) // etcd is starting again
+		}
+	}
+	w, err := db.Watch(ctx, "/g/", from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		write(i)
+	}
+	srv.Stop()
+	if err := srv.Restart(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for i := 5; i < 10; i++ {
+		last = write(i)
+	}
+	got := from
+	restarts := 0
+	for got < last {
+		select {
+		case ev, ok := <-w.Events():
+			if !ok {
+				t.Logf("watch ended at %d: %v; watching again", got, w.Err())
+				if restarts++; restarts > 5 {
+					t.Fatalf("watch ended %d times", restarts)
+				}
+				for w, err = db.Watch(ctx, "/g/", got); err != nil; w, err = db.Watch(ctx, "/g/", got) {
+					if ctx.Err() != nil {
+						t.Fatalf("Watch from %d: %v", got, err)
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				continue
+			}
+			if ev.Revision() != got+1 {
+				t.Fatalf("event at %d after %d", ev.Revision(), got)
+			}
+			got = ev.Revision()
+		case <-ctx.Done():
+			t.Fatalf("events up to %d, want %d", got, last)
+		}
+	}
+	w.Stop()
+}
