@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"google.golang.org/grpc/grpclog"
 
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
@@ -96,9 +100,32 @@ func (o *serverOptions) openEtcd(log *slog.Logger) (*etcd.DB, error) {
 		}
 		opts.TLS = cfg
 	}
+	grpcLogOnce.Do(func() { grpclog.SetLoggerV2(grpcLogger(log.With("component", "store"))) })
 	st, err := etcd.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open the store on etcd (--etcd-servers %s): %w", strings.Join(e.servers, ","), err)
 	}
 	return st, nil
+}
+
+// grpcLogOnce: gRPC's logger is global and may be set only before gRPC
+// runs.
+var grpcLogOnce sync.Once
+
+// grpcLogger sends the etcd client's gRPC log to log: its errors as
+// warnings, its warnings (a connection attempt that failed, retried) at
+// debug level, its info nowhere. The store's own errors say what failed.
+func grpcLogger(log *slog.Logger) grpclog.LoggerV2 {
+	return grpclog.NewLoggerV2(io.Discard, slogWriter{log, slog.LevelDebug}, slogWriter{log, slog.LevelWarn})
+}
+
+// slogWriter logs each write as one record at level.
+type slogWriter struct {
+	log   *slog.Logger
+	level slog.Level
+}
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.log.Log(context.Background(), w.level, "etcd client", "detail", strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/setpoint-dev/setpoint/store"
+	"github.com/setpoint-dev/setpoint/store/etcd/etcdtest"
 )
 
 // TestOpenStoreFlags: the store flags that do not go together are refused
@@ -34,5 +39,31 @@ func TestOpenStoreFlags(t *testing.T) {
 				t.Errorf("openStore: %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestOpenStoreEtcdTLS: --etcd-cafile, --etcd-certfile and --etcd-keyfile
+// reach an etcd that requires client certificates (store/etcd's TestTLS
+// shows it refuses a client without one).
+func TestOpenStoreEtcdTLS(t *testing.T) {
+	e := etcdtest.Start(t, etcdtest.Options{TLS: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	flags := etcdFlags{kind: "etcd", servers: []string{e.Endpoint}, prefix: "/tls",
+		caFile: e.TLS.CAFile, certFile: e.TLS.CertFile, keyFile: e.TLS.KeyFile}
+	o := &serverOptions{dataDir: t.TempDir(), storeEtcd: flags, historyCompactionInterval: time.Minute}
+	st, err := o.openStore(slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatalf("openStore over TLS: %v", err)
+	}
+	rev, err := st.Create(ctx, "/g/r/x", []byte("x"))
+	if err != nil {
+		t.Errorf("Create over TLS: %v", err)
+	}
+	if kv, err := st.Get(ctx, "/g/r/x", store.GetOptions{}); err != nil || kv.ModRevision != rev {
+		t.Errorf("Get over TLS: %v, %+v", err, kv)
+	}
+	if err := st.Close(); err != nil {
+		t.Error(err)
 	}
 }

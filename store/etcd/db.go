@@ -69,7 +69,8 @@ func Open(opts Options) (*DB, error) {
 	version, err := db.serverVersion(ctx)
 	if err != nil {
 		_ = cli.Close()
-		return nil, fmt.Errorf("store/etcd: reach etcd at %s: %w", strings.Join(opts.Endpoints, ","), err)
+		return nil, fmt.Errorf("store/etcd: no answer from etcd at %s within %v (is it running, and do the TLS settings match its own?): %w",
+			strings.Join(opts.Endpoints, ","), opts.DialTimeout, err)
 	}
 	db.progressRequests = progressInOrder(version)
 	db.log.Info("store on etcd", "endpoints", strings.Join(opts.Endpoints, ","), "prefix", opts.Prefix,

@@ -2,8 +2,11 @@ package etcd_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -327,4 +330,49 @@ func TestWatchAcrossEtcdRestart(t *testing.T) {
 		}
 	}
 	w.Stop()
+}
+
+// TestTLS: a store reaches an etcd that requires client certificates with
+// one, and Open fails within its dial timeout, naming the endpoint, without.
+func TestTLS(t *testing.T) {
+	srv := etcdtest.Start(t, etcdtest.Options{TLS: true})
+	full := tlsConfig(t, srv.TLS, true)
+	db, err := etcd.Open(etcd.Options{Endpoints: []string{srv.Endpoint}, TLS: full, CompactionInterval: -1})
+	if err != nil {
+		t.Fatalf("Open with a client certificate: %v", err)
+	}
+	if _, err := db.Create(context.Background(), "/g/r/x", []byte("x")); err != nil {
+		t.Errorf("Create over TLS: %v", err)
+	}
+	db.Close()
+	start := time.Now()
+	db, err = etcd.Open(etcd.Options{Endpoints: []string{srv.Endpoint}, TLS: tlsConfig(t, srv.TLS, false),
+		CompactionInterval: -1, DialTimeout: 2 * time.Second})
+	if err == nil {
+		db.Close()
+		t.Fatal("Open without a client certificate succeeded")
+	}
+	if !strings.Contains(err.Error(), srv.Endpoint) || time.Since(start) > 5*time.Second {
+		t.Errorf("Open without a client certificate: %v after %v", err, time.Since(start))
+	}
+	t.Logf("Open without a client certificate: %v", err)
+}
+
+func tlsConfig(t *testing.T, f *etcdtest.TLSFiles, withCert bool) *tls.Config {
+	t.Helper()
+	caPEM, err := os.ReadFile(f.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	cfg := &tls.Config{RootCAs: pool}
+	if withCert {
+		cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg
 }

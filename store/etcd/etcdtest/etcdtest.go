@@ -31,6 +31,10 @@ type Options struct {
 	ProgressNotifyInterval time.Duration
 	// StartTimeout bounds the wait for etcd to answer. Default: 30 seconds.
 	StartTimeout time.Duration
+	// TLS serves clients over HTTPS with a certificate from a CA of the
+	// test's own, and requires client certificates from that CA
+	// (Server.TLS names the files).
+	TLS bool
 }
 
 // Server is a running etcd member.
@@ -39,6 +43,9 @@ type Server struct {
 	Endpoint string
 	// Dir is its data directory.
 	Dir string
+	// TLS names the CA and client certificate files when Options.TLS is
+	// set; nil otherwise.
+	TLS *TLSFiles
 
 	t    testing.TB
 	args []string
@@ -73,13 +80,19 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	bin := Binary(t)
 	dir := t.TempDir()
+	var tlsFiles *TLSFiles
+	scheme := "http"
+	if opts.TLS {
+		tlsFiles, scheme = makeTLS(t, dir), "https"
+	}
 	var lastErr error
 	// A free port found by listening may be taken before etcd binds it:
 	// try again with other ports.
 	for range 3 {
 		client, peer := freePort(t), freePort(t)
 		s := &Server{
-			Endpoint: "http://127.0.0.1:" + client,
+			Endpoint: scheme + "://127.0.0.1:" + client,
+			TLS:      tlsFiles,
 			Dir:      filepath.Join(dir, "data"),
 			t:        t,
 			bin:      bin,
@@ -96,6 +109,10 @@ func Start(t testing.TB, opts Options) *Server {
 			"--initial-cluster", "default=" + peerURL,
 			"--log-level", "warn",
 			"--logger", "zap",
+		}
+		if tlsFiles != nil {
+			s.args = append(s.args, "--cert-file", tlsFiles.serverCert, "--key-file", tlsFiles.serverKey,
+				"--trusted-ca-file", tlsFiles.CAFile, "--client-cert-auth")
 		}
 		if opts.MaxRequestBytes > 0 {
 			s.args = append(s.args, "--max-request-bytes", strconv.Itoa(opts.MaxRequestBytes))
@@ -138,6 +155,13 @@ func (s *Server) start(timeout time.Duration) error {
 	s.mu.Unlock()
 	deadline := time.Now().Add(timeout)
 	hc := &http.Client{Timeout: time.Second}
+	if s.TLS != nil {
+		cfg, err := s.TLS.clientConfig()
+		if err != nil {
+			return err
+		}
+		hc.Transport = &http.Transport{TLSClientConfig: cfg}
+	}
 	for time.Now().Before(deadline) {
 		select {
 		case <-done:
