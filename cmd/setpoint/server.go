@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,7 +21,6 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
 	"github.com/setpoint-dev/setpoint/engine/plugins"
-	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
 func init() { subcommands = append(subcommands, newServerCommand) }
@@ -49,6 +47,7 @@ type serverOptions struct {
 	profiling                 bool
 	storeFreeSpaceReserve     string
 	pluginLimits              pluginLimitOptions
+	storeEtcd                 etcdFlags
 }
 
 func newServerCommand() *cobra.Command {
@@ -105,6 +104,7 @@ signal exits at once.`,
 	f.BoolVar(&o.profiling, "profiling", true, "serve Go's runtime profiles (heap, goroutines, CPU, trace) under /debug/pprof/ to holders of the admin token, as kube-apiserver does; go tool pprof reads them")
 	o.addStoreFlags(cmd)
 	o.pluginLimits.addFlags(f)
+	o.addEtcdFlags(cmd)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -205,19 +205,10 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		return err
 	}
 
-	reserve, err := o.storeFreeSpaceReserveBytes()
+	metrics := serving.NewMetrics()
+	st, err := o.openStore(log, metrics.Registry())
 	if err != nil {
 		return err
-	}
-	st, err := badger.Open(filepath.Join(o.dataDir, "store"), badger.Options{
-		Logger:                 log.With("component", "store"),
-		CompactionWindow:       o.historyMinAge,
-		CompactionMinRevisions: o.historyMinRevisions,
-		CompactionInterval:     o.historyCompactionInterval,
-		FreeSpaceReserve:       reserve,
-	})
-	if err != nil {
-		return fmt.Errorf("open the store in --data-dir %s: %w", o.dataDir, err)
 	}
 	defer func() {
 		if cerr := st.Close(); cerr != nil {
@@ -229,8 +220,6 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		}
 	}()
 
-	metrics := serving.NewMetrics()
-	registerStoreMetrics(metrics.Registry(), st)
 	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry(), o.hostLimits, o.pluginLimits)
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)

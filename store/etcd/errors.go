@@ -1,0 +1,49 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// ErrTooLarge: a write is over etcd's request size limit (its
+// --max-request-bytes, 1.5 MiB by default).
+var ErrTooLarge = errors.New("store/etcd: document is over etcd's request size limit (etcd's --max-request-bytes, 1.5 MiB by default)")
+
+// ErrUnavailable wraps the errors of an etcd that cannot be reached or has
+// no leader.
+var ErrUnavailable = errors.New("store/etcd: etcd is unavailable")
+
+// mapErr turns an etcd client error into the store's: compacted and future
+// revisions, too-large requests and a closed client get the store's
+// sentinels; op names the operation.
+func (db *DB) mapErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return fmt.Errorf("store/etcd: %s: %w", op, store.ErrCompacted)
+	case errors.Is(err, rpctypes.ErrFutureRev):
+		return fmt.Errorf("store/etcd: %s: %w", op, store.ErrFutureRevision)
+	case errors.Is(err, rpctypes.ErrRequestTooLarge), status.Code(err) == codes.ResourceExhausted:
+		return fmt.Errorf("%s: %w (%v)", op, ErrTooLarge, err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		if db.closed.Load() {
+			return store.ErrClosed
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("store/etcd: %s: %w: no answer before the deadline: %w", op, ErrUnavailable, err)
+		}
+		return fmt.Errorf("store/etcd: %s: %w", op, err)
+	case errors.Is(err, rpctypes.ErrNoLeader), status.Code(err) == codes.Unavailable:
+		return fmt.Errorf("store/etcd: %s: %w: %v", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("store/etcd: %s: %w", op, err)
+}
