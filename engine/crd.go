@@ -12,7 +12,6 @@ import (
 	extvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
-	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,7 +117,7 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 		gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: names.Plural}
 		gvk := gvr.GroupVersion().WithKind(names.Kind)
 
-		validator, _, err := apiservervalidation.NewSchemaValidator(props)
+		validator, err := newBoundedSchemaValidator(props)
 		if err != nil {
 			return nil, fmt.Errorf("crd %s version %s: schema validator: %w", crd.Name, v.Name, err)
 		}
@@ -130,12 +129,12 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 		var statusSpec *apiextensions.CustomResourceSubresourceStatus
 		var scaleSpec *apiextensions.CustomResourceSubresourceScale
 		var scaleV1 *apiextensionsv1.CustomResourceSubresourceScale
-		var statusValidator apiservervalidation.SchemaValidator
+		var statusValidator *boundedSchemaValidator
 		if subs != nil && subs.Status != nil {
 			statusSpec = &apiextensions.CustomResourceSubresourceStatus{}
 			if props != nil {
 				if st, ok := props.Properties["status"]; ok {
-					if statusValidator, _, err = apiservervalidation.NewSchemaValidator(&st); err != nil {
+					if statusValidator, err = newBoundedSchemaValidator(&st); err != nil {
 						return nil, fmt.Errorf("crd %s version %s: status validator: %w", crd.Name, v.Name, err)
 					}
 				}
@@ -159,7 +158,7 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 		table, _ := tableconvertor.New(columns) // on error it still returns the default convertor
 
 		st := customresource.NewStrategy(unstructuredscheme.NewUnstructuredObjectTyper(), namespaced, gvk,
-			validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
+			validator, statusValidator.schemaValidator(), structural, statusSpec, scaleSpec, v.SelectableFields)
 		sv := &served{
 			Resource: Resource{
 				GVR:        gvr,

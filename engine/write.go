@@ -174,11 +174,13 @@ func (sv *served) validateUpdate(ctx context.Context, sub string, obj, old *unst
 	return sv.strategy.ValidateUpdate(ctx, obj, old)
 }
 
+// invalid is the 422 Invalid answer for errs (nil when there are none),
+// bounded as newInvalid says.
 func invalid(sv *served, name string, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewInvalid(sv.GVK().GroupKind(), name, errs)
+	return newInvalid(sv.GVK().GroupKind(), name, errs)
 }
 
 func validFieldValidation(v string) error {
