@@ -58,11 +58,17 @@ func validateCRD(ctx context.Context, obj, old *unstructured.Unstructured) field
 		return errs
 	}
 	if old == nil {
+		if errs := crdSchemaBounds(crd, nil); len(errs) > 0 {
+			return errs
+		}
 		return extvalidation.ValidateCustomResourceDefinition(ctx, in)
 	}
 	oldCRD, err := crdFromMap(old.Object)
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+	}
+	if errs := crdSchemaBounds(crd, oldCRD); len(errs) > 0 {
+		return errs
 	}
 	oldIn, err := crdToInternal(oldCRD)
 	if err != nil {
