@@ -94,9 +94,9 @@ func (b *boundedRequest) Validate(obj any, _ ...apiservervalidation.ValidationOp
 	run.opt = run.option()
 	root := &boundedNode{run: run, schema: b.v.schema, root: b.v.schema, formats: strfmt.Default}
 	res := root.Validate(obj)
-	b.stopped = run.stopped != nil
+	b.stopped = run.stopped != nil || run.cut
 	switch {
-	case run.stopped == errTooManyErrors:
+	case run.stopped == errTooManyErrors || run.stopped == nil && run.cut:
 		res.Errors = append(res.Errors, fmt.Errorf("too many errors: validation stopped after %d", run.max))
 	case run.stopped != nil:
 		res.Errors = append(res.Errors, fmt.Errorf("validation stopped: %w", run.stopped))
@@ -133,6 +133,9 @@ type boundedRun struct {
 	nodes int
 	// stopped is why validation stopped: errTooManyErrors or ctx.Err().
 	stopped error
+	// cut is set when a junctor branch stopped at the limit and its errors
+	// are in the result: they are not all the branch's.
+	cut bool
 }
 
 // option makes the validator build a boundedNode for every property and
@@ -190,7 +193,17 @@ func (n *boundedNode) Validate(data any) *validate.Result {
 	}
 	outer := r.below
 	r.below = 0
-	res := validate.NewSchemaValidator(n.schema, n.root, n.path, n.formats, r.opt).Validate(data)
+	var res *validate.Result
+	if hasJunctors(n.schema) {
+		// The junctors first, as the library validates them right after
+		// the type; the node's own validator then does the rest (its empty
+		// junctor validator adds one to the match count, taken off).
+		res = n.junctors(data)
+		res.Merge(validate.NewSchemaValidator(withoutJunctors(n.schema), n.root, n.path, n.formats, r.opt).Validate(data))
+		res.MatchCount--
+	} else {
+		res = validate.NewSchemaValidator(n.schema, n.root, n.path, n.formats, r.opt).Validate(data)
+	}
 	if own := len(res.Errors) - r.below; own > 0 {
 		r.errs += own
 	}

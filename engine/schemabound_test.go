@@ -231,3 +231,88 @@ func TestNewInvalidBounds(t *testing.T) {
 		}
 	})
 }
+
+// Junctors are validated by the engine (schemajunctors.go) with bounded
+// branches: the same errors as the library's, linear in failing items, and
+// a long failing alternative does not hide a valid one.
+func TestBoundedJunctors(t *testing.T) {
+	s := newService(t)
+	sv, ok := serveBoxes(t, s, `
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              items: {type: array, items: {type: string}}
+              mode: {type: string}
+              count: {type: integer}
+            anyOf:
+            - properties: {items: {items: {enum: [a, b]}}}
+            - properties: {items: {items: {enum: [c]}}}
+            oneOf:
+            - required: [mode]
+            - required: [count]
+            allOf:
+            - properties: {count: {maximum: 5}}
+            - properties: {mode: {anyOf: [{minLength: 2}, {maxLength: 0}]}}
+            not: {properties: {mode: {enum: [forbidden]}}, required: [mode]}`)
+	if !ok {
+		t.Fatal("boxes not served")
+	}
+	props, _, err := versionSchema(crdOf(t, s, "boxes.example.setpoint.dev"), "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, _, err := apiservervalidation.NewSchemaValidator(props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := func(v string, n int) []any {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		spec map[string]any
+	}{
+		{"valid", map[string]any{"items": []any{"a", "b"}, "mode": "xy"}},
+		{"second anyOf", map[string]any{"items": []any{"c", "c"}, "count": int64(1)}},
+		{"no anyOf", map[string]any{"items": []any{"a", "x", "c"}, "mode": "xy"}},
+		{"two oneOf", map[string]any{"mode": "xy", "count": int64(1)}},
+		{"no oneOf", map[string]any{"items": []any{"a"}}},
+		{"allOf", map[string]any{"count": int64(7)}},
+		{"nested anyOf", map[string]any{"mode": "x"}},
+		{"not", map[string]any{"mode": "forbidden"}},
+		{"everything", map[string]any{"items": []any{"x", 3}, "mode": "forbidden", "count": "7"}},
+		{"long failing alternative", map[string]any{"items": items("c", 3*MaxValidationErrors), "count": int64(1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := map[string]any{"apiVersion": "example.setpoint.dev/v1", "kind": "Box", "spec": tc.spec}
+			want := apiservervalidation.ValidateCustomResource(nil, obj, lib)
+			if valid := strings.HasPrefix(tc.name, "valid") || tc.name == "second anyOf" || strings.HasPrefix(tc.name, "long"); valid != (len(want) == 0) {
+				t.Fatalf("the library gives %v", want)
+			}
+			b := sv.createValidation.validator.withContext(context.Background())
+			got := apiservervalidation.ValidateCustomResource(nil, obj, b)
+			if diff := cmp.Diff(describe(want), describe(got), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Errorf("bounded validation differs from the library's (-library +bounded):\n%s", diff)
+			}
+			if b.stopped {
+				t.Errorf("stopped")
+			}
+		})
+	}
+	t.Run("many failing items", func(t *testing.T) {
+		obj := map[string]any{"apiVersion": "example.setpoint.dev/v1", "kind": "Box", "spec": map[string]any{"items": items("x", 50000), "count": int64(1)}}
+		start := time.Now()
+		b := sv.createValidation.validator.withContext(context.Background())
+		got := apiservervalidation.ValidateCustomResource(nil, obj, b)
+		t.Logf("50000 items failing both anyOf alternatives: %v, %d errors", time.Since(start), len(got))
+		if !b.stopped || len(got) > 2*MaxValidationErrors+3 {
+			t.Errorf("stopped %v, %d errors", b.stopped, len(got))
+		}
+	})
+}
