@@ -536,8 +536,9 @@ func normalizeNumbers(v any) any {
 	return v
 }
 
-// mutateAndCoerce runs mutating admission and, when it changed obj (already
-// coerced by the caller), defaults and prunes what it returned. The check is
+// mutateAndCoerce runs mutating admission, puts back the server-owned
+// metadata (systemFields) whatever it returned and, when it changed obj
+// (already coerced by the caller), defaults and prunes what it returned. The check is
 // exact (jsonEqual, so an int64 turned into a float64 counts as a change)
 // and costs a copy of obj, a fraction of a coercion.
 func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *AdmissionRequest, obj *unstructured.Unstructured) error {
@@ -546,12 +547,14 @@ func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *Admissio
 	}
 	name, ns := obj.GetName(), obj.GetNamespace()
 	before := obj.DeepCopy()
+	sys := systemMetaOf(obj)
 	if err := s.mutate(ctx, req); err != nil {
 		return err
 	}
 	if obj.GetName() != name || obj.GetNamespace() != ns {
 		return apierrors.NewInternalError(fmt.Errorf("mutating admission changed the name or namespace of %s/%s", ns, name))
 	}
+	sys.restore(obj)
 	if jsonEqual(before.Object, obj.Object) {
 		return nil // unchanged: already coerced
 	}
