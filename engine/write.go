@@ -309,6 +309,9 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 		if err != nil {
 			return nil, nil, err
 		}
+		if b, err = s.fitObject(sv, obj, b, applied, 0); err != nil {
+			return nil, nil, err
+		}
 		rev, err := s.store.Create(ctx, key(sv, ns, obj.GetName()), b)
 		if err == nil {
 			s.noteWrite(ctx, sv, rev)
@@ -406,7 +409,7 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 	case rv != "" && rv != old.GetResourceVersion():
 		return nil, nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), errors.New(conflictMessage))
 	}
-	return s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, opts, sub, false)
+	return s.applyUpdate(ctx, sv, old, kv, obj, opts, sub, false)
 }
 
 // applyUpdate runs the update pipeline of obj over old (stored at rev). It
@@ -414,7 +417,8 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 // applied says obj is the result of a server-side apply, whose managedFields
 // the field manager has already set; otherwise the write is recorded in them
 // as an Update by opts.FieldManager.
-func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured.Unstructured, rev int64, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string, applied bool) (*unstructured.Unstructured, []byte, error) {
+func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured.Unstructured, stored *store.KeyValue, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string, applied bool) (*unstructured.Unstructured, []byte, error) {
+	rev := stored.ModRevision
 	dry, err := dryRun(opts.DryRun)
 	if err != nil {
 		return nil, nil, err
@@ -475,6 +479,9 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	}
 	b, err := encode(sv, obj)
 	if err != nil {
+		return nil, nil, err
+	}
+	if b, err = s.fitObject(sv, obj, b, applied, len(stored.Value)); err != nil {
 		return nil, nil, err
 	}
 	k := key(sv, obj.GetNamespace(), obj.GetName())

@@ -164,8 +164,8 @@ type pluginAPI struct {
 // may open WebSocket watches besides the server's own origin; a Plugin's
 // call counters reach its status every statusInterval; a module no Plugin
 // uses is deleted after moduleGCGrace.
-func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer) (apiHandler, error) {
-	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins})
+func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer, maxObjectBytes int) (apiHandler, error) {
+	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins, MaxObjectBytes: maxObjectBytes})
 	if err != nil {
 		return nil, err
 	}
