@@ -19,6 +19,10 @@ const (
 	// Status message): an enum's list of supported values, a large bad value.
 	// 4 KiB, as Kubernetes bounds a container's termination message.
 	maxCauseBytes = 4 << 10
+	// maxCausesBytes bounds the causes together: once they pass it, each
+	// further cause is cut to minCauseBytes.
+	maxCausesBytes = 64 << 10
+	minCauseBytes  = 256
 	// maxInvalidMessageBytes bounds the Status message, which repeats the
 	// causes.
 	maxInvalidMessageBytes = 32 << 10
@@ -27,19 +31,21 @@ const (
 // newInvalid is apierrors.NewInvalid (the same Status, causes and message
 // for a short list) with bounds: the first MaxValidationErrors distinct
 // errors are kept and a last cause counts the others, each cause's message
-// is cut to maxCauseBytes and the Status message to maxInvalidMessageBytes.
+// is cut to maxCauseBytes (minCauseBytes past maxCausesBytes of causes) and
+// the Status message to maxInvalidMessageBytes.
 // The work is linear in the number of errors.
 func newInvalid(gk schema.GroupKind, name string, errs field.ErrorList) *apierrors.StatusError {
 	causes := make([]metav1.StatusCause, 0, min(len(errs), MaxValidationErrors+1))
 	msgs := make([]string, 0, cap(causes))
 	seen := make(map[string]bool, cap(causes))
-	more := 0
+	more, budget := 0, maxCausesBytes
 	for _, e := range errs {
 		if len(causes) >= MaxValidationErrors {
 			more++
 			continue
 		}
-		body := truncateMessage(e.ErrorBody(), maxCauseBytes)
+		body := truncateMessage(e.ErrorBody(), max(min(maxCauseBytes, budget), minCauseBytes))
+		budget -= len(body)
 		msg := e.Field + ": " + body
 		causes = append(causes, metav1.StatusCause{Type: metav1.CauseType(e.Type), Message: body, Field: e.Field})
 		if !seen[msg] { // the message lists each error once, as ToAggregate does

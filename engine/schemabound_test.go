@@ -221,10 +221,15 @@ func TestNewInvalidBounds(t *testing.T) {
 		if last := st.Details.Causes[MaxValidationErrors].Message; last != "too many errors: 4900 more not shown" {
 			t.Errorf("last cause %q", last)
 		}
+		total := 0
 		for _, c := range st.Details.Causes {
 			if len(c.Message) > maxCauseBytes+40 {
 				t.Fatalf("cause of %d bytes", len(c.Message))
 			}
+			total += len(c.Message)
+		}
+		if total > maxCausesBytes+MaxValidationErrors*(minCauseBytes+40) {
+			t.Errorf("causes of %d bytes", total)
 		}
 		if len(st.Message) > maxInvalidMessageBytes+40 || !strings.Contains(st.Message, "[truncated") {
 			t.Errorf("message of %d bytes: %.200s", len(st.Message), st.Message)
