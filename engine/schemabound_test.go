@@ -23,7 +23,7 @@ var boxes = schema.GroupVersionResource{Group: "example.setpoint.dev", Version: 
 
 // serveEnumBoxes serves boxes whose spec.items is a list of strings, each one
 // of enum values, and whose spec.counts is a list of integers at most 10.
-func serveEnumBoxes(t *testing.T, s *Service, enum int) *served {
+func serveEnumBoxes(t testing.TB, s *Service, enum int) *served {
 	t.Helper()
 	values := make([]string, enum)
 	for i := range values {
@@ -109,7 +109,7 @@ func TestBoundedValidationKeepsLibraryErrors(t *testing.T) {
 }
 
 // crdOf decodes the stored CRD name.
-func crdOf(t *testing.T, s *Service, name string) *apiextensionsv1.CustomResourceDefinition {
+func crdOf(t testing.TB, s *Service, name string) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
 	u, err := s.Get(context.Background(), CRDResource, "", name, metav1.GetOptions{})
 	if err != nil {
