@@ -251,6 +251,8 @@ func TestBoundedJunctors(t *testing.T) {
               items: {type: array, items: {type: string}}
               mode: {type: string}
               count: {type: integer}
+              port: {x-kubernetes-int-or-string: true}
+              ports: {type: array, items: {x-kubernetes-int-or-string: true, anyOf: [{type: integer}, {type: string}]}}
             anyOf:
             - properties: {items: {items: {enum: [a, b]}}}
             - properties: {items: {items: {enum: [c]}}}
@@ -292,6 +294,7 @@ func TestBoundedJunctors(t *testing.T) {
 		{"nested anyOf", map[string]any{"mode": "x"}},
 		{"not", map[string]any{"mode": "forbidden"}},
 		{"everything", map[string]any{"items": []any{"x", 3}, "mode": "forbidden", "count": "7"}},
+		{"int-or-string", map[string]any{"mode": "xy", "port": true, "ports": []any{int64(0), "A", int64(3), "http", false}}},
 		{"long failing alternative", map[string]any{"items": items("c", 3*MaxValidationErrors), "count": int64(1)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
