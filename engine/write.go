@@ -412,7 +412,7 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 	return s.applyUpdate(ctx, sv, old, kv, obj, opts, sub, false)
 }
 
-// applyUpdate runs the update pipeline of obj over old (stored at rev). It
+// applyUpdate runs the update pipeline of obj over old (stored as stored). It
 // returns the object and, when it wrote one, its JSON as servedJSON makes it.
 // applied says obj is the result of a server-side apply, whose managedFields
 // the field manager has already set; otherwise the write is recorded in them
@@ -545,9 +545,9 @@ func normalizeNumbers(v any) any {
 
 // mutateAndCoerce runs mutating admission, puts back the server-owned
 // metadata (systemFields) whatever it returned and, when it changed obj
-// (already coerced by the caller), defaults and prunes what it returned. The check is
-// exact (jsonEqual, so an int64 turned into a float64 counts as a change)
-// and costs a copy of obj, a fraction of a coercion.
+// (already coerced by the caller), defaults and prunes what it returned.
+// The check is exact (jsonEqual, so an int64 turned into a float64 counts
+// as a change) and costs a copy of obj, a fraction of a coercion.
 func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *AdmissionRequest, obj *unstructured.Unstructured) error {
 	if s.admitter() == nil {
 		return nil
