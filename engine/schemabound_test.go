@@ -324,3 +324,26 @@ func TestBoundedJunctors(t *testing.T) {
 		}
 	})
 }
+
+// A strict create of an object with thousands of unknown fields lists the
+// first MaxValidationErrors and counts the rest.
+func TestStrictUnknownFieldsBounded(t *testing.T) {
+	s := newService(t)
+	serveEnumBoxes(t, s, 3)
+	obj := box("strict", 0)
+	spec := obj.Object["spec"].(map[string]any)
+	for i := range 5000 {
+		spec[fmt.Sprintf("unknown%d", i)] = "x"
+	}
+	_, err := s.Create(context.Background(), boxes, obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
+	if !apierrors.IsBadRequest(err) {
+		t.Fatalf("create: %v, want BadRequest", err)
+	}
+	msg := err.Error()
+	if n := strings.Count(msg, "unknown field "); n != MaxValidationErrors {
+		t.Errorf("%d unknown fields listed, want %d", n, MaxValidationErrors)
+	}
+	if !strings.HasSuffix(msg, ", and 4900 more unknown fields") || !strings.Contains(msg, "strict decoding error: unknown field") {
+		t.Errorf("message %.200s ... %s", msg, msg[max(0, len(msg)-80):])
+	}
+}

@@ -105,9 +105,14 @@ func strictFields(ctx context.Context, sv *served, fieldValidation string, unkno
 		}
 		return nil
 	}
-	msgs := make([]string, len(unknown))
-	for i, p := range unknown {
-		msgs[i] = fmt.Sprintf("unknown field %q", p)
+	// The fields are listed as Kubernetes lists them, up to
+	// MaxValidationErrors: an object may have many thousands.
+	msgs := make([]string, 0, min(len(unknown), MaxValidationErrors+1))
+	for _, p := range unknown[:min(len(unknown), MaxValidationErrors)] {
+		msgs = append(msgs, fmt.Sprintf("unknown field %q", p))
+	}
+	if more := len(unknown) - MaxValidationErrors; more > 0 {
+		msgs = append(msgs, fmt.Sprintf("and %d more unknown fields", more))
 	}
 	return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s",
 		sv.Kind, sv.GVR.Version, sv.Kind, strings.Join(msgs, ", ")))
