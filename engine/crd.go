@@ -183,6 +183,8 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 			strategy:        st,
 			statusStrategy:  customresource.NewStatusStrategy(st),
 			structural:      structural,
+			defaults:        defaultingSchema(structural),
+			defaultsBuilt:   true,
 			preserveUnknown: crd.Spec.PreserveUnknownFields,
 			table:           table,
 			scale:           scaleV1,

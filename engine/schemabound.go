@@ -199,14 +199,37 @@ func (n *boundedNode) Validate(data any) *validate.Result {
 		// the type; the node's own validator then does the rest (its empty
 		// junctor validator adds one to the match count, taken off).
 		res = n.junctors(data)
-		res.Merge(validate.NewSchemaValidator(withoutJunctors(n.schema), n.root, n.path, n.formats, r.opt).Validate(data))
+		res.Merge(validate.NewSchemaValidator(onlyPresent(withoutJunctors(n.schema), data), n.root, n.path, n.formats, r.opt).Validate(data))
 		res.MatchCount--
 	} else {
-		res = validate.NewSchemaValidator(n.schema, n.root, n.path, n.formats, r.opt).Validate(data)
+		res = validate.NewSchemaValidator(onlyPresent(n.schema, data), n.root, n.path, n.formats, r.opt).Validate(data)
 	}
 	if own := len(res.Errors) - r.below; own > 0 {
 		r.errs += own
 	}
 	r.below = outer + len(res.Errors)
 	return res
+}
+
+// onlyPresent returns s with only the properties data has, when data is an
+// object with far fewer keys than s has properties. The library's object
+// validator walks every property of the schema for every object it
+// validates (copying each property's schema), though only those the object
+// has are validated and the others are only looked up by the object's keys:
+// a list of 300,000 empty objects against 1000 properties took minutes.
+// With the absent properties left out the result is the same, and the cost
+// follows the object.
+func onlyPresent(s *spec.Schema, data any) *spec.Schema {
+	m, ok := data.(map[string]any)
+	if !ok || len(s.Properties) <= 2*len(m)+8 {
+		return s
+	}
+	c := *s
+	c.Properties = make(map[string]spec.Schema, len(m))
+	for k := range m {
+		if p, ok := s.Properties[k]; ok {
+			c.Properties[k] = p
+		}
+	}
+	return &c
 }

@@ -41,7 +41,7 @@ func withoutJunctors(s *spec.Schema) *spec.Schema {
 func (n *boundedNode) branch(s *spec.Schema, data any, counted bool) (*validate.Result, bool) {
 	r := n.run
 	errs, below, stopped := r.errs, r.below, r.stopped
-	res := validate.NewSchemaValidator(s, n.root, n.path, n.formats, r.opt).Validate(data)
+	res := validate.NewSchemaValidator(onlyPresent(s, data), n.root, n.path, n.formats, r.opt).Validate(data)
 	cut := r.stopped == errTooManyErrors && stopped == nil
 	if !counted {
 		r.errs, r.below = errs, below

@@ -70,7 +70,11 @@ func coerce(sv *served, obj *unstructured.Unstructured) ([]string, error) {
 		}
 		return unknown, nil
 	}
-	structuraldefaulting.Default(obj.Object, sv.structural)
+	if sv.defaultsBuilt {
+		structuraldefaulting.Default(obj.Object, sv.defaults)
+	} else {
+		structuraldefaulting.Default(obj.Object, sv.structural)
+	}
 	if !sv.preserveUnknown {
 		unknown = append(unknown, structuralpruning.PruneWithOptions(obj.Object, sv.structural, true,
 			structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
