@@ -152,6 +152,45 @@ func TestValidationOfHostileObjectsIsBounded(t *testing.T) {
 			t.Errorf("took %v, %v of CPU", took, after.cpu-before.cpu)
 		}
 	}
+	// An item schema of 1000 properties and 100,000 items: the validator
+	// and defaulting walked every property for every item (almost 4
+	// minutes for 300,000).
+	props := make([]string, 1000)
+	for i := range props {
+		props[i] = fmt.Sprintf(`"p%d":{"type":"string"}`, i)
+	}
+	wide := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+"metadata":{"name":"wides.limits.example.dev"},
+"spec":{"group":"limits.example.dev","scope":"Namespaced","names":{"plural":"wides","singular":"wide","kind":"Wide"},
+"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{
+  "type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{` + strings.Join(props, ",") + `}}}}}}}}}]}}`
+	if code, body, err := s.Do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", s.Token, strings.NewReader(wide)); err != nil || code != http.StatusCreated {
+		t.Fatalf("CRD: %d %v %.300s", code, err, body)
+	}
+	const widesPath = "/apis/limits.example.dev/v1/namespaces/default/wides"
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if c, _, _ := s.Do("GET", widesPath, s.Token, nil); c == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("wides not served")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	obj := `{"apiVersion":"limits.example.dev/v1","kind":"Wide","metadata":{"name":"w"},"spec":{"items":[{}` + strings.Repeat(`,{}`, 99999) + `]}}`
+	before := readProcUsage(t, s.Pid())
+	start := time.Now()
+	code, body, err = s.Do("POST", widesPath, s.Token, strings.NewReader(obj))
+	took := time.Since(start)
+	after := readProcUsage(t, s.Pid())
+	t.Logf("100,000 items against 1000 properties (%d KB body): %d in %v, server CPU %v", len(obj)/1000, code, took.Round(time.Millisecond), after.cpu-before.cpu)
+	if err != nil || code != http.StatusCreated {
+		t.Fatalf("create: %d %v %.300s", code, err, body)
+	}
+	if took > 20*time.Second || after.cpu-before.cpu > 10*time.Second {
+		t.Errorf("took %v, %v of CPU", took, after.cpu-before.cpu)
+	}
+
 	end := readProcUsage(t, s.Pid())
 	if grew := end.hwmKiB - base.rssKiB; grew > 512<<10 {
 		t.Errorf("peak RSS grew by %d MiB", grew>>10)
