@@ -26,10 +26,11 @@ import (
 const MaxValidationErrors = 100
 
 // boundedSchemaValidator is the OpenAPI schema validation of a custom
-// resource (the apiextensions SchemaValidator, whose errors and order it
-// keeps) that stops after MaxValidationErrors errors or when its context
-// ends, rather than collecting every error of a hostile object at a
-// quadratic cost. Updates are ratcheted by the library's validator once the
+// resource (the apiextensions SchemaValidator, whose errors it keeps; the
+// logical junctors are validated in schemajunctors.go) that stops after
+// MaxValidationErrors errors or when its context ends, rather than
+// collecting every error of a hostile object at a quadratic cost, and that
+// validates an object against the properties it has (onlyPresent). Updates are ratcheted by the library's validator once the
 // new object is known to have at most MaxValidationErrors errors (ratcheting
 // only drops errors, so that validation stays as small).
 type boundedSchemaValidator struct {
