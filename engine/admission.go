@@ -124,3 +124,42 @@ func (f AdmitterFuncs) Validate(ctx context.Context, req *AdmissionRequest) erro
 	}
 	return f.ValidateFunc(ctx, req)
 }
+
+// systemFields are the metadata fields the server owns: mutating admission
+// may not set or change them. As in Kubernetes, where the registry fills
+// them after admission (rest.BeforeCreate, rest.BeforeUpdate), the server's
+// values are put back after the mutating chain, whatever it returned: a
+// plugin cannot give an object another object's uid, backdate it, mark it
+// deleted, or move its resourceVersion or generation.
+var systemFields = [...]string{"uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "generation", "selfLink"}
+
+// systemMeta is a snapshot of an object's systemFields (nil for an absent
+// field).
+type systemMeta [len(systemFields)]any
+
+func systemMetaOf(obj *unstructured.Unstructured) systemMeta {
+	var m systemMeta
+	if md, ok := obj.Object["metadata"].(map[string]any); ok {
+		for i, k := range systemFields {
+			m[i] = md[k]
+		}
+	}
+	return m
+}
+
+// restore puts the snapshot back into obj's metadata. The values are
+// scalars (strings and numbers), shared safely with the snapshot's source.
+func (m systemMeta) restore(obj *unstructured.Unstructured) {
+	md, ok := obj.Object["metadata"].(map[string]any)
+	if !ok {
+		md = map[string]any{}
+		obj.Object["metadata"] = md
+	}
+	for i, k := range systemFields {
+		if m[i] == nil {
+			delete(md, k)
+		} else {
+			md[k] = m[i]
+		}
+	}
+}

@@ -110,7 +110,7 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 		if preconditioned && obj.GetResourceVersion() != old.GetResourceVersion() {
 			return nil, false, apierrors.NewConflict(gvr.GroupResource(), name, errors.New(conflictMessage))
 		}
-		out, _, err := s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, uopts, sub, true)
+		out, _, err := s.applyUpdate(ctx, sv, old, kv, obj, uopts, sub, true)
 		if apierrors.IsConflict(err) && !preconditioned && attempt < maxPatchAttempts {
 			continue // written meanwhile: apply to what is there now
 		}

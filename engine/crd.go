@@ -12,7 +12,6 @@ import (
 	extvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
-	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,11 +58,17 @@ func validateCRD(ctx context.Context, obj, old *unstructured.Unstructured) field
 		return errs
 	}
 	if old == nil {
+		if errs := crdSchemaBounds(crd, nil); len(errs) > 0 {
+			return errs
+		}
 		return extvalidation.ValidateCustomResourceDefinition(ctx, in)
 	}
 	oldCRD, err := crdFromMap(old.Object)
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+	}
+	if errs := crdSchemaBounds(crd, oldCRD); len(errs) > 0 {
+		return errs
 	}
 	oldIn, err := crdToInternal(oldCRD)
 	if err != nil {
@@ -118,7 +123,7 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 		gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: names.Plural}
 		gvk := gvr.GroupVersion().WithKind(names.Kind)
 
-		validator, _, err := apiservervalidation.NewSchemaValidator(props)
+		validator, err := newBoundedSchemaValidator(props)
 		if err != nil {
 			return nil, fmt.Errorf("crd %s version %s: schema validator: %w", crd.Name, v.Name, err)
 		}
@@ -130,12 +135,12 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 		var statusSpec *apiextensions.CustomResourceSubresourceStatus
 		var scaleSpec *apiextensions.CustomResourceSubresourceScale
 		var scaleV1 *apiextensionsv1.CustomResourceSubresourceScale
-		var statusValidator apiservervalidation.SchemaValidator
+		var statusValidator *boundedSchemaValidator
 		if subs != nil && subs.Status != nil {
 			statusSpec = &apiextensions.CustomResourceSubresourceStatus{}
 			if props != nil {
 				if st, ok := props.Properties["status"]; ok {
-					if statusValidator, _, err = apiservervalidation.NewSchemaValidator(&st); err != nil {
+					if statusValidator, err = newBoundedSchemaValidator(&st); err != nil {
 						return nil, fmt.Errorf("crd %s version %s: status validator: %w", crd.Name, v.Name, err)
 					}
 				}
@@ -159,7 +164,7 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 		table, _ := tableconvertor.New(columns) // on error it still returns the default convertor
 
 		st := customresource.NewStrategy(unstructuredscheme.NewUnstructuredObjectTyper(), namespaced, gvk,
-			validator, statusValidator, structural, statusSpec, scaleSpec, v.SelectableFields)
+			validator, statusValidator.schemaValidator(), structural, statusSpec, scaleSpec, v.SelectableFields)
 		sv := &served{
 			Resource: Resource{
 				GVR:        gvr,
@@ -178,6 +183,8 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 			strategy:        st,
 			statusStrategy:  customresource.NewStatusStrategy(st),
 			structural:      structural,
+			defaults:        defaultingSchema(structural),
+			defaultsBuilt:   true,
 			preserveUnknown: crd.Spec.PreserveUnknownFields,
 			table:           table,
 			scale:           scaleV1,

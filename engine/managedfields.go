@@ -148,7 +148,7 @@ func crdFieldManagers(crd *apiextensionsv1.CustomResourceDefinition, ss []*serve
 	}
 	def := structuralDefaulter{}
 	for _, sv := range ss {
-		def[sv.GVR.GroupVersion()] = sv.structural
+		def[sv.GVR.GroupVersion()] = sv.defaults // defaultingSchema of sv.structural
 	}
 	entry := &crdFieldManagersEntry{key: key, byVersion: map[string]*fieldManagers{}}
 	for _, sv := range ss {

@@ -18,8 +18,10 @@ import (
 	"github.com/setpoint-dev/setpoint/store"
 )
 
-// MaxObjectBytes caps the size of an object a patch may produce.
-const MaxObjectBytes = 3 << 20
+// maxPatchedBytes bounds, in memory, the document a patch produces, before
+// it is decoded: twice the object limit, as request bodies are; what is
+// stored is held to the object limit itself (fitObject).
+func (s *Service) maxPatchedBytes() int { return 2 * s.maxObjectBytes() }
 
 // maxJSONPatchOperations caps the operations of one JSON patch, as
 // Kubernetes does.
@@ -29,7 +31,7 @@ func init() {
 	// The JSON patch library lets "copy" operations grow a document without
 	// bound by default (each copy can double it); bound what they may add.
 	if jsonpatch.AccumulatedCopySizeLimit == 0 {
-		jsonpatch.AccumulatedCopySizeLimit = MaxObjectBytes
+		jsonpatch.AccumulatedCopySizeLimit = 2 * DefaultMaxObjectBytes
 	}
 }
 
@@ -78,7 +80,7 @@ func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, na
 		if err != nil {
 			return nil, err
 		}
-		obj, err := applyPatch(sv, old, pt, data)
+		obj, err := applyPatch(sv, old, pt, data, s.maxPatchedBytes())
 		if err != nil {
 			return nil, err
 		}
@@ -94,7 +96,7 @@ func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, na
 		if pinned && rv != "" {
 			return nil, apierrors.NewConflict(gvr.GroupResource(), name, errors.New(conflictMessage))
 		}
-		out, _, err := s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, uopts, sub, false)
+		out, _, err := s.applyUpdate(ctx, sv, old, kv, obj, uopts, sub, false)
 		if apierrors.IsConflict(err) && !pinned && attempt < maxPatchAttempts {
 			continue
 		}
@@ -102,8 +104,9 @@ func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, na
 	}
 }
 
-// applyPatch returns old with the patch applied.
-func applyPatch(sv *served, old *unstructured.Unstructured, pt types.PatchType, data []byte) (*unstructured.Unstructured, error) {
+// applyPatch returns old with the patch applied, unless the result is
+// larger than max bytes.
+func applyPatch(sv *served, old *unstructured.Unstructured, pt types.PatchType, data []byte, max int) (*unstructured.Unstructured, error) {
 	cur, err := old.MarshalJSON()
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -144,8 +147,8 @@ func applyPatch(sv *served, old *unstructured.Unstructured, pt types.PatchType, 
 	default:
 		return nil, unsupportedPatch(pt, sv)
 	}
-	if len(patched) > MaxObjectBytes {
-		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the patched object is larger than %d bytes", MaxObjectBytes))
+	if len(patched) > max {
+		return nil, objectTooLarge(len(patched), max/2)
 	}
 	var m map[string]any
 	if err := utiljson.Unmarshal(patched, &m); err != nil || m == nil {

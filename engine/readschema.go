@@ -41,6 +41,8 @@ type readSchemas struct {
 	// of every version of the CRD that has one, served or not.
 	byVersion       map[string]*structuralschema.Structural
 	preserveUnknown bool
+	// defaults are byVersion's defaultingSchema, made by seal.
+	defaults map[string]*structuralschema.Structural
 	// settled is set once no write can still hold the CRD's previous
 	// schemas (readRecordSettle after a change): only then is the revision
 	// stored, so that a crash while such a write is in flight restarts
@@ -76,6 +78,10 @@ func (rs *readSchemas) seal() error {
 	}
 	sum := sha256.Sum256(b)
 	rs.fp = hex.EncodeToString(sum[:])
+	rs.defaults = make(map[string]*structuralschema.Structural, len(rs.byVersion))
+	for v, s := range rs.byVersion {
+		rs.defaults[v] = defaultingSchema(s)
+	}
 	return nil
 }
 
@@ -195,6 +201,12 @@ func (rs *readSchemas) schemaOf(apiVersion string) *structuralschema.Structural 
 	return nil
 }
 
+// versionOf is the version of apiVersion ("" without one).
+func (rs *readSchemas) versionOf(apiVersion string) string {
+	_, version, _ := strings.Cut(apiVersion, "/")
+	return version
+}
+
 // applyVersion prunes and defaults obj with the schema of apiVersion, if it
 // has one.
 func (rs *readSchemas) applyVersion(apiVersion string, obj map[string]any) {
@@ -208,6 +220,9 @@ func (rs *readSchemas) applyVersion(apiVersion string, obj map[string]any) {
 	if !rs.preserveUnknown {
 		structuralpruning.Prune(obj, s, true)
 		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj, s)
+	}
+	if d, ok := rs.defaults[rs.versionOf(apiVersion)]; ok {
+		s = d // only the defaults: see defaultingSchema
 	}
 	structuraldefaulting.Default(obj, s)
 }

@@ -58,7 +58,11 @@ type served struct {
 	strategy       strategy
 	statusStrategy strategy
 	// structural is the version's structural schema, nil when it has none.
-	structural      *structuralschema.Structural
+	structural *structuralschema.Structural
+	// defaults is the part of structural that defaulting needs
+	// (defaultingSchema), when defaultsBuilt; else structural is used.
+	defaults        *structuralschema.Structural
+	defaultsBuilt   bool
 	preserveUnknown bool
 	table           rest.TableConvertor
 	scale           *apiextensionsv1.CustomResourceSubresourceScale

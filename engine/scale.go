@@ -98,7 +98,7 @@ func (s *Service) UpdateScale(ctx context.Context, gvr schema.GroupVersionResour
 	// /scale: an Update with the subresource "scale". The update pipeline
 	// then takes the managedFields as set (as it does an apply's).
 	obj = trackUpdate(sv, "scale", old, obj, opts.FieldManager, false)
-	out, _, err := s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, opts, "", true)
+	out, _, err := s.applyUpdate(ctx, sv, old, kv, obj, opts, "", true)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (s *Service) patchScale(ctx context.Context, sv *served, namespace, name st
 	if err != nil {
 		return nil, err
 	}
-	patched, err := applyPatch(sv, cur, pt, data)
+	patched, err := applyPatch(sv, cur, pt, data, s.maxPatchedBytes())
 	if err != nil {
 		return nil, err
 	}

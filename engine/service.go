@@ -41,6 +41,9 @@ type Options struct {
 	EventTTL time.Duration
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
+	// MaxObjectBytes bounds the size of a stored object, encoded;
+	// DefaultMaxObjectBytes (etcd's 1.5 MiB) by default. See fitObject.
+	MaxObjectBytes int
 }
 
 // Service is the object layer. Every write (REST, controllers, the garbage
@@ -85,6 +88,9 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxObjectBytes <= 0 {
+		opts.MaxObjectBytes = DefaultMaxObjectBytes
 	}
 	s := &Service{
 		store: opts.Store,

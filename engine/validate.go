@@ -40,8 +40,8 @@ import (
 type createValidation struct {
 	gvk             schema.GroupVersionKind
 	namespaced      bool
-	validator       apiservervalidation.SchemaValidator
-	statusValidator apiservervalidation.SchemaValidator // of status alone; nil without a status subresource
+	validator       *boundedSchemaValidator
+	statusValidator *boundedSchemaValidator // of status alone; nil without a status subresource
 	structural      *structuralschema.Structural
 	cel             *cel.Validator
 	embedded        bool
@@ -50,7 +50,7 @@ type createValidation struct {
 
 // newCreateValidation returns the validation of a kind whose schema has
 // the extensions schemaExtensions reported.
-func newCreateValidation(gvk schema.GroupVersionKind, namespaced bool, validator, statusValidator apiservervalidation.SchemaValidator, structural *structuralschema.Structural, embedded, listTypes bool) *createValidation {
+func newCreateValidation(gvk schema.GroupVersionKind, namespaced bool, validator, statusValidator *boundedSchemaValidator, structural *structuralschema.Structural, embedded, listTypes bool) *createValidation {
 	return &createValidation{gvk: gvk, namespaced: namespaced, validator: validator, statusValidator: statusValidator, structural: structural,
 		cel: cel.NewValidator(structural, true, celconfig.PerCallLimit), embedded: embedded, listTypes: listTypes}
 }
@@ -86,7 +86,13 @@ func (v *createValidation) validate(ctx context.Context, u *unstructured.Unstruc
 			errs = append(errs, validation.ValidateObjectMetaDeclaratively(ctx, operation.Create, meta, nil, v.namespaced,
 				validation.NameIsDNSSubdomain, field.NewPath("metadata"), utilfeature.DefaultFeatureGate.Enabled(features.DeclarativeValidationBeta))...)
 		}
-		errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.Object, v.validator)...)
+		b := v.validator.withContext(ctx)
+		errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.Object, b)...)
+		if b.stopped {
+			// The object is far from its schema (or the request is gone):
+			// the walks below and the CEL rules are not worth running.
+			return append(errs, rulesNotChecked())
+		}
 	}
 	if v.embedded {
 		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, u.Object, v.structural, false)...)

@@ -44,7 +44,7 @@ func sameValidation(t *testing.T, sv *served, obj *unstructured.Unstructured) fi
 // (example.setpoint.dev/v1, boxes) with openAPIV3Schema, YAML that follows
 // "openAPIV3Schema:" (a flow value, or lines indented by 8), and returns
 // what the registry serves for boxes.
-func serveBoxes(t *testing.T, s *Service, openAPIV3Schema string) (*served, bool) {
+func serveBoxes(t testing.TB, s *Service, openAPIV3Schema string) (*served, bool) {
 	t.Helper()
 	crd := fromYAML(t, `
 apiVersion: apiextensions.k8s.io/v1

@@ -31,7 +31,12 @@ func (v *createValidation) validateUpdate(ctx context.Context, obj, old *unstruc
 	errs := v.typeMeta(obj)
 	if len(errs) == 0 {
 		errs = append(errs, v.metaUpdate(ctx, obj, old)...)
-		errs = append(errs, schemaUpdate(nil, obj.Object, old.Object, v.validator, r.options)...)
+		b := v.validator.withContext(ctx)
+		errs = append(errs, schemaUpdate(nil, obj.Object, old.Object, b, r.options)...)
+		if b.stopped {
+			r.observe()
+			return append(errs, rulesNotChecked())
+		}
 	}
 	if v.embedded {
 		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, obj.Object, v.structural, false)...)
@@ -56,8 +61,13 @@ func (v *createValidation) validateStatusUpdate(ctx context.Context, obj, old *u
 	errs := v.typeMeta(obj)
 	if len(errs) == 0 {
 		errs = append(errs, v.metaUpdate(ctx, obj, old)...)
-		if status, ok := obj.Object["status"]; ok {
-			errs = append(errs, schemaUpdate(field.NewPath("status"), status, old.Object["status"], v.statusValidator, r.options)...)
+		if status, ok := obj.Object["status"]; ok && v.statusValidator != nil {
+			b := v.statusValidator.withContext(ctx)
+			errs = append(errs, schemaUpdate(field.NewPath("status"), status, old.Object["status"], b, r.options)...)
+			if b.stopped {
+				r.observe()
+				return append(errs, rulesNotChecked())
+			}
 		}
 	}
 	if v.listTypes {
@@ -73,15 +83,13 @@ func (v *createValidation) validateStatusUpdate(ctx context.Context, obj, old *u
 }
 
 // schemaUpdate returns the errors of ValidateCustomResourceUpdate. With
-// ratcheting on, it first validates the new value alone, as a create does:
-// ratcheting only turns errors into warnings (where a subtree equals its
-// old value), so a value valid alone gives no errors either way, and the
-// tree of correlated old values and ratcheting validators is only built
-// when there are errors to ratchet (then with exactly the library's result).
-func schemaUpdate(path *field.Path, obj, old any, validator apiservervalidation.SchemaValidator, options []apiservervalidation.ValidationOption) field.ErrorList {
-	if len(options) > 0 && validator != nil && validator.Validate(obj).IsValid() {
-		return nil
-	}
+// ratcheting on, the validator first validates the new value alone, as a
+// create does (boundedRequest.ValidateUpdate): ratcheting only turns errors
+// into warnings (where a subtree equals its old value), so a value valid
+// alone gives no errors either way, and the tree of correlated old values
+// and ratcheting validators is only built when there are errors to ratchet
+// (then with exactly the library's result).
+func schemaUpdate(path *field.Path, obj, old any, validator *boundedRequest, options []apiservervalidation.ValidationOption) field.ErrorList {
 	return apiservervalidation.ValidateCustomResourceUpdate(path, obj, old, validator, options...)
 }
 
@@ -152,7 +160,7 @@ func (v *createValidation) celRules(ctx context.Context, errs field.ErrorList, o
 		return errs
 	}
 	if blocking(errs) {
-		return append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
+		return append(errs, rulesNotChecked())
 	}
 	if len(options) > 0 {
 		// Ratcheting only turns rule failures into warnings; the rules are
@@ -165,4 +173,9 @@ func (v *createValidation) celRules(ctx context.Context, errs field.ErrorList, o
 	}
 	cerrs, _ := v.cel.Validate(ctx, nil, v.structural, obj.Object, old, celconfig.RuntimeCELCostBudget, options...)
 	return append(errs, cerrs...)
+}
+
+// rulesNotChecked is the error that says CEL rules were not evaluated.
+func rulesNotChecked() *field.Error {
+	return field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation")
 }

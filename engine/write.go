@@ -70,7 +70,11 @@ func coerce(sv *served, obj *unstructured.Unstructured) ([]string, error) {
 		}
 		return unknown, nil
 	}
-	structuraldefaulting.Default(obj.Object, sv.structural)
+	if sv.defaultsBuilt {
+		structuraldefaulting.Default(obj.Object, sv.defaults)
+	} else {
+		structuraldefaulting.Default(obj.Object, sv.structural)
+	}
 	if !sv.preserveUnknown {
 		unknown = append(unknown, structuralpruning.PruneWithOptions(obj.Object, sv.structural, true,
 			structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
@@ -105,9 +109,14 @@ func strictFields(ctx context.Context, sv *served, fieldValidation string, unkno
 		}
 		return nil
 	}
-	msgs := make([]string, len(unknown))
-	for i, p := range unknown {
-		msgs[i] = fmt.Sprintf("unknown field %q", p)
+	// The fields are listed as Kubernetes lists them, up to
+	// MaxValidationErrors: an object may have many thousands.
+	msgs := make([]string, 0, min(len(unknown), MaxValidationErrors+1))
+	for _, p := range unknown[:min(len(unknown), MaxValidationErrors)] {
+		msgs = append(msgs, fmt.Sprintf("unknown field %q", p))
+	}
+	if more := len(unknown) - MaxValidationErrors; more > 0 {
+		msgs = append(msgs, fmt.Sprintf("and %d more unknown fields", more))
 	}
 	return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s",
 		sv.Kind, sv.GVR.Version, sv.Kind, strings.Join(msgs, ", ")))
@@ -174,11 +183,13 @@ func (sv *served) validateUpdate(ctx context.Context, sub string, obj, old *unst
 	return sv.strategy.ValidateUpdate(ctx, obj, old)
 }
 
+// invalid is the 422 Invalid answer for errs (nil when there are none),
+// bounded as newInvalid says.
 func invalid(sv *served, name string, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewInvalid(sv.GVK().GroupKind(), name, errs)
+	return newInvalid(sv.GVK().GroupKind(), name, errs)
 }
 
 func validFieldValidation(v string) error {
@@ -307,6 +318,9 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 		if err != nil {
 			return nil, nil, err
 		}
+		if b, err = s.fitObject(sv, obj, b, applied, 0); err != nil {
+			return nil, nil, err
+		}
 		rev, err := s.store.Create(ctx, key(sv, ns, obj.GetName()), b)
 		if err == nil {
 			s.noteWrite(ctx, sv, rev)
@@ -404,15 +418,16 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 	case rv != "" && rv != old.GetResourceVersion():
 		return nil, nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), errors.New(conflictMessage))
 	}
-	return s.applyUpdate(ctx, sv, old, kv.ModRevision, obj, opts, sub, false)
+	return s.applyUpdate(ctx, sv, old, kv, obj, opts, sub, false)
 }
 
-// applyUpdate runs the update pipeline of obj over old (stored at rev). It
+// applyUpdate runs the update pipeline of obj over old (stored as stored). It
 // returns the object and, when it wrote one, its JSON as servedJSON makes it.
 // applied says obj is the result of a server-side apply, whose managedFields
 // the field manager has already set; otherwise the write is recorded in them
 // as an Update by opts.FieldManager.
-func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured.Unstructured, rev int64, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string, applied bool) (*unstructured.Unstructured, []byte, error) {
+func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured.Unstructured, stored *store.KeyValue, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string, applied bool) (*unstructured.Unstructured, []byte, error) {
+	rev := stored.ModRevision
 	dry, err := dryRun(opts.DryRun)
 	if err != nil {
 		return nil, nil, err
@@ -475,6 +490,9 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	if err != nil {
 		return nil, nil, err
 	}
+	if b, err = s.fitObject(sv, obj, b, applied, len(stored.Value)); err != nil {
+		return nil, nil, err
+	}
 	k := key(sv, obj.GetNamespace(), obj.GetName())
 	newRev, err := s.store.Update(ctx, k, b, rev)
 	if err == nil {
@@ -534,22 +552,25 @@ func normalizeNumbers(v any) any {
 	return v
 }
 
-// mutateAndCoerce runs mutating admission and, when it changed obj (already
-// coerced by the caller), defaults and prunes what it returned. The check is
-// exact (jsonEqual, so an int64 turned into a float64 counts as a change)
-// and costs a copy of obj, a fraction of a coercion.
+// mutateAndCoerce runs mutating admission, puts back the server-owned
+// metadata (systemFields) whatever it returned and, when it changed obj
+// (already coerced by the caller), defaults and prunes what it returned.
+// The check is exact (jsonEqual, so an int64 turned into a float64 counts
+// as a change) and costs a copy of obj, a fraction of a coercion.
 func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *AdmissionRequest, obj *unstructured.Unstructured) error {
 	if s.admitter() == nil {
 		return nil
 	}
 	name, ns := obj.GetName(), obj.GetNamespace()
 	before := obj.DeepCopy()
+	sys := systemMetaOf(obj)
 	if err := s.mutate(ctx, req); err != nil {
 		return err
 	}
 	if obj.GetName() != name || obj.GetNamespace() != ns {
 		return apierrors.NewInternalError(fmt.Errorf("mutating admission changed the name or namespace of %s/%s", ns, name))
 	}
+	sys.restore(obj)
 	if jsonEqual(before.Object, obj.Object) {
 		return nil // unchanged: already coerced
 	}

@@ -157,9 +157,9 @@ type pluginAPI struct {
 // may open WebSocket watches besides the server's own origin; a Plugin's
 // call counters reach its status every statusInterval; a module no Plugin
 // uses is deleted after moduleGCGrace. hlimits bound the Wasm host, limits
-// each plugin's log and writes.
-func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer, hlimits hostLimits, limits pluginLimitOptions) (apiHandler, error) {
-	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins})
+// each plugin's log and writes; maxObjectBytes bounds every stored object.
+func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer, hlimits hostLimits, limits pluginLimitOptions, maxObjectBytes int) (apiHandler, error) {
+	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins, MaxObjectBytes: maxObjectBytes})
 	if err != nil {
 		return nil, err
 	}

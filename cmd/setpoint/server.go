@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
 	"github.com/setpoint-dev/setpoint/engine/plugins"
@@ -48,6 +49,7 @@ type serverOptions struct {
 	storeFreeSpaceReserve     string
 	pluginLimits              pluginLimitOptions
 	storeEtcd                 etcdFlags
+	maxObjectBytes            int
 }
 
 func newServerCommand() *cobra.Command {
@@ -105,6 +107,7 @@ signal exits at once.`,
 	o.addStoreFlags(cmd)
 	o.pluginLimits.addFlags(f)
 	o.addEtcdFlags(cmd)
+	f.IntVar(&o.maxObjectBytes, "max-object-size", engine.DefaultMaxObjectBytes, "the largest object, in bytes as stored (JSON), that any write may store (clients, patches, apply, plugins); etcd's default request limit. Request bodies may be twice as large")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -220,7 +223,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		}
 	}()
 
-	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry(), o.hostLimits, o.pluginLimits)
+	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry(), o.hostLimits, o.pluginLimits, o.maxObjectBytes)
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
 	}

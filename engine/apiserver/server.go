@@ -22,8 +22,10 @@ import (
 	"github.com/setpoint-dev/setpoint/store"
 )
 
-// DefaultMaxBodyBytes caps request bodies: larger ones get 413.
-const DefaultMaxBodyBytes = 3 << 20
+// DefaultMaxBodyBytes caps request bodies: larger ones get 413. It is twice
+// the default object bound (engine.DefaultMaxObjectBytes), kube-apiserver's
+// 3 MiB; a server with another object bound takes bodies of twice that.
+const DefaultMaxBodyBytes = 2 * engine.DefaultMaxObjectBytes
 
 // MaxDepth caps the nesting of JSON and YAML request bodies: deeper ones get 400.
 const MaxDepth = 100
@@ -39,8 +41,12 @@ type Options struct {
 	// AllowedOrigins are the browser origins, besides the server's own, that
 	// may open a WebSocket watch.
 	AllowedOrigins []string
-	// MaxBodyBytes caps request bodies; DefaultMaxBodyBytes when zero.
+	// MaxBodyBytes caps request bodies; twice the engine's object bound
+	// (DefaultMaxBodyBytes by default) when zero.
 	MaxBodyBytes int64
+	// MaxObjectBytes bounds stored objects (engine.Options.MaxObjectBytes)
+	// when New builds the engine.
+	MaxObjectBytes int
 	// Version is what /version reports.
 	Version version.Info
 }
@@ -91,9 +97,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
-	}
 	if opts.Version.GitVersion == "" {
 		opts.Version = version.Info{
 			Major: "1", Minor: "32", GitVersion: "v1.32.0-setpoint",
@@ -108,10 +111,13 @@ func New(opts Options) (*Server, error) {
 			return nil, errors.New("apiserver: Options.Store or Options.Engine is required")
 		}
 		var err error
-		eng, err = engine.New(context.Background(), engine.Options{Store: opts.Store, Logger: opts.Logger})
+		eng, err = engine.New(context.Background(), engine.Options{Store: opts.Store, Logger: opts.Logger, MaxObjectBytes: opts.MaxObjectBytes})
 		if err != nil {
 			return nil, fmt.Errorf("apiserver: %w", err)
 		}
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 2 * int64(eng.MaxObjectBytes())
 	}
 	ws, err := wswatch.New(wswatch.Options{AllowedOrigins: opts.AllowedOrigins, Logger: opts.Logger})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -190,7 +191,16 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 	if res.err != nil && !res.terminal {
 		ready.retrying(attempt)
 	}
-	if err := c.writeStatus(ctx, r, obj, status, pluginStatus, ready); err != nil {
+	err = c.writeStatus(ctx, r, obj, status, pluginStatus, ready)
+	if err != nil && pluginStatus != nil && tooLarge(err) {
+		// The plugin's status does not fit in the object: Ready says so,
+		// where the plugin's author looks, and the status is left out.
+		res.err, res.terminal = fmt.Errorf("plugin: status: %w", err), true
+		ready = readyCondition{status: metav1.ConditionFalse, reason: ReasonTerminalError,
+			message: "the status the plugin returned makes the object too large: " + err.Error()}
+		err = c.writeStatus(ctx, r, obj, status, nil, ready)
+	}
+	if err != nil {
 		if apierrors.IsConflict(err) {
 			return result{err: err}
 		}
@@ -388,4 +398,12 @@ func (t *terminalSeen) forget(key Key) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.gens, key)
+}
+
+// tooLarge tells whether err is the engine's answer to an object over the
+// size bound (kube-apiserver's answer to etcd's "request is too large").
+func tooLarge(err error) bool {
+	var st apierrors.APIStatus
+	return errors.As(err, &st) && st.Status().Code == http.StatusInternalServerError &&
+		strings.Contains(st.Status().Message, "request is too large")
 }
