@@ -37,6 +37,10 @@ func storeError(err error, gr schema.GroupResource, name string) error {
 		return apierrors.NewResourceExpired("watch fell behind; resume from the last resourceVersion received")
 	case errors.Is(err, store.ErrNoSpace):
 		return noSpace()
+	case errors.Is(err, store.ErrTooLarge):
+		return apierrors.NewRequestEntityTooLargeError(err.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		return apierrors.NewServiceUnavailable("the server's store is unavailable; try again later")
 	case errors.Is(err, store.ErrCorrupt):
 		return apierrors.NewInternalError(errors.New("the server's store found damaged data and refuses to serve part of it; the server log names the file"))
 	}

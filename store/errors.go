@@ -4,8 +4,8 @@ import "errors"
 
 // The store's errors. Backends wrap them with %w; callers test with errors.Is.
 // The API maps them to HTTP codes: ErrNotFound 404, ErrAlreadyExists and
-// ErrConflict 409, ErrCompacted and ErrInvalidContinue 410, ErrNoSpace 507,
-// ErrCorrupt 500.
+// ErrConflict 409, ErrCompacted and ErrInvalidContinue 410, ErrTooLarge 413,
+// ErrNoSpace 507, ErrUnavailable 503, ErrCorrupt 500.
 var (
 	ErrNotFound        = errors.New("store: not found")
 	ErrAlreadyExists   = errors.New("store: already exists")
@@ -21,4 +21,10 @@ var (
 	// ErrNoSpace: the store refuses writes because its disk is (nearly)
 	// full; reads and watches go on, and writes resume when space returns.
 	ErrNoSpace = errors.New("store: not enough free disk space")
+	// ErrTooLarge: a document is over the backend's size limit for one
+	// write (etcd's request limit).
+	ErrTooLarge = errors.New("store: document is over the backend's size limit")
+	// ErrUnavailable: the backend cannot be reached or cannot answer now
+	// (an etcd without quorum); the request may succeed later.
+	ErrUnavailable = errors.New("store: backend unavailable")
 )

@@ -137,8 +137,8 @@ func TestServerOnEtcdModules(t *testing.T) {
 		e := etcdtest.Start(t, etcdtest.Options{})
 		s := testserver.Start(t, testserver.Options{Args: []string{"--store", "etcd", "--etcd-servers", e.Endpoint}})
 		r := upload(t, s, wasm, "", "application/wasm")
-		if r.code != http.StatusInternalServerError || !strings.Contains(r.msg, "max-request-bytes") {
-			t.Errorf("upload of %d bytes: %d %q, want 500 naming etcd's --max-request-bytes", len(wasm), r.code, r.msg)
+		if r.code != http.StatusRequestEntityTooLarge || !strings.Contains(r.msg, "max-request-bytes") {
+			t.Errorf("upload of %d bytes: %d %q, want 413 naming etcd's --max-request-bytes", len(wasm), r.code, r.msg)
 		}
 	})
 	t.Run("raised limit", func(t *testing.T) {

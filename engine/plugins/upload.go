@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/setpoint-dev/setpoint/store"
 )
 
 // ModulesPath is where modules are uploaded (POST, the bytes as
@@ -168,7 +170,8 @@ func (h *uploadHandler) upload(w http.ResponseWriter, r *http.Request) {
 	created, err := h.opts.Modules.Put(ctx, digest, wasm)
 	if err != nil {
 		h.opts.Logger.Error("store module", "digest", digest, "err", err)
-		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error())
+		code, reason := storeWriteStatus(err)
+		writeStatus(w, code, reason, err.Error())
 		return
 	}
 	code := http.StatusOK
@@ -290,4 +293,19 @@ func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, ms
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status:   metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg,
 	})
+}
+
+// storeWriteStatus is the HTTP code and reason of a module write the store
+// refused: too large for the backend (etcd's request limit) 413, a full
+// disk 507, an unreachable backend 503, anything else 500.
+func storeWriteStatus(err error) (int, metav1.StatusReason) {
+	switch {
+	case errors.Is(err, store.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge
+	case errors.Is(err, store.ErrNoSpace):
+		return http.StatusInsufficientStorage, "InsufficientStorage"
+	case errors.Is(err, store.ErrUnavailable):
+		return http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable
+	}
+	return http.StatusInternalServerError, metav1.StatusReasonInternalError
 }

@@ -14,11 +14,11 @@ import (
 
 // ErrTooLarge: a write is over etcd's request size limit (its
 // --max-request-bytes, 1.5 MiB by default).
-var ErrTooLarge = errors.New("store/etcd: document is over etcd's request size limit (etcd's --max-request-bytes, 1.5 MiB by default)")
+var ErrTooLarge = fmt.Errorf("store/etcd: document is over etcd's request size limit (etcd's --max-request-bytes, 1.5 MiB by default): %w", store.ErrTooLarge)
 
 // ErrUnavailable wraps the errors of an etcd that cannot be reached or has
 // no leader.
-var ErrUnavailable = errors.New("store/etcd: etcd is unavailable")
+var ErrUnavailable = fmt.Errorf("store/etcd: etcd is unavailable: %w", store.ErrUnavailable)
 
 // mapErr turns an etcd client error into the store's: compacted and future
 // revisions, too-large requests and a closed client get the store's
