@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
@@ -22,14 +25,51 @@ import (
 // plugins' modules and applies their Plugin objects (installExamplePlugins).
 // Example objects are left for the walkthroughs to create. A missing
 // directory (a binary run outside the repository) is logged, not an error.
-func loadExamples(ctx context.Context, log *slog.Logger, dir, url string, m *serving.Material) {
+//
+// Once the kinds are established and every Plugin is Ready, it prints the
+// banner (examplesBanner) to stdout, so that the hints come when they work.
+func loadExamples(ctx context.Context, log *slog.Logger, stdout io.Writer, dir, url, kubeconfig string, m *serving.Material) {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		log.Info("examples directory not found; no example kinds loaded", "dir", dir)
 		return
 	}
-	if err := applyExampleKinds(ctx, log, dir, url, m); err != nil && ctx.Err() == nil {
-		log.Error("load example kinds", "dir", dir, "err", err)
+	if err := applyExampleKinds(ctx, log, dir, url, m); err != nil {
+		if ctx.Err() == nil {
+			log.Error("load example kinds", "dir", dir, "err", err)
+		}
+		return
 	}
+	fmt.Fprint(stdout, examplesBanner(url, kubeconfig))
+}
+
+// examplesBanner is what a person who ran `make run` needs next.
+func examplesBanner(url, kubeconfig string) string {
+	path := "bin"
+	if exe, err := os.Executable(); err == nil {
+		path = filepath.Dir(exe)
+	}
+	return fmt.Sprintf(`examples ready: kubectl get widgets
+  in another terminal: export KUBECONFIG=%s PATH=%s:$PATH
+  walkthroughs:        examples/*/README.md (the kinds and plugins are installed)
+  web UI:              %s/ui/ (sign in with the token: kubectl config view --raw -o jsonpath='{.users[0].user.token}')
+`, shellQuote(kubeconfig), shellQuote(path), strings.TrimSuffix(url, "/"))
+}
+
+// waitPluginsReady waits until every Plugin on the server is Ready.
+func waitPluginsReady(ctx context.Context, c *client, timeout time.Duration) error {
+	// Plugins are cluster-scoped and served from the start.
+	r := resource{gvr: pluginGVR, gvk: pluginGVR.GroupVersion().WithKind("Plugin")}
+	list, err := c.resourceInterface(r, "").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	ready := waitCondition{text: "condition=Ready", condType: "Ready", condStatus: "True"}
+	for _, p := range list.Items {
+		if err := waitFor(ctx, c, target{r: r, name: p.GetName()}, ready, timeout); err != nil {
+			return fmt.Errorf("plugin %s: %w", p.GetName(), err)
+		}
+	}
+	return nil
 }
 
 func applyExampleKinds(ctx context.Context, log *slog.Logger, dir, url string, m *serving.Material) error {
@@ -68,7 +108,10 @@ func applyExampleKinds(ctx context.Context, log *slog.Logger, dir, url string, m
 	if err := waitEstablished(ctx, c, names, time.Minute); err != nil {
 		return err
 	}
-	return installExamplePlugins(ctx, log, dir, cfg, c)
+	if err := installExamplePlugins(ctx, log, dir, cfg, c); err != nil {
+		return err
+	}
+	return waitPluginsReady(ctx, c, 2*time.Minute)
 }
 
 // waitReady polls /readyz until it answers 200, for at most a minute.
