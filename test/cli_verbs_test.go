@@ -61,3 +61,33 @@ spec: {name: Typo, size: small, colour: red}
 		fails(t, s, nil, "", 2, []string{`--validate "maybe"`}, "apply", "--validate=maybe", "-f", typo)
 	})
 }
+
+// TestCLIUnknownNames checks that a mistyped subcommand or resource is a
+// usage error that suggests the right name.
+func TestCLIUnknownNames(t *testing.T) {
+	s := testserver.Start(t, testserver.Options{})
+	dir := writeFiles(t, map[string]string{"widget-crd.yaml": widgetCRD})
+	ok(t, s, "apply", "-f", filepath.Join(dir, "widget-crd.yaml"))
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		code  int
+		wants []string
+	}{
+		{name: "root", args: []string{"gett"}, code: 2, wants: []string{`unknown command "gett"`, "Did you mean this?", "get"}},
+		{name: "group", args: []string{"plugin", "lst"}, code: 2, wants: []string{`unknown command "lst" for "setpoint plugin"`, "list"}},
+		{name: "group without a near name", args: []string{"plugin", "frobnicate"}, code: 2, wants: []string{`unknown command "frobnicate" for "setpoint plugin"`, "setpoint plugin --help"}},
+		{name: "resource", args: []string{"get", "widgts"}, code: 4, wants: []string{`resource named "widgts" (did you mean "widgets"?)`}},
+		{name: "resource by kind", args: []string{"get", "widgett"}, code: 4, wants: []string{`did you mean "widgets"?`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fails(t, s, nil, "", tc.code, tc.wants, tc.args...)
+		})
+	}
+	if r := runCLI(t, s, nil, "", "plugin"); r.code != 0 || !strings.Contains(r.stdout, "Available Commands") {
+		t.Errorf("setpoint plugin: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, s, nil, "", "get", "zz"); strings.Contains(r.stderr, "did you mean") {
+		t.Errorf("setpoint get zz suggests a name two edits away:\n%s", r.stderr)
+	}
+}

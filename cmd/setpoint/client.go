@@ -202,7 +202,11 @@ func (c *client) resolve(arg string) (resource, error) {
 	}
 	if err != nil {
 		if meta.IsNoMatchError(err) {
-			return resource{}, exitError(exitNotFound, fmt.Errorf("the server does not serve a resource named %q; `setpoint kinds` lists what it serves", arg))
+			hint := ""
+			if s := c.suggestResource(arg); s != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return resource{}, exitError(exitNotFound, fmt.Errorf("the server does not serve a resource named %q%s; `setpoint kinds` lists what it serves", arg, hint))
 		}
 		return resource{}, c.explain(err)
 	}
@@ -259,4 +263,59 @@ func (c *client) resourceInterface(r resource, ns string) dynamic.ResourceInterf
 		return c.dynamic.Resource(r.gvr).Namespace(ns)
 	}
 	return c.dynamic.Resource(r.gvr)
+}
+
+// suggestResource is the resource name, among those discovery lists
+// (plural, singular, kind and short names), closest to arg: at most two
+// edits away (one for a name under five letters), given as the plural;
+// "" when none is that close.
+func (c *client) suggestResource(arg string) string {
+	name, group, _ := strings.Cut(strings.ToLower(arg), ".")
+	lists, _ := c.discovery.ServerPreferredResources() // partial lists still help
+	best, bestD := "", 3
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil || group != "" && gv.Group != group && !strings.HasPrefix(gv.Group, group) {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") {
+				continue // subresources
+			}
+			for _, n := range append([]string{r.Name, r.SingularName, strings.ToLower(r.Kind)}, r.ShortNames...) {
+				if n == "" {
+					continue
+				}
+				limit := 2 // a short name two edits away is another word
+				if len(n) < 5 {
+					limit = 1
+				}
+				if d := editDistance(name, n); d <= limit && d < bestD {
+					best, bestD = r.Name, d
+				}
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

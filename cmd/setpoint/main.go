@@ -38,6 +38,7 @@ the server writes in its data directory works for setpoint and kubectl alike.
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
+	guardGroups(root)
 	return root
 }
 
