@@ -91,3 +91,28 @@ func TestCLIUnknownNames(t *testing.T) {
 		t.Errorf("setpoint get zz suggests a name two edits away:\n%s", r.stderr)
 	}
 }
+
+// TestCLIConnection checks the ways of naming the server that a new user
+// gets wrong, and the help pages' connection flags.
+func TestCLIConnection(t *testing.T) {
+	s := testserver.Start(t, testserver.Options{})
+	httpURL := "http://" + strings.TrimPrefix(s.URL, "https://")
+	fails(t, s, nil, "", 2, []string{"speaks HTTPS", "use " + s.URL}, "get", "ns", "--server", httpURL, "--token", s.Token)
+	fails(t, s, []string{"KUBECONFIG=/missing/kubeconfig"}, "", 2, []string{"KUBECONFIG=/missing/kubeconfig: the file does not exist"}, "get", "ns")
+
+	// The three variables alone reach the server, without a kubeconfig.
+	env := []string{"KUBECONFIG=/missing/kubeconfig", "SETPOINT_SERVER=" + s.URL, "SETPOINT_TOKEN=" + s.Token,
+		"SETPOINT_CERTIFICATE_AUTHORITY=" + filepath.Join(s.DataDir, "pki", "ca.crt")}
+	if r := runCLI(t, s, env, "", "get", "ns", "default", "-o", "name"); r.code != 0 || !strings.Contains(r.stdout, "namespace/default") {
+		t.Errorf("SETPOINT_SERVER, _TOKEN and _CERTIFICATE_AUTHORITY: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Without the CA the server's certificate is not trusted.
+	fails(t, s, env[:3], "", 3, []string{"unknown authority"}, "get", "ns")
+
+	for _, verb := range []string{"get", "apply", "wait", "version"} {
+		help := ok(t, s, verb, "--help")
+		if !strings.Contains(help, "--kubeconfig FILE") || strings.Contains(help, "--kubeconfig setpoint") {
+			t.Errorf("setpoint %s --help renders the kubeconfig flag wrongly:\n%s", verb, help)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,11 +22,13 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Environment variables that name the server and the token; they come after
-// the flags and before the kubeconfig.
+// Environment variables that name the server, the token and the CA that
+// signed the server's certificate; they come after the flags and before the
+// kubeconfig.
 const (
 	envServer = "SETPOINT_SERVER"
 	envToken  = "SETPOINT_TOKEN"
+	envCA     = "SETPOINT_CERTIFICATE_AUTHORITY"
 )
 
 // clientOptions are the connection flags every client verb takes.
@@ -45,9 +48,9 @@ func addClientFlags(cmd *cobra.Command, o *clientOptions) {
 	f := cmd.Flags()
 	f.StringVar(&o.server, "server", "", "server URL, https://HOST:PORT (default: $"+envServer+", then the kubeconfig)")
 	f.StringVar(&o.token, "token", "", "bearer token (default: $"+envToken+", then the kubeconfig)")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file, such as DATA-DIR/admin.kubeconfig written by `setpoint server` (default: $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig `FILE`, such as DATA-DIR/admin.kubeconfig that setpoint server writes (default: $KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&o.context, "context", "", "kubeconfig context to use (default: the current context)")
-	f.StringVar(&o.caFile, "certificate-authority", "", "PEM file of the CA that signed the server's certificate (default: the kubeconfig's)")
+	f.StringVar(&o.caFile, "certificate-authority", "", "PEM `FILE` of the CA that signed the server's certificate (default: $"+envCA+", then the kubeconfig's)")
 	f.BoolVar(&o.insecure, "insecure-skip-tls-verify", false, "do not verify the server's certificate (unsafe)")
 	f.DurationVar(&o.timeout, "request-timeout", 30*time.Second, "how long a single request may take; 0 means no limit (watches are never cut)")
 }
@@ -77,6 +80,7 @@ func (o *clientOptions) connect() (*client, error) {
 	klog.SetLogger(logr.Discard())
 	server := firstNonEmpty(o.server, os.Getenv(envServer))
 	token := firstNonEmpty(o.token, os.Getenv(envToken))
+	caFile := firstNonEmpty(o.caFile, os.Getenv(envCA))
 
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
@@ -87,8 +91,8 @@ func (o *clientOptions) connect() (*client, error) {
 	if token != "" {
 		overrides.AuthInfo.Token = token
 	}
-	if o.caFile != "" {
-		overrides.ClusterInfo.CertificateAuthority = o.caFile
+	if caFile != "" {
+		overrides.ClusterInfo.CertificateAuthority = caFile
 	}
 	if o.insecure {
 		overrides.ClusterInfo.InsecureSkipTLSVerify = true
@@ -101,15 +105,17 @@ func (o *clientOptions) connect() (*client, error) {
 		return nil, exitError(exitUsage, fmt.Errorf("kubeconfig %s: %w", o.kubeconfig, err))
 	case clientcmd.IsEmptyConfig(err) && server != "":
 		cfg = &rest.Config{Host: server, BearerToken: token}
-		cfg.TLSClientConfig.CAFile = o.caFile
+		cfg.TLSClientConfig.CAFile = caFile
 		cfg.TLSClientConfig.Insecure = o.insecure
+	case clientcmd.IsEmptyConfig(err) && o.kubeconfig == "" && missingKubeconfig() != "":
+		return nil, exitError(exitUsage, fmt.Errorf("KUBECONFIG=%s: the file does not exist; point it at the admin.kubeconfig that `setpoint server` wrote in its data directory", missingKubeconfig()))
 	case clientcmd.IsEmptyConfig(err):
 		return nil, exitError(exitUsage, errors.New("no server configured: pass --server (and --token), set "+envServer+" and "+envToken+
 			", or point --kubeconfig or KUBECONFIG at the admin.kubeconfig that `setpoint server` wrote in its data directory"))
 	default:
 		return nil, exitError(exitUsage, fmt.Errorf("load kubeconfig: %w", err))
 	}
-	if o.caFile != "" {
+	if caFile != "" {
 		cfg.TLSClientConfig.CAData = nil
 	}
 	if o.insecure {
@@ -158,6 +164,21 @@ func newClient(cfg *rest.Config, namespace string) (*client, error) {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
 	return c, nil
+}
+
+// missingKubeconfig is $KUBECONFIG when none of the files it names exists
+// (client-go skips missing ones and finds no configuration), else "".
+func missingKubeconfig() string {
+	env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
+	if env == "" {
+		return ""
+	}
+	for _, p := range filepath.SplitList(env) {
+		if _, err := os.Stat(p); err == nil {
+			return ""
+		}
+	}
+	return env
 }
 
 func firstNonEmpty(s ...string) string {
