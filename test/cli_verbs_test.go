@@ -20,6 +20,12 @@ kind: Widget
 metadata: {name: gamma}
 spec: {name: Gamma, size: small}
 `,
+		"gizmo-crd.yaml": gizmoCRD,
+		"gizmo.yaml": `apiVersion: example.setpoint.dev/v1
+kind: Gizmo
+metadata: {name: g1}
+spec: {replicas: 1}
+`,
 		"typo.yaml": `apiVersion: example.setpoint.dev/v1
 kind: Widget
 metadata: {name: typo}
@@ -59,6 +65,68 @@ spec: {name: Typo, size: small, colour: red}
 			t.Errorf("apply --validate=ignore: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		fails(t, s, nil, "", 2, []string{`--validate "maybe"`}, "apply", "--validate=maybe", "-f", typo)
+	})
+
+	t.Run("patch", func(t *testing.T) {
+		out := ok(t, s, "patch", "widget", "gamma", "-p", `{"spec":{"size":"medium"}}`)
+		if out != "widget.example.setpoint.dev/gamma patched\n" {
+			t.Errorf("patch printed %q", out)
+		}
+		if out := ok(t, s, "patch", "widget/gamma", "-p", "spec: {size: medium}"); !strings.Contains(out, "patched (no change)") {
+			t.Errorf("a patch that changes nothing printed %q", out)
+		}
+		ok(t, s, "patch", "widget/gamma", "--type", "json", "-p", `[{"op":"replace","path":"/spec/name","value":"Gamma 2"}]`)
+		if got := ok(t, s, "get", "widget", "gamma", "-o", "jsonpath={.spec.name}/{.spec.size}"); got != "Gamma 2/medium" {
+			t.Errorf("after patches: %q", got)
+		}
+		fails(t, s, nil, "", 2, []string{"strategic merge patches are for Kubernetes' built-in kinds", "--type merge"},
+			"patch", "widget", "gamma", "--type", "strategic", "-p", `{"spec":{"size":"large"}}`)
+		fails(t, s, nil, "", 6, []string{"spec.size"}, "patch", "widget", "gamma", "-p", `{"spec":{"size":"huge"}}`)
+		fails(t, s, nil, "", 6, []string{"colour"}, "patch", "widget", "gamma", "-p", `{"spec":{"colour":"red"}}`)
+		fails(t, s, nil, "", 4, []string{"nothere"}, "patch", "widget", "nothere", "-p", `{"spec":{"size":"large"}}`)
+		fails(t, s, nil, "", 2, []string{"--type json"}, "patch", "widget", "gamma", "-p", `[{"op":"remove","path":"/spec/name"}]`)
+	})
+
+	t.Run("wait", func(t *testing.T) {
+		out := ok(t, s, "wait", "--for=jsonpath={.spec.size}=medium", "widget/gamma")
+		if out != "widget.example.setpoint.dev/gamma condition met\n" {
+			t.Errorf("wait --for=jsonpath printed %q", out)
+		}
+		fails(t, s, nil, "", 1, []string{"timed out waiting for the condition", "widgets.example.setpoint.dev/gamma"},
+			"wait", "--for=condition=Ready", "widget", "gamma", "--timeout=1s")
+		ok(t, s, "patch", "widget", "gamma", "--subresource", "status", "-p",
+			`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Done","message":"ok","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`)
+		ok(t, s, "wait", "--for=condition=Ready", "widget", "gamma", "--timeout=10s")
+		fails(t, s, nil, "", 1, []string{"timed out"}, "wait", "--for=condition=Ready=False", "widget/gamma", "--timeout=1s")
+		fails(t, s, nil, "", 4, []string{"not found"}, "wait", "--for=condition=Ready", "widget/nothere")
+		if out := ok(t, s, "wait", "--for=delete", "widget/nothere"); !strings.Contains(out, "condition met") {
+			t.Errorf("wait --for=delete of an absent object printed %q", out)
+		}
+		fails(t, s, nil, "", 2, []string{"--for"}, "wait", "widget/gamma")
+		fails(t, s, nil, "", 2, []string{"--for=ready"}, "wait", "--for=ready", "widget/gamma")
+
+		// A delete that the wait sees happen.
+		done := make(chan cliResult, 1)
+		go func() { done <- runCLI(t, s, nil, "", "wait", "--for=delete", "widget/typo", "--timeout=30s") }()
+		ok(t, s, "delete", "widget", "typo")
+		if r := <-done; r.code != 0 || !strings.Contains(r.stdout, "widget.example.setpoint.dev/typo condition met") {
+			t.Errorf("wait --for=delete: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("scale", func(t *testing.T) {
+		ok(t, s, "apply", "-f", filepath.Join(dir, "gizmo-crd.yaml"))
+		ok(t, s, "apply", "-f", filepath.Join(dir, "gizmo.yaml"))
+		if out := ok(t, s, "scale", "gizmo", "g1", "--replicas=3"); out != "gizmo.example.setpoint.dev/g1 scaled\n" {
+			t.Errorf("scale printed %q", out)
+		}
+		if got := ok(t, s, "get", "gizmo", "g1", "-o", "jsonpath={.spec.replicas}"); got != "3" {
+			t.Errorf("spec.replicas after scale: %q", got)
+		}
+		fails(t, s, nil, "", 5, []string{"has 3 replicas, not 7"}, "scale", "gizmo/g1", "--replicas=1", "--current-replicas=7")
+		ok(t, s, "scale", "gizmo/g1", "--replicas=1", "--current-replicas=3")
+		fails(t, s, nil, "", 4, []string{"no scale subresource"}, "scale", "widget", "gamma", "--replicas=2")
+		fails(t, s, nil, "", 2, []string{"--replicas"}, "scale", "gizmo", "g1")
 	})
 }
 
@@ -116,3 +184,33 @@ func TestCLIConnection(t *testing.T) {
 		}
 	}
 }
+
+// gizmoCRD is a kind with the scale subresource.
+const gizmoCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.setpoint.dev
+spec:
+  group: example.setpoint.dev
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo, listKind: GizmoList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              replicas: {type: integer}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+`
