@@ -1,6 +1,8 @@
 package test
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -214,3 +216,99 @@ spec:
             properties:
               replicas: {type: integer}
 `
+
+// TestCLIEdit runs setpoint edit with editors that are shell scripts: each
+// keeps a copy of every file it was given (seen-N), so that the test sees
+// what a person would have seen.
+func TestCLIEdit(t *testing.T) {
+	s := testserver.Start(t, testserver.Options{})
+	bin, err := testserver.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeFiles(t, map[string]string{
+		"widget-crd.yaml": widgetCRD,
+		"delta.yaml": `apiVersion: example.setpoint.dev/v1
+kind: Widget
+metadata: {name: delta}
+spec: {name: Delta, size: small}
+`,
+		// Every editor counts its runs and keeps what it was shown.
+		"prelude.sh": `n=$(( $(cat "$EDIR/n" 2>/dev/null || echo 0) + 1 )); echo $n > "$EDIR/n"; cp "$1" "$EDIR/seen-$n"` + "\n",
+	})
+	ok(t, s, "apply", "-f", filepath.Join(dir, "widget-crd.yaml"), "-f", filepath.Join(dir, "delta.yaml"))
+	size := func() string { return ok(t, s, "get", "widget", "delta", "-o", "jsonpath={.spec.name}/{.spec.size}") }
+	edit := func(t *testing.T, script string) (cliResult, func(int) string) {
+		t.Helper()
+		edir := t.TempDir()
+		path := filepath.Join(edir, "editor.sh")
+		body := "set -e\n. " + filepath.Join(dir, "prelude.sh") + "\n" + script + "\n"
+		if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := runCLI(t, s, []string{"KUBE_EDITOR=sh " + path, "EDIR=" + edir, "SETPOINT=" + bin}, "", "edit", "widget", "delta")
+		return r, func(n int) string {
+			b, _ := os.ReadFile(filepath.Join(edir, fmt.Sprintf("seen-%d", n)))
+			return string(b)
+		}
+	}
+
+	t.Run("saved", func(t *testing.T) {
+		r, seen := edit(t, `sed -i 's/size: small/size: large/' "$1"`)
+		if r.code != 0 || r.stdout != "widget.example.setpoint.dev/delta edited\n" {
+			t.Fatalf("edit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if got := size(); got != "Delta/large" {
+			t.Errorf("after edit: %s", got)
+		}
+		if first := seen(1); !strings.HasPrefix(first, "# Edit the object below") || strings.Contains(first, "managedFields") {
+			t.Errorf("the editor was shown:\n%s", first)
+		}
+	})
+
+	t.Run("unchanged cancels", func(t *testing.T) {
+		r, _ := edit(t, `true`)
+		if r.code != 0 || !strings.Contains(r.stderr, "Edit cancelled, no changes made.") {
+			t.Errorf("edit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("invalid reopens with the error on top", func(t *testing.T) {
+		r, seen := edit(t, `if [ $n = 1 ]; then sed -i 's/size: large/size: huge/' "$1"; else sed -i 's/size: huge/size: medium/' "$1"; fi`)
+		if r.code != 0 || !strings.Contains(r.stdout, "edited") {
+			t.Fatalf("edit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		second := seen(2)
+		errAt, body := strings.Index(second, "spec.size"), strings.Index(second, "\napiVersion:")
+		if errAt < 0 || body < 0 || errAt > body || !strings.Contains(second, "size: huge") {
+			t.Errorf("the reopened file lacks the error above the edits:\n%s", second)
+		}
+		if got := size(); got != "Delta/medium" {
+			t.Errorf("after edit: %s", got)
+		}
+	})
+
+	t.Run("invalid saved again gives up", func(t *testing.T) {
+		r, _ := edit(t, `if [ $n = 1 ]; then sed -i 's/size: medium/size: huge/' "$1"; fi`)
+		if r.code != 1 || !strings.Contains(r.stderr, "no valid changes were saved") {
+			t.Errorf("edit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if got := size(); got != "Delta/medium" {
+			t.Errorf("after a refused edit: %s", got)
+		}
+	})
+
+	t.Run("conflict reopens with the edits over the latest version", func(t *testing.T) {
+		r, seen := edit(t, `if [ $n = 1 ]; then "$SETPOINT" patch widget delta -p '{"spec":{"name":"Changed"}}' >/dev/null; sed -i 's/size: medium/size: small/' "$1"; fi`)
+		if r.code != 0 || !strings.Contains(r.stdout, "edited") {
+			t.Fatalf("edit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if second := seen(2); !strings.Contains(second, "changed while you edited it") || !strings.Contains(second, "name: Changed") ||
+			!strings.Contains(second, "size: small") {
+			t.Errorf("the reopened file:\n%s", second)
+		}
+		if got := size(); got != "Changed/small" {
+			t.Errorf("after edit: %s, want both changes", got)
+		}
+	})
+}
