@@ -108,7 +108,7 @@ func (o *clientOptions) connect() (*client, error) {
 		cfg.TLSClientConfig.CAFile = caFile
 		cfg.TLSClientConfig.Insecure = o.insecure
 	case clientcmd.IsEmptyConfig(err) && o.kubeconfig == "" && missingKubeconfig() != "":
-		return nil, exitError(exitUsage, fmt.Errorf("KUBECONFIG=%s: the file does not exist; point it at the admin.kubeconfig that `setpoint server` wrote in its data directory", missingKubeconfig()))
+		return nil, exitError(exitUsage, fmt.Errorf("no server configured: KUBECONFIG=%s: the file does not exist; point KUBECONFIG at the admin.kubeconfig that `setpoint server` wrote in its data directory, or pass --server (and --token)", missingKubeconfig()))
 	case clientcmd.IsEmptyConfig(err):
 		return nil, exitError(exitUsage, errors.New("no server configured: pass --server (and --token), set "+envServer+" and "+envToken+
 			", or point --kubeconfig or KUBECONFIG at the admin.kubeconfig that `setpoint server` wrote in its data directory"))
