@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -55,18 +56,19 @@ func examplesBanner(url, kubeconfig string) string {
 `, shellQuote(kubeconfig), shellQuote(path), strings.TrimSuffix(url, "/"))
 }
 
-// waitPluginsReady waits until every Plugin on the server is Ready.
-func waitPluginsReady(ctx context.Context, c *client, timeout time.Duration) error {
+// waitPluginsReady waits until each of the named Plugins that exists is
+// Ready (one whose module was not built was never created). Other Plugins
+// a data directory holds from earlier runs are not waited for.
+func waitPluginsReady(ctx context.Context, c *client, names []string, timeout time.Duration) error {
 	// Plugins are cluster-scoped and served from the start.
 	r := resource{gvr: pluginGVR, gvk: pluginGVR.GroupVersion().WithKind("Plugin")}
-	list, err := c.resourceInterface(r, "").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
 	ready := waitCondition{text: "condition=Ready", condType: "Ready", condStatus: "True"}
-	for _, p := range list.Items {
-		if err := waitFor(ctx, c, target{r: r, name: p.GetName()}, ready, timeout); err != nil {
-			return fmt.Errorf("plugin %s: %w", p.GetName(), err)
+	for _, name := range names {
+		if _, err := c.resourceInterface(r, "").Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			continue
+		}
+		if err := waitFor(ctx, c, target{r: r, name: name}, ready, timeout); err != nil {
+			return fmt.Errorf("plugin %s: %w", name, err)
 		}
 	}
 	return nil
@@ -111,7 +113,31 @@ func applyExampleKinds(ctx context.Context, log *slog.Logger, dir, url string, m
 	if err := installExamplePlugins(ctx, log, dir, cfg, c); err != nil {
 		return err
 	}
-	return waitPluginsReady(ctx, c, 2*time.Minute)
+	return waitPluginsReady(ctx, c, examplePluginNames(dir), 2*time.Minute)
+}
+
+// examplePluginNames are the names of the Plugins the examples under dir
+// define (in their plugin.yaml.tmpl).
+func examplePluginNames(dir string) []string {
+	var names []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != examplePluginTemplate {
+			return err
+		}
+		text, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		ms, err := parseManifests(p, text)
+		if err != nil {
+			return nil
+		}
+		for _, m := range ms {
+			names = append(names, m.obj.GetName())
+		}
+		return nil
+	})
+	return names
 }
 
 // waitReady polls /readyz until it answers 200, for at most a minute.
