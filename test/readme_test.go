@@ -35,8 +35,10 @@ func TestReadmeUsingIt(t *testing.T) {
 				t.Errorf("output lacks %q:\n%s", w, out)
 			}
 		}
-		if strings.Contains(out, "error:") {
-			t.Errorf("the walkthrough printed an error:\n%s", out)
+		for _, bad := range []string{"error:", "Warning:"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("the walkthrough printed %q:\n%s", bad, out)
+			}
 		}
 	}
 	t.Run("plain server", func(t *testing.T) {
