@@ -44,10 +44,11 @@ vet:
 lint: vet
 
 ## run: the server on the embedded store with the example kinds and plugins
-run: build plugins
-	@echo "Setpoint at https://$(ADDR), with the example kinds and plugins installed (examples/*/README.md)"
-	@echo "  kubectl, setpoint: export KUBECONFIG=$(DATA)/admin.kubeconfig PATH=$(CURDIR)/$(BIN):\$$PATH"
-	@echo "  web UI:            https://$(ADDR)/ui/ (sign in with the token: kubectl config view --raw -o jsonpath='{.users[0].user.token}')"
+## (it builds only the examples' modules; the server prints "examples ready"
+## and where to point kubectl once they are loaded)
+RUN_PLUGINS ?= $(wildcard examples/*/plugin)
+run: build
+	@./.ci/build-wasm $(RUN_PLUGINS)
 	$(BIN)/setpoint server --addr $(ADDR) --data-dir $(DATA) --examples
 
 ## soak: the long crash and load runs kept out of `make test`

@@ -134,6 +134,13 @@ func TestServer(t *testing.T) {
 		if !strings.Contains(s.Logs(), "example kind applied") {
 			t.Errorf("server did not log the example kind")
 		}
+		// The banner comes once the examples are loaded, not before.
+		for !strings.Contains(s.Logs(), "examples ready: kubectl get widgets") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no examples banner 30s after start:\n%s", s.Logs())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	})
 
 	t.Run("kubectl with a wrong token is refused", func(t *testing.T) {

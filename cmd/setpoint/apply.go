@@ -39,6 +39,25 @@ type applyOptions struct {
 	serverSide     bool
 	fieldManager   string
 	forceConflicts bool
+	// validate is --validate: strict, warn or ignore ("" leaves it to the
+	// server, as the examples loader does).
+	validate string
+}
+
+// fieldValidation is the server's fieldValidation for --validate, as
+// kubectl maps it (true is strict, false is ignore).
+func (o *applyOptions) fieldValidation() (string, error) {
+	switch o.validate {
+	case "":
+		return "", nil
+	case "strict", "true":
+		return metav1.FieldValidationStrict, nil
+	case "warn":
+		return metav1.FieldValidationWarn, nil
+	case "ignore", "false":
+		return metav1.FieldValidationIgnore, nil
+	}
+	return "", usageError("--validate %q: want strict, warn or ignore", o.validate)
 }
 
 func newApplyCommand() *cobra.Command {
@@ -94,6 +113,7 @@ Every object is tried; apply exits non-zero if any failed.
 	cmd.Flags().BoolVar(&o.serverSide, "server-side", false, "let the server merge the manifests (server-side apply), recording what each field manager owns")
 	cmd.Flags().StringVar(&o.fieldManager, "field-manager", "setpoint", "with --server-side, the name the applied fields are owned under")
 	cmd.Flags().BoolVar(&o.forceConflicts, "force-conflicts", false, "with --server-side, take over fields other managers own instead of failing")
+	cmd.Flags().StringVar(&o.validate, "validate", "strict", "how the server treats fields the kind does not define: strict (refuse the object), warn (drop them with a warning) or ignore (drop them)")
 	return cmd
 }
 
@@ -119,6 +139,9 @@ func runApply(ctx context.Context, o *applyOptions, stdin io.Reader, stdout, std
 	}
 	if !o.serverSide && o.forceConflicts {
 		return usageError("--force-conflicts needs --server-side")
+	}
+	if _, err := o.fieldValidation(); err != nil {
+		return err
 	}
 	ms, err := readManifests(o.files, o.recursive, stdin)
 	if err != nil {
@@ -236,6 +259,10 @@ func applyOne(ctx context.Context, c *client, m manifest, dryRun []string, o *ap
 	for _, f := range systemFields {
 		unstructured.RemoveNestedField(obj.Object, "metadata", f)
 	}
+	fv, err := o.fieldValidation()
+	if err != nil {
+		return applyResult{}, err
+	}
 	ri := c.resourceInterface(r, ns)
 	if o.serverSide {
 		return applyServerSide(ctx, c, ri, r.objectName(obj.GetName()), obj, dryRun, o)
@@ -264,7 +291,7 @@ func applyOne(ctx context.Context, c *client, m manifest, dryRun []string, o *ap
 	obj.SetAnnotations(annotations)
 
 	if obj.GetName() == "" { // generateName: always a new object
-		created, err := ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: "setpoint", DryRun: dryRun})
+		created, err := ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: "setpoint", DryRun: dryRun, FieldValidation: fv})
 		if err != nil {
 			return applyResult{}, c.explain(err)
 		}
@@ -276,7 +303,7 @@ func applyOne(ctx context.Context, c *client, m manifest, dryRun []string, o *ap
 		cur, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			obj.SetResourceVersion("")
-			_, err = ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: "setpoint", DryRun: dryRun})
+			_, err = ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: "setpoint", DryRun: dryRun, FieldValidation: fv})
 			if apierrors.IsAlreadyExists(err) && attempt < 3 {
 				continue
 			}
@@ -295,7 +322,7 @@ func applyOne(ctx context.Context, c *client, m manifest, dryRun []string, o *ap
 		if patch == nil {
 			return applyResult{name: name, result: "unchanged"}, nil
 		}
-		_, err = ri.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "setpoint", DryRun: dryRun})
+		_, err = ri.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "setpoint", DryRun: dryRun, FieldValidation: fv})
 		if apierrors.IsConflict(err) && !pinned && attempt < 3 {
 			continue // someone wrote in between: merge again with what is there now
 		}
@@ -324,7 +351,11 @@ func applyServerSide(ctx context.Context, c *client, ri dynamic.ResourceInterfac
 		return applyResult{}, fmt.Errorf("encode: %w", err)
 	}
 	force := o.forceConflicts
-	out, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: o.fieldManager, Force: &force, DryRun: dryRun})
+	fv, err := o.fieldValidation()
+	if err != nil {
+		return applyResult{}, err
+	}
+	out, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: o.fieldManager, Force: &force, DryRun: dryRun, FieldValidation: fv})
 	if err != nil {
 		if isFieldManagerConflict(err) {
 			return applyResult{}, fmt.Errorf("%w\n(--force-conflicts takes these fields over; or leave them out of the manifest to keep their owners)", c.explain(err))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,11 +22,13 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Environment variables that name the server and the token; they come after
-// the flags and before the kubeconfig.
+// Environment variables that name the server, the token and the CA that
+// signed the server's certificate; they come after the flags and before the
+// kubeconfig.
 const (
 	envServer = "SETPOINT_SERVER"
 	envToken  = "SETPOINT_TOKEN"
+	envCA     = "SETPOINT_CERTIFICATE_AUTHORITY"
 )
 
 // clientOptions are the connection flags every client verb takes.
@@ -45,9 +48,9 @@ func addClientFlags(cmd *cobra.Command, o *clientOptions) {
 	f := cmd.Flags()
 	f.StringVar(&o.server, "server", "", "server URL, https://HOST:PORT (default: $"+envServer+", then the kubeconfig)")
 	f.StringVar(&o.token, "token", "", "bearer token (default: $"+envToken+", then the kubeconfig)")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file, such as DATA-DIR/admin.kubeconfig written by `setpoint server` (default: $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig `FILE`, such as DATA-DIR/admin.kubeconfig that setpoint server writes (default: $KUBECONFIG, then ~/.kube/config)")
 	f.StringVar(&o.context, "context", "", "kubeconfig context to use (default: the current context)")
-	f.StringVar(&o.caFile, "certificate-authority", "", "PEM file of the CA that signed the server's certificate (default: the kubeconfig's)")
+	f.StringVar(&o.caFile, "certificate-authority", "", "PEM `FILE` of the CA that signed the server's certificate (default: $"+envCA+", then the kubeconfig's)")
 	f.BoolVar(&o.insecure, "insecure-skip-tls-verify", false, "do not verify the server's certificate (unsafe)")
 	f.DurationVar(&o.timeout, "request-timeout", 30*time.Second, "how long a single request may take; 0 means no limit (watches are never cut)")
 }
@@ -77,6 +80,7 @@ func (o *clientOptions) connect() (*client, error) {
 	klog.SetLogger(logr.Discard())
 	server := firstNonEmpty(o.server, os.Getenv(envServer))
 	token := firstNonEmpty(o.token, os.Getenv(envToken))
+	caFile := firstNonEmpty(o.caFile, os.Getenv(envCA))
 
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
@@ -87,8 +91,8 @@ func (o *clientOptions) connect() (*client, error) {
 	if token != "" {
 		overrides.AuthInfo.Token = token
 	}
-	if o.caFile != "" {
-		overrides.ClusterInfo.CertificateAuthority = o.caFile
+	if caFile != "" {
+		overrides.ClusterInfo.CertificateAuthority = caFile
 	}
 	if o.insecure {
 		overrides.ClusterInfo.InsecureSkipTLSVerify = true
@@ -101,15 +105,17 @@ func (o *clientOptions) connect() (*client, error) {
 		return nil, exitError(exitUsage, fmt.Errorf("kubeconfig %s: %w", o.kubeconfig, err))
 	case clientcmd.IsEmptyConfig(err) && server != "":
 		cfg = &rest.Config{Host: server, BearerToken: token}
-		cfg.TLSClientConfig.CAFile = o.caFile
+		cfg.TLSClientConfig.CAFile = caFile
 		cfg.TLSClientConfig.Insecure = o.insecure
+	case clientcmd.IsEmptyConfig(err) && o.kubeconfig == "" && missingKubeconfig() != "":
+		return nil, exitError(exitUsage, fmt.Errorf("no server configured: KUBECONFIG=%s: the file does not exist; point KUBECONFIG at the admin.kubeconfig that `setpoint server` wrote in its data directory, or pass --server (and --token)", missingKubeconfig()))
 	case clientcmd.IsEmptyConfig(err):
 		return nil, exitError(exitUsage, errors.New("no server configured: pass --server (and --token), set "+envServer+" and "+envToken+
 			", or point --kubeconfig or KUBECONFIG at the admin.kubeconfig that `setpoint server` wrote in its data directory"))
 	default:
 		return nil, exitError(exitUsage, fmt.Errorf("load kubeconfig: %w", err))
 	}
-	if o.caFile != "" {
+	if caFile != "" {
 		cfg.TLSClientConfig.CAData = nil
 	}
 	if o.insecure {
@@ -121,8 +127,10 @@ func (o *clientOptions) connect() (*client, error) {
 	cfg.Timeout = o.timeout
 	cfg.UserAgent = "setpoint/" + version
 	cfg.QPS, cfg.Burst = 50, 100
-	// Table output and the like come back as warnings otherwise.
-	cfg.WarningHandler = rest.NoWarnings{}
+	// The server's Warning headers (unknown fields dropped under
+	// --validate=warn, an admission plugin's warnings, deprecated kinds) go
+	// to stderr as kubectl prints them, each once.
+	cfg.WarningHandler = rest.NewWarningWriter(os.Stderr, rest.WarningWriterOptions{Deduplicate: true})
 
 	ns := o.namespace
 	if ns == "" {
@@ -156,6 +164,21 @@ func newClient(cfg *rest.Config, namespace string) (*client, error) {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
 	return c, nil
+}
+
+// missingKubeconfig is $KUBECONFIG when none of the files it names exists
+// (client-go skips missing ones and finds no configuration), else "".
+func missingKubeconfig() string {
+	env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
+	if env == "" {
+		return ""
+	}
+	for _, p := range filepath.SplitList(env) {
+		if _, err := os.Stat(p); err == nil {
+			return ""
+		}
+	}
+	return env
 }
 
 func firstNonEmpty(s ...string) string {
@@ -200,7 +223,11 @@ func (c *client) resolve(arg string) (resource, error) {
 	}
 	if err != nil {
 		if meta.IsNoMatchError(err) {
-			return resource{}, exitError(exitNotFound, fmt.Errorf("the server does not serve a resource named %q; `setpoint kinds` lists what it serves", arg))
+			hint := ""
+			if s := c.suggestResource(arg); s != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return resource{}, exitError(exitNotFound, fmt.Errorf("the server does not serve a resource named %q%s; `setpoint kinds` lists what it serves", arg, hint))
 		}
 		return resource{}, c.explain(err)
 	}
@@ -257,4 +284,59 @@ func (c *client) resourceInterface(r resource, ns string) dynamic.ResourceInterf
 		return c.dynamic.Resource(r.gvr).Namespace(ns)
 	}
 	return c.dynamic.Resource(r.gvr)
+}
+
+// suggestResource is the resource name, among those discovery lists
+// (plural, singular, kind and short names), closest to arg: at most two
+// edits away (one for a name under five letters), given as the plural;
+// "" when none is that close.
+func (c *client) suggestResource(arg string) string {
+	name, group, _ := strings.Cut(strings.ToLower(arg), ".")
+	lists, _ := c.discovery.ServerPreferredResources() // partial lists still help
+	best, bestD := "", 3
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil || group != "" && gv.Group != group && !strings.HasPrefix(gv.Group, group) {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") {
+				continue // subresources
+			}
+			for _, n := range append([]string{r.Name, r.SingularName, strings.ToLower(r.Kind)}, r.ShortNames...) {
+				if n == "" {
+					continue
+				}
+				limit := 2 // a short name two edits away is another word
+				if len(n) < 5 {
+					limit = 1
+				}
+				if d := editDistance(name, n); d <= limit && d < bestD {
+					best, bestD = r.Name, d
+				}
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

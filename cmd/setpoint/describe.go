@@ -219,13 +219,45 @@ func nested(m map[string]any, keys ...string) any {
 	return cur
 }
 
+// eventAge is the AGE column as kubectl describe prints it: how long ago
+// the event was last seen, and for a repeated one how often and since when,
+// "2m (x9 over 10m)".
 func eventAge(e unstructured.Unstructured, now time.Time) string {
-	for _, k := range []string{"lastTimestamp", "eventTime", "firstTimestamp"} {
-		if ts, err := time.Parse(time.RFC3339, str(e.Object[k])); err == nil {
-			return duration.HumanDuration(now.Sub(ts))
+	last, first := eventLastSeen(e), eventFirstSeen(e)
+	count, _, _ := unstructured.NestedInt64(e.Object, "count")
+	if sc, ok, _ := unstructured.NestedInt64(e.Object, "series", "count"); ok && sc > count {
+		count = sc
+	}
+	if count > 1 {
+		return fmt.Sprintf("%s (x%d over %s)", duration.HumanDuration(now.Sub(last)), count, duration.HumanDuration(now.Sub(first)))
+	}
+	return duration.HumanDuration(now.Sub(last))
+}
+
+// eventFirstSeen and eventLastSeen read an Event's times, falling back as
+// the fields an emitter sets allow.
+func eventFirstSeen(e unstructured.Unstructured) time.Time {
+	return eventTime(e, "firstTimestamp", "eventTime", "lastTimestamp")
+}
+
+func eventLastSeen(e unstructured.Unstructured) time.Time {
+	if ts := eventTime(e, "series.lastObservedTime"); !ts.IsZero() {
+		return ts
+	}
+	return eventTime(e, "lastTimestamp", "eventTime", "firstTimestamp")
+}
+
+func eventTime(e unstructured.Unstructured, keys ...string) time.Time {
+	for _, k := range keys {
+		v, _, _ := unstructured.NestedString(e.Object, strings.Split(k, ".")...)
+		if v == "" {
+			continue
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return ts
 		}
 	}
-	return duration.HumanDuration(now.Sub(e.GetCreationTimestamp().Time))
+	return e.GetCreationTimestamp().Time
 }
 
 // findEvents lists the core v1 Events whose involvedObject is obj. A server
@@ -251,8 +283,8 @@ func findEvents(ctx context.Context, c *client, obj *unstructured.Unstructured) 
 			out = append(out, e)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		return out[i].GetCreationTimestamp().Time.Before(out[j].GetCreationTimestamp().Time)
+	sort.SliceStable(out, func(i, j int) bool { // oldest first, by when last seen
+		return eventLastSeen(out[i]).Before(eventLastSeen(out[j]))
 	})
 	return out
 }

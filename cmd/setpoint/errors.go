@@ -92,6 +92,11 @@ func (c *client) explain(err error) error {
 	}
 	host := c.config.Host
 	var status apierrors.APIStatus
+	if u, perr := url.Parse(host); perr == nil && u.Scheme == "http" &&
+		(errors.As(err, &status) && status.Status().Code == 400 || strings.Contains(err.Error(), "unknown reason")) {
+		// An HTTPS server answers plain HTTP with a bare 400.
+		return exitError(exitUsage, fmt.Errorf("the server at %s speaks HTTPS: use https://%s (set by --server, %s or the kubeconfig)", host, u.Host, envServer))
+	}
 	if errors.As(err, &status) {
 		return explainStatus(status.Status(), err)
 	}

@@ -76,3 +76,20 @@ func TestExitCodeOfUsageErrors(t *testing.T) {
 		t.Error("nil is not success")
 	}
 }
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"widgts", "widgets", 1},
+		{"widgets", "widgets", 0},
+		{"", "ns", 2},
+		{"gett", "get", 1},
+		{"kitten", "sitting", 3},
+	} {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

@@ -23,8 +23,9 @@ func newRootCommand() *cobra.Command {
 		Long: `Setpoint: a control plane you program with WebAssembly.
 
 ` + "`setpoint server`" + ` runs the control plane; the other verbs talk to a running one,
-found through --server and --token, then SETPOINT_SERVER and SETPOINT_TOKEN, then
-the kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/config) — the admin.kubeconfig
+found through --server, --token and --certificate-authority, then
+SETPOINT_SERVER, SETPOINT_TOKEN and SETPOINT_CERTIFICATE_AUTHORITY, then the
+kubeconfig (--kubeconfig, KUBECONFIG, ~/.kube/config) — the admin.kubeconfig
 the server writes in its data directory works for setpoint and kubectl alike.
 
 ` + exitCodeHelp,
@@ -38,6 +39,7 @@ the server writes in its data directory works for setpoint and kubectl alike.
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
+	guardGroups(root)
 	return root
 }
 

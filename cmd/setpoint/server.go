@@ -283,7 +283,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	fmt.Fprintf(stdout, "Setpoint is serving at %s\nAdmin kubeconfig: %s\n  export KUBECONFIG=%s\n  kubectl get namespaces\n",
 		url, kubeconfig, shellQuote(kubeconfig))
 	if o.examples {
-		go loadExamples(loopsCtx, log, o.examplesDir, url, material)
+		go loadExamples(loopsCtx, log, stdout, o.examplesDir, url, kubeconfig, material)
 	}
 
 	var runErr error

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 	k8sversion "k8s.io/apimachinery/pkg/version"
@@ -45,7 +47,8 @@ func runVersion(o *versionOptions, stdout io.Writer) error {
 	default:
 		return usageError("-o %q: want json or yaml", o.output)
 	}
-	doc := map[string]any{"clientVersion": map[string]any{"gitVersion": version}}
+	cv := clientVersion()
+	doc := map[string]any{"clientVersion": cv}
 	var serverErr error
 	var sv *k8sversion.Info
 	if !o.clientOnly {
@@ -65,9 +68,56 @@ func runVersion(o *versionOptions, stdout io.Writer) error {
 		}
 		return serverErr
 	}
-	fmt.Fprintf(stdout, "Client Version: %s\n", version)
+	fmt.Fprintf(stdout, "Client Version: %s\n", describeVersion(cv))
 	if sv != nil {
-		fmt.Fprintf(stdout, "Server Version: %s\n", sv.GitVersion)
+		fmt.Fprintf(stdout, "Server Version: %s\n", describeVersion(*sv))
 	}
 	return serverErr
+}
+
+// clientVersion is this binary's version with the commit, tree state and
+// commit time the Go toolchain stamped into it (runtime/debug.ReadBuildInfo),
+// the same stamp the server reports at /version.
+func clientVersion() k8sversion.Info {
+	v := k8sversion.Info{
+		GitVersion: version,
+		GoVersion:  runtime.Version(),
+		Compiler:   runtime.Compiler,
+		Platform:   runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.GitCommit = s.Value
+		case "vcs.time":
+			v.BuildDate = s.Value
+		case "vcs.modified":
+			v.GitTreeState = "clean"
+			if s.Value == "true" {
+				v.GitTreeState = "dirty"
+			}
+		}
+	}
+	return v
+}
+
+// describeVersion is a version on one line: the version, then the commit,
+// its tree state and time when the binary carries them.
+func describeVersion(v k8sversion.Info) string {
+	s := v.GitVersion
+	if v.GitCommit == "" {
+		return s
+	}
+	s += " (commit " + v.GitCommit
+	if v.GitTreeState != "" {
+		s += ", " + v.GitTreeState
+	}
+	if v.BuildDate != "" {
+		s += ", " + v.BuildDate
+	}
+	return s + ")"
 }

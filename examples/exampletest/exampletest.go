@@ -60,6 +60,14 @@ func Run(t *testing.T, steps []string, serverArgs ...string) string {
 	if err := hosttest.Build(); err != nil { // the examples' modules
 		t.Fatal(err)
 	}
+	s := testserver.Start(t, testserver.Options{Args: serverArgs})
+	return RunOn(t, s, steps)
+}
+
+// RunOn runs the steps of a section as one script against the running
+// server s, as Run does.
+func RunOn(t *testing.T, s *testserver.Server, steps []string) string {
+	t.Helper()
 	root, err := hosttest.Root()
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +82,6 @@ func Run(t *testing.T, steps []string, serverArgs ...string) string {
 	if err := os.Symlink(bin, filepath.Join(pathDir, "setpoint")); err != nil {
 		t.Fatal(err)
 	}
-	s := testserver.Start(t, testserver.Options{Args: serverArgs})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// set -x prints each command before it runs, so a failure shows where.

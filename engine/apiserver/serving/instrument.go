@@ -135,13 +135,7 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 			if opts.Metrics != nil {
 				opts.Metrics.observe(info.Verb, info.Resource, info.Subresource, code, d)
 			}
-			level := slog.LevelInfo
-			switch {
-			case code >= 500:
-				level = slog.LevelError
-			case Anonymous(r.URL.Path) || r.URL.Path == "/metrics":
-				level = slog.LevelDebug
-			}
+			level := requestLevel(info.Verb, code, d, hijacked)
 			attrs := []slog.Attr{
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),
@@ -170,4 +164,27 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 		}()
 		next.ServeHTTP(ww, r)
 	})
+}
+
+// SlowRequest is how long a request that is not a watch may take before
+// the request log records it at info rather than debug.
+const SlowRequest = time.Second
+
+// requestLevel is the level a request is logged at: every request at debug,
+// so that a server at the default info level logs only what needs a look:
+// server errors at error, refused requests (4xx but a read of an object
+// that is not there, which polling clients make all day) and slow requests
+// at info. Watches and upgraded connections are long by design.
+func requestLevel(verb string, code int, d time.Duration, hijacked bool) slog.Level {
+	switch {
+	case code >= 500:
+		return slog.LevelError
+	case code == 404 && (verb == "get" || verb == "list" || verb == "watch"):
+		return slog.LevelDebug
+	case code >= 400:
+		return slog.LevelInfo
+	case d >= SlowRequest && verb != "watch" && !hijacked:
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
 }

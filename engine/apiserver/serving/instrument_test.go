@@ -257,3 +257,30 @@ func TestHandlerHammer(t *testing.T) {
 		}
 	}
 }
+
+func TestRequestLevel(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		verb     string
+		code     int
+		d        time.Duration
+		hijacked bool
+		want     slog.Level
+	}{
+		{name: "ok", verb: "get", code: 200, d: time.Millisecond, want: slog.LevelDebug},
+		{name: "server error", verb: "create", code: 500, want: slog.LevelError},
+		{name: "refused", verb: "create", code: 422, want: slog.LevelInfo},
+		{name: "unauthorized", verb: "list", code: 401, want: slog.LevelInfo},
+		{name: "polled absent object", verb: "get", code: 404, want: slog.LevelDebug},
+		{name: "delete of absent object", verb: "delete", code: 404, want: slog.LevelInfo},
+		{name: "slow", verb: "update", code: 200, d: 2 * time.Second, want: slog.LevelInfo},
+		{name: "long watch", verb: "watch", code: 200, d: time.Minute, want: slog.LevelDebug},
+		{name: "websocket", verb: "get", code: 101, d: time.Minute, hijacked: true, want: slog.LevelDebug},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := requestLevel(tc.verb, tc.code, tc.d, tc.hijacked); got != tc.want {
+				t.Errorf("requestLevel(%s, %d, %v) = %v, want %v", tc.verb, tc.code, tc.d, got, tc.want)
+			}
+		})
+	}
+}
