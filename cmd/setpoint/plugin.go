@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,7 +49,8 @@ without a restart and reports in the Plugin's status.
 ` + exitCodeHelp,
 		Args: noArgs,
 	}
-	cmd.AddCommand(newPluginInstallCommand(), newPluginUpgradeCommand(), newPluginListCommand(), newPluginDescribeCommand(), newPluginLogsCommand())
+	cmd.AddCommand(newPluginInstallCommand(), newPluginApplyCommand(), newPluginUpgradeCommand(), newPluginUninstallCommand(),
+		newPluginListCommand(), newPluginDescribeCommand(), newPluginLogsCommand())
 	for _, sub := range offlinePluginCommands {
 		cmd.AddCommand(sub())
 	}
@@ -71,6 +73,10 @@ type pluginOptions struct {
 	memoryPages   uint32
 	poolSize      int
 	config        map[string]string
+	privileged    bool
+	// privilegedSet: --privileged was given (upgrade changes spec.privileged
+	// only then).
+	privilegedSet bool
 	wait          bool
 	timeout       time.Duration
 }
@@ -97,18 +103,41 @@ objects of a kind (outside admission calls, as user plugin:NAME, through the
 server's validation and admission); write=events lets it emit events; "*" is
 every kind (and, for write, events).
 
-On a terminal the upload shows a progress bar. With --wait (the default) the
-command returns once the server has loaded the module, and fails with the
-server's reason if it cannot.
+Installing a plugin that exists with the same spec and module changes nothing
+and succeeds ("unchanged"); one that exists with another spec or module is
+refused: upgrade switches its module, apply sets its whole spec.
+
+--privileged (spec.privileged) lets the plugin write the resources that can
+grant privileges: Plugins, CustomResourceDefinitions, the RBAC,
+authentication, admission-configuration and certificate groups,
+ServiceAccounts and Secrets. Only an administrator should set it.
+
+` + pluginWaitHelp + `
 
 ` + exitCodeHelp,
 		Example: `  setpoint plugin install widget --wasm bin/wasm/widget-plugin.wasm --reconcile widgets --owns widgetprovisions --permissions write=events
   setpoint plugin install required-labels --wasm bin/wasm/requiredlabels.wasm --admit widgets --config labels=team,env`,
 		Args: rangeArgs(1, 1, "NAME --wasm FILE [flags]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPluginInstall(cmd.Context(), o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runPluginPut(cmd.Context(), o, args[0], false, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
+	o.addSpecFlags(cmd)
+	return cmd
+}
+
+// pluginWaitHelp says what --wait does for install, apply and upgrade.
+const pluginWaitHelp = `On a terminal the upload shows a progress bar, then how long the server has
+been checking and compiling the module, then loading the Plugin. With --wait
+(the default) the command returns once the server has loaded the module. A
+failure that waiting will not mend (an invalid module or spec, a module
+without an export the spec binds, a kind another Plugin reconciles, a refused
+upgrade) fails the command at once with the server's reason, and says
+whether the Plugin object stays.`
+
+// addSpecFlags adds the flags that describe a Plugin's whole spec (install
+// and apply).
+func (o *pluginOptions) addSpecFlags(cmd *cobra.Command) {
 	addClientFlags(cmd, &o.client)
 	f := cmd.Flags()
 	f.StringVar(&o.wasm, "wasm", "", "the module: a .wasm file built for wasip1 (required)")
@@ -125,9 +154,13 @@ server's reason if it cannot.
 	f.Uint32Var(&o.memoryPages, "memory-pages", 0, "memory cap of an instance in 64 KiB pages (default: the server's)")
 	f.IntVar(&o.poolSize, "pool-size", 0, "instances kept warm (default: the server's)")
 	f.StringToStringVar(&o.config, "config", nil, "configuration handed to the plugin, key=value (repeatable)")
+	o.addPrivilegedFlag(cmd)
 	o.addWaitFlags(cmd)
 	_ = cmd.MarkFlagRequired("wasm")
-	return cmd
+}
+
+func (o *pluginOptions) addPrivilegedFlag(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&o.privileged, "privileged", false, "let the plugin write Plugins, CRDs, RBAC and credential objects (spec.privileged; administrators only)")
 }
 
 func newPluginUpgradeCommand() *cobra.Command {
@@ -142,16 +175,21 @@ module that lacks an export the Plugin binds (admit, reconcile, or finalize
 while objects carry its finalizer), traps in its init, speaks another ABI
 version or needs more memory than the Plugin's cap is refused: the command
 fails with the server's reason, and the old module keeps serving.
+--privileged or --privileged=false also sets or clears spec.privileged.
+
+` + pluginWaitHelp + `
 
 ` + exitCodeHelp,
 		Example: `  setpoint plugin upgrade widget --wasm bin/wasm/widget-plugin.wasm`,
 		Args:    rangeArgs(1, 1, "NAME --wasm FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.privilegedSet = cmd.Flags().Changed("privileged")
 			return runPluginUpgrade(cmd.Context(), o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	addClientFlags(cmd, &o.client)
 	cmd.Flags().StringVar(&o.wasm, "wasm", "", "the new module (required)")
+	o.addPrivilegedFlag(cmd)
 	o.addWaitFlags(cmd)
 	_ = cmd.MarkFlagRequired("wasm")
 	return cmd
@@ -221,122 +259,6 @@ func (c *client) resourceNames(args []string) ([]any, error) {
 	return out, nil
 }
 
-func runPluginInstall(ctx context.Context, o *pluginOptions, name string, stdout, stderr io.Writer) error {
-	if o.reconcile == "" && len(o.admit) == 0 {
-		return usageError("a plugin needs a binding: --reconcile RESOURCE and/or --admit RESOURCE")
-	}
-	if len(o.owns) > 0 && o.reconcile == "" {
-		return usageError("--owns needs --reconcile")
-	}
-	if o.failurePolicy != "Fail" && o.failurePolicy != "Ignore" {
-		return usageError("--failure-policy %q: want Fail or Ignore", o.failurePolicy)
-	}
-	wasm, err := readModule(o.wasm)
-	if err != nil {
-		return err
-	}
-	c, err := o.client.connect()
-	if err != nil {
-		return err
-	}
-	spec := map[string]any{}
-	if o.reconcile != "" {
-		forName, err := c.resourceName(o.reconcile)
-		if err != nil {
-			return err
-		}
-		rec := map[string]any{"for": forName}
-		if len(o.owns) > 0 {
-			if rec["owns"], err = c.resourceNames(o.owns); err != nil {
-				return err
-			}
-		}
-		spec["reconcile"] = rec
-	}
-	if len(o.admit) > 0 {
-		res, err := c.resourceNames(o.admit)
-		if err != nil {
-			return err
-		}
-		typ := "Validating"
-		if o.mutating {
-			typ = "Mutating"
-		}
-		rule := map[string]any{"resources": res, "type": typ, "failurePolicy": o.failurePolicy}
-		if len(o.operations) > 0 {
-			ops := make([]any, len(o.operations))
-			for i, op := range o.operations {
-				ops[i] = strings.ToUpper(op)
-			}
-			rule["operations"] = ops
-		}
-		spec["admission"] = []any{rule}
-	}
-	if err := o.splitPermissions(); err != nil {
-		return err
-	}
-	perms := map[string]any{}
-	if len(o.read) > 0 {
-		if perms["read"], err = c.resourceNames(o.read); err != nil {
-			return err
-		}
-	}
-	if len(o.write) > 0 {
-		if perms["write"], err = c.resourceNames(o.write); err != nil {
-			return err
-		}
-	}
-	if len(perms) > 0 {
-		spec["permissions"] = perms
-	}
-	limits := map[string]any{}
-	if o.callTimeout > 0 {
-		limits["callTimeout"] = o.callTimeout.String()
-	}
-	if o.memoryPages > 0 {
-		limits["memoryPages"] = int64(o.memoryPages)
-	}
-	if o.poolSize > 0 {
-		limits["poolSize"] = int64(o.poolSize)
-	}
-	if len(limits) > 0 {
-		spec["limits"] = limits
-	}
-	if len(o.config) > 0 {
-		cfg := map[string]any{}
-		for k, v := range o.config {
-			cfg[k] = v
-		}
-		spec["config"] = cfg
-	}
-
-	ri := c.dynamic.Resource(pluginGVR)
-	if _, err := ri.Get(ctx, name, metav1.GetOptions{}); err == nil {
-		return exitError(exitConflict, fmt.Errorf("plugin %q exists already; `setpoint plugin upgrade %s --wasm FILE` switches its module", name, name))
-	} else if !apierrors.IsNotFound(err) {
-		return c.explain(err)
-	}
-	digest, err := uploadModule(ctx, c, o.wasm, wasm, limitsQuery(map[string]any{"spec": spec}), stderr)
-	if err != nil {
-		return err
-	}
-	spec["module"] = map[string]any{"digest": digest}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": pluginGVR.GroupVersion().String(),
-		"kind":       "Plugin",
-		"metadata":   map[string]any{"name": name},
-		"spec":       spec,
-	}}
-	if _, err := ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: "setpoint"}); err != nil {
-		return c.explain(err)
-	}
-	fmt.Fprintf(stdout, "plugin.setpoint.dev/%s created (module %s)\n", name, digest)
-	if o.wait {
-		return waitLoaded(ctx, c, name, digest, o.timeout, stdout)
-	}
-	return nil
-}
-
 func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout, stderr io.Writer) error {
 	wasm, err := readModule(o.wasm)
 	if err != nil {
@@ -357,7 +279,7 @@ func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout
 	// The server checks the module with the limits the Plugin runs it with.
 	digest, err := uploadModule(ctx, c, o.wasm, wasm, limitsQuery(cur.Object), stderr)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w; plugin %s is unchanged", err, name)
 	}
 	old, _, _ := unstructured.NestedString(cur.Object, "spec", "module", "digest")
 	// The module serving is the status's: the spec's may have been refused.
@@ -365,16 +287,27 @@ func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout
 	if serving == "" {
 		serving = old
 	}
-	if old == digest {
+	wasPriv, _, _ := unstructured.NestedBool(cur.Object, "spec", "privileged")
+	var priv *bool
+	if o.privilegedSet && o.privileged != wasPriv {
+		priv = &o.privileged
+	}
+	switch {
+	case old == digest && priv == nil:
 		fmt.Fprintf(stdout, "plugin.setpoint.dev/%s unchanged (module %s)\n", name, digest)
-	} else {
-		if err := pointPluginAt(ctx, c, ri, cur, digest); err != nil {
+	default:
+		if err := pointPluginAt(ctx, c, ri, cur, digest, priv); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "plugin.setpoint.dev/%s upgraded: module %s -> %s\n", name, serving, digest)
+		if old == digest {
+			fmt.Fprintf(stdout, "plugin.setpoint.dev/%s configured (privileged: %t)\n", name, *priv)
+		} else {
+			fmt.Fprintf(stdout, "plugin.setpoint.dev/%s upgraded: module %s -> %s\n", name, serving, digest)
+		}
 	}
 	if o.wait {
-		return waitLoaded(ctx, c, name, digest, o.timeout, stdout)
+		return waitLoaded(ctx, c, name, digest, o.timeout, stdout, stderr,
+			fmt.Sprintf("the Plugin %s stays, its spec naming module %s; upgrade it to another module, or `setpoint plugin uninstall %s`", name, digest, name))
 	}
 	return nil
 }
@@ -385,11 +318,17 @@ func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout
 // loads and runs modules, which moves the resourceVersion too: on a conflict
 // the Plugin is read again and, if its spec is still the one read, the patch
 // is retried.
-func pointPluginAt(ctx context.Context, c *client, ri dynamic.ResourceInterface, cur *unstructured.Unstructured, digest string) error {
+//
+// A non-nil privileged sets spec.privileged too.
+func pointPluginAt(ctx context.Context, c *client, ri dynamic.ResourceInterface, cur *unstructured.Unstructured, digest string, privileged *bool) error {
 	for attempt := 0; ; attempt++ {
+		spec := map[string]any{"module": map[string]any{"digest": digest}}
+		if privileged != nil {
+			spec["privileged"] = *privileged
+		}
 		patch, _ := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": cur.GetResourceVersion()},
-			"spec":     map[string]any{"module": map[string]any{"digest": digest}},
+			"spec":     spec,
 		})
 		_, err := ri.Patch(ctx, cur.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "setpoint"})
 		if err == nil || !apierrors.IsConflict(err) || attempt == 10 {
@@ -454,7 +393,10 @@ func uploadModule(ctx context.Context, c *client, path string, wasm []byte, limi
 	var body io.Reader = bytes.NewReader(wasm)
 	var bar *progressBar
 	if paletteFor(stderr).on {
-		bar = &progressBar{w: stderr, label: filepath.Base(path), total: int64(len(wasm)), start: time.Now()}
+		bar = &progressBar{w: stderr, label: filepath.Base(path), total: int64(len(wasm)), start: time.Now(),
+			full: func() *phaseLine {
+				return startPhase(stderr, "checking and compiling module "+shortDigest(digest)+" on the server")
+			}}
 		body = io.TeeReader(body, bar)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.config.Host, "/")+modulesPath+"?"+uploadQuery(digest, limits), body)
@@ -466,7 +408,7 @@ func uploadModule(ctx context.Context, c *client, path string, wasm []byte, limi
 	req.Header.Set("User-Agent", c.config.UserAgent)
 	resp, err := hc.Do(req)
 	if bar != nil {
-		bar.finish()
+		bar.finish(err == nil && resp.StatusCode < 300)
 	}
 	if err != nil {
 		return "", c.explain(err)
@@ -487,20 +429,45 @@ func uploadModule(ctx context.Context, c *client, path string, wasm []byte, limi
 	return digest, nil
 }
 
-// progressBar draws upload progress on one terminal line.
+// shortDigest is digest cut to its first 12 hex digits, as a terminal line
+// shows it.
+func shortDigest(digest string) string {
+	if len(digest) > len("sha256:")+12 {
+		return digest[:len("sha256:")+12]
+	}
+	return digest
+}
+
+// progressBar draws upload progress on one terminal line. Once every byte
+// is sent, full starts the line of what the server does next (it checks and
+// compiles the module before it answers).
 type progressBar struct {
 	w     io.Writer
 	label string
 	total int64
-	done  int64
 	start time.Time
+	full  func() *phaseLine
+
+	// The transport's goroutine writes; the caller finishes.
+	mu    sync.Mutex
+	done  int64
 	drawn time.Time
+	next  *phaseLine
 }
 
 func (p *progressBar) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.next != nil {
+		return len(b), nil
+	}
 	p.done += int64(len(b))
-	if time.Since(p.drawn) >= 100*time.Millisecond || p.done == p.total {
+	if time.Since(p.drawn) >= 100*time.Millisecond || p.done >= p.total {
 		p.draw()
+	}
+	if p.done >= p.total && p.full != nil {
+		fmt.Fprintln(p.w)
+		p.next = p.full()
 	}
 	return len(b), nil
 }
@@ -518,9 +485,23 @@ func (p *progressBar) draw() {
 		frac*100, humanBytes(float64(p.done)), humanBytes(float64(p.total)), humanBytes(rate))
 }
 
-func (p *progressBar) finish() {
+// finish ends the bar's line, or the line of the server's check if the
+// upload was complete, saying whether the server took the module.
+func (p *progressBar) finish(ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.next != nil {
+		if ok {
+			p.next.end("done")
+		} else {
+			p.next.end("refused")
+		}
+		return
+	}
 	p.draw()
 	fmt.Fprintln(p.w)
+	p.next = &phaseLine{} // later writes draw nothing
+	p.next.over = true
 }
 
 func humanBytes(n float64) string {
@@ -537,12 +518,18 @@ func humanBytes(n float64) string {
 }
 
 // waitLoaded waits until the Plugin reports the module digest loaded, and
-// fails with the server's reason when it reports a failure for it.
-func waitLoaded(ctx context.Context, c *client, name, digest string, timeout time.Duration, stdout io.Writer) error {
+// fails at once with the server's reason when it reports a failure for it
+// that waiting will not mend: the Failed phase (an invalid spec or module, a
+// module without an export the spec binds, a refused upgrade) or a kind
+// another Plugin reconciles. left says what became of the Plugin object; it
+// ends every failure's message. On a terminal, stderr shows the wait.
+func waitLoaded(ctx context.Context, c *client, name, digest string, timeout time.Duration, stdout, stderr io.Writer, left string) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	ph := startPhase(stderr, "waiting for the server to load plugin "+name)
+	defer ph.end("failed")
 	ri := c.dynamic.Resource(pluginGVR)
 	var last string
 	for {
@@ -555,23 +542,33 @@ func waitLoaded(ctx context.Context, c *client, name, digest string, timeout tim
 		cond := condition(obj, "Loaded")
 		observed, _ := cond["observedGeneration"].(int64)
 		current := observed >= obj.GetGeneration()
+		reason := str(cond["reason"])
 		switch {
 		case phase == "Loaded" && loaded == digest && current:
+			ph.end("done")
 			fmt.Fprintf(stdout, "plugin.setpoint.dev/%s loaded\n", name)
 			return nil
 		case phase == "Failed" && current && loaded != "" && loaded != digest:
 			// The server's message ends with the module that keeps serving.
-			return fmt.Errorf("plugin %s: module %s was refused and not swapped in: %s: %s", name, digest, str(cond["reason"]), str(cond["message"]))
+			return exitError(exitInvalid, fmt.Errorf("plugin %s: module %s was refused and not swapped in: %s: %s; %s", name, digest, reason, str(cond["message"]), left))
 		case phase == "Failed" && current:
-			return fmt.Errorf("plugin %s failed to load: %s: %s", name, str(cond["reason"]), str(cond["message"]))
+			return exitError(exitInvalid, fmt.Errorf("plugin %s failed to load: %s: %s; %s", name, reason, str(cond["message"]), left))
+		case reason == "ReconcileConflict" && current:
+			// It would wait until the other Plugin goes, which is not
+			// what the command waits for.
+			return exitError(exitConflict, fmt.Errorf("plugin %s cannot reconcile: %s: %s; %s", name, reason, str(cond["message"]), left))
 		}
-		last = fmt.Sprintf("phase %q, %s", phase, str(cond["message"]))
+		last = fmt.Sprintf("phase %q", phase)
+		if reason != "" {
+			last += fmt.Sprintf(", %s: %s", reason, str(cond["message"]))
+		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			return fmt.Errorf("plugin %s not loaded within %v (%s)", name, timeout, last)
+			ph.end("timed out")
+			return fmt.Errorf("plugin %s not loaded within %v (%s); %s", name, timeout, last, left)
 		}
 	}
 }
