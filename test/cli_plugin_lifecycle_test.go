@@ -49,6 +49,9 @@ func TestCLIPluginLifecycle(t *testing.T) {
 		if got := ok(t, s, "get", "plugin", "widget", "-o", "jsonpath={.spec.config.size} {.spec.privileged}"); got != "1 true" {
 			t.Errorf("after apply: config.size and privileged %q, want \"1 true\"", got)
 		}
+		if out := ok(t, s, "plugin", "describe", "widget"); !regexp.MustCompile(`(?m)^Privileged:\s+true$`).MatchString(out) {
+			t.Errorf("plugin describe of a privileged plugin:\n%s", out)
+		}
 		out = ok(t, s, "plugin", "apply", "widget", "--wasm", widget, "--reconcile", "widgets", "--owns", "widgetprovisions", "--config", "size=1", "--privileged")
 		if !strings.Contains(out, "unchanged") {
 			t.Errorf("apply of the same spec:\n%s", out)
