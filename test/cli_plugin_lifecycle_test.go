@@ -88,7 +88,7 @@ func TestCLIPluginLifecycle(t *testing.T) {
 		fails(t, s, nil, "", 4, []string{"small"}, "get", "plugin", "small")
 		r := runCLI(t, s, nil, "", "plugin", "delete", "rival")
 		if r.code != 0 || r.stdout != "plugin.setpoint.dev/rival deleted\n" ||
-			!strings.Contains(r.stderr, "no widgets.example.setpoint.dev carries the finalizer setpoint.dev/rival") {
+			!strings.Contains(r.stderr, "no widgets.example.setpoint.dev object carries the finalizer setpoint.dev/rival") {
 			t.Errorf("plugin delete rival: %+v", r)
 		}
 		if r := runCLI(t, s, nil, "", "plugin", "uninstall", "strict"); r.code != 0 || r.stdout != "plugin.setpoint.dev/strict deleted\n" || r.stderr != "" {
@@ -112,7 +112,7 @@ func TestCLIPluginLifecycle(t *testing.T) {
 			t.Fatalf("uninstall widget: %+v", r)
 		}
 		fails(t, s, nil, "", 4, []string{"widget"}, "get", "plugin", "widget")
-		if !strings.Contains(r.stderr, "1 widgets.example.setpoint.dev still carry the finalizer setpoint.dev/widget (0 of them being deleted)") {
+		if !strings.Contains(r.stderr, "the finalizer setpoint.dev/widget stays on 1 widgets.example.setpoint.dev object(s), 0 of them being deleted") {
 			t.Errorf("uninstall does not say the widget keeps the finalizer:\n%s", r.stderr)
 		}
 		release := regexp.MustCompile(`(?m)^  (kubectl patch widgets.example.setpoint.dev demo -n default --type=json -p '.*')$`).FindStringSubmatch(r.stderr)

@@ -147,11 +147,11 @@ func reportFinalizerLeft(ctx context.Context, c *client, forRes, finalizer strin
 		}
 	}
 	if len(held) == 0 {
-		fmt.Fprintf(stderr, "no %s carries the finalizer %s\n", forRes, finalizer)
+		fmt.Fprintf(stderr, "no %s object carries the finalizer %s\n", forRes, finalizer)
 		return nil
 	}
-	fmt.Fprintf(stderr, "Warning: %d %s still carry the finalizer %s (%d of them being deleted): nothing removes it now, so deleting one waits until it is removed, and the plugin's cleanup for it does not run. Installing the plugin again resumes the cleanup; to release them without it:\n",
-		len(held), forRes, finalizer, deleting)
+	fmt.Fprintf(stderr, "Warning: the finalizer %s stays on %d %s object(s), %d of them being deleted: nothing removes it now, so deleting one waits until it is removed, and the plugin's cleanup for it does not run. Installing the plugin again resumes the cleanup; to release them without it:\n",
+		finalizer, len(held), forRes, deleting)
 	for i, obj := range held {
 		if i == releaseListed {
 			fmt.Fprintf(stderr, "  ... and %d more\n", len(held)-releaseListed)
