@@ -130,8 +130,15 @@ func TestCLIPlugins(t *testing.T) {
 		if !strings.Contains(string(out), "requiredlabels.wasm  [==============================] 100%") {
 			t.Errorf("no progress bar on a terminal:\n%q", out)
 		}
+		// After the bar, what the server does before it answers.
+		for _, re := range []string{`\rchecking and compiling module sha256:[0-9a-f]{12} on the server \.\.\. done \(\d+\.\ds\)\r?\n`,
+			`\rwaiting for the server to load plugin tty \.\.\. done \(\d+\.\ds\)\r?\n`} {
+			if !regexp.MustCompile(re).Match(out) {
+				t.Errorf("on a terminal, no line matching %s:\n%q", re, out)
+			}
+		}
 		r := runCLI(t, s, nil, "", "plugin", "upgrade", "tty", "--wasm", defaults)
-		if r.code != 0 || strings.Contains(r.stderr, "%") || strings.Contains(r.stderr, "\r") {
+		if r.code != 0 || strings.Contains(r.stderr, "%") || strings.Contains(r.stderr, "\r") || strings.Contains(r.stderr, "...") {
 			t.Errorf("progress on a pipe: %+v", r)
 		}
 	})

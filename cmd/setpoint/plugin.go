@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,9 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
-
-	"github.com/setpoint-dev/setpoint/host"
 )
 
 func init() { subcommands = append(subcommands, newPluginCommand) }
@@ -48,7 +40,8 @@ without a restart and reports in the Plugin's status.
 ` + exitCodeHelp,
 		Args: noArgs,
 	}
-	cmd.AddCommand(newPluginInstallCommand(), newPluginUpgradeCommand(), newPluginListCommand(), newPluginDescribeCommand(), newPluginLogsCommand())
+	cmd.AddCommand(newPluginInstallCommand(), newPluginApplyCommand(), newPluginUpgradeCommand(), newPluginUninstallCommand(),
+		newPluginListCommand(), newPluginDescribeCommand(), newPluginLogsCommand())
 	for _, sub := range offlinePluginCommands {
 		cmd.AddCommand(sub())
 	}
@@ -71,6 +64,10 @@ type pluginOptions struct {
 	memoryPages   uint32
 	poolSize      int
 	config        map[string]string
+	privileged    bool
+	// privilegedSet: --privileged was given (upgrade changes spec.privileged
+	// only then).
+	privilegedSet bool
 	wait          bool
 	timeout       time.Duration
 }
@@ -97,18 +94,41 @@ objects of a kind (outside admission calls, as user plugin:NAME, through the
 server's validation and admission); write=events lets it emit events; "*" is
 every kind (and, for write, events).
 
-On a terminal the upload shows a progress bar. With --wait (the default) the
-command returns once the server has loaded the module, and fails with the
-server's reason if it cannot.
+Installing a plugin that exists with the same spec and module changes nothing
+and succeeds ("unchanged"); one that exists with another spec or module is
+refused: upgrade switches its module, apply sets its whole spec.
+
+--privileged (spec.privileged) lets the plugin write the resources that can
+grant privileges: Plugins, CustomResourceDefinitions, the RBAC,
+authentication, admission-configuration and certificate groups,
+ServiceAccounts and Secrets. Only an administrator should set it.
+
+` + pluginWaitHelp + `
 
 ` + exitCodeHelp,
 		Example: `  setpoint plugin install widget --wasm bin/wasm/widget-plugin.wasm --reconcile widgets --owns widgetprovisions --permissions write=events
   setpoint plugin install required-labels --wasm bin/wasm/requiredlabels.wasm --admit widgets --config labels=team,env`,
 		Args: rangeArgs(1, 1, "NAME --wasm FILE [flags]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPluginInstall(cmd.Context(), o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runPluginPut(cmd.Context(), o, args[0], false, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
+	o.addSpecFlags(cmd)
+	return cmd
+}
+
+// pluginWaitHelp says what --wait does for install, apply and upgrade.
+const pluginWaitHelp = `On a terminal the upload shows a progress bar, then how long the server has
+been checking and compiling the module, then loading the Plugin. With --wait
+(the default) the command returns once the server has loaded the module. A
+failure that waiting will not mend (an invalid module or spec, a module
+without an export the spec binds, a kind another Plugin reconciles, a refused
+upgrade) fails the command at once with the server's reason, and says
+whether the Plugin object stays.`
+
+// addSpecFlags adds the flags that describe a Plugin's whole spec (install
+// and apply).
+func (o *pluginOptions) addSpecFlags(cmd *cobra.Command) {
 	addClientFlags(cmd, &o.client)
 	f := cmd.Flags()
 	f.StringVar(&o.wasm, "wasm", "", "the module: a .wasm file built for wasip1 (required)")
@@ -125,9 +145,13 @@ server's reason if it cannot.
 	f.Uint32Var(&o.memoryPages, "memory-pages", 0, "memory cap of an instance in 64 KiB pages (default: the server's)")
 	f.IntVar(&o.poolSize, "pool-size", 0, "instances kept warm (default: the server's)")
 	f.StringToStringVar(&o.config, "config", nil, "configuration handed to the plugin, key=value (repeatable)")
+	o.addPrivilegedFlag(cmd)
 	o.addWaitFlags(cmd)
 	_ = cmd.MarkFlagRequired("wasm")
-	return cmd
+}
+
+func (o *pluginOptions) addPrivilegedFlag(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&o.privileged, "privileged", false, "let the plugin write Plugins, CRDs, RBAC and credential objects (spec.privileged; administrators only)")
 }
 
 func newPluginUpgradeCommand() *cobra.Command {
@@ -142,16 +166,21 @@ module that lacks an export the Plugin binds (admit, reconcile, or finalize
 while objects carry its finalizer), traps in its init, speaks another ABI
 version or needs more memory than the Plugin's cap is refused: the command
 fails with the server's reason, and the old module keeps serving.
+--privileged or --privileged=false also sets or clears spec.privileged.
+
+` + pluginWaitHelp + `
 
 ` + exitCodeHelp,
 		Example: `  setpoint plugin upgrade widget --wasm bin/wasm/widget-plugin.wasm`,
 		Args:    rangeArgs(1, 1, "NAME --wasm FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.privilegedSet = cmd.Flags().Changed("privileged")
 			return runPluginUpgrade(cmd.Context(), o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	addClientFlags(cmd, &o.client)
 	cmd.Flags().StringVar(&o.wasm, "wasm", "", "the new module (required)")
+	o.addPrivilegedFlag(cmd)
 	o.addWaitFlags(cmd)
 	_ = cmd.MarkFlagRequired("wasm")
 	return cmd
@@ -221,122 +250,6 @@ func (c *client) resourceNames(args []string) ([]any, error) {
 	return out, nil
 }
 
-func runPluginInstall(ctx context.Context, o *pluginOptions, name string, stdout, stderr io.Writer) error {
-	if o.reconcile == "" && len(o.admit) == 0 {
-		return usageError("a plugin needs a binding: --reconcile RESOURCE and/or --admit RESOURCE")
-	}
-	if len(o.owns) > 0 && o.reconcile == "" {
-		return usageError("--owns needs --reconcile")
-	}
-	if o.failurePolicy != "Fail" && o.failurePolicy != "Ignore" {
-		return usageError("--failure-policy %q: want Fail or Ignore", o.failurePolicy)
-	}
-	wasm, err := readModule(o.wasm)
-	if err != nil {
-		return err
-	}
-	c, err := o.client.connect()
-	if err != nil {
-		return err
-	}
-	spec := map[string]any{}
-	if o.reconcile != "" {
-		forName, err := c.resourceName(o.reconcile)
-		if err != nil {
-			return err
-		}
-		rec := map[string]any{"for": forName}
-		if len(o.owns) > 0 {
-			if rec["owns"], err = c.resourceNames(o.owns); err != nil {
-				return err
-			}
-		}
-		spec["reconcile"] = rec
-	}
-	if len(o.admit) > 0 {
-		res, err := c.resourceNames(o.admit)
-		if err != nil {
-			return err
-		}
-		typ := "Validating"
-		if o.mutating {
-			typ = "Mutating"
-		}
-		rule := map[string]any{"resources": res, "type": typ, "failurePolicy": o.failurePolicy}
-		if len(o.operations) > 0 {
-			ops := make([]any, len(o.operations))
-			for i, op := range o.operations {
-				ops[i] = strings.ToUpper(op)
-			}
-			rule["operations"] = ops
-		}
-		spec["admission"] = []any{rule}
-	}
-	if err := o.splitPermissions(); err != nil {
-		return err
-	}
-	perms := map[string]any{}
-	if len(o.read) > 0 {
-		if perms["read"], err = c.resourceNames(o.read); err != nil {
-			return err
-		}
-	}
-	if len(o.write) > 0 {
-		if perms["write"], err = c.resourceNames(o.write); err != nil {
-			return err
-		}
-	}
-	if len(perms) > 0 {
-		spec["permissions"] = perms
-	}
-	limits := map[string]any{}
-	if o.callTimeout > 0 {
-		limits["callTimeout"] = o.callTimeout.String()
-	}
-	if o.memoryPages > 0 {
-		limits["memoryPages"] = int64(o.memoryPages)
-	}
-	if o.poolSize > 0 {
-		limits["poolSize"] = int64(o.poolSize)
-	}
-	if len(limits) > 0 {
-		spec["limits"] = limits
-	}
-	if len(o.config) > 0 {
-		cfg := map[string]any{}
-		for k, v := range o.config {
-			cfg[k] = v
-		}
-		spec["config"] = cfg
-	}
-
-	ri := c.dynamic.Resource(pluginGVR)
-	if _, err := ri.Get(ctx, name, metav1.GetOptions{}); err == nil {
-		return exitError(exitConflict, fmt.Errorf("plugin %q exists already; `setpoint plugin upgrade %s --wasm FILE` switches its module", name, name))
-	} else if !apierrors.IsNotFound(err) {
-		return c.explain(err)
-	}
-	digest, err := uploadModule(ctx, c, o.wasm, wasm, limitsQuery(map[string]any{"spec": spec}), stderr)
-	if err != nil {
-		return err
-	}
-	spec["module"] = map[string]any{"digest": digest}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": pluginGVR.GroupVersion().String(),
-		"kind":       "Plugin",
-		"metadata":   map[string]any{"name": name},
-		"spec":       spec,
-	}}
-	if _, err := ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: "setpoint"}); err != nil {
-		return c.explain(err)
-	}
-	fmt.Fprintf(stdout, "plugin.setpoint.dev/%s created (module %s)\n", name, digest)
-	if o.wait {
-		return waitLoaded(ctx, c, name, digest, o.timeout, stdout)
-	}
-	return nil
-}
-
 func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout, stderr io.Writer) error {
 	wasm, err := readModule(o.wasm)
 	if err != nil {
@@ -357,7 +270,7 @@ func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout
 	// The server checks the module with the limits the Plugin runs it with.
 	digest, err := uploadModule(ctx, c, o.wasm, wasm, limitsQuery(cur.Object), stderr)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w; plugin %s is unchanged", err, name)
 	}
 	old, _, _ := unstructured.NestedString(cur.Object, "spec", "module", "digest")
 	// The module serving is the status's: the spec's may have been refused.
@@ -365,16 +278,27 @@ func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout
 	if serving == "" {
 		serving = old
 	}
-	if old == digest {
+	wasPriv, _, _ := unstructured.NestedBool(cur.Object, "spec", "privileged")
+	var priv *bool
+	if o.privilegedSet && o.privileged != wasPriv {
+		priv = &o.privileged
+	}
+	switch {
+	case old == digest && priv == nil:
 		fmt.Fprintf(stdout, "plugin.setpoint.dev/%s unchanged (module %s)\n", name, digest)
-	} else {
-		if err := pointPluginAt(ctx, c, ri, cur, digest); err != nil {
+	default:
+		if err := pointPluginAt(ctx, c, ri, cur, digest, priv); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "plugin.setpoint.dev/%s upgraded: module %s -> %s\n", name, serving, digest)
+		if old == digest {
+			fmt.Fprintf(stdout, "plugin.setpoint.dev/%s configured (privileged: %t)\n", name, *priv)
+		} else {
+			fmt.Fprintf(stdout, "plugin.setpoint.dev/%s upgraded: module %s -> %s\n", name, serving, digest)
+		}
 	}
 	if o.wait {
-		return waitLoaded(ctx, c, name, digest, o.timeout, stdout)
+		return waitLoaded(ctx, c, name, digest, o.timeout, stdout, stderr,
+			fmt.Sprintf("the Plugin %s stays, its spec naming module %s; upgrade it to another module, or `setpoint plugin uninstall %s`", name, digest, name))
 	}
 	return nil
 }
@@ -385,11 +309,17 @@ func runPluginUpgrade(ctx context.Context, o *pluginOptions, name string, stdout
 // loads and runs modules, which moves the resourceVersion too: on a conflict
 // the Plugin is read again and, if its spec is still the one read, the patch
 // is retried.
-func pointPluginAt(ctx context.Context, c *client, ri dynamic.ResourceInterface, cur *unstructured.Unstructured, digest string) error {
+//
+// A non-nil privileged sets spec.privileged too.
+func pointPluginAt(ctx context.Context, c *client, ri dynamic.ResourceInterface, cur *unstructured.Unstructured, digest string, privileged *bool) error {
 	for attempt := 0; ; attempt++ {
+		spec := map[string]any{"module": map[string]any{"digest": digest}}
+		if privileged != nil {
+			spec["privileged"] = *privileged
+		}
 		patch, _ := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": cur.GetResourceVersion()},
-			"spec":     map[string]any{"module": map[string]any{"digest": digest}},
+			"spec":     spec,
 		})
 		_, err := ri.Patch(ctx, cur.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "setpoint"})
 		if err == nil || !apierrors.IsConflict(err) || attempt == 10 {
@@ -404,187 +334,6 @@ func pointPluginAt(ctx context.Context, c *client, ri dynamic.ResourceInterface,
 		}
 		cur = fresh
 	}
-}
-
-func readModule(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, exitError(exitUsage, fmt.Errorf("--wasm: %w", err))
-	}
-	if !bytes.HasPrefix(b, []byte("\x00asm")) {
-		return nil, exitError(exitInvalid, fmt.Errorf("--wasm %s is not a WebAssembly module (no \\0asm header)", path))
-	}
-	return b, nil
-}
-
-// limitsQuery is the spec.limits of the Plugin obj as the modules endpoint
-// takes them.
-func limitsQuery(obj map[string]any) url.Values {
-	q := url.Values{}
-	if v, ok, _ := unstructured.NestedInt64(obj, "spec", "limits", "memoryPages"); ok {
-		q.Set("memoryPages", strconv.FormatInt(v, 10))
-	}
-	if v, ok, _ := unstructured.NestedString(obj, "spec", "limits", "callTimeout"); ok {
-		q.Set("callTimeout", v)
-	}
-	if v, ok, _ := unstructured.NestedInt64(obj, "spec", "limits", "poolSize"); ok {
-		q.Set("poolSize", strconv.FormatInt(v, 10))
-	}
-	return q
-}
-
-// uploadQuery is the modules endpoint's query for an upload of digest.
-func uploadQuery(digest string, limits url.Values) string {
-	q := url.Values{"digest": {digest}}
-	for k, v := range limits {
-		q[k] = v
-	}
-	return q.Encode()
-}
-
-// uploadModule POSTs the module, to be checked with limits (memoryPages,
-// callTimeout, poolSize as the modules endpoint takes them), and returns its
-// digest. On a terminal, stderr shows a progress bar; on a pipe, nothing.
-func uploadModule(ctx context.Context, c *client, path string, wasm []byte, limits url.Values, stderr io.Writer) (string, error) {
-	digest := host.Digest(wasm)
-	hc, err := rest.HTTPClientFor(c.config)
-	if err != nil {
-		return "", fmt.Errorf("HTTP client: %w", err)
-	}
-	var body io.Reader = bytes.NewReader(wasm)
-	var bar *progressBar
-	if paletteFor(stderr).on {
-		bar = &progressBar{w: stderr, label: filepath.Base(path), total: int64(len(wasm)), start: time.Now()}
-		body = io.TeeReader(body, bar)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.config.Host, "/")+modulesPath+"?"+uploadQuery(digest, limits), body)
-	if err != nil {
-		return "", err
-	}
-	req.ContentLength = int64(len(wasm))
-	req.Header.Set("Content-Type", "application/wasm")
-	req.Header.Set("User-Agent", c.config.UserAgent)
-	resp, err := hc.Do(req)
-	if bar != nil {
-		bar.finish()
-	}
-	if err != nil {
-		return "", c.explain(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode >= 300 {
-		var st metav1.Status
-		if json.Unmarshal(b, &st) == nil && st.Kind == "Status" {
-			return "", c.explain(&apierrors.StatusError{ErrStatus: st})
-		}
-		return "", fmt.Errorf("upload %s: %s: %s", path, resp.Status, strings.TrimSpace(string(b)))
-	}
-	var info struct{ Digest string }
-	if err := json.Unmarshal(b, &info); err != nil || info.Digest != digest {
-		return "", fmt.Errorf("upload %s: the server answered digest %q, want %s", path, info.Digest, digest)
-	}
-	return digest, nil
-}
-
-// progressBar draws upload progress on one terminal line.
-type progressBar struct {
-	w     io.Writer
-	label string
-	total int64
-	done  int64
-	start time.Time
-	drawn time.Time
-}
-
-func (p *progressBar) Write(b []byte) (int, error) {
-	p.done += int64(len(b))
-	if time.Since(p.drawn) >= 100*time.Millisecond || p.done == p.total {
-		p.draw()
-	}
-	return len(b), nil
-}
-
-func (p *progressBar) draw() {
-	p.drawn = time.Now()
-	const width = 30
-	frac := 1.0
-	if p.total > 0 {
-		frac = float64(p.done) / float64(p.total)
-	}
-	filled := int(frac * width)
-	rate := float64(p.done) / max(time.Since(p.start).Seconds(), 1e-3)
-	fmt.Fprintf(p.w, "\r%s  [%s%s] %3.0f%%  %s / %s  %s/s ", p.label, strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
-		frac*100, humanBytes(float64(p.done)), humanBytes(float64(p.total)), humanBytes(rate))
-}
-
-func (p *progressBar) finish() {
-	p.draw()
-	fmt.Fprintln(p.w)
-}
-
-func humanBytes(n float64) string {
-	units := []string{"B", "KB", "MB", "GB"}
-	i := 0
-	for n >= 1000 && i < len(units)-1 {
-		n /= 1000
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%.0f %s", n, units[i])
-	}
-	return fmt.Sprintf("%.1f %s", n, units[i])
-}
-
-// waitLoaded waits until the Plugin reports the module digest loaded, and
-// fails with the server's reason when it reports a failure for it.
-func waitLoaded(ctx context.Context, c *client, name, digest string, timeout time.Duration, stdout io.Writer) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	ri := c.dynamic.Resource(pluginGVR)
-	var last string
-	for {
-		obj, err := ri.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return c.explain(err)
-		}
-		phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
-		loaded, _, _ := unstructured.NestedString(obj.Object, "status", "loadedDigest")
-		cond := condition(obj, "Loaded")
-		observed, _ := cond["observedGeneration"].(int64)
-		current := observed >= obj.GetGeneration()
-		switch {
-		case phase == "Loaded" && loaded == digest && current:
-			fmt.Fprintf(stdout, "plugin.setpoint.dev/%s loaded\n", name)
-			return nil
-		case phase == "Failed" && current && loaded != "" && loaded != digest:
-			// The server's message ends with the module that keeps serving.
-			return fmt.Errorf("plugin %s: module %s was refused and not swapped in: %s: %s", name, digest, str(cond["reason"]), str(cond["message"]))
-		case phase == "Failed" && current:
-			return fmt.Errorf("plugin %s failed to load: %s: %s", name, str(cond["reason"]), str(cond["message"]))
-		}
-		last = fmt.Sprintf("phase %q, %s", phase, str(cond["message"]))
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
-			return fmt.Errorf("plugin %s not loaded within %v (%s)", name, timeout, last)
-		}
-	}
-}
-
-// condition returns the status condition of the given type, or nil.
-func condition(obj *unstructured.Unstructured, typ string) map[string]any {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == typ {
-			return m
-		}
-	}
-	return nil
 }
 
 func runPluginDescribe(ctx context.Context, o *clientOptions, name string, stdout io.Writer) error {
@@ -619,6 +368,7 @@ func runPluginDescribe(ctx context.Context, o *clientOptions, name string, stdou
 	field("Module", get("spec", "module", "digest"))
 	field("Loaded module", orNone(get("status", "loadedDigest")))
 	field("Preemption", orNone(get("status", "preemption")))
+	field("Privileged", strconv.FormatBool(get("spec", "privileged") == "true"))
 	field("Phase", orNone(get("status", "phase")))
 	field("Calls", orNone(get("status", "calls")))
 	field("Errors", orNone(get("status", "errors")))
