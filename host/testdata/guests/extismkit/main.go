@@ -6,6 +6,7 @@
 //	config  status.greeting is config_get("greeting")
 //	var     counts calls in the var "n" and reports it as status.n
 //	log     logs one line at each level through log_trace .. log_error
+//	        and reports get_log_level as status.level
 //	trap    reads far outside linear memory (a Wasm trap)
 //	panic   panics (recovered by the kit and reported with error_set)
 //	sleep   sleeps for config "sleep" (time.Sleep: WASI poll_oneoff)
@@ -45,6 +46,9 @@ func varSet(key, value uint64)
 
 //go:wasmimport extism:host/env log_trace
 func logTrace(msg uint64)
+
+//go:wasmimport extism:host/env get_log_level
+func getLogLevel() int32
 
 //go:wasmimport extism:host/env log_debug
 func logDebug(msg uint64)
@@ -103,6 +107,7 @@ func reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse
 		logInfo(put("kit info"))
 		logWarn(put("kit warn"))
 		logError(put("kit error"))
+		st.Int("level", int64(getLogLevel()))
 	case "trap":
 		// A load past the end of linear memory: Go's nil check does not
 		// catch it, Wasm traps.
