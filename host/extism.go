@@ -199,10 +199,11 @@ func (in *extismInstance) call(ctx context.Context, export string, input []byte)
 	rc, out, err := in.pl.CallWithContext(ctx, export, input)
 	in.scope, in.clock.done = nil, nil
 	if err != nil {
-		if ctx.Err() != nil || in.pl.Memory() == nil || isExit(err) || rc == 0 || extismTrapped(err) {
+		if ctx.Err() != nil || in.pl.Memory() == nil || isExit(err) || extismTrapped(err) {
 			return nil, classify(ctx, err, in.out, in.p.cfg.Limits)
 		}
-		// The guest set an error with error_set and returned non-zero.
+		// The guest set an error with error_set: it fails the call whatever
+		// the export returned (docs/ABI.md, What an export returns).
 		return nil, &failure{err: ErrGuestPanic, detail: normalizeTrace(truncate(err.Error(), 2048)), keep: true}
 	}
 	if rc != 0 {

@@ -85,6 +85,9 @@ func TestTrapDiscardsInstance(t *testing.T) {
 		{"faulty", "trap", host.ErrTrap, true},
 		{"extismkit", "trap", host.ErrTrap, true},
 		{"extismkit", "panic", host.ErrGuestPanic, false},
+		// error_set fails the call whatever the export returns, as a
+		// guest failure.
+		{"extismkit", "errorzero", host.ErrGuestPanic, false},
 	} {
 		t.Run(tt.module+" "+tt.mode, func(t *testing.T) {
 			p := hosttest.Load(t, tt.module, host.Config{Limits: host.Limits{CallTimeout: 10 * time.Second, PoolSize: 1}})

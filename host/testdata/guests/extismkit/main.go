@@ -9,6 +9,7 @@
 //	        and reports get_log_level as status.level
 //	trap    reads far outside linear memory (a Wasm trap)
 //	panic   panics (recovered by the kit and reported with error_set)
+//	errorzero sets an error with error_set and returns 0 all the same
 //	sleep   sleeps for config "sleep" (time.Sleep: WASI poll_oneoff)
 //	ok      status.state is "ok"
 package main
@@ -46,6 +47,9 @@ func varSet(key, value uint64)
 
 //go:wasmimport extism:host/env log_trace
 func logTrace(msg uint64)
+
+//go:wasmimport extism:host/env error_set
+func errorSet(msg uint64)
 
 //go:wasmimport extism:host/env get_log_level
 func getLogLevel() int32
@@ -114,6 +118,9 @@ func reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse
 		sink = *(*byte)(unsafe.Pointer(uintptr(0xfffffff0)))
 	case "panic":
 		panic("extismkit panic")
+	case "errorzero":
+		// An error set, and the export then returns 0 with a response.
+		errorSet(put("extismkit error with 0 returned"))
 	case "sleep":
 		d, _ := time.ParseDuration(req.Config["sleep"])
 		time.Sleep(d)
