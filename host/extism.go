@@ -58,16 +58,18 @@ func newExtismRunner(ctx context.Context, p *Plugin, rcfg wazero.RuntimeConfig, 
 		f.SetNamespace(abi.ExtismUserModule)
 		funcs = append(funcs, f)
 	}
+	funcs = append(funcs, traceFuncs()...)
 	manifest := extism.Manifest{
-		Wasm:   []extism.Wasm{extism.WasmData{Data: wasm, Name: "main"}},
+		Wasm:   []extism.Wasm{extism.WasmData{Data: routeTrace(wasm), Name: "main"}},
 		Memory: &extism.ManifestMemory{MaxPages: p.cfg.Limits.MemoryPages, MaxVarBytes: maxVarBytes},
 	}
-	// The kit's log functions (log_info and friends) reach the instance's
-	// logger only at or above the SDK's process-wide level; the logger
-	// routes what a guest logs to the plugin's log (see newInstance). The
-	// level is debug, not trace: the SDK logs its runtime detection at
-	// trace while it makes an instance, before the host can set the
-	// instance's logger, to the standard library's log.
+	// The kit's log functions (log_debug to log_error) reach the
+	// instance's logger only at or above the SDK's process-wide level; the
+	// logger routes what a guest logs to the plugin's log (see
+	// newInstance). The level is debug, not trace: the SDK logs its runtime
+	// detection at trace while it makes an instance, before the host can
+	// set the instance's logger, to the standard library's log. log_trace
+	// and get_log_level are served by the host instead (extismtrace.go).
 	extismLogLevel.Do(func() { extism.SetLogLevel(extism.LogLevelDebug) })
 	compiled, err := extism.NewCompiledPlugin(ctx, manifest, extism.PluginConfig{RuntimeConfig: rcfg, EnableWasi: true}, funcs)
 	if err != nil {
@@ -129,17 +131,13 @@ type extismInstance struct {
 }
 
 // log receives the kit's log functions (log_debug to log_error; log_trace
-// is below the SDK's level) and the SDK's own debug lines. A guest's lines
+// is served by traceFuncs) and the SDK's own debug lines. A guest's lines
 // go to the plugin's log like those of the log host function, and count in
 // the host-call budget; the SDK's are dropped.
 func (in *extismInstance) log(level extism.LogLevel, msg string) {
 	s := in.scope
 	if s == nil || level <= extism.LogLevelDebug && sdkDiagnostic(msg) {
 		return
-	}
-	s.calls++
-	if s.calls > s.p.cfg.Limits.MaxHostCalls {
-		panic(errBudget)
 	}
 	var l slog.Level
 	switch level {
@@ -152,7 +150,7 @@ func (in *extismInstance) log(level extism.LogLevel, msg string) {
 	default:
 		l = slog.LevelError
 	}
-	s.logLine(context.Background(), l, msg, nil)
+	s.guestLog(l, msg)
 }
 
 func (in *extismInstance) encodeBuffer() *[]byte { return &in.enc }
@@ -201,10 +199,11 @@ func (in *extismInstance) call(ctx context.Context, export string, input []byte)
 	rc, out, err := in.pl.CallWithContext(ctx, export, input)
 	in.scope, in.clock.done = nil, nil
 	if err != nil {
-		if ctx.Err() != nil || in.pl.Memory() == nil || isExit(err) || rc == 0 || extismTrapped(err) {
+		if ctx.Err() != nil || in.pl.Memory() == nil || isExit(err) || extismTrapped(err) {
 			return nil, classify(ctx, err, in.out, in.p.cfg.Limits)
 		}
-		// The guest set an error with error_set and returned non-zero.
+		// The guest set an error with error_set: it fails the call whatever
+		// the export returned (docs/ABI.md, What an export returns).
 		return nil, &failure{err: ErrGuestPanic, detail: normalizeTrace(truncate(err.Error(), 2048)), keep: true}
 	}
 	if rc != 0 {

@@ -85,6 +85,9 @@ func TestTrapDiscardsInstance(t *testing.T) {
 		{"faulty", "trap", host.ErrTrap, true},
 		{"extismkit", "trap", host.ErrTrap, true},
 		{"extismkit", "panic", host.ErrGuestPanic, false},
+		// error_set fails the call whatever the export returns, as a
+		// guest failure.
+		{"extismkit", "errorzero", host.ErrGuestPanic, false},
 	} {
 		t.Run(tt.module+" "+tt.mode, func(t *testing.T) {
 			p := hosttest.Load(t, tt.module, host.Config{Limits: host.Limits{CallTimeout: 10 * time.Second, PoolSize: 1}})
@@ -161,11 +164,18 @@ func TestExtismKitIdioms(t *testing.T) {
 		}
 	}
 
-	if _, err := reconcileMode(ctx, p, map[string]string{"mode": "log"}); err != nil {
+	resp, err = reconcileMode(ctx, p, map[string]string{"mode": "log"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	// get_log_level answers trace (0 in the kits' numbering), so kits
+	// that check it before logging keep their trace lines.
+	if got := resp.Status.Int("level"); got != 0 {
+		t.Errorf("get_log_level = %d, want 0 (trace)", got)
+	}
 	out := logs.String()
-	for _, line := range []string{`level=DEBUG msg="plugin log" plugin=extismkit kind=Widget namespace=default name=w1 message="kit debug"`,
+	for _, line := range []string{`level=DEBUG msg="plugin log" plugin=extismkit kind=Widget namespace=default name=w1 message="kit trace"`,
+		`level=DEBUG msg="plugin log" plugin=extismkit kind=Widget namespace=default name=w1 message="kit debug"`,
 		`level=INFO msg="plugin log" plugin=extismkit kind=Widget namespace=default name=w1 message="kit info"`,
 		`level=WARN msg="plugin log" plugin=extismkit kind=Widget namespace=default name=w1 message="kit warn"`,
 		`level=ERROR msg="plugin log" plugin=extismkit kind=Widget namespace=default name=w1 message="kit error"`} {
@@ -173,8 +183,7 @@ func TestExtismKitIdioms(t *testing.T) {
 			t.Errorf("the plugin's log lacks %q:\n%s", line, out)
 		}
 	}
-	// log_trace is below the Extism SDK's level: documented as dropped.
-	if strings.Contains(out, "Calling function") || strings.Contains(out, "kit trace") {
+	if strings.Contains(out, "Calling function") {
 		t.Errorf("the SDK's own diagnostics reached the plugin's log:\n%s", out)
 	}
 }

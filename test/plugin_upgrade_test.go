@@ -66,10 +66,11 @@ func TestPluginUpgradeRefusesUnsafeModules(t *testing.T) {
 			if r.code == 0 {
 				t.Fatalf("upgrade to %s succeeded:\n%s", tc.module, r.stdout)
 			}
-			if !strings.Contains(r.stdout, "upgraded: module "+v1Digest+" -> sha256:") {
-				t.Errorf("upgrade output does not start from the serving module %s:\n%s", v1Digest, r.stdout)
+			refused := digestOfModule(builtModule(t, tc.module))
+			if !strings.Contains(r.stdout, "upgraded: module "+v1Digest+" -> "+refused) {
+				t.Errorf("upgrade output does not name the serving module %s and the new one %s:\n%s", v1Digest, refused, r.stdout)
 			}
-			for _, want := range []string{"was refused and not swapped in", "MissingExport", tc.says, "module " + v1Digest + " keeps serving"} {
+			for _, want := range []string{"module " + refused + " was refused and not swapped in", "MissingExport", tc.says, "module " + v1Digest + " keeps serving"} {
 				if !strings.Contains(r.stderr, want) {
 					t.Errorf("upgrade stderr lacks %q:\n%s", want, r.stderr)
 				}

@@ -37,7 +37,7 @@ func TestStageNeverReplacesServingVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Exports(); !got.Reconcile || !got.Admit || !got.Finalize {
+	if got := c.Exports(); got != (plugins.Exports{Reconcile: true, Admit: true, Finalize: true, Preemption: "loop-checks"}) {
 		t.Fatalf("v1 exports %+v", got)
 	}
 	if reg.Get("p") != nil {

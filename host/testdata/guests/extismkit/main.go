@@ -6,8 +6,10 @@
 //	config  status.greeting is config_get("greeting")
 //	var     counts calls in the var "n" and reports it as status.n
 //	log     logs one line at each level through log_trace .. log_error
+//	        and reports get_log_level as status.level
 //	trap    reads far outside linear memory (a Wasm trap)
 //	panic   panics (recovered by the kit and reported with error_set)
+//	errorzero sets an error with error_set and returns 0 all the same
 //	sleep   sleeps for config "sleep" (time.Sleep: WASI poll_oneoff)
 //	ok      status.state is "ok"
 package main
@@ -45,6 +47,12 @@ func varSet(key, value uint64)
 
 //go:wasmimport extism:host/env log_trace
 func logTrace(msg uint64)
+
+//go:wasmimport extism:host/env error_set
+func errorSet(msg uint64)
+
+//go:wasmimport extism:host/env get_log_level
+func getLogLevel() int32
 
 //go:wasmimport extism:host/env log_debug
 func logDebug(msg uint64)
@@ -103,12 +111,16 @@ func reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.ReconcileResponse
 		logInfo(put("kit info"))
 		logWarn(put("kit warn"))
 		logError(put("kit error"))
+		st.Int("level", int64(getLogLevel()))
 	case "trap":
 		// A load past the end of linear memory: Go's nil check does not
 		// catch it, Wasm traps.
 		sink = *(*byte)(unsafe.Pointer(uintptr(0xfffffff0)))
 	case "panic":
 		panic("extismkit panic")
+	case "errorzero":
+		// An error set, and the export then returns 0 with a response.
+		errorSet(put("extismkit error with 0 returned"))
 	case "sleep":
 		d, _ := time.ParseDuration(req.Config["sleep"])
 		time.Sleep(d)
