@@ -46,6 +46,7 @@ type serverOptions struct {
 	pluginStatusInterval      time.Duration
 	moduleGCGrace             time.Duration
 	profiling                 bool
+	limits                    limitFlags
 }
 
 func newServerCommand() *cobra.Command {
@@ -99,6 +100,7 @@ signal exits at once.`,
 	f.DurationVar(&o.pluginStatusInterval, "plugin-status-interval", 10*time.Second, "how often each Plugin's call and error counts are written to its status (only when they changed)")
 	f.DurationVar(&o.moduleGCGrace, "module-gc-grace", plugins.DefaultModuleGCGrace, "how long an uploaded module that no Plugin uses (in spec.module.digest or status.loadedDigest) is kept before it is deleted; the time is counted in memory, so a restart starts it again")
 	f.BoolVar(&o.profiling, "profiling", true, "serve Go's runtime profiles (heap, goroutines, CPU, trace) under /debug/pprof/ to holders of the admin token, as kube-apiserver does; go tool pprof reads them")
+	o.limits.register(f)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -228,6 +230,9 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.addr, err)
 	}
+	connOpts := o.limits.conns()
+	connOpts.Logger = log
+	ln = serving.LimitConnections(ln, connOpts)
 	url := serverURL(host, ln)
 	kubeconfig, err := material.WriteKubeconfig(url)
 	if err != nil {
@@ -247,12 +252,19 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		// The web UI's static files hold no secrets; a browser loads them
 		// first and then signs in with the token.
 		PublicPaths: []string{"/ui"},
+		Limits:      o.limits.requests(),
 	})
+	tlsConfig := material.TLSConfig()
+	if err := o.limits.tls().Apply(tlsConfig); err != nil {
+		ln.Close()
+		return err
+	}
 	srv := &http.Server{
 		Handler:           handler,
-		TLSConfig:         material.TLSConfig(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		TLSConfig:         tlsConfig,
+		ConnContext:       serving.ConnContext,
+		ReadHeaderTimeout: o.limits.handshakeTimeout,
+		IdleTimeout:       o.limits.idleTimeout,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -343,7 +355,7 @@ func (o *serverOptions) validate() error {
 	if o.moduleGCGrace <= 0 {
 		return fmt.Errorf("--module-gc-grace %v: want a positive duration", o.moduleGCGrace)
 	}
-	return nil
+	return o.limits.validate()
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

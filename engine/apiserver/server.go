@@ -11,12 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/webui"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
 	"github.com/setpoint-dev/setpoint/store"
@@ -43,7 +45,16 @@ type Options struct {
 	MaxBodyBytes int64
 	// Version is what /version reports.
 	Version version.Info
+	// WatchWriteTimeout is how long one event of a watch over plain HTTP
+	// may take to reach the client before the watch is ended;
+	// DefaultWatchWriteTimeout when zero. serving.Limit's setting, when the
+	// request went through it, takes precedence. WebSocket watches have
+	// their own bounds (wswatch.Options).
+	WatchWriteTimeout time.Duration
 }
+
+// DefaultWatchWriteTimeout is Options.WatchWriteTimeout's default.
+const DefaultWatchWriteTimeout = serving.DefaultWatchWriteTimeout
 
 var _ http.Handler = (*Server)(nil)
 
@@ -112,6 +123,9 @@ func New(opts Options) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("apiserver: %w", err)
 		}
+	}
+	if opts.WatchWriteTimeout <= 0 {
+		opts.WatchWriteTimeout = DefaultWatchWriteTimeout
 	}
 	ws, err := wswatch.New(wswatch.Options{AllowedOrigins: opts.AllowedOrigins, Logger: opts.Logger})
 	if err != nil {

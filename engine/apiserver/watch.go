@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
 )
 
@@ -54,6 +56,20 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 		}
 	}
 	flusher, _ := w.(http.Flusher)
+	// Each event must reach the client within WatchWriteTimeout, or the
+	// watch ends: a client that stops reading must not keep what its watch
+	// holds (the initial list it has not taken, the store's backlog) for
+	// ever, as the WebSocket server drops one whose queue fills.
+	writeTimeout := s.opts.WatchWriteTimeout
+	if d, ok := serving.WatchWriteTimeout(r.Context()); ok {
+		writeTimeout = d
+	}
+	rc := http.NewResponseController(w)
+	deadlines := rc.SetWriteDeadline(time.Now().Add(writeTimeout)) == nil
+	if deadlines {
+		// The connection outlives the watch under keep-alive.
+		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
@@ -63,11 +79,18 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 			s.log.Error("encode watch event", "err", err)
 			return false
 		}
+		if deadlines {
+			_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		}
 		if _, err := w.Write(append(b, '\n')); err != nil {
+			s.log.Debug("watch client not reading; watch ended", "resource", t.gvr().Resource, "err", err)
 			return false
 		}
 		if flusher != nil {
-			flusher.Flush()
+			if err := rc.Flush(); err != nil {
+				s.log.Debug("watch client not reading; watch ended", "resource", t.gvr().Resource, "err", err)
+				return false
+			}
 		}
 		return true
 	}

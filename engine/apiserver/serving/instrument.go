@@ -26,7 +26,8 @@ var requestInfoFactory = &request.RequestInfoFactory{
 
 // note is what inner handlers tell the instrumenting one about a request.
 type note struct {
-	user atomic.Pointer[string]
+	user   atomic.Pointer[string]
+	served atomic.Bool
 }
 
 type noteKey struct{}
@@ -35,6 +36,16 @@ type noteKey struct{}
 func noteUser(ctx context.Context, name string) {
 	if n, ok := ctx.Value(noteKey{}).(*note); ok {
 		n.user.Store(&name)
+	}
+}
+
+// MarkServed tells the instrumenting handler that the request named a
+// resource the API serves: only those get a resource label of their own in
+// the metrics, others count under one "unknown" label, so that requests for
+// made-up resources cannot use up the label's bounded values.
+func MarkServed(ctx context.Context) {
+	if n, ok := ctx.Value(noteKey{}).(*note); ok {
+		n.served.Store(true)
 	}
 }
 
@@ -133,7 +144,7 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 			}
 			d := time.Since(start)
 			if opts.Metrics != nil {
-				opts.Metrics.observe(info.Verb, info.Resource, info.Subresource, code, d)
+				opts.Metrics.observe(info.Verb, info.Resource, info.Subresource, n.served.Load(), code, d)
 			}
 			level := slog.LevelInfo
 			switch {
