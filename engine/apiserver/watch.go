@@ -73,30 +73,33 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
-	send := func(ev watch.Event) bool {
-		b, err := wswatch.EncodeEvent(ev)
-		if err != nil {
-			s.log.Error("encode watch event", "err", err)
-			return false
-		}
+	// write sends one encoded event. Encoded events may be shared with
+	// other watches (EncodeShared): b is never modified.
+	write := func(b []byte) bool {
 		if deadlines {
 			_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		}
-		if _, err := w.Write(append(b, '\n')); err != nil {
+		_, err := w.Write(b)
+		if err == nil {
+			_, err = w.Write(newline)
+		}
+		if err == nil && flusher != nil {
+			err = rc.Flush()
+		}
+		if err != nil {
 			s.log.Debug("watch client not reading; watch ended", "resource", t.gvr().Resource, "err", err)
 			return false
 		}
-		if flusher != nil {
-			if err := rc.Flush(); err != nil {
-				s.log.Debug("watch client not reading; watch ended", "resource", t.gvr().Resource, "err", err)
-				return false
-			}
-		}
 		return true
 	}
-	if err != nil {
+	sendError := func(err error) {
 		st := statusOf(err)
-		send(watch.Event{Type: watch.Error, Object: &st})
+		if b, err := wswatch.EncodeEvent(watch.Event{Type: watch.Error, Object: &st}); err == nil {
+			write(b)
+		}
+	}
+	if err != nil {
+		sendError(err)
 		return nil
 	}
 	defer wi.Stop()
@@ -104,22 +107,22 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 		flusher.Flush()
 	}
 	for ev := range wi.ResultChan() {
-		if conv.Convert != nil {
-			c, err := conv.Convert(ev)
-			if err != nil {
-				// As over WebSocket: the ERROR event ends the stream.
-				st := statusOf(err)
-				send(watch.Event{Type: watch.Error, Object: &st})
-				return nil
-			}
-			ev = c
+		// Converted (when the client asked for Tables or metadata) and
+		// encoded once for every watch that sends the same event.
+		b, err := s.ws.EncodeShared(ev, conv)
+		if err != nil {
+			// As over WebSocket: the ERROR event ends the stream.
+			sendError(err)
+			return nil
 		}
-		if !send(ev) {
+		if !write(b) {
 			return nil
 		}
 	}
 	return nil
 }
+
+var newline = []byte{'\n'}
 
 // watchConversion returns what turns each event of a watch into what the
 // request's Accept header asked for, as Kubernetes' watch does; a zero
