@@ -251,3 +251,60 @@ func TestAbusiveClientsKeepMemoryBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestUnauthenticatedConnectionsCannotLockOut holds, without a token, more
+// TLS connections than the server allows and checks that kubectl still
+// gets in, that the server never holds more than its cap, and that a
+// client offering only a CBC cipher suite is refused.
+func TestUnauthenticatedConnectionsCannotLockOut(t *testing.T) {
+	const maxConns = 40
+	s := testserver.Start(t, testserver.Options{Args: []string{"--max-connections", strconv.Itoa(maxConns)}})
+	pid := s.Pid()
+	fds := func() int {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	base := fds()
+	var conns []*tls.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	// Handshaken, idle, unauthenticated: three times the cap.
+	for range 3 * maxConns {
+		c, err := tls.Dial("tcp", s.Addr, &tls.Config{RootCAs: s.CAPool, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			continue // refused or closed to make room: expected past the cap
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(200 * time.Millisecond)
+	held := fds() - base
+	t.Logf("%d idle unauthenticated TLS connections attempted, cap %d: the server holds %d more file descriptors than before", 3*maxConns, maxConns, held)
+	if held > maxConns+5 {
+		t.Errorf("the server holds %d more file descriptors with %d idle connections attempted, want at most about %d", held, 3*maxConns, maxConns)
+	}
+	t0 := time.Now()
+	if out, errOut, err := s.Kubectl("get", "namespaces", "--request-timeout=20s"); err != nil || !strings.Contains(out, "default") {
+		t.Fatalf("kubectl with the server full of unauthenticated connections: %v\n%s%s", err, out, errOut)
+	}
+	t.Logf("kubectl get namespaces past the flood: %v", time.Since(t0).Round(time.Millisecond))
+
+	// TLS: a client offering only a CBC suite is refused; one offering an
+	// AEAD suite is served.
+	if c, err := tls.Dial("tcp", s.Addr, &tls.Config{RootCAs: s.CAPool, MaxVersion: tls.VersionTLS12,
+		CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA}}); err == nil {
+		c.Close()
+		t.Errorf("a TLS 1.2 client offering only CBC suites completed the handshake")
+	}
+	c, err := tls.Dial("tcp", s.Addr, &tls.Config{RootCAs: s.CAPool, MaxVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Errorf("a TLS 1.2 client with Go's default suites: %v", err)
+	} else {
+		c.Close()
+	}
+}
