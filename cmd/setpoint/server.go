@@ -259,12 +259,13 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		ln.Close()
 		return err
 	}
+	handshakeTimeout, idleTimeout := o.limits.timeouts()
 	srv := &http.Server{
 		Handler:           handler,
 		TLSConfig:         tlsConfig,
 		ConnContext:       serving.ConnContext,
-		ReadHeaderTimeout: o.limits.handshakeTimeout,
-		IdleTimeout:       o.limits.idleTimeout,
+		ReadHeaderTimeout: handshakeTimeout,
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

@@ -43,6 +43,8 @@ func (l *limitFlags) register(f *pflag.FlagSet) {
 	f.StringSliceVar(&l.tlsCipherSuites, "tls-cipher-suites", serving.DefaultTLSCipherSuites, "TLS 1.2 cipher suites served, by IANA name, comma-separated (TLS 1.3 suites are fixed by Go); the default has only ECDHE suites with AES-GCM or ChaCha20-Poly1305, no CBC or SHA-1")
 }
 
+// validate checks the flags. Zero values (which the flags' defaults never
+// are) stand for the defaults, so that options built without the flags work.
 func (l *limitFlags) validate() error {
 	for _, c := range []struct {
 		name string
@@ -52,14 +54,14 @@ func (l *limitFlags) validate() error {
 		{"--max-mutating-requests-inflight", l.maxMutatingRequestsInflight},
 		{"--max-watches", l.maxWatches},
 	} {
-		if c.v == 0 || c.v < -1 {
+		if c.v < -1 {
 			return fmt.Errorf("%s %d: want a positive number, or -1 for no limit", c.name, c.v)
 		}
 	}
 	if l.maxConnections < 0 {
 		return fmt.Errorf("--max-connections %d: want a positive number, or 0 for the default", l.maxConnections)
 	}
-	if l.maxConnectionsPerAddress <= 0 {
+	if l.maxConnectionsPerAddress < 0 {
 		return fmt.Errorf("--max-connections-per-address %d: want a positive number", l.maxConnectionsPerAddress)
 	}
 	for _, c := range []struct {
@@ -71,7 +73,7 @@ func (l *limitFlags) validate() error {
 		{"--tls-handshake-timeout", l.handshakeTimeout},
 		{"--idle-connection-timeout", l.idleTimeout},
 	} {
-		if c.d <= 0 {
+		if c.d < 0 {
 			return fmt.Errorf("%s %v: want a positive duration", c.name, c.d)
 		}
 	}
@@ -96,6 +98,18 @@ func (l *limitFlags) requests() serving.LimitOptions {
 		RequestTimeout:              l.requestTimeout,
 		WatchWriteTimeout:           l.watchWriteTimeout,
 	}
+}
+
+// timeouts returns the handshake and idle timeouts for http.Server.
+func (l *limitFlags) timeouts() (handshake, idle time.Duration) {
+	handshake, idle = l.handshakeTimeout, l.idleTimeout
+	if handshake == 0 {
+		handshake = serving.DefaultHandshakeTimeout
+	}
+	if idle == 0 {
+		idle = serving.DefaultIdleTimeout
+	}
+	return handshake, idle
 }
 
 func (l *limitFlags) conns() serving.ConnOptions {
