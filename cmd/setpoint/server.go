@@ -253,6 +253,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		// first and then signs in with the token.
 		PublicPaths: []string{"/ui"},
 		Limits:      o.limits.requests(),
+		Served:      servedResources(api),
 	})
 	tlsConfig := material.TLSConfig()
 	if err := o.limits.tls().Apply(tlsConfig); err != nil {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strings"
+
+	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
 // HandlerOptions configures NewHandler.
@@ -28,6 +30,9 @@ type HandlerOptions struct {
 	// Limits bounds the requests served at once and how long each may
 	// take; see Limit.
 	Limits LimitOptions
+	// Served tells which resources the API serves, for the metrics'
+	// resource label; see InstrumentOptions.Served.
+	Served func(*request.RequestInfo) bool
 }
 
 // pprofPrefix is where the runtime profiles are served.
@@ -79,5 +84,5 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		api.ServeHTTP(w, r)
 	})
 	limited := Limit(routes, opts.Limits, m)
-	return Instrument(NewAuthenticator(opts.Token, opts.PublicPaths...).Wrap(limited), InstrumentOptions{Logger: opts.Logger, Metrics: m})
+	return Instrument(NewAuthenticator(opts.Token, opts.PublicPaths...).Wrap(limited), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
 }

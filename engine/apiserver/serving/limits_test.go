@@ -17,6 +17,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -351,5 +352,32 @@ func TestMetricsLabelOnlyServedResources(t *testing.T) {
 	}
 	if strings.Contains(body, `resource="thing`) || strings.Contains(body, `resource="other"`) {
 		t.Errorf("/metrics labels made-up resources:\n%s", body)
+	}
+}
+
+// TestMetricsServedCallback checks that HandlerOptions.Served labels the
+// requests for served resources, unauthenticated ones included, and
+// nothing else.
+func TestMetricsServedCallback(t *testing.T) {
+	h := NewHandler(HandlerOptions{
+		API:    http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("{}")) }),
+		Token:  testToken,
+		Logger: quiet,
+		Served: func(info *request.RequestInfo) bool { return info.Resource == "namespaces" },
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	do(t, "GET", srv.URL+"/api/v1/namespaces", "", nil)
+	do(t, "GET", srv.URL+"/api/v1/namespaces", testToken, nil)
+	do(t, "GET", srv.URL+"/api/v1/madeup", "", nil)
+	_, body := do(t, "GET", srv.URL+"/metrics", testToken, nil)
+	for _, want := range []string{
+		`setpoint_apiserver_requests_total{code="401",resource="namespaces",subresource="",verb="list"} 1`,
+		`setpoint_apiserver_requests_total{code="200",resource="namespaces",subresource="",verb="list"} 1`,
+		`setpoint_apiserver_requests_total{code="401",resource="unknown",subresource="",verb="list"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }
