@@ -91,7 +91,7 @@ func (s *Server) streamJSONList(w http.ResponseWriter, r *http.Request, t target
 	started, writeFailed := false, false
 	var buf []byte
 	written := 0
-	err := s.eng.ListJSONPages(r.Context(), t.gvr(), t.namespace, opts, 0, func(l *engine.JSONList) error {
+	err := s.eng.ListJSONPages(r.Context(), t.gvr(), t.namespace, opts, s.pageSize, func(l *engine.JSONList) error {
 		buf = buf[:0]
 		if !started {
 			started, kind, rv = true, l.Kind, l.ResourceVersion

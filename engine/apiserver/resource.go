@@ -182,6 +182,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t target) error {
 		writeJSONList(w, l)
 		return nil
 	}
+	if opts.Limit == 0 && (wantsPartial(r) || acceptParams(r, "Table") != nil) {
+		return s.listConverted(w, r, t, opts)
+	}
 	l, err := s.eng.List(r.Context(), t.gvr(), t.namespace, opts)
 	if err != nil {
 		return err

@@ -66,6 +66,10 @@ type Server struct {
 	router chi.Router
 	ws     *wswatch.Server
 
+	// pageSize is how many objects a full list reads at a time
+	// (engine.ListJSONPageSize; tests lower it).
+	pageSize int64
+
 	openapiMu sync.Mutex // guards openapi
 	openapi   *openapiCache
 
@@ -131,7 +135,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
-	s := &Server{eng: eng, log: opts.Logger, opts: opts, ws: ws}
+	s := &Server{eng: eng, log: opts.Logger, opts: opts, ws: ws, pageSize: engine.ListJSONPageSize}
 	s.router = s.routes()
 	return s, nil
 }
