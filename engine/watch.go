@@ -63,7 +63,10 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 
 	var initialItems *initialList
 	if initial {
-		il, err := s.initialListOf(ctx, sv, namespace, opts)
+		// From resourceVersion "0" ("any"), a list another watch holds,
+		// however old, will do, as Kubernetes serves such a watch from its
+		// cache; otherwise it must be at least as recent as the store.
+		il, err := s.initialListOf(ctx, sv, namespace, opts, opts.ResourceVersion == "0")
 		if err != nil {
 			cancel()
 			return nil, err
@@ -75,6 +78,16 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 		return nil, err
 	}
 	w, err := storeWatch(ctx, s.store, prefix, from)
+	if err != nil && errors.Is(err, store.ErrCompacted) && initial && opts.ResourceVersion == "0" {
+		// The list shared was older than the history kept: read a new one.
+		il, lerr := s.initialListOf(ctx, sv, namespace, opts, false)
+		if lerr != nil {
+			cancel()
+			return nil, lerr
+		}
+		initialItems, from = il, il.rev
+		w, err = storeWatch(ctx, s.store, prefix, from)
+	}
 	if err != nil {
 		cancel()
 		return nil, storeError(err, gvr.GroupResource(), "")

@@ -46,17 +46,18 @@ type initialList struct {
 	err   error
 }
 
-// get returns the initial list of key at the store's current revision cur
-// or later: a list already read (or being read) at cur or later if there is
-// one that a watch still holds, else one read now by read. The caller keeps
-// the returned list while it sends its items.
-func (c *initialLists) get(ctx context.Context, key initialKey, cur int64, read func(context.Context) (*unstructured.UnstructuredList, error)) (*initialList, error) {
+// get returns an initial list of key at revision minRev or later: a list
+// already read (or being read) that a watch still holds if there is one,
+// else one read now by read, which is at least as recent as cur, the
+// store's current revision. The caller keeps the returned list while it
+// sends its items.
+func (c *initialLists) get(ctx context.Context, key initialKey, cur, minRev int64, read func(context.Context) (*unstructured.UnstructuredList, error)) (*initialList, error) {
 	c.mu.Lock()
 	if c.m == nil {
 		c.m = map[initialKey]weak.Pointer[initialList]{}
 	}
 	if wp, ok := c.m[key]; ok {
-		if il := wp.Value(); il != nil && il.atLeast >= cur {
+		if il := wp.Value(); il != nil && il.atLeast >= minRev {
 			c.mu.Unlock()
 			select {
 			case <-il.done:
@@ -111,14 +112,19 @@ func (c *initialLists) read(ctx context.Context, key initialKey, cur int64, read
 	return il, nil
 }
 
-// initialListOf returns the shared initial list of a watch of sv.
-func (s *Service) initialListOf(ctx context.Context, sv *served, namespace string, opts metav1.ListOptions) (*initialList, error) {
+// initialListOf returns the shared initial list of a watch of sv: one at
+// least as recent as the store, or, with anyRev, any one a watch holds.
+func (s *Service) initialListOf(ctx context.Context, sv *served, namespace string, opts metav1.ListOptions, anyRev bool) (*initialList, error) {
 	cur, err := s.store.CurrentRevision(ctx)
 	if err != nil {
 		return nil, storeError(err, sv.GVR.GroupResource(), "")
 	}
 	key := initialKey{sv: sv, namespace: namespace, labels: opts.LabelSelector, fieldsSel: opts.FieldSelector}
-	return s.initial.get(ctx, key, cur, func(ctx context.Context) (*unstructured.UnstructuredList, error) {
+	minRev := cur
+	if anyRev {
+		minRev = 0
+	}
+	return s.initial.get(ctx, key, cur, minRev, func(ctx context.Context) (*unstructured.UnstructuredList, error) {
 		return s.List(ctx, sv.GVR, namespace, metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector})
 	})
 }
