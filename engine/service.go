@@ -62,6 +62,8 @@ type Service struct {
 	running atomic.Bool
 	// watchDecode decodes each store event once for all watches.
 	watchDecode *decodeCache
+	// initial shares the initial lists of watches that start together.
+	initial initialLists
 	// readRecordMu serializes the saves of CRDs' read-schema records.
 	readRecordMu sync.Mutex
 }

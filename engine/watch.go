@@ -30,10 +30,11 @@ const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
 // when the store cuts it off or the revision is compacted it sends an ERROR
 // event with a 410 Expired status and ends.
 //
-// The objects of ADDED, MODIFIED and DELETED events that follow a store
-// change are shared by every watch of the resource (each stored document is
-// decoded once for all of them): callers must not modify them, and copy
-// (DeepCopy) what they want to change.
+// The objects of ADDED, MODIFIED and DELETED events are shared by every
+// watch of the resource: those that follow a store change (each stored
+// document is decoded once for all of them), and the initial ones of
+// watches that start at the same revision (see initialLists). Callers must
+// not modify them, and copy (DeepCopy) what they want to change.
 func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
 	sv, err := s.lookup(gvr, namespace, true)
 	if err != nil {
@@ -60,20 +61,33 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 	}
 	prefix := store.ResourcePrefix(gvr.Group, gvr.Resource, namespace)
 
-	var initialItems []unstructured.Unstructured
+	var initialItems *initialList
 	if initial {
-		list, err := s.List(ctx, gvr, namespace, metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector})
+		// From resourceVersion "0" ("any"), a list another watch holds,
+		// however old, will do, as Kubernetes serves such a watch from its
+		// cache; otherwise it must be at least as recent as the store.
+		il, err := s.initialListOf(ctx, sv, namespace, opts, opts.ResourceVersion == "0")
 		if err != nil {
 			cancel()
 			return nil, err
 		}
-		initialItems = list.Items
-		from, _ = strconv.ParseInt(list.GetResourceVersion(), 10, 64)
+		initialItems = il
+		from = il.rev
 	} else if err := s.notOlderThan(ctx, from); err != nil {
 		cancel()
 		return nil, err
 	}
 	w, err := storeWatch(ctx, s.store, prefix, from)
+	if err != nil && errors.Is(err, store.ErrCompacted) && initial && opts.ResourceVersion == "0" {
+		// The list shared was older than the history kept: read a new one.
+		il, lerr := s.initialListOf(ctx, sv, namespace, opts, false)
+		if lerr != nil {
+			cancel()
+			return nil, lerr
+		}
+		initialItems, from = il, il.rev
+		w, err = storeWatch(ctx, s.store, prefix, from)
+	}
 	if err != nil {
 		cancel()
 		return nil, storeError(err, gvr.GroupResource(), "")
@@ -130,7 +144,7 @@ func (w *objectWatch) Stop() {
 }
 
 func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.Watcher, sel *selector,
-	initial []unstructured.Unstructured, rev int64, opts metav1.ListOptions, endMarker bool) {
+	initial *initialList, rev int64, opts metav1.ListOptions, endMarker bool) {
 	var out sink // set by Deliver
 	defer close(w.done)
 	defer func() {
@@ -167,10 +181,14 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 		}
 		return watch.Event{Type: watch.Bookmark, Object: u}
 	}
-	for i := range initial {
-		if !send(watch.Event{Type: watch.Added, Object: &initial[i]}) {
-			return
+	if initial != nil {
+		for i := range initial.items {
+			if !send(watch.Event{Type: watch.Added, Object: &initial.items[i]}) {
+				return
+			}
 		}
+		// Sent: the list may go once no other watch holds it.
+		initial = nil
 	}
 	if endMarker && opts.AllowWatchBookmarks {
 		if !send(bookmark(rev, true)) {

@@ -50,6 +50,7 @@ type serverOptions struct {
 	pluginLimits              pluginLimitOptions
 	storeEtcd                 etcdFlags
 	maxObjectBytes            int
+	limits                    limitFlags
 }
 
 func newServerCommand() *cobra.Command {
@@ -108,6 +109,7 @@ signal exits at once.`,
 	o.pluginLimits.addFlags(f)
 	o.addEtcdFlags(cmd)
 	f.IntVar(&o.maxObjectBytes, "max-object-size", engine.DefaultMaxObjectBytes, "the largest object, in bytes as stored (JSON), that any write may store (clients, patches, apply, plugins); etcd's default request limit. Request bodies may be twice as large")
+	o.limits.register(f)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -232,6 +234,9 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.addr, err)
 	}
+	connOpts := o.limits.conns()
+	connOpts.Logger = log
+	ln = serving.LimitConnections(ln, connOpts)
 	url := serverURL(host, ln)
 	kubeconfig, err := material.WriteKubeconfig(url)
 	if err != nil {
@@ -251,12 +256,21 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		// The web UI's static files hold no secrets; a browser loads them
 		// first and then signs in with the token.
 		PublicPaths: []string{"/ui"},
+		Limits:      o.limits.requests(),
+		Served:      servedResources(api),
 	})
+	tlsConfig := material.TLSConfig()
+	if err := o.limits.tls().Apply(tlsConfig); err != nil {
+		ln.Close()
+		return err
+	}
+	handshakeTimeout, idleTimeout := o.limits.timeouts()
 	srv := &http.Server{
 		Handler:           handler,
-		TLSConfig:         material.TLSConfig(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		TLSConfig:         tlsConfig,
+		ConnContext:       serving.ConnContext,
+		ReadHeaderTimeout: handshakeTimeout,
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -354,7 +368,7 @@ func (o *serverOptions) validate() error {
 	if err := o.pluginLimits.validate(); err != nil {
 		return err
 	}
-	return nil
+	return o.limits.validate()
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,6 +79,59 @@ func writeJSONList(w http.ResponseWriter, l *engine.JSONList) {
 	_, _ = w.Write(b)
 }
 
+// streamJSONList writes a full list as writeJSONList does, a page at a time
+// as the engine reads it (ListJSONPages), so that a list holds one page
+// rather than the whole kind, stored and encoded: concurrent full lists of
+// a large kind would otherwise hold a copy each. An error before the first
+// page is returned (and written as a Status); one after it, once the
+// response has started, aborts the connection, so that the client sees a
+// broken response, never a short list.
+func (s *Server) streamJSONList(w http.ResponseWriter, r *http.Request, t target, opts metav1.ListOptions) error {
+	var kind, rv string
+	started, writeFailed := false, false
+	var buf []byte
+	written := 0
+	err := s.eng.ListJSONPages(r.Context(), t.gvr(), t.namespace, opts, s.pageSize, func(l *engine.JSONList) error {
+		buf = buf[:0]
+		if !started {
+			started, kind, rv = true, l.Kind, l.ResourceVersion
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			buf = append(buf, `{"apiVersion":`...)
+			buf = objjson.AppendString(buf, l.APIVersion)
+			buf = append(buf, `,"items":[`...)
+		}
+		for _, it := range l.Items {
+			if written > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, it...)
+			written++
+		}
+		if _, err := w.Write(buf); err != nil {
+			writeFailed = true
+			return err
+		}
+		return nil
+	})
+	switch {
+	case err != nil && !started:
+		return err
+	case err != nil && writeFailed:
+		return nil // the client is gone or too slow: nobody to tell
+	case err != nil:
+		s.log.Warn("list failed after its response started; aborting the response", "resource", t.gvr().Resource, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	buf = append(buf[:0], `],"kind":`...)
+	buf = objjson.AppendString(buf, kind)
+	buf = append(buf, `,"metadata":{"resourceVersion":`...)
+	buf = objjson.AppendString(buf, rv)
+	buf = append(buf, "}}\n"...)
+	_, _ = w.Write(buf)
+	return nil
+}
+
 // writeStatus writes a failure meta/v1 Status.
 func writeStatus(w http.ResponseWriter, code int, reason, message string) {
 	writeJSON(w, code, &metav1.Status{
@@ -90,7 +144,13 @@ func writeStatus(w http.ResponseWriter, code int, reason, message string) {
 // statusOf returns the meta/v1 Status that reports err.
 func statusOf(err error) metav1.Status {
 	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
+	switch {
+	case errors.As(err, &st):
+	case errors.Is(err, context.DeadlineExceeded):
+		// The request timeout (serving.Limit) passed, as kube-apiserver
+		// reports it.
+		st = apierrors.NewTimeoutError("request did not complete within the allowed duration", 0)
+	default:
 		st = apierrors.NewInternalError(err)
 	}
 	out := st.Status()

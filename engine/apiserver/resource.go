@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 )
 
 // target is what a resource path names.
@@ -98,6 +99,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	serving.MarkServed(r.Context())
 	if t.res.DeprecationWarning != "" {
 		warning.AddWarning(r.Context(), "", t.res.DeprecationWarning)
 	}
@@ -170,12 +172,18 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t target) error {
 		return s.watch(w, r, t, opts)
 	}
 	if !wantsPartial(r) && acceptParams(r, "Table") == nil && !wantsYAML(r) {
+		if opts.Limit == 0 {
+			return s.streamJSONList(w, r, t, opts)
+		}
 		l, err := s.eng.ListJSON(r.Context(), t.gvr(), t.namespace, opts)
 		if err != nil {
 			return err
 		}
 		writeJSONList(w, l)
 		return nil
+	}
+	if opts.Limit == 0 && (wantsPartial(r) || acceptParams(r, "Table") != nil) {
+		return s.listConverted(w, r, t, opts)
 	}
 	l, err := s.eng.List(r.Context(), t.gvr(), t.namespace, opts)
 	if err != nil {

@@ -11,12 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/webui"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
 	"github.com/setpoint-dev/setpoint/store"
@@ -49,7 +51,16 @@ type Options struct {
 	MaxObjectBytes int
 	// Version is what /version reports.
 	Version version.Info
+	// WatchWriteTimeout is how long one event of a watch over plain HTTP
+	// may take to reach the client before the watch is ended;
+	// DefaultWatchWriteTimeout when zero. serving.Limit's setting, when the
+	// request went through it, takes precedence. WebSocket watches have
+	// their own bounds (wswatch.Options).
+	WatchWriteTimeout time.Duration
 }
+
+// DefaultWatchWriteTimeout is Options.WatchWriteTimeout's default.
+const DefaultWatchWriteTimeout = serving.DefaultWatchWriteTimeout
 
 var _ http.Handler = (*Server)(nil)
 
@@ -60,6 +71,10 @@ type Server struct {
 	opts   Options
 	router chi.Router
 	ws     *wswatch.Server
+
+	// pageSize is how many objects a full list reads at a time
+	// (engine.ListJSONPageSize; tests lower it).
+	pageSize int64
 
 	openapiMu sync.Mutex // guards openapi
 	openapi   *openapiCache
@@ -119,11 +134,14 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 2 * int64(eng.MaxObjectBytes())
 	}
+	if opts.WatchWriteTimeout <= 0 {
+		opts.WatchWriteTimeout = DefaultWatchWriteTimeout
+	}
 	ws, err := wswatch.New(wswatch.Options{AllowedOrigins: opts.AllowedOrigins, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
-	s := &Server{eng: eng, log: opts.Logger, opts: opts, ws: ws}
+	s := &Server{eng: eng, log: opts.Logger, opts: opts, ws: ws, pageSize: engine.ListJSONPageSize}
 	s.router = s.routes()
 	return s, nil
 }

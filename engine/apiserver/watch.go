@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
 )
 
@@ -54,26 +56,50 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 		}
 	}
 	flusher, _ := w.(http.Flusher)
+	// Each event must reach the client within WatchWriteTimeout, or the
+	// watch ends: a client that stops reading must not keep what its watch
+	// holds (the initial list it has not taken, the store's backlog) for
+	// ever, as the WebSocket server drops one whose queue fills.
+	writeTimeout := s.opts.WatchWriteTimeout
+	if d, ok := serving.WatchWriteTimeout(r.Context()); ok {
+		writeTimeout = d
+	}
+	rc := http.NewResponseController(w)
+	deadlines := rc.SetWriteDeadline(time.Now().Add(writeTimeout)) == nil
+	if deadlines {
+		// The connection outlives the watch under keep-alive.
+		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
-	send := func(ev watch.Event) bool {
-		b, err := wswatch.EncodeEvent(ev)
+	// write sends one encoded event. Encoded events may be shared with
+	// other watches (EncodeShared): b is never modified.
+	write := func(b []byte) bool {
+		if deadlines {
+			_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		}
+		_, err := w.Write(b)
+		if err == nil {
+			_, err = w.Write(newline)
+		}
+		if err == nil && flusher != nil {
+			err = rc.Flush()
+		}
 		if err != nil {
-			s.log.Error("encode watch event", "err", err)
+			s.log.Debug("watch client not reading; watch ended", "resource", t.gvr().Resource, "err", err)
 			return false
-		}
-		if _, err := w.Write(append(b, '\n')); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
 		}
 		return true
 	}
-	if err != nil {
+	sendError := func(err error) {
 		st := statusOf(err)
-		send(watch.Event{Type: watch.Error, Object: &st})
+		if b, err := wswatch.EncodeEvent(watch.Event{Type: watch.Error, Object: &st}); err == nil {
+			write(b)
+		}
+	}
+	if err != nil {
+		sendError(err)
 		return nil
 	}
 	defer wi.Stop()
@@ -81,22 +107,22 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 		flusher.Flush()
 	}
 	for ev := range wi.ResultChan() {
-		if conv.Convert != nil {
-			c, err := conv.Convert(ev)
-			if err != nil {
-				// As over WebSocket: the ERROR event ends the stream.
-				st := statusOf(err)
-				send(watch.Event{Type: watch.Error, Object: &st})
-				return nil
-			}
-			ev = c
+		// Converted (when the client asked for Tables or metadata) and
+		// encoded once for every watch that sends the same event.
+		b, err := s.ws.EncodeShared(ev, conv)
+		if err != nil {
+			// As over WebSocket: the ERROR event ends the stream.
+			sendError(err)
+			return nil
 		}
-		if !send(ev) {
+		if !write(b) {
 			return nil
 		}
 	}
 	return nil
 }
+
+var newline = []byte{'\n'}
 
 // watchConversion returns what turns each event of a watch into what the
 // request's Accept header asked for, as Kubernetes' watch does; a zero

@@ -146,6 +146,7 @@ func (a *Authenticator) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		noteUser(r.Context(), u.GetName())
+		MarkAuthenticated(r.Context())
 		next.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), u)))
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strings"
+
+	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
 // HandlerOptions configures NewHandler.
@@ -25,6 +27,12 @@ type HandlerOptions struct {
 	// token's holder, like everything else), as kube-apiserver's
 	// --profiling does.
 	Profiling bool
+	// Limits bounds the requests served at once and how long each may
+	// take; see Limit.
+	Limits LimitOptions
+	// Served tells which resources the API serves, for the metrics'
+	// resource label; see InstrumentOptions.Served.
+	Served func(*request.RequestInfo) bool
 }
 
 // pprofPrefix is where the runtime profiles are served.
@@ -50,7 +58,9 @@ func servePprof(w http.ResponseWriter, r *http.Request) {
 
 // NewHandler puts the serving layers around the API: instrumentation (request
 // info, panic recovery, metrics, logging) outermost, so that rejected requests
-// are counted and logged too, then authentication, then /metrics and the API.
+// are counted and logged too, then authentication, then the in-flight limits
+// and the request timeout (after authentication, so that unauthenticated
+// requests take no slot, as in kube-apiserver), then /metrics and the API.
 func NewHandler(opts HandlerOptions) http.Handler {
 	m := opts.Metrics
 	if m == nil {
@@ -73,5 +83,6 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		}
 		api.ServeHTTP(w, r)
 	})
-	return Instrument(NewAuthenticator(opts.Token, opts.PublicPaths...).Wrap(routes), InstrumentOptions{Logger: opts.Logger, Metrics: m})
+	limited := Limit(routes, opts.Limits, m)
+	return Instrument(NewAuthenticator(opts.Token, opts.PublicPaths...).Wrap(limited), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
 }

@@ -26,7 +26,8 @@ var requestInfoFactory = &request.RequestInfoFactory{
 
 // note is what inner handlers tell the instrumenting one about a request.
 type note struct {
-	user atomic.Pointer[string]
+	user   atomic.Pointer[string]
+	served atomic.Bool
 }
 
 type noteKey struct{}
@@ -38,12 +39,27 @@ func noteUser(ctx context.Context, name string) {
 	}
 }
 
+// MarkServed tells the instrumenting handler that the request named a
+// resource the API serves: only those (these and what
+// InstrumentOptions.Served accepts) get a resource label of their own in
+// the metrics, others count under one "unknown" label, so that requests for
+// made-up resources cannot use up the label's bounded values.
+func MarkServed(ctx context.Context) {
+	if n, ok := ctx.Value(noteKey{}).(*note); ok {
+		n.served.Store(true)
+	}
+}
+
 // InstrumentOptions configures Instrument.
 type InstrumentOptions struct {
 	// Logger gets one record per request; slog.Default when nil.
 	Logger *slog.Logger
 	// Metrics records each request; none when nil.
 	Metrics *Metrics
+	// Served tells whether a request names a resource the API serves, for
+	// the resource label of the metrics (see MarkServed, which a handler
+	// calls for the same purpose); when nil, only MarkServed counts.
+	Served func(*request.RequestInfo) bool
 }
 
 // Instrument returns a handler that resolves the request's verb and resource
@@ -133,7 +149,8 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 			}
 			d := time.Since(start)
 			if opts.Metrics != nil {
-				opts.Metrics.observe(info.Verb, info.Resource, info.Subresource, code, d)
+				served := n.served.Load() || info.Resource != "" && opts.Served != nil && opts.Served(info)
+				opts.Metrics.observe(info.Verb, info.Resource, info.Subresource, served, code, d)
 			}
 			level := requestLevel(info.Verb, code, d, hijacked)
 			attrs := []slog.Attr{

@@ -66,6 +66,7 @@ func do(t *testing.T, method, url, token string, header http.Header) (int, strin
 
 func TestMetricsCountByVerbResourceAndCode(t *testing.T) {
 	srv, _ := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		MarkServed(r.Context())
 		if strings.HasSuffix(r.URL.Path, "/missing") {
 			http.NotFound(w, r)
 			return
@@ -90,7 +91,8 @@ func TestMetricsCountByVerbResourceAndCode(t *testing.T) {
 		`setpoint_apiserver_requests_total{code="200",resource="widgets",subresource="",verb="create"} 1`,
 		`setpoint_apiserver_requests_total{code="200",resource="widgets",subresource="status",verb="update"} 1`,
 		`setpoint_apiserver_requests_total{code="200",resource="widgets",subresource="",verb="watch"} 1`,
-		`setpoint_apiserver_requests_total{code="401",resource="namespaces",subresource="",verb="list"} 1`,
+		// Unauthenticated: the API never says the resource is served.
+		`setpoint_apiserver_requests_total{code="401",resource="unknown",subresource="",verb="list"} 1`,
 		`setpoint_apiserver_request_duration_seconds_count{code="200",resource="namespaces",subresource="",verb="list"} 2`,
 		`# TYPE setpoint_apiserver_request_duration_seconds histogram`,
 		`go_goroutines`,
@@ -222,6 +224,7 @@ func TestHandlerHammer(t *testing.T) {
 	m := NewMetrics()
 	h := NewHandler(HandlerOptions{
 		API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			MarkServed(r.Context())
 			_, _ = w.Write([]byte("{}"))
 			w.(http.Flusher).Flush()
 		}),
@@ -249,7 +252,7 @@ func TestHandlerHammer(t *testing.T) {
 	h.ServeHTTP(rec, req)
 	for _, want := range []string{
 		`setpoint_apiserver_requests_total{code="200",resource="namespaces",subresource="",verb="list"} 200`,
-		`setpoint_apiserver_requests_total{code="401",resource="namespaces",subresource="",verb="list"} 200`,
+		`setpoint_apiserver_requests_total{code="401",resource="unknown",subresource="",verb="list"} 200`,
 		`setpoint_apiserver_inflight_requests 1`, // the /metrics request itself
 	} {
 		if !strings.Contains(rec.Body.String(), want) {

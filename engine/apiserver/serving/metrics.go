@@ -13,8 +13,15 @@ import (
 
 // maxResourceLabels caps the distinct values of the resource label: request
 // paths come from clients, and a client must not be able to grow the metrics
-// without bound. Later resources count under "other".
+// without bound. Only resources the API serves get a label of their own (see
+// MarkServed), so this cap only matters on a server that has served more
+// than this many kinds since it started; later ones count under "other".
 const maxResourceLabels = 512
+
+// unservedLabel is the resource label of requests for resources the API does
+// not serve (made-up paths, kinds not yet registered): one value for all, so
+// that a client cannot fill the label slots with names it makes up.
+const unservedLabel = "unknown"
 
 // Metrics holds the API's request metrics and serves them.
 type Metrics struct {
@@ -22,6 +29,7 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	inflight prometheus.Gauge
+	rejected *prometheus.CounterVec
 
 	mu        sync.Mutex // guards resources
 	resources map[string]struct{}
@@ -51,9 +59,15 @@ func NewMetrics() *Metrics {
 			Name:      "inflight_requests",
 			Help:      "API requests being served, watches included.",
 		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "setpoint",
+			Subsystem: "apiserver",
+			Name:      "dropped_requests_total",
+			Help:      "Requests answered 429 because their class (readOnly, mutating, watch) was at its in-flight limit.",
+		}, []string{"request_kind"}),
 		resources: make(map[string]struct{}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.inflight,
+	m.registry.MustRegister(m.requests, m.latency, m.inflight, m.rejected,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -84,9 +98,14 @@ func (m *Metrics) resourceLabel(resource string) string {
 	return resource
 }
 
-func (m *Metrics) observe(verb, resource, subresource string, code int, d time.Duration) {
+// observe records one request. served tells whether the API recognised the
+// resource (MarkServed); others are labelled unservedLabel.
+func (m *Metrics) observe(verb, resource, subresource string, served bool, code int, d time.Duration) {
+	if resource != "" && !served {
+		resource = unservedLabel
+	}
 	resource = m.resourceLabel(resource)
-	if resource == "" || resource == "other" {
+	if resource == "" || resource == "other" || resource == unservedLabel {
 		subresource = ""
 	}
 	c := strconv.Itoa(code)

@@ -24,13 +24,9 @@ import (
 // pointer cannot be reused for another object while its entry lives; the
 // objects are read-only (the engine's Watch documents this).
 type encodeCache struct {
-	mu      sync.Mutex // guards the fields below
-	m       map[cacheKey][]byte
-	ring    []cacheKey
-	next    int
-	byObj   map[objKey][]byte
-	objRing []objKey
-	objNext int
+	mu    sync.Mutex // guards m and byObj
+	m     fifo[cacheKey]
+	byObj fifo[objKey]
 }
 
 type objKey struct {
@@ -43,11 +39,11 @@ type cacheKey struct {
 	apiVersion, kind, namespace, name, rev string
 }
 
-func newEncodeCache(size int) *encodeCache {
-	return &encodeCache{
-		m: make(map[cacheKey][]byte, size), ring: make([]cacheKey, size),
-		byObj: make(map[objKey][]byte, size), objRing: make([]objKey, size),
-	}
+// newEncodeCache returns a cache of at most size events and maxBytes bytes
+// of encoded events per index (an event found both ways counts once in
+// each, but its bytes are shared).
+func newEncodeCache(size, maxBytes int) *encodeCache {
+	return &encodeCache{m: newFIFO[cacheKey](size, maxBytes), byObj: newFIFO[objKey](size, maxBytes)}
 }
 
 func keyOf(ev watch.Event) (cacheKey, bool) {
@@ -77,7 +73,7 @@ func (c *encodeCache) encode(ev watch.Event, enc func(watch.Event) ([]byte, erro
 	if u, ok := ev.Object.(*unstructured.Unstructured); ok && u != nil && ev.Type != watch.Bookmark && ev.Type != watch.Error {
 		ok2 = objKey{typ: ev.Type, obj: u}
 		c.mu.Lock()
-		b, hit := c.byObj[ok2]
+		b, hit := c.byObj.m[ok2]
 		c.mu.Unlock()
 		if hit {
 			return b, nil
@@ -88,9 +84,9 @@ func (c *encodeCache) encode(ev watch.Event, enc func(watch.Event) ([]byte, erro
 		return enc(ev)
 	}
 	c.mu.Lock()
-	b, hit := c.m[k]
+	b, hit := c.m.m[k]
 	if hit && ok2.obj != nil {
-		c.addObjLocked(ok2, b)
+		c.byObj.add(ok2, b)
 	}
 	c.mu.Unlock()
 	if hit {
@@ -102,32 +98,45 @@ func (c *encodeCache) encode(ev watch.Event, enc func(watch.Event) ([]byte, erro
 	}
 	c.mu.Lock()
 	if ok2.obj != nil {
-		c.addObjLocked(ok2, b)
+		c.byObj.add(ok2, b)
 	}
-	if _, dup := c.m[k]; !dup {
-		if old := c.ring[c.next]; old != (cacheKey{}) {
-			delete(c.m, old)
-		}
-		c.ring[c.next] = k
-		c.next = (c.next + 1) % len(c.ring)
-		c.m[k] = b
-	}
+	c.m.add(k, b)
 	c.mu.Unlock()
 	return b, nil
 }
 
-// addObjLocked records b as the encoding of k, evicting the oldest entry
-// found by pointer. The caller holds c.mu.
-func (c *encodeCache) addObjLocked(k objKey, b []byte) {
-	if _, dup := c.byObj[k]; dup {
+// fifo is a map of encoded events bounded in entries and bytes, evicting the
+// oldest first. Its user guards it.
+type fifo[K comparable] struct {
+	m              map[K][]byte
+	ring           []K // the keys in insertion order, from head, n of them
+	head, n        int
+	bytes, maxSize int
+}
+
+func newFIFO[K comparable](size, maxBytes int) fifo[K] {
+	return fifo[K]{m: make(map[K][]byte, size), ring: make([]K, size), maxSize: maxBytes}
+}
+
+// add records b under k unless k is there already; an encoding larger than
+// the byte bound is not kept.
+func (f *fifo[K]) add(k K, b []byte) {
+	if _, dup := f.m[k]; dup || len(b) > f.maxSize || len(f.ring) == 0 {
 		return
 	}
-	if old := c.objRing[c.objNext]; old.obj != nil {
-		delete(c.byObj, old)
+	for f.n == len(f.ring) || f.bytes+len(b) > f.maxSize {
+		old := f.ring[f.head]
+		var zero K
+		f.ring[f.head] = zero
+		f.bytes -= len(f.m[old])
+		delete(f.m, old)
+		f.head = (f.head + 1) % len(f.ring)
+		f.n--
 	}
-	c.objRing[c.objNext] = k
-	c.objNext = (c.objNext + 1) % len(c.objRing)
-	c.byObj[k] = b
+	f.ring[(f.head+f.n)%len(f.ring)] = k
+	f.n++
+	f.m[k] = b
+	f.bytes += len(b)
 }
 
 // unstructuredKey reads the key straight from the object's map: the

@@ -1,6 +1,7 @@
 package wswatch
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -51,7 +52,7 @@ func runEncodeCases(t *testing.T, c *encodeCache, tests []encodeCase) {
 }
 
 func TestEncodeCache(t *testing.T) {
-	c := newEncodeCache(2)
+	c := newEncodeCache(2, 1<<20)
 	st := metav1.Status{Code: 410}
 	bookmarkEnd := obj("example.setpoint.dev/v1", "", "9")
 	bookmarkEnd.SetAnnotations(map[string]string{"k8s.io/initial-events-end": "true"})
@@ -73,7 +74,7 @@ func TestEncodeCache(t *testing.T) {
 // object is found again without encoding, under each event type apart, and
 // its entry is evicted like the others.
 func TestEncodeCacheSharedObject(t *testing.T) {
-	c := newEncodeCache(2)
+	c := newEncodeCache(2, 1<<20)
 	shared := obj("example.setpoint.dev/v1", "a", "5")
 	tests := []encodeCase{
 		{name: "first", ev: watch.Event{Type: watch.Modified, Object: shared}, wantCalls: 1},
@@ -85,8 +86,8 @@ func TestEncodeCacheSharedObject(t *testing.T) {
 		{name: "evicted", ev: watch.Event{Type: watch.Modified, Object: shared}, wantCalls: 1},
 	}
 	runEncodeCases(t, c, tests)
-	if len(c.byObj) > 2 || len(c.m) > 2 {
-		t.Fatalf("cache holds %d entries by object and %d by key, want at most 2 each", len(c.byObj), len(c.m))
+	if len(c.byObj.m) > 2 || len(c.m.m) > 2 {
+		t.Fatalf("cache holds %d entries by object and %d by key, want at most 2 each", len(c.byObj.m), len(c.m.m))
 	}
 }
 
@@ -95,7 +96,7 @@ func BenchmarkEncodeFanOut(b *testing.B) {
 	b.Run("shared", func(b *testing.B) {
 		// One event delivered to 1,000 watchers that share the decoded
 		// object, as the engine's decode cache hands it out.
-		c := newEncodeCache(4096)
+		c := newEncodeCache(4096, 64<<20)
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			ev := watch.Event{Type: watch.Modified, Object: obj("example.setpoint.dev/v1", "a", strconv.Itoa(i))}
@@ -108,7 +109,7 @@ func BenchmarkEncodeFanOut(b *testing.B) {
 	})
 	for _, cached := range []bool{false, true} {
 		b.Run("cached="+strconv.FormatBool(cached), func(b *testing.B) {
-			c := newEncodeCache(4096)
+			c := newEncodeCache(4096, 64<<20)
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				// One event delivered to 1,000 watchers, each with its own
@@ -127,5 +128,35 @@ func BenchmarkEncodeFanOut(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestEncodeCacheBytesBound checks that the cache keeps at most its byte
+// bound of encoded events, evicting the oldest, and never keeps an event
+// larger than the bound: a kind of large objects must not make it hold
+// thousands of them.
+func TestEncodeCacheBytesBound(t *testing.T) {
+	c := newEncodeCache(100, 100)
+	enc := func(n int) func(watch.Event) ([]byte, error) {
+		return func(watch.Event) ([]byte, error) { return make([]byte, n), nil }
+	}
+	for i := range 5 {
+		if _, err := c.encode(watch.Event{Type: watch.Modified, Object: obj("example.setpoint.dev/v1", fmt.Sprint("o", i), fmt.Sprint(10+i))}, enc(40)); err != nil {
+			t.Fatal(err)
+		}
+		if c.m.bytes > 100 || c.byObj.bytes > 100 {
+			t.Fatalf("after %d events of 40 bytes the cache holds %d and %d bytes, want at most 100", i+1, c.m.bytes, c.byObj.bytes)
+		}
+	}
+	if len(c.m.m) != 2 {
+		t.Errorf("cache holds %d events of 40 bytes under a 100-byte bound, want 2", len(c.m.m))
+	}
+	big := obj("example.setpoint.dev/v1", "big", "99")
+	calls := 0
+	for range 2 {
+		_, _ = c.encode(watch.Event{Type: watch.Modified, Object: big}, func(watch.Event) ([]byte, error) { calls++; return make([]byte, 200), nil })
+	}
+	if calls != 2 {
+		t.Errorf("an event larger than the bound was encoded %d times for 2 sends, want 2 (not kept)", calls)
 	}
 }

@@ -96,8 +96,10 @@
 // # Cost under fan-out
 //
 // Every watcher of a kind gets the same events, so the Server keeps the last
-// encoded events (Options.EncodeCacheSize) and encodes each one once for all
-// connections, finding it by object pointer when the watches share decoded
+// encoded events (at most Options.EncodeCacheSize of them and
+// Options.EncodeCacheBytes of bytes) and encodes each one once for all
+// connections (and for the REST handler's plain HTTP watches, through
+// Server.EncodeShared), finding it by object pointer when the watches share decoded
 // objects (the engine's do); Options.Encode must therefore give the same
 // bytes for the same event. Converted events are kept apart, in a cache per
 // Conversion.Format (PartialObjectMetadata, say), so that a connection never

@@ -52,6 +52,9 @@ type Options struct {
 	// EncodeCacheSize is how many encoded events are kept for other
 	// connections to reuse; 4096 by default.
 	EncodeCacheSize int
+	// EncodeCacheBytes bounds the bytes of the encoded events kept, per
+	// format; 64 MiB by default. An event larger than that is not kept.
+	EncodeCacheBytes int
 	// WriteInterval is the least time between two writes of events to one
 	// connection: events that arrive meanwhile go out together in the next
 	// write, which costs far less CPU than one write each. 16ms (a frame at
@@ -92,6 +95,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.EncodeCacheSize <= 0 {
 		o.EncodeCacheSize = 4096
+	}
+	if o.EncodeCacheBytes <= 0 {
+		o.EncodeCacheBytes = 64 << 20
 	}
 	if o.WriteInterval <= 0 {
 		o.WriteInterval = 16 * time.Millisecond

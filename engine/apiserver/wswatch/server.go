@@ -58,7 +58,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, allowed: allowed, cache: newEncodeCache(opts.EncodeCacheSize)}
+	s := &Server{opts: opts, allowed: allowed, cache: newEncodeCache(opts.EncodeCacheSize, opts.EncodeCacheBytes)}
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: opts.WriteTimeout,
 		// A small read buffer: clients send only pongs and close frames.
@@ -147,7 +147,7 @@ func (s *Server) cacheFor(format string) *encodeCache {
 		if s.caches == nil {
 			s.caches = make(map[string]*encodeCache)
 		}
-		c = newEncodeCache(s.opts.EncodeCacheSize)
+		c = newEncodeCache(s.opts.EncodeCacheSize, s.opts.EncodeCacheBytes)
 		s.caches[format] = c
 	}
 	return c
@@ -178,4 +178,22 @@ func writeStatus(w http.ResponseWriter, code int, message string) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
+}
+
+// EncodeShared encodes ev as a watch stream frame (Options.Encode), through
+// the cache the WebSocket connections share: the REST handler's plain HTTP
+// watches use it too, so that N watchers of the same events (the shared
+// initial list of watches that start together above all) encode each once
+// rather than N times. convert, when not nil, converts the event first, and
+// format names what it gives, as in Conversion: a conversion without a
+// format is not cached.
+func (s *Server) EncodeShared(ev watch.Event, conv Conversion) ([]byte, error) {
+	if conv.Convert == nil {
+		return s.cache.encode(ev, s.opts.Encode)
+	}
+	enc := convertEncode(conv.Convert, s.opts.Encode)
+	if c := s.cacheFor(conv.Format); c != nil {
+		return c.encode(ev, enc)
+	}
+	return enc(ev)
 }

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
+)
+
+// limitFlags are `setpoint server`'s flags that bound what clients may take:
+// requests in flight, connections, timeouts and the TLS protocol. Their
+// defaults are kube-apiserver's where it has the same flag; see
+// docs/RATIONALE.md.
+type limitFlags struct {
+	maxRequestsInflight         int
+	maxMutatingRequestsInflight int
+	maxWatches                  int
+	requestTimeout              time.Duration
+	watchWriteTimeout           time.Duration
+	maxConnections              int
+	maxConnectionsPerAddress    int
+	handshakeTimeout            time.Duration
+	idleTimeout                 time.Duration
+	tlsMinVersion               string
+	tlsCipherSuites             []string
+}
+
+func (l *limitFlags) register(f *pflag.FlagSet) {
+	f.IntVar(&l.maxRequestsInflight, "max-requests-inflight", serving.DefaultMaxRequestsInflight, "the most read requests (get, list) served at once; further ones get 429 Too Many Requests with Retry-After; -1 for no limit")
+	f.IntVar(&l.maxMutatingRequestsInflight, "max-mutating-requests-inflight", serving.DefaultMaxMutatingRequestsInflight, "the most write requests (create, update, patch, delete) served at once; further ones get 429 with Retry-After; -1 for no limit")
+	f.IntVar(&l.maxWatches, "max-watches", serving.DefaultMaxWatches, "the most watches (and other long-running requests) open at once, counted apart from the two limits above; further ones get 429 with Retry-After; -1 for no limit")
+	f.DurationVar(&l.requestTimeout, "request-timeout", serving.DefaultRequestTimeout, "how long a request other than a watch may run, writing its response included; later it fails with 504 Timeout or its connection is cut")
+	f.DurationVar(&l.watchWriteTimeout, "watch-write-timeout", serving.DefaultWatchWriteTimeout, "how long one event of a watch over HTTP may take to reach a client before its watch is ended (a client that stops reading); it resumes from its last resourceVersion")
+	f.IntVar(&l.maxConnections, "max-connections", 0, fmt.Sprintf("the most client connections open at once; at the limit, the oldest connection that has not yet sent an authenticated request is closed to make room, or the new one is refused; 0 for three quarters of the open-file limit, at most %d", serving.DefaultMaxConnectionsCeiling))
+	f.IntVar(&l.maxConnectionsPerAddress, "max-connections-per-address", serving.DefaultMaxConnectionsPerAddress, "the most connections open at once from one client IP address, made room for as for --max-connections")
+	f.DurationVar(&l.handshakeTimeout, "tls-handshake-timeout", serving.DefaultHandshakeTimeout, "how long a new connection may take to complete its TLS handshake, and a request to send its headers")
+	f.DurationVar(&l.idleTimeout, "idle-connection-timeout", serving.DefaultIdleTimeout, "how long a keep-alive connection may wait for its next request before it is closed")
+	f.StringVar(&l.tlsMinVersion, "tls-min-version", serving.DefaultTLSMinVersion, "least TLS version served: VersionTLS12 or VersionTLS13 (kube-apiserver's names)")
+	f.StringSliceVar(&l.tlsCipherSuites, "tls-cipher-suites", serving.DefaultTLSCipherSuites, "TLS 1.2 cipher suites served, by IANA name, comma-separated (TLS 1.3 suites are fixed by Go); the default has only ECDHE suites with AES-GCM or ChaCha20-Poly1305, no CBC or SHA-1")
+}
+
+// validate checks the flags. Zero values (which the flags' defaults never
+// are) stand for the defaults, so that options built without the flags work.
+func (l *limitFlags) validate() error {
+	for _, c := range []struct {
+		name string
+		v    int
+	}{
+		{"--max-requests-inflight", l.maxRequestsInflight},
+		{"--max-mutating-requests-inflight", l.maxMutatingRequestsInflight},
+		{"--max-watches", l.maxWatches},
+	} {
+		if c.v < -1 {
+			return fmt.Errorf("%s %d: want a positive number, or -1 for no limit", c.name, c.v)
+		}
+	}
+	if l.maxConnections < 0 {
+		return fmt.Errorf("--max-connections %d: want a positive number, or 0 for the default", l.maxConnections)
+	}
+	if l.maxConnectionsPerAddress < 0 {
+		return fmt.Errorf("--max-connections-per-address %d: want a positive number", l.maxConnectionsPerAddress)
+	}
+	for _, c := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"--request-timeout", l.requestTimeout},
+		{"--watch-write-timeout", l.watchWriteTimeout},
+		{"--tls-handshake-timeout", l.handshakeTimeout},
+		{"--idle-connection-timeout", l.idleTimeout},
+	} {
+		if c.d < 0 {
+			return fmt.Errorf("%s %v: want a positive duration", c.name, c.d)
+		}
+	}
+	return l.tls().Apply(&tls.Config{})
+}
+
+func (l *limitFlags) tls() serving.TLSOptions {
+	suites := make([]string, 0, len(l.tlsCipherSuites))
+	for _, s := range l.tlsCipherSuites {
+		if s = strings.TrimSpace(s); s != "" {
+			suites = append(suites, s)
+		}
+	}
+	return serving.TLSOptions{MinVersion: l.tlsMinVersion, CipherSuites: suites}
+}
+
+func (l *limitFlags) requests() serving.LimitOptions {
+	return serving.LimitOptions{
+		MaxRequestsInflight:         l.maxRequestsInflight,
+		MaxMutatingRequestsInflight: l.maxMutatingRequestsInflight,
+		MaxWatches:                  l.maxWatches,
+		RequestTimeout:              l.requestTimeout,
+		WatchWriteTimeout:           l.watchWriteTimeout,
+	}
+}
+
+// timeouts returns the handshake and idle timeouts for http.Server.
+func (l *limitFlags) timeouts() (handshake, idle time.Duration) {
+	handshake, idle = l.handshakeTimeout, l.idleTimeout
+	if handshake == 0 {
+		handshake = serving.DefaultHandshakeTimeout
+	}
+	if idle == 0 {
+		idle = serving.DefaultIdleTimeout
+	}
+	return handshake, idle
+}
+
+func (l *limitFlags) conns() serving.ConnOptions {
+	return serving.ConnOptions{MaxConnections: l.maxConnections, MaxConnectionsPerAddress: l.maxConnectionsPerAddress}
+}

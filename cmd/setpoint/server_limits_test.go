@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+func TestServerLimitFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "defaults"},
+		{name: "no limits", args: []string{"--max-requests-inflight", "-1", "--max-mutating-requests-inflight", "-1", "--max-watches", "-1"}},
+		{name: "below -1", args: []string{"--max-watches", "-2"}, wantErr: "--max-watches -2: want a positive number, or -1 for no limit"},
+		{name: "negative timeout", args: []string{"--request-timeout", "-1s"}, wantErr: "--request-timeout -1s: want a positive duration"},
+		{name: "TLS 1.3", args: []string{"--tls-min-version", "VersionTLS13"}},
+		{name: "unknown TLS version", args: []string{"--tls-min-version", "TLS1.3"}, wantErr: `--tls-min-version "TLS1.3": want one of`},
+		{name: "one suite", args: []string{"--tls-cipher-suites", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"}},
+		{name: "unknown suite", args: []string{"--tls-cipher-suites", "TLS_RSA_WITH_NOTHING"}, wantErr: "--tls-cipher-suites: Cipher suite TLS_RSA_WITH_NOTHING not supported"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got limitFlags
+			cmd := newServerCommand()
+			cmd.RunE = func(c *cobra.Command, _ []string) error {
+				// Read the parsed flags back into fresh options.
+				f := c.Flags()
+				got.maxRequestsInflight, _ = f.GetInt("max-requests-inflight")
+				got.maxMutatingRequestsInflight, _ = f.GetInt("max-mutating-requests-inflight")
+				got.maxWatches, _ = f.GetInt("max-watches")
+				got.requestTimeout, _ = f.GetDuration("request-timeout")
+				got.tlsMinVersion, _ = f.GetString("tls-min-version")
+				got.tlsCipherSuites, _ = f.GetStringSlice("tls-cipher-suites")
+				return got.validate()
+			}
+			cmd.SetArgs(append([]string{"--data-dir", t.TempDir()}, tc.args...))
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			err := cmd.Execute()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("error %v", err)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
