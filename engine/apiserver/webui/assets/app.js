@@ -5,28 +5,12 @@
 import { Client, APIError, watch, objectKey, resourcePath } from './setpoint.js';
 import { toYAML } from './yaml.js';
 import { followLog } from './pluginlog.js';
+import { h } from './dom.js';
+import { openEditor, editableYAML, newObjectYAML } from './editor.js';
 
 const TOKEN_KEY = 'setpoint.token';
 const TABLE_ACCEPT = 'application/json;as=Table;v=v1;g=meta.k8s.io, application/json';
 const $ = (id) => document.getElementById(id);
-
-// h builds an element: h('a', {href: '#'}, 'text', child...). Text is never
-// parsed as HTML.
-function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === 'class') el.className = v;
-    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
-    else if (k === 'dataset') Object.assign(el.dataset, v);
-    else el.setAttribute(k, v === true ? '' : v);
-  }
-  for (const c of children.flat()) {
-    if (c === undefined || c === null || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-  return el;
-}
 
 function age(ts, now = Date.now()) {
   if (!ts) return '';
@@ -86,6 +70,10 @@ const state = {
   watchers: new Set(), // active Watchers, for the connection indicator
   page: null, // the current page's cleanup function
   pluginsWatch: null,
+  namespace: '', // the namespace the tables show ('' for all)
+  labelSelector: '', // passed to the server with every list and watch
+  nameFilter: '', // kept in the page: a substring of the name
+  seenNamespaces: new Set(['default']),
 };
 
 function track(w) {
@@ -114,7 +102,12 @@ function updateConn() {
 }
 
 function startWatch(resource, opts, handler) {
-  return track(watch(resource, { client: state.client, ...opts, onState: updateConn }, handler));
+  const { onError, ...rest } = opts;
+  const onState = (s, detail) => {
+    updateConn();
+    if (onError && s === 'error') onError(detail);
+  };
+  return track(watch(resource, { client: state.client, ...rest, onState }, handler));
 }
 
 // ---- sign-in ----
@@ -248,18 +241,71 @@ function homePage(main) {
   return () => {};
 }
 
+// filterBar is the kind page's namespace selector and filters. The name
+// filter is applied in the page as the user types; the namespace and the
+// label selector go to the server (the list and watch are restarted), so the
+// page holds only what it shows.
+function filterBar(r, onName) {
+  const nsSelect = h('select', { id: 'filter-namespace', title: 'Namespace', onchange: () => {
+    state.namespace = nsSelect.value;
+    route();
+  } });
+  function fillNamespaces(names) {
+    const all = [...new Set([...names, ...state.seenNamespaces, state.namespace].filter(Boolean))].sort();
+    nsSelect.replaceChildren(h('option', { value: '' }, 'All namespaces'),
+      ...all.map((n) => h('option', { value: n }, n)));
+    nsSelect.value = state.namespace;
+  }
+  if (r.namespaced) {
+    fillNamespaces([]);
+    if (findResource('', 'v1', 'namespaces')) {
+      state.client.get('/api/v1/namespaces').then((l) => fillNamespaces((l.items || []).map((n) => n.metadata.name)),
+        () => { /* not allowed to list namespaces: keep the ones seen */ });
+    }
+  }
+  const name = h('input', { id: 'filter-name', type: 'search', placeholder: 'Filter by name', spellcheck: 'false',
+    value: state.nameFilter, oninput: () => { state.nameFilter = name.value; onName(); } });
+  const labels = h('input', { id: 'filter-labels', type: 'search', placeholder: 'Label selector: app=web,tier!=db', spellcheck: 'false',
+    value: state.labelSelector, class: 'mono' });
+  const form = h('form', { class: 'filters', id: 'filters', onsubmit: (e) => {
+    e.preventDefault();
+    if (labels.value.trim() !== state.labelSelector) { state.labelSelector = labels.value.trim(); route(); }
+  } }, r.namespaced ? nsSelect : '', name, labels);
+  labels.addEventListener('change', () => form.requestSubmit());
+  return {
+    el: form,
+    matches: (obj) => !state.nameFilter || obj.metadata.name.toLowerCase().includes(state.nameFilter.toLowerCase()),
+  };
+}
+
 // kindPage shows a live table: the server's Table columns (the CRD's printer
 // columns), refreshed per object as watch events arrive, plus Ready and Age
 // from the watched objects.
 function kindPage(main, r) {
   crumbs(h('a', { href: routeOf(r) }, r.kind));
-  const path = resourcePath(r);
+  if (state.filterRoute !== routeOf(r)) {
+    state.filterRoute = routeOf(r);
+    state.nameFilter = '';
+    state.labelSelector = '';
+  }
+  const ns = r.namespaced ? state.namespace : '';
+  const labels = state.labelSelector;
+  const path = resourcePath(r, ns);
   const tbody = h('tbody');
   const thead = h('thead');
-  const count = h('span', {}, '…');
+  const count = h('span', { id: 'objects-count' }, '…');
   const table = h('table', { class: 'grid', id: 'objects', dataset: { resource: r.resource } }, thead, tbody);
   const empty = h('div', { class: 'empty', id: 'objects-empty', hidden: true }, `No ${r.resource} yet.`);
-  main.replaceChildren(h('h1', {}, r.kind), h('p', { class: 'sub' }, h('span', { class: 'mono' }, `${r.resource}.${r.group || 'core'}/${r.version}`), ' · ', count, ' objects'), table, empty);
+  const listError = h('p', { class: 'error', id: 'objects-error', role: 'alert' });
+  const bar = filterBar(r, () => render());
+  const create = r.verbs.includes('patch')
+    ? h('button', { id: 'object-create', class: 'btn', onclick: () => {
+      openEditor(main, { client: state.client, r, namespace: ns || 'default', text: newObjectYAML(r, ns || 'default'),
+        title: `New ${r.kind}`, onApplied: (obj) => { location.hash = objectRoute(r, obj); } });
+    } }, 'Create') : '';
+  main.replaceChildren(h('div', { class: 'titlebar' }, h('h1', {}, r.kind), create),
+    h('p', { class: 'sub' }, h('span', { class: 'mono' }, `${r.resource}.${r.group || 'core'}/${r.version}`), ' · ', count, ' objects'),
+    bar.el, listError, table, empty);
 
   let columns = null; // server columns (priority 0), without Age
   const cells = new Map(); // key -> server cells
@@ -281,6 +327,11 @@ function kindPage(main, r) {
     const tds = [];
     if (r.namespaced) tds.push(h('td', { dataset: { col: 'Namespace' } }, obj.metadata.namespace));
     (columns || [{ name: 'Name' }]).forEach((c, i) => {
+      if (c.type === 'date' && c.datePath) {
+        const ts = valueAt(obj, c.datePath);
+        tds.push(h('td', { dataset: { col: c.name }, class: 'age', title: ts }, age(ts)));
+        return;
+      }
       let v = c.path ? valueAt(obj, c.path) : server ? server[i] : '';
       if (c.name === 'Name') v = h('a', { href: objectRoute(r, obj) }, obj.metadata.name);
       else if (c.name === 'Ready' && ['True', 'False', 'Unknown'].includes(v)) v = h('span', { class: `pill ${v}` }, v);
@@ -293,8 +344,11 @@ function kindPage(main, r) {
   }
 
   function render() {
-    const items = w.items();
-    count.textContent = String(items.length);
+    const all = w.items();
+    for (const o of all) if (o.metadata.namespace) state.seenNamespaces.add(o.metadata.namespace);
+    const items = all.filter(bar.matches);
+    count.textContent = items.length === all.length ? String(all.length) : `${items.length} of ${all.length}`;
+    empty.textContent = all.length ? 'No object matches the filter.' : `No ${r.resource}${ns ? ` in ${ns}` : ''}${labels ? ` with labels ${labels}` : ''} yet.`;
     empty.hidden = items.length > 0;
     table.hidden = items.length === 0;
     const want = new Set(items.map(objectKey));
@@ -327,7 +381,7 @@ function kindPage(main, r) {
     const keys = [...dirty];
     dirty.clear();
     if (stopped || !columns) { render(); return; }
-    if (!columns.some((c) => c.name !== 'Name' && !c.path)) {
+    if (!columns.some((c) => c.name !== 'Name' && !c.path && !c.datePath)) {
       // Every column is read from the watched objects: nothing to fetch.
       for (const k of keys) { const tr = rows.get(k); if (tr) tr.dataset.stale = '1'; }
       render();
@@ -356,12 +410,12 @@ function kindPage(main, r) {
   let keep = [];
   const pick = (all) => keep.map((i) => all[i]);
   async function loadTable() {
-    const t = await state.client.get(path, { accept: TABLE_ACCEPT });
+    const t = await state.client.get(path, { accept: TABLE_ACCEPT, query: { labelSelector: labels } });
     if (!t || t.kind !== 'Table') throw new Error('no Table output');
     keep = [];
     const cols = [];
     (t.columnDefinitions || []).forEach((c, i) => {
-      if ((c.priority || 0) === 0 && c.name !== 'Age') { keep.push(i); cols.push({ ...c, path: simplePath(c) }); }
+      if ((c.priority || 0) === 0 && c.name !== 'Age') { keep.push(i); cols.push({ ...c, path: simplePath(c), datePath: c.type === 'date' ? simplePath({ ...c, type: '' }) : null }); }
     });
     columns = cols;
     for (const row of t.rows || []) {
@@ -372,21 +426,22 @@ function kindPage(main, r) {
   }
 
   header();
-  const w = startWatch(path, {}, (ev) => {
-    if (ev.type === 'SYNCED') { render(); return; }
+  const w = startWatch(path, { labelSelector: labels, onError: (err) => {
+    listError.textContent = err && err.message ? `The server refused the list: ${err.message}` : '';
+  } }, (ev) => {
+    if (ev.type === 'SYNCED') { listError.textContent = ''; render(); return; }
     if (ev.type === 'DELETED') { render(); return; }
     schedule(objectKey(ev.object));
   });
   loadTable().then(() => { for (const k of rows.keys()) rows.get(k).dataset.stale = '1'; render(); })
     .catch((err) => { console.warn('table', err); columns = null; header(); render(); });
-  const ticker = setInterval(() => {
-    for (const td of tbody.querySelectorAll('td.age')) td.textContent = age(td.title);
-  }, 5000);
+  const ticker = setInterval(() => tick(tbody), 1000);
   return () => { stopped = true; clearInterval(ticker); clearTimeout(timer); untrack(w); };
 }
 
 // objectPage shows one object live: its YAML, owner, children and events.
 function objectPage(main, r, namespace, name) {
+  const isPlugin = r.group === 'setpoint.dev' && r.resource === 'plugins';
   const path = resourcePath(r, namespace);
   crumbs(h('a', { href: routeOf(r) }, r.kind), name);
   const yaml = h('pre', { class: 'yaml mono', id: 'object-yaml' });
@@ -394,14 +449,25 @@ function objectPage(main, r, namespace, name) {
   const owners = h('div', { id: 'object-owners' }, h('span', { class: 'muted' }, 'None'));
   const children = h('div', { id: 'object-children' }, h('span', { class: 'muted' }, 'Looking…'));
   const events = h('div', { id: 'object-events' }, h('span', { class: 'muted' }, 'None'));
+  const copyState = h('span', { id: 'object-copy-state', class: 'muted', role: 'status' });
+  const actions = h('div', { class: 'actions', id: 'object-actions' },
+    r.verbs.includes('patch') ? h('button', { id: 'object-edit', class: 'btn', onclick: () => {
+      if (!current) return;
+      openEditor(main, { client: state.client, r, namespace, text: editableYAML(current), title: `Edit ${r.kind} ${name}` });
+    } }, 'Edit') : '',
+    h('button', { id: 'object-copy', class: 'btn', onclick: async () => {
+      copyState.textContent = await copyText(yaml.textContent) ? 'Copied.' : 'Selected: press Ctrl+C to copy.';
+      if (copyState.textContent.startsWith('Selected')) selectText(yaml);
+    } }, 'Copy YAML'),
+    r.verbs.includes('delete') ? deleteButton(r, namespace, name) : '', copyState);
   main.replaceChildren(
-    h('h1', {}, name), h('p', { class: 'sub' }, `${r.kind}${namespace ? ` in ${namespace}` : ''}`),
+    h('div', { class: 'titlebar' }, h('h1', {}, name), actions), h('p', { class: 'sub' }, `${r.kind}${namespace ? ` in ${namespace}` : ''}`),
     h('div', { class: 'detail' },
       h('div', {}, h('div', { class: 'card' }, h('h2', {}, 'Object'), yaml)),
       h('div', {},
         h('div', { class: 'card' }, h('h2', {}, 'Status'), summary),
         h('div', { class: 'card' }, h('h2', {}, 'Owner'), owners),
-        h('div', { class: 'card' }, h('h2', {}, 'Children'), children),
+        h('div', { class: 'card' }, h('h2', {}, 'Children'), children, childLegend()),
         h('div', { class: 'card' }, h('h2', {}, 'Events'), events))));
 
   let current = null;
@@ -415,7 +481,9 @@ function objectPage(main, r, namespace, name) {
     const c = readyOf(obj);
     summary.replaceChildren(h('div', {}, 'Ready: ', readyPill(obj)),
       c && c.message ? h('p', { class: 'muted' }, c.message) : '',
-      h('div', { class: 'muted' }, `Age ${age(obj.metadata.creationTimestamp)} · resourceVersion ${obj.metadata.resourceVersion}`));
+      h('div', { class: 'muted' }, 'Age ', h('span', { class: 'age', title: obj.metadata.creationTimestamp || '' }, age(obj.metadata.creationTimestamp)),
+        ` · resourceVersion ${obj.metadata.resourceVersion}`),
+      isPlugin ? pluginCounts(obj) : '');
     const refs = obj.metadata.ownerReferences || [];
     owners.replaceChildren(refs.length ? h('ul', {}, refs.map((o) => {
       const or = resourceForKind(o.apiVersion, o.kind);
@@ -454,12 +522,83 @@ function objectPage(main, r, namespace, name) {
       events.replaceChildren(mine.length ? h('table', { class: 'events' }, h('tbody', {}, mine.slice(0, 50).map((e) => h('tr', {},
         h('td', {}, h('span', { class: `pill ${e.type === 'Warning' ? 'False' : 'True'}` }, e.reason || e.type || '')),
         h('td', { class: 'msg' }, e.message || '', e.count > 1 ? h('span', { class: 'muted' }, ` ×${e.count}`) : ''),
-        h('td', { class: 'muted' }, age(e.lastTimestamp || e.eventTime || e.metadata.creationTimestamp))))))
+        h('td', { class: 'muted age', title: e.lastTimestamp || e.eventTime || e.metadata.creationTimestamp || '' },
+          age(e.lastTimestamp || e.eventTime || e.metadata.creationTimestamp))))))
         : h('span', { class: 'muted' }, 'None'));
     });
   }
-  const stopLog = r.group === 'setpoint.dev' && r.resource === 'plugins' ? pluginLogCard(main, name) : () => {};
-  return () => { clearTimeout(childTimer); untrack(w); if (ew) untrack(ew); stopLog(); };
+  const stopLog = isPlugin ? pluginLogCard(main, name) : () => {};
+  const ticker = setInterval(() => tick(main), 1000);
+  return () => { clearTimeout(childTimer); clearInterval(ticker); untrack(w); if (ew) untrack(ew); stopLog(); };
+}
+
+// tick refreshes the relative times under el: each .age element holds its
+// timestamp in its title.
+function tick(el) {
+  for (const x of el.querySelectorAll('.age')) if (x.title) x.textContent = age(x.title);
+}
+
+// childLegend says what the badge next to each child means.
+function childLegend() {
+  return h('p', { class: 'legend muted', id: 'children-legend' }, 'Badge: the child\'s Ready condition. ',
+    h('span', { class: 'pill True' }, 'True'), ' ready · ', h('span', { class: 'pill False' }, 'False'), ' not ready · ',
+    h('span', { class: 'pill Unknown' }, 'Unknown'), ' not known yet · ', h('span', { class: 'pill none' }, '—'), ' no Ready condition');
+}
+
+// pluginCounts shows the calls and failed calls the server counted for a
+// Plugin (since it started), and the last failure.
+function pluginCounts(p) {
+  const st = p.status || {};
+  return h('div', { id: 'plugin-counts', class: 'counts' },
+    h('span', {}, 'Calls ', h('b', { id: 'plugin-calls' }, String(st.calls || 0))),
+    h('span', {}, 'Errors ', h('b', { id: 'plugin-errors', class: st.errors ? 'bad' : '' }, String(st.errors || 0))),
+    st.lastError ? h('p', { class: 'muted', id: 'plugin-last-error' }, `Last error: ${st.lastError}`) : '');
+}
+
+// copyText puts text on the clipboard; false when the page may not (no
+// clipboard API outside a secure context, or permission refused), and the
+// caller selects the text instead. The execCommand fallback covers browsers
+// that refuse the API but allow a copy from a user gesture.
+async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch { /* fall back */ }
+  const ta = h('textarea', { class: 'offscreen', readonly: true });
+  ta.value = text;
+  document.body.append(ta);
+  ta.select();
+  let ok = false;
+  try { ok = document.execCommand('copy'); } catch { ok = false; }
+  ta.remove();
+  return ok;
+}
+
+function selectText(el) {
+  const range = document.createRange();
+  range.selectNodeContents(el);
+  const sel = window.getSelection();
+  sel.removeAllRanges();
+  sel.addRange(range);
+}
+
+// deleteButton deletes the object after an inline confirmation that names it.
+function deleteButton(r, namespace, name) {
+  const err = h('span', { class: 'error', id: 'delete-error', role: 'alert' });
+  const confirmBox = h('span', { class: 'confirm', id: 'delete-confirm', hidden: true },
+    `Delete ${r.kind} ${namespace ? `${namespace}/` : ''}${name}? `,
+    h('button', { id: 'delete-yes', class: 'btn danger', onclick: async () => {
+      err.textContent = '';
+      try {
+        await state.client.delete(`${resourcePath(r, namespace)}/${encodeURIComponent(name)}`);
+        confirmBox.hidden = true;
+        location.hash = routeOf(r);
+      } catch (e) {
+        err.textContent = `Delete failed: ${e.message}`;
+      }
+    } }, 'Delete'),
+    h('button', { id: 'delete-no', class: 'btn', onclick: () => { confirmBox.hidden = true; } }, 'Cancel'));
+  return h('span', {}, h('button', { id: 'object-delete', class: 'btn danger', onclick: () => { confirmBox.hidden = false; } }, 'Delete…'), confirmBox, err);
 }
 
 // LOG_KEEP bounds the log lines the page holds.
