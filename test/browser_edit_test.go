@@ -260,3 +260,70 @@ spec:
 		t.Fatalf("alpha's managers after the forced apply: %v", managers)
 	}
 }
+
+const clockCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+"metadata":{"name":"clocks.example.setpoint.dev"},
+"spec":{"group":"example.setpoint.dev","scope":"Cluster",
+ "names":{"plural":"clocks","singular":"clock","kind":"Clock"},
+ "versions":[{"name":"v1","served":true,"storage":true,
+  "additionalPrinterColumns":[{"name":"Since","type":"date","jsonPath":".spec.since"}],
+  "schema":{"openAPIV3Schema":{"type":"object","properties":{
+   "spec":{"type":"object","properties":{"since":{"type":"string","format":"date-time"}}}}}}}]}}`
+
+// TestBrowserPluginCountsAndClocks checks the plugin page's call and error
+// counts, that a date printer column other than Age keeps ticking, and the
+// legend of the children's badge.
+func TestBrowserPluginCountsAndClocks(t *testing.T) {
+	chromiumPath(t)
+	s := testserver.Start(t, testserver.Options{})
+	w := wsSetupWidgets(t, s)
+	w.create("alpha", "small", nil)
+	if code, body, err := s.Do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", s.Token, strings.NewReader(clockCRD)); err != nil || code != http.StatusCreated {
+		t.Fatalf("create the Clock CRD: %d %s %v", code, body, err)
+	}
+	since := time.Now().Add(-30 * time.Second).UTC().Format(time.RFC3339)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body, err := s.Do("POST", "/apis/example.setpoint.dev/v1/clocks", s.Token,
+			strings.NewReader(`{"apiVersion":"example.setpoint.dev/v1","kind":"Clock","metadata":{"name":"g1"},"spec":{"since":"`+since+`"}}`))
+		if err == nil && code == http.StatusCreated {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create a Clock: %d %s %v", code, body, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	w.call("POST", "/apis/setpoint.dev/v1alpha1/plugins", "application/json", map[string]any{
+		"apiVersion": "setpoint.dev/v1alpha1", "kind": "Plugin", "metadata": map[string]any{"name": "widget-logic"},
+		"spec": map[string]any{"module": map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)}},
+	})
+	ctx := browser(t, s)
+	uiOpen(t, ctx, s, "#/k/example.setpoint.dev/v1/clocks")
+
+	// The Since column is a date: it ticks like Age.
+	cell := cellJS("g1", "Since")
+	waitJS(t, ctx, "the table", rowJS("g1"), 10*time.Second)
+	waitJS(t, ctx, "the Since column", `/^\d+s$/.test(`+cell+` || '')`, 10*time.Second)
+	first := evalJS[string](t, ctx, cell)
+	waitJS(t, ctx, "the Since column ticks", cell+` !== `+strconv.Quote(first)+` && /^\d+s$/.test(`+cell+`)`, 3*time.Second)
+	if n, _ := strconv.Atoi(strings.TrimSuffix(first, "s")); n < 29 || n > 60 {
+		t.Fatalf("Since shows %q for a time 30s ago", first)
+	}
+
+	// The badge legend on an object page.
+	evalJS[chromedp.Void](t, ctx, `location.hash = '`+widgetsRoute+`/default/alpha'`)
+	waitJS(t, ctx, "the legend", `(document.getElementById('children-legend') || {}).textContent?.includes('no Ready condition')`, 5*time.Second)
+
+	// The plugin page: the counts the server keeps in the Plugin's status,
+	// live, next to its log.
+	evalJS[chromedp.Void](t, ctx, `location.hash = '#/k/setpoint.dev/v1alpha1/plugins/_/widget-logic'`)
+	waitJS(t, ctx, "the plugin's counts in its log card", `document.querySelector('#plugin-log')?.parentElement.querySelector('#plugin-calls')?.textContent === '0' &&
+		document.getElementById('plugin-errors')?.textContent === '0' && document.getElementById('plugin-log')`, 5*time.Second)
+	w.call("PATCH", "/apis/setpoint.dev/v1alpha1/plugins/widget-logic/status", "application/merge-patch+json",
+		map[string]any{"status": map[string]any{"calls": 7, "errors": 2, "lastError": "reconcile: wasm trap: unreachable"}})
+	waitJS(t, ctx, "the new counts", `document.getElementById('plugin-calls').textContent === '7' &&
+		document.getElementById('plugin-errors').textContent === '2' &&
+		document.getElementById('plugin-last-error').textContent.includes('wasm trap: unreachable')`, 5*time.Second)
+	screenshot(t, ctx, "plugin-counts.png")
+}

@@ -23,6 +23,7 @@ func TestHandler(t *testing.T) {
 		{name: "client", method: "GET", path: "/ui/setpoint.js", code: 200, ctype: "text/javascript", contains: "export function watch("},
 		{name: "app", method: "GET", path: "/ui/app.js", code: 200, ctype: "text/javascript", contains: "sessionStorage"},
 		{name: "style", method: "GET", path: "/ui/style.css", code: 200, ctype: "text/css"},
+		{name: "editor", method: "GET", path: "/ui/editor.js", code: 200, ctype: "text/javascript", contains: "application/apply-patch+yaml"},
 		{name: "redirect", method: "GET", path: "/ui", code: http.StatusMovedPermanently},
 		{name: "missing", method: "GET", path: "/ui/nope.js", code: 404},
 		{name: "no listing", method: "GET", path: "/ui/assets/", code: 404},

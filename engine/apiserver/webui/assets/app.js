@@ -442,6 +442,7 @@ function kindPage(main, r) {
 // objectPage shows one object live: its YAML, owner, children and events.
 function objectPage(main, r, namespace, name) {
   const isPlugin = r.group === 'setpoint.dev' && r.resource === 'plugins';
+  const counts = h('div', { class: 'counts-box' }); // a Plugin's counts, shown with its log
   const path = resourcePath(r, namespace);
   crumbs(h('a', { href: routeOf(r) }, r.kind), name);
   const yaml = h('pre', { class: 'yaml mono', id: 'object-yaml' });
@@ -482,8 +483,8 @@ function objectPage(main, r, namespace, name) {
     summary.replaceChildren(h('div', {}, 'Ready: ', readyPill(obj)),
       c && c.message ? h('p', { class: 'muted' }, c.message) : '',
       h('div', { class: 'muted' }, 'Age ', h('span', { class: 'age', title: obj.metadata.creationTimestamp || '' }, age(obj.metadata.creationTimestamp)),
-        ` · resourceVersion ${obj.metadata.resourceVersion}`),
-      isPlugin ? pluginCounts(obj) : '');
+        ` · resourceVersion ${obj.metadata.resourceVersion}`));
+    if (isPlugin) counts.replaceChildren(pluginCounts(obj));
     const refs = obj.metadata.ownerReferences || [];
     owners.replaceChildren(refs.length ? h('ul', {}, refs.map((o) => {
       const or = resourceForKind(o.apiVersion, o.kind);
@@ -527,7 +528,7 @@ function objectPage(main, r, namespace, name) {
         : h('span', { class: 'muted' }, 'None'));
     });
   }
-  const stopLog = isPlugin ? pluginLogCard(main, name) : () => {};
+  const stopLog = isPlugin ? pluginLogCard(main, name, counts) : () => {};
   const ticker = setInterval(() => tick(main), 1000);
   return () => { clearTimeout(childTimer); clearInterval(ticker); untrack(w); if (ew) untrack(ew); stopLog(); };
 }
@@ -549,7 +550,7 @@ function childLegend() {
 // Plugin (since it started), and the last failure.
 function pluginCounts(p) {
   const st = p.status || {};
-  return h('div', { id: 'plugin-counts', class: 'counts' },
+  return h('div', { id: 'plugin-counts', class: 'counts', title: 'Counted by this server since it started' },
     h('span', {}, 'Calls ', h('b', { id: 'plugin-calls' }, String(st.calls || 0))),
     h('span', {}, 'Errors ', h('b', { id: 'plugin-errors', class: st.errors ? 'bad' : '' }, String(st.errors || 0))),
     st.lastError ? h('p', { class: 'muted', id: 'plugin-last-error' }, `Last error: ${st.lastError}`) : '');
@@ -606,11 +607,11 @@ const LOG_KEEP = 500;
 
 // pluginLogCard adds a Plugin's live log to its page: the last lines, then
 // new ones as they come, optionally about one object only.
-function pluginLogCard(main, name) {
+function pluginLogCard(main, name, counts) {
   const pre = h('pre', { class: 'log mono', id: 'plugin-log' });
   const status = h('span', { class: 'muted', id: 'plugin-log-state' }, 'Connecting…');
   const filter = h('input', { id: 'plugin-log-object', type: 'search', placeholder: 'Kind/name or Kind/namespace/name', spellcheck: 'false' });
-  main.append(h('div', { class: 'card' }, h('h2', {}, 'Log ', status),
+  main.append(h('div', { class: 'card' }, h('h2', {}, 'Log ', status), counts,
     h('form', { class: 'log-filter', onsubmit: (e) => { e.preventDefault(); restart(); } }, filter), pre));
   let f = null;
   function restart() {
