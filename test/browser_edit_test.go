@@ -206,6 +206,11 @@ spec:
 		t.Fatal("Apply is enabled after a refused review")
 	}
 
+	// A misspelt field is refused, not dropped (strict field validation).
+	setValue(t, ctx, "edit-yaml", strings.Replace(text, "size: small", "size: small\n  colour: red", 1))
+	review(t, ctx)
+	waitJS(t, ctx, "the unknown field refused", `document.getElementById('edit-error').textContent.includes('colour')`, 2*time.Second)
+
 	// A valid edit: the diff shows the changed line, then apply.
 	setValue(t, ctx, "edit-yaml", strings.Replace(text, "size: small", "size: large", 1))
 	review(t, ctx)
