@@ -1,11 +1,9 @@
 package badger
 
 import (
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/setpoint-dev/setpoint/store"
 )
@@ -134,31 +132,4 @@ func decodeRecord(b []byte, lastRev int64) ([]recordEvent, error) {
 		out[i].rev = first + int64(i)
 	}
 	return out, nil
-}
-
-// Continue tokens: base64url of version byte 1, uvarint revision, then the
-// key the next page starts at (inclusive).
-const continueVersion = 1
-
-func encodeContinue(rev int64, nextKey string) string {
-	b := []byte{continueVersion}
-	b = binary.AppendUvarint(b, uint64(rev))
-	b = append(b, nextKey...)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeContinue(token, prefix string) (rev int64, nextKey string, err error) {
-	b, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil || len(b) < 2 || b[0] != continueVersion {
-		return 0, "", store.ErrInvalidContinue
-	}
-	r, n := binary.Uvarint(b[1:])
-	if n <= 0 || r == 0 || r > 1<<62 {
-		return 0, "", store.ErrInvalidContinue
-	}
-	k := string(b[1+n:])
-	if !strings.HasPrefix(k, prefix) {
-		return 0, "", store.ErrInvalidContinue
-	}
-	return int64(r), k, nil
 }

@@ -1,35 +1,12 @@
 package badger
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/setpoint-dev/setpoint/store"
 )
-
-func FuzzDecodeContinue(f *testing.F) {
-	f.Add(encodeContinue(7, "/g/r/ns/a"), "/g/r/")
-	f.Add("AQ", "")
-	f.Add("not base64!", "/g/")
-	f.Fuzz(func(t *testing.T, token, prefix string) {
-		rev, key, err := decodeContinue(token, prefix)
-		if err != nil {
-			if !errors.Is(err, store.ErrInvalidContinue) {
-				t.Fatalf("error %v is not ErrInvalidContinue", err)
-			}
-			return
-		}
-		if rev <= 0 {
-			t.Fatalf("accepted revision %d", rev)
-		}
-		r2, k2, err := decodeContinue(encodeContinue(rev, key), prefix)
-		if err != nil || r2 != rev || k2 != key {
-			t.Fatalf("round trip of (%d, %q): (%d, %q, %v)", rev, key, r2, k2, err)
-		}
-	})
-}
 
 func FuzzDecodeRecord(f *testing.F) {
 	evs := []store.Event{

@@ -156,14 +156,14 @@ func (db *DB) compactLoop() {
 	defer db.loops.Done()
 	t := time.NewTicker(db.opts.CompactionInterval)
 	defer t.Stop()
-	var s compactSampler
+	var s store.CompactSampler
 	for {
 		select {
 		case <-db.closing:
 			return
 		case <-t.C:
 		}
-		target := s.observe(db.opts.Now(), db.committed.Load(), db.opts.CompactionWindow, db.opts.CompactionMinRevisions)
+		target := s.Observe(db.opts.Now(), db.committed.Load(), db.opts.CompactionWindow, db.opts.CompactionMinRevisions)
 		if db.readOnly.Load() {
 			continue
 		}
@@ -176,34 +176,6 @@ func (db *DB) compactLoop() {
 		}
 		db.closeMu.RUnlock()
 	}
-}
-
-type revSample struct {
-	at  time.Time
-	rev int64
-}
-
-// compactSampler remembers (time, revision) samples to find the revision as of
-// one window ago.
-type compactSampler struct{ samples []revSample }
-
-// observe records rev at now and returns the revision compaction may go to:
-// the newest sample at least window old, capped at rev-minRevs; 0 for none.
-func (s *compactSampler) observe(now time.Time, rev int64, window time.Duration, minRevs int64) int64 {
-	s.samples = append(s.samples, revSample{now, rev})
-	cut := now.Add(-window)
-	old := -1
-	for i, x := range s.samples {
-		if !x.at.After(cut) {
-			old = i
-		}
-	}
-	if old < 0 {
-		return 0
-	}
-	target := s.samples[old].rev
-	s.samples = s.samples[old:] // keep the newest old sample for the next round
-	return max(0, min(target, rev-minRevs))
 }
 
 // valueLogGCLoop is the value-log GC goroutine: every interval it rewrites

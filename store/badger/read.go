@@ -101,7 +101,7 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 	rev, start := opts.Revision, prefix
 	if opts.Continue != "" {
 		var err error
-		if rev, start, err = decodeContinue(opts.Continue, prefix); err != nil {
+		if rev, start, err = store.DecodeContinue(opts.Continue, prefix); err != nil {
 			return nil, err
 		}
 		if rev > db.committed.Load() {
@@ -146,7 +146,7 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 		}
 		if opts.Limit > 0 && int64(len(res.Items)) == opts.Limit {
 			// One more match exists: the next page starts at it.
-			res.Continue = encodeContinue(at, key)
+			res.Continue = store.EncodeContinue(at, key)
 			break
 		}
 		res.Items = append(res.Items, *kv)

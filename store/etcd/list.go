@@ -2,8 +2,6 @@ package etcd
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -27,7 +25,12 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 	var from string // store key to start at
 	if opts.Continue != "" {
 		var err error
-		if rev, from, err = decodeContinue(opts.Continue, prefix); err != nil {
+		rev, from, err = store.DecodeContinue(opts.Continue, prefix)
+		if err == nil && !strings.HasPrefix(from, "/") {
+			// Every store key starts with "/": etcd's prefix is put before it.
+			err = store.ErrInvalidContinue
+		}
+		if err != nil {
 			return nil, fmt.Errorf("store/etcd: list %q: %w", prefix, err)
 		}
 	}
@@ -84,7 +87,7 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 			if opts.Limit > 0 && int64(len(res.Items)) == opts.Limit {
 				// One more accepted item: the page is full and another follows.
 				last := res.Items[len(res.Items)-1].Key
-				res.Continue = encodeContinue(res.Revision, last+"\x00")
+				res.Continue = store.EncodeContinue(res.Revision, last+"\x00")
 				return res, nil
 			}
 			res.Items = append(res.Items, item)
@@ -94,32 +97,4 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 		}
 		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-}
-
-const continueVersion = 1
-
-// encodeContinue makes the token of a page that goes on at nextKey, at rev.
-func encodeContinue(rev int64, nextKey string) string {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(nextKey))
-	b = append(b, continueVersion)
-	b = binary.AppendUvarint(b, uint64(rev))
-	b = append(b, nextKey...)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// decodeContinue reads a token of a list of prefix.
-func decodeContinue(token, prefix string) (rev int64, nextKey string, err error) {
-	b, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil || len(b) < 2 || b[0] != continueVersion {
-		return 0, "", store.ErrInvalidContinue
-	}
-	r, n := binary.Uvarint(b[1:])
-	if n <= 0 || r == 0 || r > 1<<62 {
-		return 0, "", store.ErrInvalidContinue
-	}
-	k := string(b[1+n:])
-	if !strings.HasPrefix(k, prefix) || !strings.HasPrefix(k, "/") {
-		return 0, "", store.ErrInvalidContinue
-	}
-	return int64(r), k, nil
 }

@@ -1,8 +1,10 @@
-package badger
+package store_test
 
 import (
 	"testing"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/store"
 )
 
 func TestCompactSampler(t *testing.T) {
@@ -27,14 +29,11 @@ func TestCompactSampler(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var s compactSampler
+			var s store.CompactSampler
 			for i, o := range tt.obs {
-				if got := s.observe(o.at, o.rev, tt.window, tt.minRevs); got != o.want {
+				if got := s.Observe(o.at, o.rev, tt.window, tt.minRevs); got != o.want {
 					t.Errorf("observation %d (rev %d): target %d, want %d", i, o.rev, got, o.want)
 				}
-			}
-			if len(s.samples) > len(tt.obs) {
-				t.Errorf("kept %d samples", len(s.samples))
 			}
 		})
 	}
