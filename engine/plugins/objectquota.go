@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,6 +44,9 @@ type ObjectQuota struct {
 	now     func() time.Time
 	count   func(ctx context.Context, plugin string) (int, error)
 	refused *prometheus.CounterVec // nil: not registered
+	// counting shares one count in the store among a plugin's concurrent
+	// creates.
+	counting singleflight.Group
 
 	mu     sync.Mutex // guards counts
 	counts map[string]*objectCount
@@ -106,17 +110,30 @@ func (q *ObjectQuota) admit(ctx context.Context, plugin, source string, gr schem
 		c = &objectCount{}
 		q.counts[plugin] = c
 	}
-	now := q.now()
-	stale := c.counted.IsZero() || (c.n >= q.max && now.Sub(c.counted) >= q.recount)
+	stale := q.stale(c)
 	q.mu.Unlock()
 	if stale {
-		n, err := q.count(ctx, plugin)
+		// The count is set once, by the create that made it; the others
+		// that waited for it go on from there.
+		_, err, _ := q.counting.Do(plugin, func() (any, error) {
+			q.mu.Lock()
+			stale := q.stale(c)
+			q.mu.Unlock()
+			if !stale {
+				return nil, nil // counted since this create looked
+			}
+			now := q.now()
+			n, err := q.count(ctx, plugin)
+			if err == nil {
+				q.mu.Lock()
+				c.n, c.counted = n, now
+				q.mu.Unlock()
+			}
+			return nil, err
+		})
 		if err != nil {
 			return apierrors.NewInternalError(err)
 		}
-		q.mu.Lock()
-		c.n, c.counted = n, now
-		q.mu.Unlock()
 	}
 	q.mu.Lock()
 	n, ok := c.n, c.n < q.max
@@ -141,6 +158,12 @@ func (q *ObjectQuota) admit(ctx context.Context, plugin, source string, gr schem
 	l[CreatedByLabel] = plugin
 	obj.SetLabels(l)
 	return nil
+}
+
+// stale tells whether c must be counted in the store again: never counted,
+// or at the quota since Recount. Call it with mu held.
+func (q *ObjectQuota) stale(c *objectCount) bool {
+	return c.counted.IsZero() || c.n >= q.max && q.now().Sub(c.counted) >= q.recount
 }
 
 // Forget drops a deleted plugin's count and series.

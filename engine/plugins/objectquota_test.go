@@ -3,6 +3,8 @@ package plugins
 import (
 	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,5 +49,30 @@ func TestObjectQuotaCountsAndRecounts(t *testing.T) {
 	}
 	if counts != 2 {
 		t.Errorf("%d counts in the store, want 2 (at the start and at the quota)", counts)
+	}
+}
+
+// Concurrent creates share one count in the store and let through no more
+// than the quota.
+func TestObjectQuotaConcurrentCreates(t *testing.T) {
+	var counts atomic.Int32
+	q := newObjectQuota(10, func(context.Context, string) (int, error) {
+		counts.Add(1)
+		time.Sleep(50 * time.Millisecond)
+		return 0, nil
+	})
+	gr := schema.GroupResource{Resource: "notes"}
+	var allowed atomic.Int32
+	var wg sync.WaitGroup
+	for range 30 {
+		wg.Go(func() {
+			if q.admit(context.Background(), "p", sourceChildren, gr, &unstructured.Unstructured{Object: map[string]any{}}) == nil {
+				allowed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != 10 || counts.Load() != 1 {
+		t.Errorf("%d creates allowed with %d counts in the store, want 10 with 1", allowed.Load(), counts.Load())
 	}
 }
