@@ -173,6 +173,11 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 	if err != nil {
 		return nil, err
 	}
+	quota, err := plugins.NewObjectQuota(svc, limits.maxObjects, promReg)
+	if err != nil {
+		return nil, err
+	}
+	writes.LimitObjects(quota)
 	objects.LimitWrites(writes)
 	hopts := host.Options{
 		CacheDir: filepath.Join(dataDir, "wasm-cache"),

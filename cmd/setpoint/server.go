@@ -256,7 +256,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		// The web UI's static files hold no secrets; a browser loads them
 		// first and then signs in with the token.
 		PublicPaths: []string{"/ui"},
-		Limits:      o.limits.requests(),
+		Limits:      o.limits.requests(o.hostLimits),
 		Served:      servedResources(api),
 	})
 	tlsConfig := material.TLSConfig()

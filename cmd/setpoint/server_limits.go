@@ -3,12 +3,15 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
+	"github.com/setpoint-dev/setpoint/engine/plugins"
+	"github.com/setpoint-dev/setpoint/host"
 )
 
 // limitFlags are `setpoint server`'s flags that bound what clients may take:
@@ -90,13 +93,34 @@ func (l *limitFlags) tls() serving.TLSOptions {
 	return serving.TLSOptions{MinVersion: l.tlsMinVersion, CipherSuites: suites}
 }
 
-func (l *limitFlags) requests() serving.LimitOptions {
+func (l *limitFlags) requests(h hostLimits) serving.LimitOptions {
 	return serving.LimitOptions{
 		MaxRequestsInflight:         l.maxRequestsInflight,
 		MaxMutatingRequestsInflight: l.maxMutatingRequestsInflight,
 		MaxWatches:                  l.maxWatches,
 		RequestTimeout:              l.requestTimeout,
+		LongerTimeout:               uploadTimeout(l.requestTimeout, h.compileTimeout),
 		WatchWriteTimeout:           l.watchWriteTimeout,
+	}
+}
+
+// uploadTimeout gives a module upload the request timeout and the compile
+// timeout together: its compile, waiting for a compile slot included, has
+// --plugin-compile-timeout, and reading the module, vetting it and storing
+// it the usual --request-timeout, so that the compile's own deadline, whose
+// refusal names it, is the one a slow compile meets.
+func uploadTimeout(request, compile time.Duration) func(*http.Request) time.Duration {
+	if request <= 0 {
+		request = serving.DefaultRequestTimeout
+	}
+	if compile <= 0 {
+		compile = host.DefaultCompileTimeout
+	}
+	return func(r *http.Request) time.Duration {
+		if r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == plugins.ModulesPath {
+			return request + compile
+		}
+		return 0
 	}
 }
 

@@ -14,6 +14,7 @@ type pluginLimitOptions struct {
 	writeRate   float64
 	writeBurst  int
 	maxChildren int
+	maxObjects  int
 	logRate     float64
 	logBurst    int
 	logLines    int
@@ -24,6 +25,7 @@ func (o *pluginLimitOptions) addFlags(f *pflag.FlagSet) {
 	f.Float64Var(&o.writeRate, "plugin-write-rate", plugins.DefaultWriteRate, "writes per second each plugin may make on average, host-call creates, updates and patches and the children of its reconciles together; the excess is answered 429 TooManyRequests")
 	f.IntVar(&o.writeBurst, "plugin-write-burst", plugins.DefaultWriteBurst, "writes each plugin may make at once above --plugin-write-rate")
 	f.IntVar(&o.maxChildren, "plugin-max-children", plugins.DefaultMaxChildren, "children one reconcile may ask for; more is a terminal error of the plugin's")
+	f.IntVar(&o.maxObjects, "plugin-max-objects", plugins.DefaultMaxObjects, "live objects each plugin may have created, by host calls and as children together; a create past it is answered 403 Forbidden")
 	f.Float64Var(&o.logRate, "plugin-log-rate", plugins.DefaultLogRate, "log lines per second each plugin may write on average; the excess is dropped and counted")
 	f.IntVar(&o.logBurst, "plugin-log-burst", plugins.DefaultLogBurst, "log lines each plugin may write at once above --plugin-log-rate")
 	f.IntVar(&o.logLines, "plugin-log-lines", plugins.DefaultLogLines, "recent log lines kept per plugin (served by `setpoint plugin logs`)")
@@ -36,7 +38,8 @@ func (o *pluginLimitOptions) validate() error {
 		ok   bool
 	}{
 		{"--plugin-write-rate", o.writeRate >= 0}, {"--plugin-write-burst", o.writeBurst >= 0},
-		{"--plugin-max-children", o.maxChildren >= 0}, {"--plugin-log-rate", o.logRate >= 0},
+		{"--plugin-max-children", o.maxChildren >= 0}, {"--plugin-max-objects", o.maxObjects >= 0},
+		{"--plugin-log-rate", o.logRate >= 0},
 		{"--plugin-log-burst", o.logBurst >= 0}, {"--plugin-log-lines", o.logLines >= 0}, {"--plugin-log-bytes", o.logBytes >= 0},
 	} {
 		if !c.ok {

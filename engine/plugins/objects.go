@@ -191,7 +191,7 @@ func (o *Objects) WriteObject(ctx context.Context, plugin, fn string, req abi.Wr
 			return resp
 		}
 	}
-	obj, ref, err := o.write(ctx, PluginUser(plugin), fn, req)
+	obj, ref, err := o.write(ctx, plugin, fn, req)
 	if err != nil {
 		resp := writeError(ctx, err)
 		o.log.DebugContext(ctx, "plugin write failed", "plugin", plugin, "op", fn, "kind", ref.Kind,
@@ -207,7 +207,8 @@ func (o *Objects) WriteObject(ctx context.Context, plugin, fn string, req abi.Wr
 	return abi.WriteResponse{Object: b}
 }
 
-func (o *Objects) write(ctx context.Context, manager, fn string, req abi.WriteRequest) (*unstructured.Unstructured, abi.ObjectRef, error) {
+func (o *Objects) write(ctx context.Context, plugin, fn string, req abi.WriteRequest) (*unstructured.Unstructured, abi.ObjectRef, error) {
+	manager := PluginUser(plugin)
 	ref := abi.ObjectRef{APIVersion: req.APIVersion, Kind: req.Kind, Namespace: req.Namespace, Name: req.Name}
 	var u *unstructured.Unstructured
 	if fn == abi.HostCreate || fn == abi.HostUpdate {
@@ -233,6 +234,9 @@ func (o *Objects) write(ctx context.Context, manager, fn string, req abi.WriteRe
 	}
 	switch fn {
 	case abi.HostCreate:
+		if err := o.writes.quota().admit(ctx, plugin, sourceHostCall, r.GVR.GroupResource(), u); err != nil {
+			return nil, ref, err
+		}
 		out, err := o.svc.Create(ctx, r.GVR, u, metav1.CreateOptions{FieldManager: manager})
 		return out, ref, err
 	case abi.HostUpdate:

@@ -65,8 +65,36 @@ type WriteLimiter struct {
 	opts      WriteLimits
 	throttled *prometheus.CounterVec // nil: not registered
 
+	// objects, when set, bounds the objects each plugin has created.
+	objects *ObjectQuota
+
 	mu      sync.Mutex // guards buckets
 	buckets map[string]*rate.Limiter
+}
+
+// LimitObjects has q bound the live objects each plugin has created, its
+// host-call creates and its children together. Call it before the host
+// serves calls.
+func (w *WriteLimiter) LimitObjects(q *ObjectQuota) { w.objects = q }
+
+// quota is w's object quota, nil when w or it is not set.
+func (w *WriteLimiter) quota() *ObjectQuota {
+	if w == nil {
+		return nil
+	}
+	return w.objects
+}
+
+// allowCreate is allow for a create of obj (a gr), then the object quota,
+// which labels obj as plugin's.
+func (w *WriteLimiter) allowCreate(ctx context.Context, plugin, source string, gr schema.GroupResource, obj *unstructured.Unstructured) error {
+	if w == nil {
+		return nil
+	}
+	if err := w.allow(plugin, source); err != nil {
+		return err
+	}
+	return w.objects.admit(ctx, plugin, source, gr, obj)
 }
 
 // NewWriteLimiter returns a limiter with opts; reg, when set, gets its
@@ -132,6 +160,7 @@ func (w *WriteLimiter) Forget(plugin string) {
 	w.mu.Lock()
 	delete(w.buckets, plugin)
 	w.mu.Unlock()
+	w.objects.Forget(plugin)
 	if w.throttled != nil {
 		w.throttled.DeletePartialMatch(prometheus.Labels{"plugin": plugin})
 	}
@@ -162,7 +191,7 @@ type limitedClient struct {
 
 func (c *limitedClient) Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
 	if c.owns[gvr.GroupResource()] {
-		if err := c.w.allow(c.plugin, sourceChildren); err != nil {
+		if err := c.w.allowCreate(ctx, c.plugin, sourceChildren, gvr.GroupResource(), obj); err != nil {
 			return nil, err
 		}
 	}
@@ -173,6 +202,15 @@ func (c *limitedClient) Update(ctx context.Context, gvr schema.GroupVersionResou
 	if c.owns[gvr.GroupResource()] {
 		if err := c.w.allow(c.plugin, sourceChildren); err != nil {
 			return nil, err
+		}
+		if c.w.objects != nil {
+			// A child keeps the label that counts it.
+			l := obj.GetLabels()
+			if l == nil {
+				l = map[string]string{}
+			}
+			l[CreatedByLabel] = c.plugin
+			obj.SetLabels(l)
 		}
 	}
 	return c.Client.Update(ctx, gvr, obj, opts)

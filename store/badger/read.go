@@ -126,6 +126,7 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 	defer it.Close()
 
 	res := &store.ListResult{Revision: at}
+	var stopAt []byte // where a page ended before the prefix did
 	n := 0
 	for it.Seek(objectKey(start)); it.Valid(); it.Next() {
 		if n++; n%256 == 0 {
@@ -147,6 +148,7 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 		if opts.Limit > 0 && int64(len(res.Items)) == opts.Limit {
 			// One more match exists: the next page starts at it.
 			res.Continue = store.EncodeContinue(at, key)
+			stopAt = objectKey(key)
 			break
 		}
 		res.Items = append(res.Items, *kv)
@@ -154,6 +156,9 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 	// Damage found meanwhile (by a scrub) may have cut the list short.
 	if err := db.sound(); err != nil {
 		return nil, err
+	}
+	if err := db.checkListed(ctx, iopts.Prefix, objectKey(start), stopAt); err != nil {
+		return nil, db.readFailed(err)
 	}
 	return res, nil
 }

@@ -42,6 +42,10 @@ type LimitOptions struct {
 	// RequestTimeout bounds every request but the long-running ones: its
 	// context ends then, and writes to the client fail from then on.
 	RequestTimeout time.Duration
+	// LongerTimeout, when set, gives the requests it returns a duration for
+	// that timeout instead of RequestTimeout (module uploads, whose compile
+	// has a deadline of its own).
+	LongerTimeout func(*http.Request) time.Duration
 	// WatchWriteTimeout is how long one event of a long-running request
 	// may take to reach the client before the request is ended, so that a
 	// client that stops reading holds nothing for long; the handler reads
@@ -115,6 +119,7 @@ func mutating(r *http.Request) bool {
 type limiter struct {
 	reads, writes, watches chan struct{}
 	timeout, watchWrite    time.Duration
+	longer                 func(*http.Request) time.Duration
 	metrics                *Metrics
 }
 
@@ -144,6 +149,7 @@ func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 		watches:    slots(opts.MaxWatches),
 		timeout:    opts.RequestTimeout,
 		watchWrite: opts.WatchWriteTimeout,
+		longer:     opts.LongerTimeout,
 		metrics:    m,
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -178,11 +184,15 @@ func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), watchWriteKey{}, l.watchWrite)))
 			return
 		}
-		if l.timeout <= 0 {
+		timeout := l.timeout
+		if l.longer != nil && timeout > 0 {
+			timeout = max(timeout, l.longer(r))
+		}
+		if timeout <= 0 {
 			next.ServeHTTP(w, r)
 			return
 		}
-		deadline := time.Now().Add(l.timeout)
+		deadline := time.Now().Add(timeout)
 		ctx, cancel := context.WithDeadline(r.Context(), deadline)
 		defer cancel()
 		rc := http.NewResponseController(w)

@@ -129,6 +129,34 @@ func TestLimitRequestTimeout(t *testing.T) {
 	}
 }
 
+// TestLimitLongerTimeout checks that a request LongerTimeout picks gets its
+// longer deadline, and others keep RequestTimeout.
+func TestLimitLongerTimeout(t *testing.T) {
+	got := make(chan time.Duration, 1)
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, _ := r.Context().Deadline()
+		got <- time.Until(d)
+	})
+	longer := func(r *http.Request) time.Duration {
+		if r.Method == http.MethodPost {
+			return time.Hour
+		}
+		return 0
+	}
+	h := NewHandler(HandlerOptions{API: api, Token: testToken, Logger: quiet,
+		Limits: LimitOptions{RequestTimeout: time.Minute, LongerTimeout: longer}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	do(t, "POST", srv.URL+"/apis/example.setpoint.dev/v1/namespaces/default/widgets", testToken, nil)
+	if d := <-got; d < 59*time.Minute {
+		t.Errorf("POST: deadline in %v, want the longer hour", d)
+	}
+	do(t, "GET", srv.URL+"/apis/example.setpoint.dev/v1/widgets", testToken, nil)
+	if d := <-got; d > time.Minute {
+		t.Errorf("GET: deadline in %v, want the request timeout of a minute", d)
+	}
+}
+
 // TestConnectionLimits holds the most connections a server allows, all
 // unauthenticated, and checks that an authenticated client still gets in
 // (the oldest unauthenticated connections are closed to make room), that
