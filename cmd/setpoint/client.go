@@ -277,6 +277,21 @@ func (c *client) resourceForKind(gvk schema.GroupVersionKind) (resource, error) 
 	return resource{gvr: m.Resource, gvk: gvk, namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
 }
 
+// connectTo connects and resolves res, for the verbs that act on one
+// object: the client, the resource and its dynamic client in the command's
+// namespace.
+func (o *clientOptions) connectTo(res string) (*client, resource, dynamic.ResourceInterface, error) {
+	c, err := o.connect()
+	if err != nil {
+		return nil, resource{}, nil, err
+	}
+	r, err := c.resolve(res)
+	if err != nil {
+		return nil, resource{}, nil, err
+	}
+	return c, r, c.resourceInterface(r, c.namespace), nil
+}
+
 // resourceInterface is the dynamic client for r in namespace ns (ignored for
 // cluster-scoped resources; "" lists all namespaces).
 func (c *client) resourceInterface(r resource, ns string) dynamic.ResourceInterface {

@@ -102,15 +102,10 @@ func runEdit(ctx context.Context, o *editOptions, args []string, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	c, err := o.client.connect()
+	c, r, ri, err := o.client.connectTo(res)
 	if err != nil {
 		return err
 	}
-	r, err := c.resolve(res)
-	if err != nil {
-		return err
-	}
-	ri := c.resourceInterface(r, c.namespace)
 	base, err := ri.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return c.explain(err)

@@ -130,15 +130,10 @@ func runPatch(ctx context.Context, o *patchOptions, args []string, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	c, err := o.client.connect()
+	c, r, ri, err := o.client.connectTo(res)
 	if err != nil {
 		return err
 	}
-	r, err := c.resolve(res)
-	if err != nil {
-		return err
-	}
-	ri := c.resourceInterface(r, c.namespace)
 	var sub []string
 	if o.subresource != "" {
 		sub = []string{o.subresource}

@@ -53,15 +53,10 @@ func runScale(ctx context.Context, o *scaleOptions, args []string, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	c, err := o.client.connect()
+	c, r, ri, err := o.client.connectTo(res)
 	if err != nil {
 		return err
 	}
-	r, err := c.resolve(res)
-	if err != nil {
-		return err
-	}
-	ri := c.resourceInterface(r, c.namespace)
 	scale, err := ri.Get(ctx, name, metav1.GetOptions{}, "scale")
 	if apierrors.IsNotFound(err) {
 		// Tell an absent object from a kind without /scale.
