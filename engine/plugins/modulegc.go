@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/setpoint-dev/setpoint/engine"
-	"github.com/setpoint-dev/setpoint/store"
 )
 
 // DefaultModuleGCGrace is how long a module stays stored after no Plugin
@@ -79,8 +78,9 @@ type ModuleGC struct {
 	now      func() time.Time
 	log      *slog.Logger
 
-	mu   sync.Mutex
-	seen map[string]unused
+	mu      sync.Mutex
+	seen    map[string]unused
+	orphans map[string]unused // digests with chunks and no manifest
 }
 
 // unused records since when a module is unused, and the upload mark it had
@@ -94,7 +94,7 @@ func newModuleGC(opts Options, running func() map[string][]string, log *slog.Log
 	g := &ModuleGC{
 		modules: opts.Modules, svc: opts.Service, running: running,
 		grace: opts.ModuleGCGrace, interval: opts.ModuleGCInterval, now: opts.Now, log: log,
-		seen: map[string]unused{},
+		seen: map[string]unused{}, orphans: map[string]unused{},
 	}
 	if f, ok := opts.Host.(ModuleForgetter); ok {
 		g.forget = f
@@ -154,7 +154,7 @@ func (g *ModuleGC) Collect(ctx context.Context) error {
 			delete(g.seen, d) // used again, or gone
 		}
 	}
-	removed := map[string]*store.KeyValue{}
+	removed := map[string]*removedModule{}
 	for _, c := range doomed {
 		kv, err := g.modules.remove(ctx, c.digest, c.mark)
 		switch {
@@ -167,6 +167,48 @@ func (g *ModuleGC) Collect(ctx context.Context) error {
 		}
 	}
 	g.settle(ctx, removed)
+	return g.collectOrphans(ctx, stored, now)
+}
+
+// collectOrphans deletes the chunks that no manifest names once they have
+// been found so for the grace period, measured as for modules: an upload
+// writes its chunks before its manifest, so chunks without a manifest are
+// either an upload under way or what a crash between the two left.
+func (g *ModuleGC) collectOrphans(ctx context.Context, stored []string, now time.Time) error {
+	chunked, err := g.modules.chunkedDigests(ctx)
+	if err != nil {
+		return err
+	}
+	orphan := map[string]bool{}
+	for _, d := range chunked {
+		if _, found := slices.BinarySearch(stored, d); found {
+			continue
+		}
+		orphan[d] = true
+		mark := g.modules.mark(d)
+		s, ok := g.orphans[d]
+		if !ok || s.mark != mark {
+			g.orphans[d] = unused{since: now, mark: mark}
+			continue
+		}
+		if now.Sub(s.since) < g.grace {
+			continue
+		}
+		switch err := g.modules.removeOrphanChunks(ctx, d, mark); {
+		case err == nil:
+			delete(g.orphans, d)
+			g.log.Info("orphan module chunks deleted", "digest", d)
+		case errors.Is(err, errUploadedAgain):
+			delete(g.orphans, d)
+		default:
+			g.log.Warn("delete orphan module chunks", "digest", d, "err", err)
+		}
+	}
+	for d := range g.orphans {
+		if !orphan[d] {
+			delete(g.orphans, d)
+		}
+	}
 	return nil
 }
 
@@ -195,16 +237,16 @@ func (g *ModuleGC) Delete(ctx context.Context, digest string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if restored := g.settle(ctx, map[string]*store.KeyValue{digest: kv}); restored != nil {
+	if restored := g.settle(ctx, map[string]*removedModule{digest: kv}); restored != nil {
 		return 0, &ModuleInUseError{Digest: digest, Plugins: restored[digest]}
 	}
-	return len(kv.Value), nil
+	return kv.size, nil
 }
 
 // settle finishes deletes: it lists the Plugins again and stores again the
 // modules one of them started to use meanwhile, returned with their users;
 // for the others it drops the host's cache and logs the deletion.
-func (g *ModuleGC) settle(ctx context.Context, removed map[string]*store.KeyValue) (restored map[string][]string) {
+func (g *ModuleGC) settle(ctx context.Context, removed map[string]*removedModule) (restored map[string][]string) {
 	if len(removed) == 0 {
 		return nil
 	}
@@ -237,7 +279,7 @@ func (g *ModuleGC) settle(ctx context.Context, removed map[string]*store.KeyValu
 			// tell them apart from outside), so they stay.
 			g.forget.ForgetModule(d)
 		}
-		g.log.Info("module deleted", "digest", d, "size", len(kv.Value))
+		g.log.Info("module deleted", "digest", d, "size", kv.size)
 	}
 	return restored
 }

@@ -257,7 +257,7 @@ func TestModuleGCRestoresModuleUsedDuringDelete(t *testing.T) {
 	}
 	e.createPlugin(t, "late", d, "")
 	g.mu.Lock()
-	restored := g.settle(ctx, map[string]*store.KeyValue{d: kv})
+	restored := g.settle(ctx, map[string]*removedModule{d: kv})
 	g.mu.Unlock()
 	if !slices.Equal(restored[d], []string{"late"}) {
 		t.Fatalf("restored = %v", restored)

@@ -17,7 +17,8 @@ import (
 var modulePrefix = store.ResourcePrefix(Group, "modules", "")
 
 // Modules is the content-addressed module store: module bytes kept in the
-// object store under their sha256 digest, so a restart needs nothing else.
+// object store under their sha256 digest, in chunks (modulechunks.go), so a
+// restart needs nothing else and no store value is over etcd's limit.
 // It is safe for concurrent use.
 //
 // Modules are removed only by the ModuleGC. To keep an upload from being
@@ -46,17 +47,21 @@ func digestOfKey(key string) string {
 	return "sha256:" + strings.TrimPrefix(key, modulePrefix)
 }
 
-// Put stores wasm under digest, which the caller computed from wasm. It
-// reports whether the module was new; storing a module again is a no-op.
+// Put stores wasm under digest, which the caller computed from wasm, in
+// chunks (see modulechunks.go). It reports whether the module was new;
+// storing a module again is a no-op.
 func (m *Modules) Put(ctx context.Context, digest string, wasm []byte) (created bool, err error) {
 	m.touch(digest)
-	if _, err := m.st.Create(ctx, moduleKey(digest), wasm); err != nil {
-		if errors.Is(err, store.ErrAlreadyExists) {
-			return false, nil
-		}
+	if _, err := m.st.Get(ctx, moduleKey(digest), store.GetOptions{}); err == nil {
+		return false, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
 		return false, fmt.Errorf("plugins: store module %s: %w", digest, err)
 	}
-	return true, nil
+	created, err = writeChunked(ctx, m.st, digest, wasm)
+	if err != nil {
+		return false, fmt.Errorf("plugins: store module %s: %w", digest, err)
+	}
+	return created, nil
 }
 
 // Touch reports whether digest is stored and, when it is, counts as an
@@ -90,16 +95,18 @@ func (m *Modules) mark(digest string) uint64 {
 	return m.marks[digest]
 }
 
-// Get returns the module stored under digest, or ErrModuleNotFound.
+// Get returns the module stored under digest after checking it against
+// the digest: ErrModuleNotFound, or ErrModuleCorrupt when chunks are
+// missing or the bytes do not match.
 func (m *Modules) Get(ctx context.Context, digest string) ([]byte, error) {
-	kv, err := m.st.Get(ctx, moduleKey(digest), store.GetOptions{})
+	wasm, err := readModule(ctx, m.st, digest)
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, fmt.Errorf("%w: %s", ErrModuleNotFound, digest)
+		if errors.Is(err, ErrModuleNotFound) || errors.Is(err, ErrModuleCorrupt) {
+			return nil, err
 		}
 		return nil, fmt.Errorf("plugins: read module %s: %w", digest, err)
 	}
-	return kv.Value, nil
+	return wasm, nil
 }
 
 // StoredModule is a module in the store.
@@ -108,12 +115,17 @@ type StoredModule struct {
 	Size   int
 }
 
-// List returns the stored modules by digest. It reads every module's bytes
-// to size them but keeps none.
+// List returns the stored modules by digest, sized from their manifests
+// (a module stored whole by an earlier version is read to size it; none is
+// kept).
 func (m *Modules) List(ctx context.Context) ([]StoredModule, error) {
 	var out []StoredModule
 	opts := store.ListOptions{Filter: func(key string, value []byte) bool {
-		out = append(out, StoredModule{Digest: digestOfKey(key), Size: len(value)})
+		size := len(value)
+		if man, ok := parseManifest(value); ok {
+			size = man.Size
+		}
+		out = append(out, StoredModule{Digest: digestOfKey(key), Size: size})
 		return false
 	}}
 	for {
@@ -155,14 +167,31 @@ func (m *Modules) Digests(ctx context.Context) ([]string, error) {
 // decided; it is kept.
 var errUploadedAgain = errors.New("plugins: module uploaded again")
 
-// remove deletes digest unless it was uploaded again since its upload mark
-// was mark (errUploadedAgain). It returns the module as it was, so that a
-// caller who finds it still in use can restore it.
-func (m *Modules) remove(ctx context.Context, digest string, mark uint64) (*store.KeyValue, error) {
+// removedModule is a module as it was before remove deleted it.
+type removedModule struct {
+	digest string
+	size   int
+	wasm   []byte // nil when it could not be read back intact
+}
+
+// remove deletes digest, its manifest first and then its chunks, unless it
+// was uploaded again since its upload mark was mark (errUploadedAgain). It
+// returns the module as it was, so that a caller who finds it still in use
+// can restore it. A corrupt module is deleted too; it cannot be restored.
+func (m *Modules) remove(ctx context.Context, digest string, mark uint64) (*removedModule, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.marks[digest] != mark {
 		return nil, errUploadedAgain
+	}
+	wasm, err := readModule(ctx, m.st, digest)
+	switch {
+	case errors.Is(err, ErrModuleNotFound):
+		return nil, err
+	case errors.Is(err, ErrModuleCorrupt):
+		wasm = nil
+	case err != nil:
+		return nil, fmt.Errorf("plugins: delete module %s: %w", digest, err)
 	}
 	kv, _, err := m.st.Delete(ctx, moduleKey(digest), 0)
 	if err != nil {
@@ -172,14 +201,25 @@ func (m *Modules) remove(ctx context.Context, digest string, mark uint64) (*stor
 		return nil, fmt.Errorf("plugins: delete module %s: %w", digest, err)
 	}
 	delete(m.marks, digest)
-	return kv, nil
+	size := len(kv.Value)
+	if man, ok := parseManifest(kv.Value); ok {
+		size = man.Size
+	}
+	if err := deleteChunks(ctx, m.st, digest); err != nil {
+		// The manifest is gone: what is left are orphans for the GC.
+		return nil, fmt.Errorf("plugins: delete the chunks of module %s: %w", digest, err)
+	}
+	return &removedModule{digest: digest, size: size, wasm: wasm}, nil
 }
 
 // restore stores a removed module again; a module uploaded again in the
 // meantime is as good.
-func (m *Modules) restore(ctx context.Context, kv *store.KeyValue) error {
-	if _, err := m.st.Create(ctx, kv.Key, kv.Value); err != nil && !errors.Is(err, store.ErrAlreadyExists) {
-		return fmt.Errorf("plugins: restore module %s: %w", kv.Key, err)
+func (m *Modules) restore(ctx context.Context, r *removedModule) error {
+	if r.wasm == nil {
+		return fmt.Errorf("plugins: restore module %s: %w", r.digest, ErrModuleCorrupt)
+	}
+	if _, err := writeChunked(ctx, m.st, r.digest, r.wasm); err != nil {
+		return fmt.Errorf("plugins: restore module %s: %w", r.digest, err)
 	}
 	return nil
 }
