@@ -200,16 +200,6 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	if err := o.validate(); err != nil {
 		return err
 	}
-	material, err := serving.Prepare(serving.Options{
-		DataDir:  o.dataDir,
-		Hosts:    servingHosts(host),
-		CertFile: o.tlsCertFile,
-		KeyFile:  o.tlsKeyFile,
-	})
-	if err != nil {
-		return err
-	}
-
 	metrics := serving.NewMetrics()
 	st, err := o.openStore(log, metrics.Registry())
 	if err != nil {
@@ -224,6 +214,17 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 			log.Info("stopped")
 		}
 	}()
+	// The CA, serving certificate and admin token live in the store, so
+	// that every server on one store has the same identity.
+	material, err := serving.PrepareStored(ctx, st, serving.Options{
+		DataDir:  o.dataDir,
+		Hosts:    servingHosts(host),
+		CertFile: o.tlsCertFile,
+		KeyFile:  o.tlsKeyFile,
+	})
+	if err != nil {
+		return err
+	}
 
 	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry(), o.hostLimits, o.pluginLimits, o.maxObjectBytes)
 	if err != nil {

@@ -6,7 +6,11 @@
 // It knows nothing of objects, kinds or stores: it wraps any http.Handler. It
 // must not import the store backends, the plugin host or cmd.
 //
-// Files it keeps in the data directory (all 0600, directories 0700):
+// The CA, the serving certificate and the admin token live in the server's
+// store under IdentityKey (PrepareStored), so that every server on one store
+// has the same identity; the data directory keeps a copy of them for the
+// user, and the admin kubeconfig. Files in the data directory (all 0600,
+// directories 0700):
 //
 //	DIR/pki/ca.crt, DIR/pki/ca.key          the CA, created once
 //	DIR/pki/serving.crt, DIR/pki/serving.key the serving certificate, re-issued by
