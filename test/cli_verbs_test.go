@@ -146,6 +146,7 @@ func TestCLIUnknownNames(t *testing.T) {
 	}{
 		{name: "root", args: []string{"gett"}, code: 2, wants: []string{`unknown command "gett"`, "Did you mean this?", "get"}},
 		{name: "group", args: []string{"plugin", "lst"}, code: 2, wants: []string{`unknown command "lst" for "setpoint plugin"`, "list"}},
+		{name: "group, an alias's near name", args: []string{"plugin", "delet"}, code: 2, wants: []string{`unknown command "delet" for "setpoint plugin"`, "Did you mean this?\n\tdelete"}},
 		{name: "group without a near name", args: []string{"plugin", "frobnicate"}, code: 2, wants: []string{`unknown command "frobnicate" for "setpoint plugin"`, "setpoint plugin --help"}},
 		{name: "resource", args: []string{"get", "widgts"}, code: 4, wants: []string{`resource named "widgts" (did you mean "widgets"?)`}},
 		{name: "resource by kind", args: []string{"get", "widgett"}, code: 4, wants: []string{`did you mean "widgets"?`}},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,7 +35,17 @@ func unknownSubcommand(parent *cobra.Command, arg string) error {
 		parent.SuggestionsMinimumDistance = 2
 	}
 	msg := fmt.Sprintf("unknown command %q for %q", arg, parent.CommandPath())
-	if s := parent.SuggestionsFor(arg); len(s) > 0 {
+	s := parent.SuggestionsFor(arg)
+	// cobra suggests by name only; `plugin delet` should find the alias
+	// `delete` of `uninstall` too.
+	for _, c := range parent.Commands() {
+		for _, alias := range c.Aliases {
+			if c.IsAvailableCommand() && editDistance(strings.ToLower(arg), alias) <= parent.SuggestionsMinimumDistance && !slices.Contains(s, alias) {
+				s = append(s, alias)
+			}
+		}
+	}
+	if len(s) > 0 {
 		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
 	}
 	return usageError("%s\n\nRun '%s --help' for its commands.", msg, parent.CommandPath())
