@@ -144,6 +144,7 @@ type pluginAPI struct {
 	api      *apiserver.Server
 	upload   http.Handler
 	logs     http.Handler // the Plugins' log subresource
+	snapshot http.Handler // snapshotPath
 	host     *host.Host
 	registry *host.Registry
 	manager  *plugins.Manager
@@ -219,14 +220,19 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 		upload: plugins.NewUploadHandler(plugins.UploadOptions{
 			Modules: modules, Host: adapter, GC: mgr.ModuleGC(), Logger: log.With("component", "modules"),
 		}),
-		logs: plugins.NewLogHandler(logs, svc),
-		host: h, registry: reg, manager: mgr, ctrls: ctrls, log: log,
+		logs:     plugins.NewLogHandler(logs, svc),
+		snapshot: snapshotHandler{st: st, log: log.With("component", "snapshot")},
+		host:     h, registry: reg, manager: mgr, ctrls: ctrls, log: log,
 	}, nil
 }
 
 func (p *pluginAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == plugins.ModulesPath || strings.HasPrefix(r.URL.Path, plugins.ModulesPath+"/") {
 		p.upload.ServeHTTP(w, r)
+		return
+	}
+	if r.URL.Path == snapshotPath {
+		p.snapshot.ServeHTTP(w, r)
 		return
 	}
 	if _, ok := plugins.LogPluginName(r.URL.Path); ok {

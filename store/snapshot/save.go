@@ -1,0 +1,127 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/store"
+)
+
+// SecretPrefix is where the server keeps its private keys; SecretNames are
+// the entries under it that hold security material (the CA, the serving
+// key, the admin token, signing keys). Keys under SecretPrefix+name+"/" or
+// equal to SecretPrefix+name are left out of a snapshot unless
+// SaveOptions.Secrets is set; every other key is always in it.
+const SecretPrefix = "/~setpoint/"
+
+// SecretNames are the first segments under SecretPrefix that hold security
+// material.
+var SecretNames = []string{"security", "secrets", "pki", "ca", "tls", "keys", "tokens", "token", "identity"}
+
+// IsSecret reports whether key holds security material.
+func IsSecret(key string) bool {
+	rest, ok := strings.CutPrefix(key, SecretPrefix)
+	if !ok {
+		return false
+	}
+	first, _, _ := strings.Cut(rest, "/")
+	for _, n := range SecretNames {
+		if first == n {
+			return true
+		}
+	}
+	return false
+}
+
+// SaveOptions tune Save.
+type SaveOptions struct {
+	// Secrets includes the keys IsSecret reports.
+	Secrets bool
+	// PageSize is how many keys one List page reads. Default: 256.
+	PageSize int64
+	// Now stamps the header. Default: time.Now.
+	Now func() time.Time
+	// Started, when set, is called with the header once the counts are
+	// known and before the first byte is written: the last point at which
+	// an error can still be reported other than by cutting the stream.
+	Started func(Header) error
+}
+
+// Save writes a snapshot of st to w: every key at one revision, the
+// current one when Save starts. It reads the store twice at that revision
+// through List's Revision and Continue, first the keys only to count them
+// (the header comes first), then the documents; writes that go on meanwhile
+// are at later revisions and are not seen. It fails with store.ErrCompacted
+// if compaction passes the revision before it is done.
+func Save(ctx context.Context, st store.Store, w io.Writer, opts SaveOptions) (Header, error) {
+	if opts.PageSize <= 0 {
+		opts.PageSize = 256
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	var filter func(string, []byte) bool
+	if !opts.Secrets {
+		filter = func(key string, _ []byte) bool { return !IsSecret(key) }
+	}
+	hdr := Header{Counts: map[string]int64{}, Secrets: opts.Secrets}
+	// Count at the current revision, which the first page fixes.
+	lo := store.ListOptions{Limit: opts.PageSize, KeysOnly: true, Filter: filter}
+	for {
+		res, err := st.List(ctx, "/", lo)
+		if err != nil {
+			return hdr, fmt.Errorf("snapshot: count keys: %w", err)
+		}
+		if hdr.Revision == 0 {
+			hdr.Revision = res.Revision
+		}
+		for _, kv := range res.Items {
+			hdr.Keys++
+			hdr.Counts[Resource(kv.Key)]++
+		}
+		if res.Continue == "" {
+			break
+		}
+		lo.Continue = res.Continue
+	}
+	hdr.Time = opts.Now().UTC()
+	if opts.Started != nil {
+		if err := opts.Started(hdr); err != nil {
+			return hdr, err
+		}
+	}
+	sw, err := NewWriter(w, hdr)
+	if err != nil {
+		return hdr, err
+	}
+	lo = store.ListOptions{Revision: hdr.Revision, Limit: opts.PageSize, Filter: filter}
+	var n int64
+	for {
+		res, err := st.List(ctx, "/", lo)
+		if err != nil {
+			return hdr, fmt.Errorf("snapshot: read keys at revision %d: %w", hdr.Revision, err)
+		}
+		if res.Revision != hdr.Revision {
+			return hdr, fmt.Errorf("snapshot: the store listed revision %d, want %d", res.Revision, hdr.Revision)
+		}
+		for i := range res.Items {
+			if n++; n > hdr.Keys {
+				return hdr, fmt.Errorf("snapshot: more keys at revision %d than counted (%d)", hdr.Revision, hdr.Keys)
+			}
+			if err := sw.Write(&res.Items[i]); err != nil {
+				return hdr, err
+			}
+		}
+		if res.Continue == "" {
+			break
+		}
+		lo.Continue = res.Continue
+	}
+	if err := sw.Close(); err != nil {
+		return hdr, err
+	}
+	return hdr, nil
+}
