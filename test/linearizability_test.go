@@ -1,0 +1,592 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/setpoint-dev/setpoint/test/checker"
+	"github.com/setpoint-dev/setpoint/test/testserver"
+)
+
+// linCRD is the kind the linearizability histories write: one string,
+// data, unique per write so that every read shows which write it saw.
+const linCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+"metadata":{"name":"lins.test.setpoint.dev"},
+"spec":{"group":"test.setpoint.dev","scope":"Namespaced",
+ "names":{"plural":"lins","singular":"lin","kind":"Lin","listKind":"LinList"},
+ "versions":[{"name":"v1","served":true,"storage":true,
+  "schema":{"openAPIV3Schema":{"type":"object","properties":{"data":{"type":"string"}}}}}]}}`
+
+var linGVR = schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1", Resource: "lins"}
+
+const (
+	linKeys    = 3
+	linClients = 6
+)
+
+// TestLinearizability runs SETPOINT_LIN_HISTORIES (2 unless set; make
+// soak-linearizability runs 100) short histories against one server: for
+// each, concurrent clients create, get, update with a resourceVersion
+// precondition, delete and list a few objects over HTTPS while the server
+// is killed with SIGKILL and restarted on the same data directory; a raw
+// HTTP watch and a client-go informer follow the namespace through the
+// restart. The history must be linearizable (porcupine, test/checker's
+// model) and the watches must hold test/checker's guarantees.
+func TestLinearizability(t *testing.T) {
+	histories := 2
+	if v := os.Getenv("SETPOINT_LIN_HISTORIES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("SETPOINT_LIN_HISTORIES=%q: want a positive count", v)
+		}
+		histories = n
+	}
+	s := testserver.Start(t, testserver.Options{})
+	if code, body, err := s.Do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", s.Token, bytes.NewReader([]byte(linCRD))); err != nil || code != http.StatusCreated {
+		t.Fatalf("create CRD: %d %s %v", code, body, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, _, err := s.Do("GET", "/apis/test.setpoint.dev/v1/lins", s.Token, nil)
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kind lins not served: %d %v", code, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var ops, ambiguous int
+	for h := range histories {
+		n, a := runLinHistory(t, s, h)
+		ops += n
+		ambiguous += a
+		if t.Failed() {
+			break
+		}
+	}
+	t.Logf("%d histories, %d operations (%d cut off by a crash), linearizable, watches in order without gaps", histories, ops, ambiguous)
+}
+
+// linRecorder holds one history as the clients record it.
+type linRecorder struct {
+	start     time.Time
+	mu        sync.Mutex
+	ops       []checker.Operation
+	attempted map[string]bool
+}
+
+func (r *linRecorder) now() int64 { return time.Since(r.start).Nanoseconds() }
+
+func (r *linRecorder) add(op checker.Operation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op)
+}
+
+type linObject struct {
+	Metadata struct {
+		Name            string `json:"name"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Data string `json:"data"`
+}
+
+type linList struct {
+	Metadata struct {
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Items []linObject `json:"items"`
+}
+
+func linKey(name string) int {
+	if len(name) == 2 && name[0] == 'k' && name[1] >= '0' && name[1] < '0'+linKeys {
+		return int(name[1] - '0')
+	}
+	return -1
+}
+
+// linHTTP sends requests to the server with the admin token.
+// It copies the URL and token: the server's fields are rewritten when it
+// restarts, and both stay the same on the same data directory and port.
+type linHTTP struct {
+	url, token string
+	client     *http.Client
+}
+
+func newLinHTTP(s *testserver.Server) *linHTTP {
+	return &linHTTP{url: s.URL, token: s.Token, client: &http.Client{Transport: &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: s.CAPool, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 32,
+	}}}
+}
+
+// errRefused marks a request that never reached the server: it cannot
+// have taken effect.
+var errRefused = errors.New("connection refused")
+
+func (c *linHTTP) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.url+path, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return 0, nil, errRefused
+		}
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// runLinHistory records and checks one history in its own namespace and
+// returns how many operations it held and how many were cut off.
+func runLinHistory(t *testing.T, s *testserver.Server, h int) (int, int) {
+	ns := fmt.Sprintf("lin-%d", h)
+	if code, body, err := s.Do("POST", "/api/v1/namespaces", s.Token, bytes.NewReader([]byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"`+ns+`"}}`))); err != nil || (code != http.StatusCreated && code != http.StatusConflict) {
+		t.Fatalf("create namespace %s: %d %s %v", ns, code, body, err)
+	}
+	coll := "/apis/test.setpoint.dev/v1/namespaces/" + ns + "/lins"
+	rec := &linRecorder{start: time.Now(), attempted: map[string]bool{}}
+	hc := newLinHTTP(s)
+	defer hc.client.CloseIdleConnections()
+
+	wctx, stopWatches := context.WithCancel(context.Background())
+	defer stopWatches()
+	rw := &rawWatcher{c: newLinHTTP(s), coll: coll}
+	inf := startLinInformer(t, s, ns, wctx.Done())
+	var wwg sync.WaitGroup
+	wwg.Add(1)
+	go func() { defer wwg.Done(); rw.run(wctx) }()
+
+	stop := make(chan struct{})
+	var cwg sync.WaitGroup
+	for c := range linClients {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			runLinClient(t, hc, rec, coll, h, c, stop)
+		}()
+	}
+	time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+	s.Crash()
+	time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+	close(stop)
+	cwg.Wait()
+
+	// A final list joins the history: what survived must be what the
+	// history allows.
+	var final linList
+	for try := 0; ; try++ {
+		call := rec.now()
+		code, body, err := hc.do(context.Background(), "GET", coll, nil)
+		if err == nil && code == http.StatusOK && json.Unmarshal(body, &final) == nil {
+			out := checker.Output{Items: map[int]checker.Obj{}}
+			for _, it := range final.Items {
+				out.Items[linKey(it.Metadata.Name)] = checker.Obj{RV: it.Metadata.ResourceVersion, Value: it.Data}
+			}
+			rec.add(checker.Operation{Client: linClients, Input: checker.Input{Op: checker.OpList}, Output: out, Call: call, Return: rec.now()})
+			break
+		}
+		if try > 100 {
+			t.Fatalf("final list: %d %s %v", code, body, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	var known []checker.Write
+	var maxRV int64
+	for _, op := range rec.ops {
+		if (op.Input.Op == checker.OpCreate || op.Input.Op == checker.OpUpdate) && op.Output.Result == checker.OK {
+			rv, err := strconv.ParseInt(op.Output.RV, 10, 64)
+			if err != nil {
+				t.Fatalf("resourceVersion %q is not a number: %v", op.Output.RV, err)
+			}
+			known = append(known, checker.Write{Name: fmt.Sprintf("k%d", op.Input.Key), Value: op.Input.Value, RV: rv})
+			maxRV = max(maxRV, rv)
+		}
+	}
+	for _, it := range final.Items {
+		rv, _ := strconv.ParseInt(it.Metadata.ResourceVersion, 10, 64)
+		maxRV = max(maxRV, rv)
+	}
+	want := map[string]string{}
+	for _, it := range final.Items {
+		want[it.Metadata.Name] = it.Metadata.ResourceVersion
+	}
+	// Both watches must catch up with the last write; then they stop.
+	deadline := time.Now().Add(20 * time.Second)
+	for !(rw.seen() >= maxRV && inf.holds(want)) {
+		if time.Now().After(deadline) {
+			t.Errorf("history %d: watches did not catch up with revision %d: raw watch at %d, informer holds %v, want %v", h, maxRV, rw.seen(), inf.store(), want)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopWatches()
+	wwg.Wait()
+
+	ambiguous := 0
+	for _, op := range rec.ops {
+		if op.Output.Result == checker.Ambiguous {
+			ambiguous++
+		}
+	}
+	segs, evs := rw.segments(), 0
+	for _, sg := range segs {
+		evs += len(sg.Events)
+	}
+	// A history that wrote nothing, or watches that saw nothing, would
+	// pass every check; make sure this one exercised them.
+	if len(known) == 0 || evs == 0 || len(segs) < 2 || len(inf.events()) == 0 {
+		t.Errorf("history %d too thin to check: %d acknowledged writes, %d watch events over %d connections, %d informer events", h, len(known), evs, len(segs), len(inf.events()))
+	}
+	if testing.Verbose() {
+		t.Logf("history %d: %d operations, %d acknowledged writes, %d cut off; raw watch %d events over %d connections; informer %d events", h, len(rec.ops), len(known), ambiguous, evs, len(segs), len(inf.events()))
+	}
+	if err := checker.CheckLinearizable(rec.ops, 2*time.Minute); err != nil {
+		t.Errorf("history %d (%d operations, %d cut off): %v", h, len(rec.ops), ambiguous, err)
+	}
+	if err := checker.CheckWatch(segs, known, rec.attempted); err != nil {
+		t.Errorf("history %d: raw HTTP watch over %d connections: %v", h, len(segs), err)
+	}
+	if err := checker.CheckPerObjectOrder(inf.events()); err != nil {
+		t.Errorf("history %d: informer: %v", h, err)
+	}
+	return len(rec.ops), ambiguous
+}
+
+// runLinClient issues random operations until stop is closed, recording
+// each with its call and return times.
+func runLinClient(t *testing.T, c *linHTTP, rec *linRecorder, coll string, h, id int, stop <-chan struct{}) {
+	rvs := map[int]string{} // the last resourceVersion this client saw per key
+	for seq := 0; ; seq++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		key := rand.IntN(linKeys)
+		name := fmt.Sprintf("k%d", key)
+		value := fmt.Sprintf("h%d-c%d-%d", h, id, seq)
+		in := checker.Input{Key: key}
+		var method, path string
+		var body []byte
+		switch p := rand.IntN(100); {
+		case p < 25:
+			in.Op, method, path = checker.OpGet, "GET", coll+"/"+name
+		case p < 35:
+			in.Op, method, path = checker.OpList, "GET", coll
+		case p < 55:
+			in.Op, in.Value, method, path = checker.OpCreate, value, "POST", coll
+			body = fmt.Appendf(nil, `{"apiVersion":"test.setpoint.dev/v1","kind":"Lin","metadata":{"name":%q},"data":%q}`, name, value)
+		case p < 90:
+			in.RV = rvs[key]
+			if in.RV == "" {
+				in.RV = "1"
+			}
+			in.Op, in.Value, method, path = checker.OpUpdate, value, "PUT", coll+"/"+name
+			body = fmt.Appendf(nil, `{"apiVersion":"test.setpoint.dev/v1","kind":"Lin","metadata":{"name":%q,"resourceVersion":%q},"data":%q}`, name, in.RV, value)
+		default:
+			in.Op, method, path = checker.OpDelete, "DELETE", coll+"/"+name
+		}
+		write := in.Op == checker.OpCreate || in.Op == checker.OpUpdate || in.Op == checker.OpDelete
+		if in.Value != "" {
+			rec.mu.Lock()
+			rec.attempted[in.Value] = true
+			rec.mu.Unlock()
+		}
+		call := rec.now()
+		code, resp, err := c.do(context.Background(), method, path, body)
+		ret := rec.now()
+		out, ok := linOutput(in, code, resp, err)
+		switch {
+		case errors.Is(err, errRefused):
+			// Never reached the server.
+		case !ok && write:
+			rec.add(checker.Operation{Client: id, Input: in, Output: checker.Output{Result: checker.Ambiguous}, Call: call, Return: checker.Infinity})
+		case !ok:
+			// A read without an answer tells nothing.
+		default:
+			rec.add(checker.Operation{Client: id, Input: in, Output: out, Call: call, Return: ret})
+			if out.RV != "" {
+				rvs[key] = out.RV
+			}
+			if out.Obj.RV != "" {
+				rvs[key] = out.Obj.RV
+			}
+			for k, o := range out.Items {
+				rvs[k] = o.RV
+			}
+			continue
+		}
+		if err == nil && code < 500 && code != http.StatusTooManyRequests {
+			t.Errorf("%s %s: unexpected %d %s", method, path, code, resp)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// linOutput turns an answer into the model's output; ok is false when
+// the answer does not say whether the operation took effect.
+func linOutput(in checker.Input, code int, body []byte, err error) (checker.Output, bool) {
+	if err != nil {
+		return checker.Output{}, false
+	}
+	switch code {
+	case http.StatusNotFound:
+		if in.Op == checker.OpGet || in.Op == checker.OpUpdate || in.Op == checker.OpDelete {
+			return checker.Output{Result: checker.NotFound}, true
+		}
+	case http.StatusConflict:
+		if in.Op == checker.OpCreate || in.Op == checker.OpUpdate {
+			return checker.Output{Result: checker.Conflict}, true
+		}
+	case http.StatusOK, http.StatusCreated, http.StatusAccepted:
+		if in.Op == checker.OpList {
+			var l linList
+			if json.Unmarshal(body, &l) != nil {
+				return checker.Output{}, false
+			}
+			out := checker.Output{Items: map[int]checker.Obj{}}
+			for _, it := range l.Items {
+				out.Items[linKey(it.Metadata.Name)] = checker.Obj{RV: it.Metadata.ResourceVersion, Value: it.Data}
+			}
+			return out, true
+		}
+		var o linObject
+		if json.Unmarshal(body, &o) != nil {
+			return checker.Output{}, false
+		}
+		switch in.Op {
+		case checker.OpGet:
+			return checker.Output{Obj: checker.Obj{RV: o.Metadata.ResourceVersion, Value: o.Data}}, true
+		case checker.OpCreate, checker.OpUpdate:
+			return checker.Output{RV: o.Metadata.ResourceVersion}, true
+		case checker.OpDelete:
+			return checker.Output{}, true
+		}
+	}
+	return checker.Output{}, false
+}
+
+// rawWatcher follows a collection with chunked HTTP watches, resuming from
+// the last revision it saw and relisting after 410 Gone, and records each
+// connection as a checker.Segment.
+type rawWatcher struct {
+	c    *linHTTP
+	coll string
+
+	mu   sync.Mutex // guards segs, last
+	segs []checker.Segment
+	last int64
+}
+
+func (w *rawWatcher) seen() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+func (w *rawWatcher) segments() []checker.Segment {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.segs
+}
+
+func (w *rawWatcher) run(ctx context.Context) {
+	rv := int64(-1)
+	for ctx.Err() == nil {
+		if rv < 0 {
+			code, body, err := w.c.do(ctx, "GET", w.coll, nil)
+			var l linList
+			if err != nil || code != http.StatusOK || json.Unmarshal(body, &l) != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			if rv, err = strconv.ParseInt(l.Metadata.ResourceVersion, 10, 64); err != nil {
+				rv = -1
+				continue
+			}
+		}
+		seg, next, ok := w.watch(ctx, rv)
+		if !ok {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		rv = next
+		w.mu.Lock()
+		w.segs = append(w.segs, seg)
+		if rv > w.last {
+			w.last = rv
+		}
+		w.mu.Unlock()
+	}
+}
+
+// watch runs one watch connection from rv. It returns the segment, the
+// revision to resume from (-1 to relist) and false when it never
+// connected.
+func (w *rawWatcher) watch(ctx context.Context, rv int64) (checker.Segment, int64, bool) {
+	seg := checker.Segment{StartRV: rv}
+	path := fmt.Sprintf("%s?watch=true&resourceVersion=%d&allowWatchBookmarks=true&timeoutSeconds=%d", w.coll, rv, 1+rand.IntN(3))
+	req, err := http.NewRequestWithContext(ctx, "GET", w.c.url+path, nil)
+	if err != nil {
+		return seg, rv, false
+	}
+	req.Header.Set("Authorization", "Bearer "+w.c.token)
+	resp, err := w.c.client.Do(req)
+	if err != nil {
+		return seg, rv, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusGone {
+		seg.Gone = true
+		return seg, -1, true
+	}
+	if resp.StatusCode != http.StatusOK {
+		return seg, rv, false
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev struct {
+			Type   string          `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			return seg, rv, true
+		}
+		if ev.Type == "ERROR" {
+			var st struct {
+				Code int `json:"code"`
+			}
+			if json.Unmarshal(ev.Object, &st) == nil && st.Code == http.StatusGone {
+				seg.Gone = true
+				return seg, -1, true
+			}
+			return seg, rv, true
+		}
+		var o linObject
+		if err := json.Unmarshal(ev.Object, &o); err != nil {
+			return seg, rv, true
+		}
+		n, err := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
+		if err != nil {
+			return seg, rv, true
+		}
+		seg.Events = append(seg.Events, checker.WatchEvent{Type: ev.Type, Name: o.Metadata.Name, RV: n, Value: o.Data})
+		if n > rv {
+			rv = n
+		}
+		w.mu.Lock()
+		if rv > w.last {
+			w.last = rv
+		}
+		w.mu.Unlock()
+	}
+}
+
+// linInformer records what a client-go informer's handlers see.
+type linInformer struct {
+	inf cache.SharedIndexInformer
+	mu  sync.Mutex // guards evs
+	evs []checker.WatchEvent
+}
+
+func startLinInformer(t *testing.T, s *testserver.Server, ns string, stop <-chan struct{}) *linInformer {
+	dc, err := dynamic.NewForConfig(s.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dc, 0, ns, nil)
+	li := &linInformer{inf: factory.ForResource(linGVR).Informer()}
+	rec := func(typ string, obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+		li.mu.Lock()
+		defer li.mu.Unlock()
+		li.evs = append(li.evs, checker.WatchEvent{Type: typ, Name: u.GetName(), RV: rv})
+	}
+	if _, err := li.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { rec(checker.Added, obj) },
+		UpdateFunc: func(_, obj any) { rec(checker.Modified, obj) },
+		DeleteFunc: func(obj any) { rec(checker.Deleted, obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(stop)
+	t.Cleanup(factory.Shutdown)
+	if !cache.WaitForCacheSync(stop, li.inf.HasSynced) {
+		t.Fatal("informer did not sync")
+	}
+	return li
+}
+
+func (li *linInformer) events() []checker.WatchEvent {
+	li.mu.Lock()
+	defer li.mu.Unlock()
+	return li.evs
+}
+
+func (li *linInformer) store() map[string]string {
+	got := map[string]string{}
+	for _, o := range li.inf.GetStore().List() {
+		u := o.(*unstructured.Unstructured)
+		got[u.GetName()] = u.GetResourceVersion()
+	}
+	return got
+}
+
+// holds reports whether the informer's cache is exactly want (name to
+// resourceVersion).
+func (li *linInformer) holds(want map[string]string) bool {
+	got := li.store()
+	if len(got) != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
