@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -49,8 +50,8 @@ const (
 // each, concurrent clients create, get, update with a resourceVersion
 // precondition, delete and list a few objects over HTTPS while the server
 // is killed with SIGKILL and restarted on the same data directory; a raw
-// HTTP watch and a client-go informer follow the namespace through the
-// restart. The history must be linearizable (porcupine, test/checker's
+// HTTP watch, a WebSocket watch and a client-go informer follow the
+// namespace through the restart. The history must be linearizable (porcupine, test/checker's
 // model) and the watches must hold test/checker's guarantees.
 func TestLinearizability(t *testing.T) {
 	histories := 2
@@ -188,10 +189,13 @@ func runLinHistory(t *testing.T, s *testserver.Server, h int) (int, int) {
 	wctx, stopWatches := context.WithCancel(context.Background())
 	defer stopWatches()
 	rw := &rawWatcher{c: newLinHTTP(s), coll: coll}
+	ep := endpointOf(s)
+	ww := &rawWatcher{c: newLinHTTP(s), coll: coll, ws: &ep}
 	inf := startLinInformer(t, s, ns, wctx.Done())
 	var wwg sync.WaitGroup
-	wwg.Add(1)
+	wwg.Add(2)
 	go func() { defer wwg.Done(); rw.run(wctx) }()
+	go func() { defer wwg.Done(); ww.run(wctx) }()
 
 	stop := make(chan struct{})
 	var cwg sync.WaitGroup
@@ -250,9 +254,9 @@ func runLinHistory(t *testing.T, s *testserver.Server, h int) (int, int) {
 	}
 	// Both watches must catch up with the last write; then they stop.
 	deadline := time.Now().Add(20 * time.Second)
-	for !(rw.seen() >= maxRV && inf.holds(want)) {
+	for !(rw.seen() >= maxRV && ww.seen() >= maxRV && inf.holds(want)) {
 		if time.Now().After(deadline) {
-			t.Errorf("history %d: watches did not catch up with revision %d: raw watch at %d, informer holds %v, want %v", h, maxRV, rw.seen(), inf.store(), want)
+			t.Errorf("history %d: watches did not catch up with revision %d: HTTP watch at %d, WebSocket watch at %d, informer holds %v, want %v", h, maxRV, rw.seen(), ww.seen(), inf.store(), want)
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -270,19 +274,26 @@ func runLinHistory(t *testing.T, s *testserver.Server, h int) (int, int) {
 	for _, sg := range segs {
 		evs += len(sg.Events)
 	}
+	wsSegs, wsEvs := ww.segments(), 0
+	for _, sg := range wsSegs {
+		wsEvs += len(sg.Events)
+	}
 	// A history that wrote nothing, or watches that saw nothing, would
 	// pass every check; make sure this one exercised them.
-	if len(known) == 0 || evs == 0 || len(segs) < 2 || len(inf.events()) == 0 {
-		t.Errorf("history %d too thin to check: %d acknowledged writes, %d watch events over %d connections, %d informer events", h, len(known), evs, len(segs), len(inf.events()))
+	if len(known) == 0 || evs == 0 || len(segs) < 2 || wsEvs == 0 || len(wsSegs) < 2 || len(inf.events()) == 0 {
+		t.Errorf("history %d too thin to check: %d acknowledged writes, HTTP watch %d events over %d connections, WebSocket watch %d over %d, %d informer events", h, len(known), evs, len(segs), wsEvs, len(wsSegs), len(inf.events()))
 	}
 	if testing.Verbose() {
-		t.Logf("history %d: %d operations, %d acknowledged writes, %d cut off; raw watch %d events over %d connections; informer %d events", h, len(rec.ops), len(known), ambiguous, evs, len(segs), len(inf.events()))
+		t.Logf("history %d: %d operations, %d acknowledged writes, %d cut off; HTTP watch %d events over %d connections, WebSocket watch %d over %d; informer %d events", h, len(rec.ops), len(known), ambiguous, evs, len(segs), wsEvs, len(wsSegs), len(inf.events()))
 	}
 	if err := checker.CheckLinearizable(rec.ops, 2*time.Minute); err != nil {
 		t.Errorf("history %d (%d operations, %d cut off): %v", h, len(rec.ops), ambiguous, err)
 	}
 	if err := checker.CheckWatch(segs, known, rec.attempted); err != nil {
 		t.Errorf("history %d: raw HTTP watch over %d connections: %v", h, len(segs), err)
+	}
+	if err := checker.CheckWatch(wsSegs, known, rec.attempted); err != nil {
+		t.Errorf("history %d: WebSocket watch over %d connections: %v", h, len(wsSegs), err)
 	}
 	if err := checker.CheckPerObjectOrder(inf.events()); err != nil {
 		t.Errorf("history %d: informer: %v", h, err)
@@ -405,12 +416,14 @@ func linOutput(in checker.Input, code int, body []byte, err error) (checker.Outp
 	return checker.Output{}, false
 }
 
-// rawWatcher follows a collection with chunked HTTP watches, resuming from
+// rawWatcher follows a collection with chunked HTTP (or WebSocket) watches, resuming from
 // the last revision it saw and relisting after 410 Gone, and records each
 // connection as a checker.Segment.
 type rawWatcher struct {
 	c    *linHTTP
 	coll string
+	// ws, when set, makes each connection a WebSocket watch.
+	ws *wsEndpoint
 
 	mu   sync.Mutex // guards segs, last
 	segs []checker.Segment
@@ -463,6 +476,9 @@ func (w *rawWatcher) run(ctx context.Context) {
 // revision to resume from (-1 to relist) and false when it never
 // connected.
 func (w *rawWatcher) watch(ctx context.Context, rv int64) (checker.Segment, int64, bool) {
+	if w.ws != nil {
+		return w.watchWS(ctx, rv)
+	}
 	seg := checker.Segment{StartRV: rv}
 	path := fmt.Sprintf("%s?watch=true&resourceVersion=%d&allowWatchBookmarks=true&timeoutSeconds=%d", w.coll, rv, 1+rand.IntN(3))
 	req, err := http.NewRequestWithContext(ctx, "GET", w.c.url+path, nil)
@@ -484,40 +500,76 @@ func (w *rawWatcher) watch(ctx context.Context, rv int64) (checker.Segment, int6
 	}
 	dec := json.NewDecoder(resp.Body)
 	for {
-		var ev struct {
-			Type   string          `json:"type"`
-			Object json.RawMessage `json:"object"`
-		}
+		var ev watchMessage
 		if err := dec.Decode(&ev); err != nil {
 			return seg, rv, true
 		}
-		if ev.Type == "ERROR" {
-			var st struct {
-				Code int `json:"code"`
-			}
-			if json.Unmarshal(ev.Object, &st) == nil && st.Code == http.StatusGone {
-				seg.Gone = true
-				return seg, -1, true
-			}
+		var more bool
+		if rv, more = w.record(&seg, rv, ev); !more {
 			return seg, rv, true
 		}
-		var o linObject
-		if err := json.Unmarshal(ev.Object, &o); err != nil {
+	}
+}
+
+type watchMessage struct {
+	Type   string          `json:"type"`
+	Object json.RawMessage `json:"object"`
+}
+
+// record adds one message to seg and returns the revision to resume from
+// (-1 to relist) and whether the connection goes on.
+func (w *rawWatcher) record(seg *checker.Segment, rv int64, ev watchMessage) (int64, bool) {
+	if ev.Type == "ERROR" {
+		var st struct {
+			Code int `json:"code"`
+		}
+		if json.Unmarshal(ev.Object, &st) == nil && st.Code == http.StatusGone {
+			seg.Gone = true
+			return -1, false
+		}
+		return rv, false
+	}
+	var o linObject
+	if err := json.Unmarshal(ev.Object, &o); err != nil {
+		return rv, false
+	}
+	n, err := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
+	if err != nil {
+		return rv, false
+	}
+	seg.Events = append(seg.Events, checker.WatchEvent{Type: ev.Type, Name: o.Metadata.Name, RV: n, Value: o.Data})
+	rv = max(rv, n)
+	w.mu.Lock()
+	w.last = max(w.last, rv)
+	w.mu.Unlock()
+	return rv, true
+}
+
+// watchWS is watch over a WebSocket.
+func (w *rawWatcher) watchWS(ctx context.Context, rv int64) (checker.Segment, int64, bool) {
+	seg := checker.Segment{StartRV: rv}
+	q := url.Values{"resourceVersion": {strconv.FormatInt(rv, 10)}, "allowWatchBookmarks": {"true"}, "timeoutSeconds": {strconv.Itoa(1 + rand.IntN(3))}}
+	c, resp, err := w.ws.dial(w.coll, q, nil, wsTokenProtocol(w.ws.token), wsProtocol)
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusGone {
+			seg.Gone = true
+			return seg, -1, true
+		}
+		return seg, rv, false
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var ev watchMessage
+		if err := c.ReadJSON(&ev); err != nil {
 			return seg, rv, true
 		}
-		n, err := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
-		if err != nil {
+		var more bool
+		if rv, more = w.record(&seg, rv, ev); !more {
 			return seg, rv, true
 		}
-		seg.Events = append(seg.Events, checker.WatchEvent{Type: ev.Type, Name: o.Metadata.Name, RV: n, Value: o.Data})
-		if n > rv {
-			rv = n
-		}
-		w.mu.Lock()
-		if rv > w.last {
-			w.last = rv
-		}
-		w.mu.Unlock()
 	}
 }
 
