@@ -67,7 +67,8 @@ soak-server: build plugins
 
 ## soak-linearizability: LIN_HISTORIES short histories of concurrent clients
 ## through kill -9 and restart, each checked with porcupine and the watch
-## checker (test/linearizability_test.go; make test runs 2)
+## checker, on the embedded store and on etcd (test/linearizability_test.go;
+## make test runs 2 on each)
 LIN_HISTORIES ?= 100
 soak-linearizability: build
 	SETPOINT_LIN_HISTORIES=$(LIN_HISTORIES) $(GO) test -race -run '^TestLinearizability$$' -count=1 -timeout 120m -v ./test/

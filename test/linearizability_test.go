@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/setpoint-dev/setpoint/store/etcd/etcdtest"
 	"github.com/setpoint-dev/setpoint/test/checker"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
@@ -53,6 +54,9 @@ const (
 // HTTP watch, a WebSocket watch and a client-go informer follow the
 // namespace through the restart. The history must be linearizable (porcupine, test/checker's
 // model) and the watches must hold test/checker's guarantees.
+//
+// It runs on the embedded store and on the etcd backend (a real etcd, which
+// stays up while the server is killed).
 func TestLinearizability(t *testing.T) {
 	histories := 2
 	if v := os.Getenv("SETPOINT_LIN_HISTORIES"); v != "" {
@@ -62,7 +66,16 @@ func TestLinearizability(t *testing.T) {
 		}
 		histories = n
 	}
-	s := testserver.Start(t, testserver.Options{})
+	t.Run("badger", func(t *testing.T) {
+		testLinearizability(t, testserver.Start(t, testserver.Options{}), histories)
+	})
+	t.Run("etcd", func(t *testing.T) {
+		e := etcdtest.Start(t, etcdtest.Options{})
+		testLinearizability(t, testserver.Start(t, testserver.Options{Args: []string{"--store", "etcd", "--etcd-servers", e.Endpoint, "--etcd-prefix", "/lin"}}), histories)
+	})
+}
+
+func testLinearizability(t *testing.T, s *testserver.Server, histories int) {
 	if code, body, err := s.Do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", s.Token, bytes.NewReader([]byte(linCRD))); err != nil || code != http.StatusCreated {
 		t.Fatalf("create CRD: %d %s %v", code, body, err)
 	}
