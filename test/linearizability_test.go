@@ -66,12 +66,16 @@ func TestLinearizability(t *testing.T) {
 		}
 		histories = n
 	}
+	// Compaction keeps little history and runs often, so that watches
+	// resumed after the crash also meet 410 Gone and relist.
+	compact := []string{"--history-min-revisions", "20", "--history-min-age", "1ms", "--history-compaction-interval", "100ms"}
 	t.Run("badger", func(t *testing.T) {
-		testLinearizability(t, testserver.Start(t, testserver.Options{}), histories)
+		testLinearizability(t, testserver.Start(t, testserver.Options{Args: compact}), histories)
 	})
 	t.Run("etcd", func(t *testing.T) {
 		e := etcdtest.Start(t, etcdtest.Options{})
-		testLinearizability(t, testserver.Start(t, testserver.Options{Args: []string{"--store", "etcd", "--etcd-servers", e.Endpoint, "--etcd-prefix", "/lin"}}), histories)
+		args := append([]string{"--store", "etcd", "--etcd-servers", e.Endpoint, "--etcd-prefix", "/lin"}, compact...)
+		testLinearizability(t, testserver.Start(t, testserver.Options{Args: args}), histories)
 	})
 }
 
@@ -291,13 +295,19 @@ func runLinHistory(t *testing.T, s *testserver.Server, h int) (int, int) {
 	for _, sg := range wsSegs {
 		wsEvs += len(sg.Events)
 	}
+	gone := 0
+	for _, sg := range append(slices.Clone(segs), wsSegs...) {
+		if sg.Gone {
+			gone++
+		}
+	}
 	// A history that wrote nothing, or watches that saw nothing, would
 	// pass every check; make sure this one exercised them.
 	if len(known) == 0 || evs == 0 || len(segs) < 2 || wsEvs == 0 || len(wsSegs) < 2 || len(inf.events()) == 0 {
 		t.Errorf("history %d too thin to check: %d acknowledged writes, HTTP watch %d events over %d connections, WebSocket watch %d over %d, %d informer events", h, len(known), evs, len(segs), wsEvs, len(wsSegs), len(inf.events()))
 	}
 	if testing.Verbose() {
-		t.Logf("history %d: %d operations, %d acknowledged writes, %d cut off; HTTP watch %d events over %d connections, WebSocket watch %d over %d; informer %d events", h, len(rec.ops), len(known), ambiguous, evs, len(segs), wsEvs, len(wsSegs), len(inf.events()))
+		t.Logf("history %d: %d operations, %d acknowledged writes, %d cut off; HTTP watch %d events over %d connections, WebSocket watch %d over %d; %d relists after 410; informer %d events", h, len(rec.ops), len(known), ambiguous, evs, len(segs), wsEvs, len(wsSegs), gone, len(inf.events()))
 	}
 	if err := checker.CheckLinearizable(rec.ops, 2*time.Minute); err != nil {
 		t.Errorf("history %d (%d operations, %d cut off): %v", h, len(rec.ops), ambiguous, err)
@@ -476,6 +486,11 @@ func (w *rawWatcher) run(ctx context.Context) {
 			continue
 		}
 		rv = next
+		// Pause now and then before resuming, long enough for compaction
+		// to pass the revision: the resume must then get 410 and relist.
+		if rand.IntN(2) == 0 {
+			time.Sleep(time.Duration(200+rand.IntN(300)) * time.Millisecond)
+		}
 		w.mu.Lock()
 		w.segs = append(w.segs, seg)
 		if rv > w.last {
