@@ -206,8 +206,10 @@ func runLinHistory(t *testing.T, s *testserver.Server, h int) (int, int) {
 	wctx, stopWatches := context.WithCancel(context.Background())
 	defer stopWatches()
 	rw := &rawWatcher{c: newLinHTTP(s), coll: coll}
+	defer rw.c.client.CloseIdleConnections()
 	ep := endpointOf(s)
 	ww := &rawWatcher{c: newLinHTTP(s), coll: coll, ws: &ep}
+	defer ww.c.client.CloseIdleConnections()
 	inf := startLinInformer(t, s, ns, wctx.Done())
 	var wwg sync.WaitGroup
 	wwg.Add(2)
@@ -269,7 +271,8 @@ func runLinHistory(t *testing.T, s *testserver.Server, h int) (int, int) {
 	for _, it := range final.Items {
 		want[it.Metadata.Name] = it.Metadata.ResourceVersion
 	}
-	// Both watches must catch up with the last write; then they stop.
+	// The watches must catch up with the last write and the informer
+	// must hold the final state; then they stop.
 	deadline := time.Now().Add(20 * time.Second)
 	for !(rw.seen() >= maxRV && ww.seen() >= maxRV && inf.holds(want)) {
 		if time.Now().After(deadline) {
