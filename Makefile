@@ -7,7 +7,7 @@ ADDR  ?= 127.0.0.1:6443
 # Race-enabled tests of the whole tree; a package past this is a bug, not slowness.
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build plugins test test-go vet lint run soak soak-store soak-server fuzz bench bench-store \
+.PHONY: all build plugins test test-go vet lint run soak soak-store soak-server soak-linearizability fuzz bench bench-store \
 	bench-api bench-watch bench-plugin bench-upload bench-reconcile deps clean
 
 all: build plugins
@@ -52,7 +52,7 @@ run: build
 	$(BIN)/setpoint server --addr $(ADDR) --data-dir $(DATA) --examples
 
 ## soak: the long crash and load runs kept out of `make test`
-soak: soak-store soak-server
+soak: soak-store soak-server soak-linearizability
 
 ## soak-store: 500 crash-and-recover cycles of the store
 soak-store: build
@@ -64,6 +64,14 @@ soak-store: build
 SOAK_DURATION ?= 10m
 soak-server: build plugins
 	SETPOINT_SOAK=$(SOAK_DURATION) $(GO) test -run '^TestSoak$$' -count=1 -timeout 120m -v ./test/
+
+## soak-linearizability: LIN_HISTORIES short histories of concurrent clients
+## through kill -9 and restart, each checked with porcupine and the watch
+## checker, on the embedded store and on etcd (test/linearizability_test.go;
+## make test runs 2 on each)
+LIN_HISTORIES ?= 100
+soak-linearizability: build
+	SETPOINT_LIN_HISTORIES=$(LIN_HISTORIES) $(GO) test -race -run '^TestLinearizability$$' -count=1 -timeout 120m -v ./test/
 
 ## fuzz: each fuzz target for a while (FUZZTIME per target)
 FUZZTIME ?= 30s

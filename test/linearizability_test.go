@@ -1,0 +1,710 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/setpoint-dev/setpoint/store/etcd/etcdtest"
+	"github.com/setpoint-dev/setpoint/test/checker"
+	"github.com/setpoint-dev/setpoint/test/testserver"
+)
+
+// linCRD is the kind the linearizability histories write: one string,
+// data, unique per write so that every read shows which write it saw.
+const linCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+"metadata":{"name":"lins.test.setpoint.dev"},
+"spec":{"group":"test.setpoint.dev","scope":"Namespaced",
+ "names":{"plural":"lins","singular":"lin","kind":"Lin","listKind":"LinList"},
+ "versions":[{"name":"v1","served":true,"storage":true,
+  "schema":{"openAPIV3Schema":{"type":"object","properties":{"data":{"type":"string"}}}}}]}}`
+
+var linGVR = schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1", Resource: "lins"}
+
+const (
+	linKeys    = 3
+	linClients = 6
+)
+
+// TestLinearizability runs SETPOINT_LIN_HISTORIES (2 unless set; make
+// soak-linearizability runs 100) short histories against one server: for
+// each, concurrent clients create, get, update with a resourceVersion
+// precondition, delete and list a few objects over HTTPS while the server
+// is killed with SIGKILL and restarted on the same data directory; a raw
+// HTTP watch, a WebSocket watch and a client-go informer follow the
+// namespace through the restart. The history must be linearizable (porcupine, test/checker's
+// model) and the watches must hold test/checker's guarantees.
+//
+// It runs on the embedded store and on the etcd backend (a real etcd, which
+// stays up while the server is killed).
+func TestLinearizability(t *testing.T) {
+	histories := 2
+	if v := os.Getenv("SETPOINT_LIN_HISTORIES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("SETPOINT_LIN_HISTORIES=%q: want a positive count", v)
+		}
+		histories = n
+	}
+	// Compaction keeps little history and runs often, so that watches
+	// resumed after the crash also meet 410 Gone and relist.
+	compact := []string{"--history-min-revisions", "20", "--history-min-age", "1ms", "--history-compaction-interval", "100ms"}
+	t.Run("badger", func(t *testing.T) {
+		testLinearizability(t, testserver.Start(t, testserver.Options{Args: compact}), histories)
+	})
+	t.Run("etcd", func(t *testing.T) {
+		e := etcdtest.Start(t, etcdtest.Options{})
+		args := append([]string{"--store", "etcd", "--etcd-servers", e.Endpoint, "--etcd-prefix", "/lin"}, compact...)
+		testLinearizability(t, testserver.Start(t, testserver.Options{Args: args}), histories)
+	})
+}
+
+func testLinearizability(t *testing.T, s *testserver.Server, histories int) {
+	if code, body, err := s.Do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", s.Token, bytes.NewReader([]byte(linCRD))); err != nil || code != http.StatusCreated {
+		t.Fatalf("create CRD: %d %s %v", code, body, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, _, err := s.Do("GET", "/apis/test.setpoint.dev/v1/lins", s.Token, nil)
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kind lins not served: %d %v", code, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var ops, ambiguous int
+	for h := range histories {
+		n, a := runLinHistory(t, s, h)
+		ops += n
+		ambiguous += a
+		if t.Failed() {
+			break
+		}
+	}
+	t.Logf("%d histories, %d operations (%d cut off by a crash), linearizable, watches in order without gaps", histories, ops, ambiguous)
+}
+
+// linRecorder holds one history as the clients record it.
+type linRecorder struct {
+	start     time.Time
+	mu        sync.Mutex
+	ops       []checker.Operation
+	attempted map[string]bool
+}
+
+func (r *linRecorder) now() int64 { return time.Since(r.start).Nanoseconds() }
+
+func (r *linRecorder) add(op checker.Operation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op)
+}
+
+type linObject struct {
+	Metadata struct {
+		Name            string `json:"name"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Data string `json:"data"`
+}
+
+type linList struct {
+	Metadata struct {
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Items []linObject `json:"items"`
+}
+
+func linKey(name string) int {
+	if len(name) == 2 && name[0] == 'k' && name[1] >= '0' && name[1] < '0'+linKeys {
+		return int(name[1] - '0')
+	}
+	return -1
+}
+
+// linHTTP sends requests to the server with the admin token.
+// It copies the URL and token: the server's fields are rewritten when it
+// restarts, and both stay the same on the same data directory and port.
+type linHTTP struct {
+	url, token string
+	client     *http.Client
+}
+
+func newLinHTTP(s *testserver.Server) *linHTTP {
+	return &linHTTP{url: s.URL, token: s.Token, client: &http.Client{Transport: &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: s.CAPool, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 32,
+	}}}
+}
+
+// errRefused marks a request that never reached the server: it cannot
+// have taken effect.
+var errRefused = errors.New("connection refused")
+
+func (c *linHTTP) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.url+path, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return 0, nil, errRefused
+		}
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// runLinHistory records and checks one history in its own namespace and
+// returns how many operations it held and how many were cut off.
+func runLinHistory(t *testing.T, s *testserver.Server, h int) (int, int) {
+	ns := fmt.Sprintf("lin-%d", h)
+	if code, body, err := s.Do("POST", "/api/v1/namespaces", s.Token, bytes.NewReader([]byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"`+ns+`"}}`))); err != nil || (code != http.StatusCreated && code != http.StatusConflict) {
+		t.Fatalf("create namespace %s: %d %s %v", ns, code, body, err)
+	}
+	coll := "/apis/test.setpoint.dev/v1/namespaces/" + ns + "/lins"
+	rec := &linRecorder{start: time.Now(), attempted: map[string]bool{}}
+	hc := newLinHTTP(s)
+	defer hc.client.CloseIdleConnections()
+
+	wctx, stopWatches := context.WithCancel(context.Background())
+	defer stopWatches()
+	rw := &rawWatcher{c: newLinHTTP(s), coll: coll}
+	defer rw.c.client.CloseIdleConnections()
+	ep := endpointOf(s)
+	ww := &rawWatcher{c: newLinHTTP(s), coll: coll, ws: &ep}
+	defer ww.c.client.CloseIdleConnections()
+	inf := startLinInformer(t, s, ns, wctx.Done())
+	var wwg sync.WaitGroup
+	wwg.Add(2)
+	go func() { defer wwg.Done(); rw.run(wctx) }()
+	go func() { defer wwg.Done(); ww.run(wctx) }()
+
+	stop := make(chan struct{})
+	var cwg sync.WaitGroup
+	for c := range linClients {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			runLinClient(t, hc, rec, coll, h, c, stop)
+		}()
+	}
+	time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+	s.Crash()
+	time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+	close(stop)
+	cwg.Wait()
+
+	// A final list joins the history: what survived must be what the
+	// history allows.
+	var final linList
+	for try := 0; ; try++ {
+		call := rec.now()
+		code, body, err := hc.do(context.Background(), "GET", coll, nil)
+		if err == nil && code == http.StatusOK && json.Unmarshal(body, &final) == nil {
+			out := checker.Output{Items: map[int]checker.Obj{}}
+			for _, it := range final.Items {
+				out.Items[linKey(it.Metadata.Name)] = checker.Obj{RV: it.Metadata.ResourceVersion, Value: it.Data}
+			}
+			rec.add(checker.Operation{Client: linClients, Input: checker.Input{Op: checker.OpList}, Output: out, Call: call, Return: rec.now()})
+			break
+		}
+		if try > 100 {
+			t.Fatalf("final list: %d %s %v", code, body, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	var known []checker.Write
+	var maxRV int64
+	for _, op := range rec.ops {
+		if (op.Input.Op == checker.OpCreate || op.Input.Op == checker.OpUpdate) && op.Output.Result == checker.OK {
+			rv, err := strconv.ParseInt(op.Output.RV, 10, 64)
+			if err != nil {
+				t.Fatalf("resourceVersion %q is not a number: %v", op.Output.RV, err)
+			}
+			known = append(known, checker.Write{Name: fmt.Sprintf("k%d", op.Input.Key), Value: op.Input.Value, RV: rv})
+			maxRV = max(maxRV, rv)
+		}
+	}
+	for _, it := range final.Items {
+		rv, _ := strconv.ParseInt(it.Metadata.ResourceVersion, 10, 64)
+		maxRV = max(maxRV, rv)
+	}
+	want := map[string]string{}
+	for _, it := range final.Items {
+		want[it.Metadata.Name] = it.Metadata.ResourceVersion
+	}
+	// The watches must catch up with the last write and the informer
+	// must hold the final state; then they stop.
+	deadline := time.Now().Add(20 * time.Second)
+	for !(rw.seen() >= maxRV && ww.seen() >= maxRV && inf.holds(want)) {
+		if time.Now().After(deadline) {
+			t.Errorf("history %d: watches did not catch up with revision %d: HTTP watch at %d, WebSocket watch at %d, informer holds %v, want %v", h, maxRV, rw.seen(), ww.seen(), inf.store(), want)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopWatches()
+	wwg.Wait()
+
+	ambiguous := 0
+	for _, op := range rec.ops {
+		if op.Output.Result == checker.Ambiguous {
+			ambiguous++
+		}
+	}
+	segs, evs := rw.segments(), 0
+	for _, sg := range segs {
+		evs += len(sg.Events)
+	}
+	wsSegs, wsEvs := ww.segments(), 0
+	for _, sg := range wsSegs {
+		wsEvs += len(sg.Events)
+	}
+	gone := 0
+	for _, sg := range append(slices.Clone(segs), wsSegs...) {
+		if sg.Gone {
+			gone++
+		}
+	}
+	// A history that wrote nothing, or watches that saw nothing, would
+	// pass every check; make sure this one exercised them.
+	if len(known) == 0 || evs == 0 || len(segs) < 2 || wsEvs == 0 || len(wsSegs) < 2 || len(inf.events()) == 0 {
+		t.Errorf("history %d too thin to check: %d acknowledged writes, HTTP watch %d events over %d connections, WebSocket watch %d over %d, %d informer events", h, len(known), evs, len(segs), wsEvs, len(wsSegs), len(inf.events()))
+	}
+	if testing.Verbose() {
+		t.Logf("history %d: %d operations, %d acknowledged writes, %d cut off; HTTP watch %d events over %d connections, WebSocket watch %d over %d; %d relists after 410; informer %d events", h, len(rec.ops), len(known), ambiguous, evs, len(segs), wsEvs, len(wsSegs), gone, len(inf.events()))
+	}
+	if err := checker.CheckLinearizable(rec.ops, 2*time.Minute); err != nil {
+		t.Errorf("history %d (%d operations, %d cut off): %v", h, len(rec.ops), ambiguous, err)
+	}
+	if err := checker.CheckWatch(segs, known, rec.attempted); err != nil {
+		t.Errorf("history %d: raw HTTP watch over %d connections: %v", h, len(segs), err)
+	}
+	if err := checker.CheckWatch(wsSegs, known, rec.attempted); err != nil {
+		t.Errorf("history %d: WebSocket watch over %d connections: %v", h, len(wsSegs), err)
+	}
+	if err := checker.CheckPerObjectOrder(inf.events()); err != nil {
+		t.Errorf("history %d: informer: %v", h, err)
+	}
+	checkersCatchInjectedFaults(t, h, rec, segs, known)
+	return len(rec.ops), ambiguous
+}
+
+// runLinClient issues random operations until stop is closed, recording
+// each with its call and return times.
+func runLinClient(t *testing.T, c *linHTTP, rec *linRecorder, coll string, h, id int, stop <-chan struct{}) {
+	rvs := map[int]string{} // the last resourceVersion this client saw per key
+	for seq := 0; ; seq++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		key := rand.IntN(linKeys)
+		name := fmt.Sprintf("k%d", key)
+		value := fmt.Sprintf("h%d-c%d-%d", h, id, seq)
+		in := checker.Input{Key: key}
+		var method, path string
+		var body []byte
+		switch p := rand.IntN(100); {
+		case p < 25:
+			in.Op, method, path = checker.OpGet, "GET", coll+"/"+name
+		case p < 35:
+			in.Op, method, path = checker.OpList, "GET", coll
+		case p < 55:
+			in.Op, in.Value, method, path = checker.OpCreate, value, "POST", coll
+			body = fmt.Appendf(nil, `{"apiVersion":"test.setpoint.dev/v1","kind":"Lin","metadata":{"name":%q},"data":%q}`, name, value)
+		case p < 90:
+			in.RV = rvs[key]
+			if in.RV == "" {
+				in.RV = "1"
+			}
+			in.Op, in.Value, method, path = checker.OpUpdate, value, "PUT", coll+"/"+name
+			body = fmt.Appendf(nil, `{"apiVersion":"test.setpoint.dev/v1","kind":"Lin","metadata":{"name":%q,"resourceVersion":%q},"data":%q}`, name, in.RV, value)
+		default:
+			in.Op, method, path = checker.OpDelete, "DELETE", coll+"/"+name
+		}
+		write := in.Op == checker.OpCreate || in.Op == checker.OpUpdate || in.Op == checker.OpDelete
+		if in.Value != "" {
+			rec.mu.Lock()
+			rec.attempted[in.Value] = true
+			rec.mu.Unlock()
+		}
+		call := rec.now()
+		code, resp, err := c.do(context.Background(), method, path, body)
+		ret := rec.now()
+		out, ok := linOutput(in, code, resp, err)
+		switch {
+		case errors.Is(err, errRefused):
+			// Never reached the server.
+		case !ok && write:
+			rec.add(checker.Operation{Client: id, Input: in, Output: checker.Output{Result: checker.Ambiguous}, Call: call, Return: checker.Infinity})
+		case !ok:
+			// A read without an answer tells nothing.
+		default:
+			rec.add(checker.Operation{Client: id, Input: in, Output: out, Call: call, Return: ret})
+			if out.RV != "" {
+				rvs[key] = out.RV
+			}
+			if out.Obj.RV != "" {
+				rvs[key] = out.Obj.RV
+			}
+			for k, o := range out.Items {
+				rvs[k] = o.RV
+			}
+			continue
+		}
+		if err == nil && code < 500 && code != http.StatusTooManyRequests {
+			t.Errorf("%s %s: unexpected %d %s", method, path, code, resp)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// linOutput turns an answer into the model's output; ok is false when
+// the answer does not say whether the operation took effect.
+func linOutput(in checker.Input, code int, body []byte, err error) (checker.Output, bool) {
+	if err != nil {
+		return checker.Output{}, false
+	}
+	switch code {
+	case http.StatusNotFound:
+		if in.Op == checker.OpGet || in.Op == checker.OpUpdate || in.Op == checker.OpDelete {
+			return checker.Output{Result: checker.NotFound}, true
+		}
+	case http.StatusConflict:
+		if in.Op == checker.OpCreate || in.Op == checker.OpUpdate {
+			return checker.Output{Result: checker.Conflict}, true
+		}
+	case http.StatusOK, http.StatusCreated, http.StatusAccepted:
+		if in.Op == checker.OpList {
+			var l linList
+			if json.Unmarshal(body, &l) != nil {
+				return checker.Output{}, false
+			}
+			out := checker.Output{Items: map[int]checker.Obj{}}
+			for _, it := range l.Items {
+				out.Items[linKey(it.Metadata.Name)] = checker.Obj{RV: it.Metadata.ResourceVersion, Value: it.Data}
+			}
+			return out, true
+		}
+		var o linObject
+		if json.Unmarshal(body, &o) != nil {
+			return checker.Output{}, false
+		}
+		switch in.Op {
+		case checker.OpGet:
+			return checker.Output{Obj: checker.Obj{RV: o.Metadata.ResourceVersion, Value: o.Data}}, true
+		case checker.OpCreate, checker.OpUpdate:
+			return checker.Output{RV: o.Metadata.ResourceVersion}, true
+		case checker.OpDelete:
+			return checker.Output{}, true
+		}
+	}
+	return checker.Output{}, false
+}
+
+// rawWatcher follows a collection with chunked HTTP (or WebSocket) watches, resuming from
+// the last revision it saw and relisting after 410 Gone, and records each
+// connection as a checker.Segment.
+type rawWatcher struct {
+	c    *linHTTP
+	coll string
+	// ws, when set, makes each connection a WebSocket watch.
+	ws *wsEndpoint
+
+	mu   sync.Mutex // guards segs, last
+	segs []checker.Segment
+	last int64
+}
+
+func (w *rawWatcher) seen() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+func (w *rawWatcher) segments() []checker.Segment {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.segs
+}
+
+func (w *rawWatcher) run(ctx context.Context) {
+	rv := int64(-1)
+	for ctx.Err() == nil {
+		if rv < 0 {
+			code, body, err := w.c.do(ctx, "GET", w.coll, nil)
+			var l linList
+			if err != nil || code != http.StatusOK || json.Unmarshal(body, &l) != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			if rv, err = strconv.ParseInt(l.Metadata.ResourceVersion, 10, 64); err != nil {
+				rv = -1
+				continue
+			}
+		}
+		seg, next, ok := w.watch(ctx, rv)
+		if !ok {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		rv = next
+		// Pause now and then before resuming, long enough for compaction
+		// to pass the revision: the resume must then get 410 and relist.
+		if rand.IntN(2) == 0 {
+			time.Sleep(time.Duration(200+rand.IntN(300)) * time.Millisecond)
+		}
+		w.mu.Lock()
+		w.segs = append(w.segs, seg)
+		if rv > w.last {
+			w.last = rv
+		}
+		w.mu.Unlock()
+	}
+}
+
+// watch runs one watch connection from rv. It returns the segment, the
+// revision to resume from (-1 to relist) and false when it never
+// connected.
+func (w *rawWatcher) watch(ctx context.Context, rv int64) (checker.Segment, int64, bool) {
+	if w.ws != nil {
+		return w.watchWS(ctx, rv)
+	}
+	seg := checker.Segment{StartRV: rv}
+	path := fmt.Sprintf("%s?watch=true&resourceVersion=%d&allowWatchBookmarks=true&timeoutSeconds=%d", w.coll, rv, 1+rand.IntN(3))
+	req, err := http.NewRequestWithContext(ctx, "GET", w.c.url+path, nil)
+	if err != nil {
+		return seg, rv, false
+	}
+	req.Header.Set("Authorization", "Bearer "+w.c.token)
+	resp, err := w.c.client.Do(req)
+	if err != nil {
+		return seg, rv, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusGone {
+		seg.Gone = true
+		return seg, -1, true
+	}
+	if resp.StatusCode != http.StatusOK {
+		return seg, rv, false
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev watchMessage
+		if err := dec.Decode(&ev); err != nil {
+			return seg, rv, true
+		}
+		var more bool
+		if rv, more = w.record(&seg, rv, ev); !more {
+			return seg, rv, true
+		}
+	}
+}
+
+type watchMessage struct {
+	Type   string          `json:"type"`
+	Object json.RawMessage `json:"object"`
+}
+
+// record adds one message to seg and returns the revision to resume from
+// (-1 to relist) and whether the connection goes on.
+func (w *rawWatcher) record(seg *checker.Segment, rv int64, ev watchMessage) (int64, bool) {
+	if ev.Type == "ERROR" {
+		var st struct {
+			Code int `json:"code"`
+		}
+		if json.Unmarshal(ev.Object, &st) == nil && st.Code == http.StatusGone {
+			seg.Gone = true
+			return -1, false
+		}
+		return rv, false
+	}
+	var o linObject
+	if err := json.Unmarshal(ev.Object, &o); err != nil {
+		return rv, false
+	}
+	n, err := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
+	if err != nil {
+		return rv, false
+	}
+	seg.Events = append(seg.Events, checker.WatchEvent{Type: ev.Type, Name: o.Metadata.Name, RV: n, Value: o.Data})
+	rv = max(rv, n)
+	w.mu.Lock()
+	w.last = max(w.last, rv)
+	w.mu.Unlock()
+	return rv, true
+}
+
+// watchWS is watch over a WebSocket.
+func (w *rawWatcher) watchWS(ctx context.Context, rv int64) (checker.Segment, int64, bool) {
+	seg := checker.Segment{StartRV: rv}
+	q := url.Values{"resourceVersion": {strconv.FormatInt(rv, 10)}, "allowWatchBookmarks": {"true"}, "timeoutSeconds": {strconv.Itoa(1 + rand.IntN(3))}}
+	c, resp, err := w.ws.dial(w.coll, q, nil, wsTokenProtocol(w.ws.token), wsProtocol)
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusGone {
+			seg.Gone = true
+			return seg, -1, true
+		}
+		return seg, rv, false
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var ev watchMessage
+		if err := c.ReadJSON(&ev); err != nil {
+			return seg, rv, true
+		}
+		var more bool
+		if rv, more = w.record(&seg, rv, ev); !more {
+			return seg, rv, true
+		}
+	}
+}
+
+// linInformer records what a client-go informer's handlers see.
+type linInformer struct {
+	inf cache.SharedIndexInformer
+	mu  sync.Mutex // guards evs
+	evs []checker.WatchEvent
+}
+
+func startLinInformer(t *testing.T, s *testserver.Server, ns string, stop <-chan struct{}) *linInformer {
+	dc, err := dynamic.NewForConfig(s.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dc, 0, ns, nil)
+	li := &linInformer{inf: factory.ForResource(linGVR).Informer()}
+	rec := func(typ string, obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+		li.mu.Lock()
+		defer li.mu.Unlock()
+		li.evs = append(li.evs, checker.WatchEvent{Type: typ, Name: u.GetName(), RV: rv})
+	}
+	if _, err := li.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { rec(checker.Added, obj) },
+		UpdateFunc: func(_, obj any) { rec(checker.Modified, obj) },
+		DeleteFunc: func(obj any) { rec(checker.Deleted, obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(stop)
+	t.Cleanup(factory.Shutdown)
+	if !cache.WaitForCacheSync(stop, li.inf.HasSynced) {
+		t.Fatal("informer did not sync")
+	}
+	return li
+}
+
+func (li *linInformer) events() []checker.WatchEvent {
+	li.mu.Lock()
+	defer li.mu.Unlock()
+	return li.evs
+}
+
+func (li *linInformer) store() map[string]string {
+	got := map[string]string{}
+	for _, o := range li.inf.GetStore().List() {
+		u := o.(*unstructured.Unstructured)
+		got[u.GetName()] = u.GetResourceVersion()
+	}
+	return got
+}
+
+// holds reports whether the informer's cache is exactly want (name to
+// resourceVersion).
+func (li *linInformer) holds(want map[string]string) bool {
+	got := li.store()
+	if len(got) != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// checkersCatchInjectedFaults feeds the watch checker this real watch
+// with one fault injected at a time (an event dropped, two events
+// swapped) and fails unless each is flagged: the checks above passing
+// means something only if these fail. (Stale reads are injected into
+// synthetic histories in test/checker: proving a long real history
+// illegal takes porcupine minutes.)
+func checkersCatchInjectedFaults(t *testing.T, h int, rec *linRecorder, segs []checker.Segment, known []checker.Write) {
+	byRV := map[int64]bool{}
+	for _, w := range known {
+		byRV[w.RV] = true
+	}
+	for i, sg := range segs {
+		for j := 1; j+1 < len(sg.Events); j++ {
+			if !byRV[sg.Events[j].RV] || sg.Events[j+1].Type == checker.Bookmark {
+				continue
+			}
+			dropped := slices.Clone(segs)
+			dropped[i].Events = slices.Delete(slices.Clone(sg.Events), j, j+1)
+			if checker.CheckWatch(dropped, known, rec.attempted) == nil {
+				t.Errorf("history %d: dropping watch event %d of connection %d passed the watch check", h, j, i)
+			}
+			swapped := slices.Clone(segs)
+			swapped[i].Events = slices.Clone(sg.Events)
+			swapped[i].Events[j], swapped[i].Events[j+1] = swapped[i].Events[j+1], swapped[i].Events[j]
+			if checker.CheckWatch(swapped, known, rec.attempted) == nil {
+				t.Errorf("history %d: swapping watch events %d and %d of connection %d passed the watch check", h, j, j+1, i)
+			}
+			return
+		}
+	}
+	t.Errorf("history %d: no watch event to inject a fault into", h)
+}
