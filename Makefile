@@ -8,7 +8,7 @@ ADDR  ?= 127.0.0.1:6443
 TEST_TIMEOUT ?= 20m
 
 .PHONY: all build plugins test test-go vet lint run soak soak-store soak-server soak-linearizability fuzz bench bench-store \
-	bench-api bench-watch bench-plugin bench-upload bench-reconcile deps clean
+	bench-api bench-watch bench-plugin bench-upload bench-reconcile bench-hostile deps clean
 
 all: build plugins
 
@@ -81,7 +81,7 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; done
 
-bench: bench-store bench-api bench-watch bench-plugin bench-upload bench-reconcile
+bench: bench-store bench-api bench-watch bench-plugin bench-upload bench-reconcile bench-hostile
 
 bench-store:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./store/badger/bench
@@ -100,6 +100,9 @@ bench-upload: build plugins
 
 bench-reconcile: build plugins
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/reconcile
+
+bench-hostile: build plugins
+	SETPOINT_BIN=$(CURDIR)/bin/setpoint $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/hostile
 
 clean:
 	rm -rf $(BIN)
