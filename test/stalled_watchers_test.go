@@ -44,13 +44,17 @@ func smallReceiveBuffer() *net.Dialer {
 // HTTP ones after --watch-write-timeout, the WebSocket ones when their
 // queue fills), count them in setpoint_apiserver_slow_watches_closed_total,
 // keep answering other clients, and keep its peak RSS (VmHWM) within a
-// bound above what it held before; the figures are printed.
+// bound above what it held before; the figures are printed. The writer
+// stops once every HTTP watch is closed, at most maxWrites: a watch that
+// has nothing to send is never slow.
 func TestStalledWatchersKeepMemoryBounded(t *testing.T) {
 	const (
 		httpWatches = 1000
 		wsWatches   = 20
-		maxWrites   = 1500
-		boundMiB    = 400
+		maxWrites   = 4000
+		// The 1,000 TLS connections alone take about 90 MiB; the shared
+		// encode cache up to 64 MiB; the rest is the Go heap's headroom.
+		boundMiB = 400
 	)
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
@@ -90,6 +94,38 @@ func TestStalledWatchersKeepMemoryBounded(t *testing.T) {
 	base := procKiB(t, pid, "VmRSS")
 	resetPeak(t, pid)
 	start := time.Now()
+
+	// WebSocket watches that never read.
+	wsDialer := websocket.Dialer{
+		TLSClientConfig:  &tls.Config{RootCAs: s.CAPool, MinVersion: tls.VersionTLS12},
+		HandshakeTimeout: 10 * time.Second,
+		NetDialContext:   smallReceiveBuffer().DialContext,
+		Subprotocols:     []string{wsTokenProtocol(s.Token), wsProtocol},
+	}
+	var wsConns []*websocket.Conn
+	defer func() {
+		for _, c := range wsConns {
+			c.Close()
+		}
+	}()
+	for range wsWatches {
+		c, resp, err := wsDialer.Dial("wss"+strings.TrimPrefix(s.URL, "https")+blobs+"?watch=true", nil)
+		if err != nil {
+			code := 0
+			if resp != nil {
+				code = resp.StatusCode
+			}
+			t.Fatalf("WebSocket watch: %v (HTTP %d)", err, code)
+		}
+		wsConns = append(wsConns, c)
+	}
+	// Enough objects for the WebSocket watches to stall now, so that their
+	// 10s write timeout runs while the HTTP watches are opened.
+	data := strings.Repeat("x", 4<<10)
+	const preWrites = 200
+	for i := range preWrites {
+		post(blobs, fmt.Sprintf(`{"apiVersion":"test.setpoint.dev/v1","kind":"Blob","metadata":{"name":"p%d"},"data":%q}`, i, data))
+	}
 
 	// Plain watches, one HTTP/1.1 connection each, that never read.
 	transport := &http.Transport{
@@ -134,30 +170,6 @@ func TestStalledWatchersKeepMemoryBounded(t *testing.T) {
 	if err := openErr.Load(); err != nil {
 		t.Fatalf("opening %d watches: %v", httpWatches, err)
 	}
-	// WebSocket watches, that never read either.
-	wsDialer := websocket.Dialer{
-		TLSClientConfig:  &tls.Config{RootCAs: s.CAPool, MinVersion: tls.VersionTLS12},
-		HandshakeTimeout: 10 * time.Second,
-		NetDialContext:   smallReceiveBuffer().DialContext,
-		Subprotocols:     []string{wsTokenProtocol(s.Token), wsProtocol},
-	}
-	var wsConns []*websocket.Conn
-	defer func() {
-		for _, c := range wsConns {
-			c.Close()
-		}
-	}()
-	for range wsWatches {
-		c, resp, err := wsDialer.Dial("wss"+strings.TrimPrefix(s.URL, "https")+blobs+"?watch=true", nil)
-		if err != nil {
-			code := 0
-			if resp != nil {
-				code = resp.StatusCode
-			}
-			t.Fatalf("WebSocket watch: %v (HTTP %d)", err, code)
-		}
-		wsConns = append(wsConns, c)
-	}
 	opened := time.Since(start)
 	openRSS := procKiB(t, pid, "VmRSS")
 
@@ -166,7 +178,6 @@ func TestStalledWatchersKeepMemoryBounded(t *testing.T) {
 	const closed = "setpoint_apiserver_slow_watches_closed_total"
 	writeClient := s.HTTPClient()
 	defer writeClient.CloseIdleConnections()
-	data := strings.Repeat("x", 4<<10)
 	var writes atomic.Int32
 	var writeErr atomic.Value
 	writeStart := time.Now()
@@ -184,6 +195,9 @@ func TestStalledWatchersKeepMemoryBounded(t *testing.T) {
 				if i > maxWrites {
 					return
 				}
+				// About 250 writes a second in all: a steady load, not
+				// a burst that outruns the watches' timeouts.
+				time.Sleep(16 * time.Millisecond)
 				body := fmt.Sprintf(`{"apiVersion":"test.setpoint.dev/v1","kind":"Blob","metadata":{"name":"b%d"},"data":%q}`, i, data)
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+blobs, strings.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+s.Token)
@@ -208,7 +222,7 @@ func TestStalledWatchersKeepMemoryBounded(t *testing.T) {
 	// The writer stops once every HTTP watch is closed; a stalled
 	// WebSocket watch is closed when its write times out (10s).
 	stopped := false
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+	for deadline := time.Now().Add(25 * time.Second); ; time.Sleep(250 * time.Millisecond) {
 		h, w = serverMetric(t, s, closed, `transport="http"`), serverMetric(t, s, closed, `transport="websocket"`)
 		if h >= httpWatches && hAt == 0 {
 			hAt = time.Since(writeStart)
@@ -225,6 +239,11 @@ func TestStalledWatchersKeepMemoryBounded(t *testing.T) {
 		close(done)
 	}
 	writers.Wait()
+	// A watch blocked in a write when the writer stopped is closed within
+	// --watch-write-timeout all the same.
+	for deadline := time.Now().Add(5 * time.Second); (h < httpWatches || w < wsWatches) && time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		h, w = serverMetric(t, s, closed, `transport="http"`), serverMetric(t, s, closed, `transport="websocket"`)
+	}
 	if err := writeErr.Load(); err != nil {
 		t.Fatalf("writer: %v", err)
 	}
@@ -292,8 +311,8 @@ func TestStalledWatchersKeepMemoryBounded(t *testing.T) {
 	// The server serves on: a list of everything written, and a new watch.
 	t0 := time.Now()
 	code, body, err := s.Do(http.MethodGet, blobs, s.Token, nil)
-	if err != nil || code != http.StatusOK || strings.Count(string(body), `"kind":"Blob"`) != written {
-		t.Fatalf("LIST after the stalled watches: %d %v, %d objects, want %d", code, err, strings.Count(string(body), `"kind":"Blob"`), written)
+	if err != nil || code != http.StatusOK || strings.Count(string(body), `"kind":"Blob"`) != written+preWrites {
+		t.Fatalf("LIST after the stalled watches: %d %v, %d objects, want %d", code, err, strings.Count(string(body), `"kind":"Blob"`), written+preWrites)
 	}
-	t.Logf("LIST of %d objects after the stalled watches: %v", written, time.Since(t0).Round(time.Millisecond))
+	t.Logf("LIST of %d objects after the stalled watches: %v", written+preWrites, time.Since(t0).Round(time.Millisecond))
 }

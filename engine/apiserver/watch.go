@@ -84,6 +84,12 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	if d, ok := serving.WatchWriteTimeout(r.Context()); ok {
 		writeTimeout = d
 	}
+	slow := false // ended for its client's slowness; counted once
+	defer func() {
+		if slow {
+			SlowWatchesClosed.WithLabelValues("http").Inc()
+		}
+	}()
 	rc := http.NewResponseController(w)
 	deadlines := rc.SetWriteDeadline(time.Now().Add(writeTimeout)) == nil
 	if deadlines {
@@ -111,7 +117,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 			// HTTP/1 reports the deadline; HTTP/2 resets the stream, so
 			// the time tells a slow client from one that went away.
 			if deadlines && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
-				SlowWatchesClosed.WithLabelValues("http").Inc()
+				slow = true
 			}
 			s.log.Debug("watch client not reading; watch ended", "resource", t.gvr().Resource, "err", err)
 			return false
@@ -136,7 +142,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 		if behind(ev) {
 			// The store ended the watch before its writes stalled: the
 			// client gets 410 Expired and resumes.
-			SlowWatchesClosed.WithLabelValues("http").Inc()
+			slow = true
 		}
 		// Converted (when the client asked for Tables or metadata) and
 		// encoded once for every watch that sends the same event.
