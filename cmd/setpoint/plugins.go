@@ -164,6 +164,11 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 	if err != nil {
 		return nil, err
 	}
+	if promReg != nil {
+		if err := promReg.Register(apiserver.SlowWatchesClosed); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return nil, err
+		}
+	}
 	svc := api.Engine()
 	objects := plugins.NewObjects(svc, log.With("component", "plugins"))
 	logs, err := plugins.NewLogs(limits.logOptions(), promReg)

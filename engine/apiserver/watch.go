@@ -2,9 +2,14 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +24,18 @@ import (
 // in place of the Accept header, which a browser cannot set on a WebSocket
 // (Kubernetes has no such parameter: kubernetes/kubernetes#83961).
 const watchAcceptParam = "accept"
+
+// SlowWatchesClosed counts the watches the server ended because their
+// client stopped reading: over HTTP, an event that did not reach the client
+// within WatchWriteTimeout, or a watch the store ended for falling behind
+// (410 Expired); over WebSocket, a send queue that filled
+// (wswatch.ErrTooSlow) or a write past its deadline. The server registers it with its metrics.
+var SlowWatchesClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "setpoint",
+	Subsystem: "apiserver",
+	Name:      "slow_watches_closed_total",
+	Help:      "Watches ended because their client did not read their events in time, by transport (http, websocket).",
+}, []string{"transport"})
 
 // watch streams events: over WebSocket when the request asks for an
 // upgrade, else as chunked JSON, one meta/v1 WatchEvent per line. Both
@@ -42,6 +59,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 			start = func(context.Context) (watch.Interface, error) { return nil, convErr }
 		}
 		if err := s.ws.ServeConverted(w, r, start, conv); err != nil {
+			if errors.Is(err, wswatch.ErrTooSlow) || errors.Is(err, os.ErrDeadlineExceeded) {
+				SlowWatchesClosed.WithLabelValues("websocket").Inc()
+			}
 			s.log.Debug("websocket watch ended", "resource", t.gvr().Resource, "err", err)
 		}
 		return nil
@@ -64,6 +84,12 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	if d, ok := serving.WatchWriteTimeout(r.Context()); ok {
 		writeTimeout = d
 	}
+	slow := false // ended for its client's slowness; counted once
+	defer func() {
+		if slow {
+			SlowWatchesClosed.WithLabelValues("http").Inc()
+		}
+	}()
 	rc := http.NewResponseController(w)
 	deadlines := rc.SetWriteDeadline(time.Now().Add(writeTimeout)) == nil
 	if deadlines {
@@ -76,8 +102,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	// write sends one encoded event. Encoded events may be shared with
 	// other watches (EncodeShared): b is never modified.
 	write := func(b []byte) bool {
+		deadline := time.Now().Add(writeTimeout)
 		if deadlines {
-			_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+			_ = rc.SetWriteDeadline(deadline)
 		}
 		_, err := w.Write(b)
 		if err == nil {
@@ -87,6 +114,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 			err = rc.Flush()
 		}
 		if err != nil {
+			// HTTP/1 reports the deadline; HTTP/2 resets the stream, so
+			// the time tells a slow client from one that went away.
+			if deadlines && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
+				slow = true
+			}
 			s.log.Debug("watch client not reading; watch ended", "resource", t.gvr().Resource, "err", err)
 			return false
 		}
@@ -107,6 +139,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 		flusher.Flush()
 	}
 	for ev := range wi.ResultChan() {
+		if behind(ev) {
+			// The store ended the watch before its writes stalled: the
+			// client gets 410 Expired and resumes.
+			slow = true
+		}
 		// Converted (when the client asked for Tables or metadata) and
 		// encoded once for every watch that sends the same event.
 		b, err := s.ws.EncodeShared(ev, conv)
@@ -123,6 +160,13 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 }
 
 var newline = []byte{'\n'}
+
+// behind tells whether ev is the ERROR event that ends a watch that fell
+// behind the store's events (store.ErrWatcherTooSlow, as engine reports it).
+func behind(ev watch.Event) bool {
+	st, ok := ev.Object.(*metav1.Status)
+	return ev.Type == watch.Error && ok && st.Reason == metav1.StatusReasonExpired && strings.Contains(st.Message, "fell behind")
+}
 
 // watchConversion returns what turns each event of a watch into what the
 // request's Accept header asked for, as Kubernetes' watch does; a zero
