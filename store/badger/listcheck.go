@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/table"
 	"github.com/dgraph-io/badger/v4/y"
-	"github.com/dgraph-io/ristretto/v2/z"
 )
 
 // checkListed checks that no table holds a damaged block among the keys
@@ -52,39 +50,14 @@ func (db *DB) checkListed(ctx context.Context, prefix, lo, hi []byte) error {
 // checkTableRange reads the keys of one table file from lo to the end of
 // prefix (or below hi) and returns a DamageError when the read ends before
 // the range or the table does.
-func checkTableRange(path string, compression options.CompressionType, blockSize int, prefix, lo, hi []byte) (err error) {
-	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		if errors.Is(err, z.NewFile) {
-			_ = mf.Close(-1)
-			return &DamageError{File: path, Err: errors.New("the file is empty")}
-		}
-		return &DamageError{File: path, Err: err}
-	}
-	closed := false
-	defer func() {
-		if p := recover(); p != nil {
-			err = &DamageError{File: path, Err: fmt.Errorf("unreadable: %v", p)}
-		}
-		if !closed {
-			_ = mf.Close(-1)
-		}
-	}()
-	t, err := table.OpenTable(mf, table.Options{
-		ReadOnly:    true,
-		ChkMode:     options.OnBlockRead,
-		Compression: compression,
-		BlockSize:   blockSize,
+func checkTableRange(path string, compression options.CompressionType, blockSize int, prefix, lo, hi []byte) error {
+	return withTable(path, compression, blockSize, options.OnBlockRead, func(t *table.Table) error {
+		return checkRange(path, t, prefix, lo, hi)
 	})
-	if err != nil {
-		closed = true // OpenTable closed it
-		return &DamageError{File: path, Err: err}
-	}
-	defer func() {
-		// Not t.DecrRef: at zero references it deletes the file.
-		_ = t.MmapFile.Close(-1)
-	}()
-	closed = true
+}
+
+// checkRange is checkTableRange on an open table.
+func checkRange(path string, t *table.Table, prefix, lo, hi []byte) error {
 	it := t.NewIterator(table.NOCACHE)
 	defer it.Close()
 	var last []byte

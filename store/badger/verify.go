@@ -77,7 +77,14 @@ func verifyTables(dir string, bo bdg.Options) error {
 }
 
 // verifyTable checks the index and every block checksum of one table file.
-func verifyTable(path string, compression options.CompressionType, blockSize int) (err error) {
+func verifyTable(path string, compression options.CompressionType, blockSize int) error {
+	return withTable(path, compression, blockSize, options.OnTableRead, func(*table.Table) error { return nil })
+}
+
+// withTable opens one table file read-only, with checksums checked as mode
+// says, calls fn with it and closes it. Any failure to open or read it,
+// including a panic in Badger's decoding, is a DamageError naming the file.
+func withTable(path string, compression options.CompressionType, blockSize int, mode options.ChecksumVerificationMode, fn func(*table.Table) error) (err error) {
 	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		if errors.Is(err, z.NewFile) {
@@ -100,7 +107,7 @@ func verifyTable(path string, compression options.CompressionType, blockSize int
 	}()
 	t, err := table.OpenTable(mf, table.Options{
 		ReadOnly:    true,
-		ChkMode:     options.OnTableRead,
+		ChkMode:     mode,
 		Compression: compression,
 		BlockSize:   blockSize,
 	})
@@ -110,8 +117,8 @@ func verifyTable(path string, compression options.CompressionType, blockSize int
 	}
 	// Not t.DecrRef: at zero references it deletes the file.
 	closed = true
-	_ = t.MmapFile.Close(-1)
-	return nil
+	defer func() { _ = t.MmapFile.Close(-1) }()
+	return fn(t)
 }
 
 // scrub checks the blocks of every table Badger has open. Badger's
