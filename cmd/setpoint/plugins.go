@@ -160,14 +160,9 @@ type pluginAPI struct {
 // uses is deleted after moduleGCGrace. hlimits bound the Wasm host, limits
 // each plugin's log and writes; maxObjectBytes bounds every stored object.
 func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer, hlimits hostLimits, limits pluginLimitOptions, maxObjectBytes int) (apiHandler, error) {
-	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins, MaxObjectBytes: maxObjectBytes})
+	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins, MaxObjectBytes: maxObjectBytes, Registerer: promReg})
 	if err != nil {
 		return nil, err
-	}
-	if promReg != nil {
-		if err := promReg.Register(apiserver.SlowWatchesClosed); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-			return nil, err
-		}
 	}
 	svc := api.Engine()
 	objects := plugins.NewObjects(svc, log.With("component", "plugins"))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/warning"
 
@@ -38,6 +39,9 @@ type Options struct {
 	Store store.Store
 	// Engine is the object service to serve; New builds one on Store when nil.
 	Engine *engine.Service
+	// Registerer, when set, gets the server's own metrics (the watches it
+	// closed for slow clients).
+	Registerer prometheus.Registerer
 	// Logger receives the server's logs; slog.Default() when nil.
 	Logger *slog.Logger
 	// AllowedOrigins are the browser origins, besides the server's own, that
@@ -71,6 +75,8 @@ type Server struct {
 	opts   Options
 	router chi.Router
 	ws     *wswatch.Server
+	// slowClosed counts the watches ended for their client's slowness.
+	slowClosed *prometheus.CounterVec
 
 	// pageSize is how many objects a full list reads at a time
 	// (engine.ListJSONPageSize; tests lower it).
@@ -141,7 +147,12 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
-	s := &Server{eng: eng, log: opts.Logger, opts: opts, ws: ws, pageSize: engine.ListJSONPageSize}
+	s := &Server{eng: eng, log: opts.Logger, opts: opts, ws: ws, pageSize: engine.ListJSONPageSize, slowClosed: newSlowWatchesClosed()}
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(s.slowClosed); err != nil {
+			return nil, fmt.Errorf("apiserver: %w", err)
+		}
+	}
 	s.router = s.routes()
 	return s, nil
 }

@@ -25,17 +25,19 @@ import (
 // (Kubernetes has no such parameter: kubernetes/kubernetes#83961).
 const watchAcceptParam = "accept"
 
-// SlowWatchesClosed counts the watches the server ended because their
-// client stopped reading: over HTTP, an event that did not reach the client
-// within WatchWriteTimeout, or a watch the store ended for falling behind
-// (410 Expired); over WebSocket, a send queue that filled
-// (wswatch.ErrTooSlow) or a write past its deadline. The server registers it with its metrics.
-var SlowWatchesClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Namespace: "setpoint",
-	Subsystem: "apiserver",
-	Name:      "slow_watches_closed_total",
-	Help:      "Watches ended because their client did not read their events in time, by transport (http, websocket).",
-}, []string{"transport"})
+// newSlowWatchesClosed is the count of the watches the server ended because
+// their client stopped reading: over HTTP, an event that did not reach the
+// client within WatchWriteTimeout, or a watch the store ended for falling
+// behind (410 Expired); over WebSocket, a send queue that filled
+// (wswatch.ErrTooSlow) or a write past its deadline.
+func newSlowWatchesClosed() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "setpoint",
+		Subsystem: "apiserver",
+		Name:      "slow_watches_closed_total",
+		Help:      "Watches ended because their client did not read their events in time, by transport (http, websocket).",
+	}, []string{"transport"})
+}
 
 // watch streams events: over WebSocket when the request asks for an
 // upgrade, else as chunked JSON, one meta/v1 WatchEvent per line. Both
@@ -60,7 +62,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 		}
 		if err := s.ws.ServeConverted(w, r, start, conv); err != nil {
 			if errors.Is(err, wswatch.ErrTooSlow) || errors.Is(err, os.ErrDeadlineExceeded) {
-				SlowWatchesClosed.WithLabelValues("websocket").Inc()
+				s.slowClosed.WithLabelValues("websocket").Inc()
 			}
 			s.log.Debug("websocket watch ended", "resource", t.gvr().Resource, "err", err)
 		}
@@ -87,7 +89,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	slow := false // ended for its client's slowness; counted once
 	defer func() {
 		if slow {
-			SlowWatchesClosed.WithLabelValues("http").Inc()
+			s.slowClosed.WithLabelValues("http").Inc()
 		}
 	}()
 	rc := http.NewResponseController(w)
