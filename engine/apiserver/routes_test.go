@@ -13,6 +13,7 @@ import (
 // TestRoutes: handlers given as Options.Routes are served on the router,
 // behind its middleware (a panic is a 500 Status), and take precedence over
 // the resource paths they overlap, which are served as before around them.
+// New wants an engine and routes with patterns.
 func TestRoutes(t *testing.T) {
 	db, err := badger.Open(t.TempDir(), badger.Options{})
 	if err != nil {
@@ -65,6 +66,9 @@ func TestRoutes(t *testing.T) {
 		})
 	}
 
+	if _, err := New(Options{}); err == nil {
+		t.Error("New took no engine")
+	}
 	if _, err := New(Options{Engine: eng, Routes: []Route{{Pattern: "modules", Handler: http.NotFoundHandler()}}}); err == nil {
 		t.Error("New took a route pattern without a leading slash")
 	}
