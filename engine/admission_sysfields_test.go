@@ -21,7 +21,7 @@ func TestMutationCannotSetSystemFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	past := metav1.NewTime(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
-	s.SetAdmitter(AdmitterFuncs{MutateFunc: func(_ context.Context, req *AdmissionRequest) error {
+	s.setAdmitter(AdmitterFuncs{MutateFunc: func(_ context.Context, req *AdmissionRequest) error {
 		o := req.Object
 		o.SetUID(other.GetUID())
 		o.SetCreationTimestamp(past)

@@ -23,7 +23,7 @@ func appliedPaddedWidget(b *testing.B, name string) []byte {
 func BenchmarkApplyDryRun1KiB(b *testing.B) {
 	ctx := context.Background()
 	s := newService(b)
-	s.SetAdmitter(AdmitterFuncs{})
+	s.setAdmitter(AdmitterFuncs{})
 	opts := metav1.PatchOptions{FieldManager: "bench", DryRun: []string{metav1.DryRunAll}}
 	data := make([][]byte, 64)
 	for i := range data {
@@ -44,7 +44,7 @@ func BenchmarkApplyDryRun1KiB(b *testing.B) {
 func BenchmarkUpdateStatusDryRun1KiBApplied(b *testing.B) {
 	ctx := context.Background()
 	s := newService(b)
-	s.SetAdmitter(AdmitterFuncs{})
+	s.setAdmitter(AdmitterFuncs{})
 	obj, _, err := s.Apply(ctx, widgets, "default", "w", appliedPaddedWidget(b, "w"), metav1.PatchOptions{FieldManager: "bench"})
 	if err != nil {
 		b.Fatal(err)

@@ -210,7 +210,7 @@ func TestAdmission(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
 	a := &recordingAdmitter{}
-	s.SetAdmitter(a)
+	s.setAdmitter(a)
 	out := mustCreate(t, s, widget("kept", "small", nil))
 	if out.GetLabels()["mutated"] != "yes" {
 		t.Errorf("mutation lost: labels %v", out.GetLabels())
@@ -230,7 +230,7 @@ func TestAdmission(t *testing.T) {
 	if err := s.Delete(ctx, widgets, "default", "kept", metav1.DeleteOptions{}); !apierrors.IsConflict(err) {
 		t.Errorf("denied delete = %v, want the admitter's Conflict", err)
 	}
-	s.SetAdmitter(nil)
+	s.setAdmitter(nil)
 	if err := s.Delete(ctx, widgets, "default", "kept", metav1.DeleteOptions{}); err != nil {
 		t.Errorf("delete without admission: %v", err)
 	}
@@ -275,7 +275,7 @@ func TestAdmitterFuncsDryRun(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
 	var sawDryRun bool
-	s.SetAdmitter(AdmitterFuncs{ValidateFunc: func(_ context.Context, req *AdmissionRequest) error {
+	s.setAdmitter(AdmitterFuncs{ValidateFunc: func(_ context.Context, req *AdmissionRequest) error {
 		sawDryRun = req.DryRun
 		return nil
 	}})

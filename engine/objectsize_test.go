@@ -106,10 +106,10 @@ func TestObjectSizeLimit(t *testing.T) {
 		tooLarge(t, "status", err)
 	})
 	t.Run("mutation", func(t *testing.T) {
-		s.SetAdmitter(AdmitterFuncs{MutateFunc: func(_ context.Context, req *AdmissionRequest) error {
+		s.setAdmitter(AdmitterFuncs{MutateFunc: func(_ context.Context, req *AdmissionRequest) error {
 			return unstructured.SetNestedField(req.Object.Object, big, "metadata", "annotations", "big")
 		}})
-		defer s.SetAdmitter(nil)
+		defer s.setAdmitter(nil)
 		_, err := s.Create(ctx, widgets, widget("mutated", "small", nil), metav1.CreateOptions{})
 		tooLarge(t, "create through a growing mutation", err)
 	})

@@ -103,7 +103,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		watchDecode: newDecodeCache(),
 	}
 	s.gc = newCollector(s)
-	s.SetAdmitter(opts.Admitter)
+	s.setAdmitter(opts.Admitter)
 	s.reg.add(builtins()...)
 	if _, err := s.loadCRDs(ctx); err != nil {
 		return nil, err
@@ -121,9 +121,10 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	return s, nil
 }
 
-// SetAdmitter replaces the admission chain; nil removes it. Writes already
-// past admission are not affected.
-func (s *Service) SetAdmitter(a Admitter) {
+// setAdmitter replaces the admission chain; nil removes it. Writes already
+// past admission are not affected. The chain is Options.Admitter, given at
+// construction; the package's tests swap it on a running Service.
+func (s *Service) setAdmitter(a Admitter) {
 	s.adm.Store(&admitterBox{a: a})
 }
 

@@ -18,7 +18,7 @@ import (
 func BenchmarkCreate(b *testing.B) {
 	ctx := context.Background()
 	s := newService(b)
-	s.SetAdmitter(AdmitterFuncs{})
+	s.setAdmitter(AdmitterFuncs{})
 	b.ReportAllocs()
 	defer reportCPU(b)()
 	for i := range b.N {
@@ -33,7 +33,7 @@ func BenchmarkCreate(b *testing.B) {
 func BenchmarkCreateDryRun(b *testing.B) {
 	ctx := context.Background()
 	s := newService(b)
-	s.SetAdmitter(AdmitterFuncs{})
+	s.setAdmitter(AdmitterFuncs{})
 	b.ReportAllocs()
 	defer reportCPU(b)()
 	for i := range b.N {
@@ -48,7 +48,7 @@ func BenchmarkCreateDryRun(b *testing.B) {
 func BenchmarkCreateDryRun1KiB(b *testing.B) {
 	ctx := context.Background()
 	s := newService(b)
-	s.SetAdmitter(AdmitterFuncs{})
+	s.setAdmitter(AdmitterFuncs{})
 	b.ReportAllocs()
 	defer reportCPU(b)()
 	for i := range b.N {
@@ -101,7 +101,7 @@ func paddedWidget(name string) *unstructured.Unstructured {
 func BenchmarkCreate1KiB(b *testing.B) {
 	ctx := context.Background()
 	s := newService(b)
-	s.SetAdmitter(AdmitterFuncs{})
+	s.setAdmitter(AdmitterFuncs{})
 	b.ReportAllocs()
 	defer reportCPU(b)()
 	for i := range b.N {
@@ -171,7 +171,7 @@ func statusOf(i int) map[string]any {
 func storedWidget(b *testing.B, withStatus bool) (*Service, *unstructured.Unstructured) {
 	ctx := context.Background()
 	s := newService(b)
-	s.SetAdmitter(AdmitterFuncs{})
+	s.setAdmitter(AdmitterFuncs{})
 	obj, err := s.Create(ctx, widgets, paddedWidget("w"), metav1.CreateOptions{})
 	if err != nil {
 		b.Fatal(err)

@@ -1,8 +1,3 @@
-// Command setpoint is Setpoint's one binary: `setpoint server` runs the control
-// plane, and the client verbs (get, apply, ...) talk to a running one.
-//
-// This is the one place where the concrete store backends, the plugin host and
-// the engine meet.
 package main
 
 import (

@@ -20,6 +20,9 @@ type phaseLine struct {
 	mu   sync.Mutex
 	done chan struct{}
 	over bool
+	// redraws, when drawing, is the goroutine that redraws the line; end
+	// waits for it.
+	redraws sync.WaitGroup
 }
 
 // startPhase draws label on stderr when it is a terminal and redraws it
@@ -31,7 +34,7 @@ func startPhase(stderr io.Writer, label string) *phaseLine {
 	}
 	p.w = stderr
 	p.draw()
-	go func() {
+	p.redraws.Go(func() {
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -46,7 +49,7 @@ func startPhase(stderr io.Writer, label string) *phaseLine {
 				p.mu.Unlock()
 			}
 		}
-	}()
+	})
 	return p
 }
 
@@ -57,6 +60,7 @@ func (p *phaseLine) draw() {
 // end ends the line with the outcome ("done", "failed") and the time taken.
 // It may be called more than once; only the first call writes.
 func (p *phaseLine) end(outcome string) {
+	defer p.redraws.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.over {

@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/plugins"
@@ -33,27 +33,38 @@ type hostAdapter struct {
 // checkedKeep is how long a checked version waits for its Plugin.
 const checkedKeep = 2 * time.Minute
 
-// checkedVersion holds at most one version loaded by Check, closing it when
-// a newer one arrives or checkedKeep passes.
+// checkedVersion holds at most one version loaded by Check, until the
+// Plugin that names its module takes it, a newer one replaces it, it has
+// waited checkedKeep (run drops it within a quarter of that more), or run
+// stops. The pluginAPI owns it: Run runs run, and waits for it, before it
+// closes the host.
 type checkedVersion struct {
-	mu    sync.Mutex
-	p     *host.Plugin
-	timer *time.Timer
+	// now is the clock; time.Now when nil.
+	now func() time.Time
+
+	mu     sync.Mutex // guards the fields below
+	p      *host.Plugin
+	until  time.Time // when p is dropped
+	closed bool      // run has stopped: keep closes what it is given
+}
+
+func (c *checkedVersion) clock() time.Time {
+	if c.now == nil {
+		return time.Now()
+	}
+	return c.now()
 }
 
 // keep holds p, closing the version held before.
 func (c *checkedVersion) keep(p *host.Plugin) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		_ = p.Close()
+		return
+	}
 	c.dropLocked()
-	c.p = p
-	c.timer = time.AfterFunc(checkedKeep, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.p == p {
-			c.dropLocked()
-		}
-	})
+	c.p, c.until = p, c.clock().Add(checkedKeep)
 }
 
 // take hands over the held version if it is of the module wasm. It hashes
@@ -66,16 +77,42 @@ func (c *checkedVersion) take(wasm []byte) *host.Plugin {
 		return nil
 	}
 	p := c.p
-	c.timer.Stop()
-	c.p, c.timer = nil, nil
+	c.p = nil
 	return p
+}
+
+// expire drops the held version once it has waited checkedKeep.
+func (c *checkedVersion) expire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.p != nil && !c.clock().Before(c.until) {
+		c.dropLocked()
+	}
+}
+
+// run drops the held version when it expires, until ctx is done; then it
+// drops it, and keep closes what it gets from then on.
+func (c *checkedVersion) run(ctx context.Context) error {
+	t := time.NewTicker(checkedKeep / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			c.expire()
+		case <-ctx.Done():
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.closed = true
+			c.dropLocked()
+			return nil
+		}
+	}
 }
 
 func (c *checkedVersion) dropLocked() {
 	if c.p != nil {
-		c.timer.Stop()
 		_ = c.p.Close()
-		c.p, c.timer = nil, nil
+		c.p = nil
 	}
 }
 
@@ -90,7 +127,7 @@ func hostConfig(cfg plugins.Config) host.Config {
 
 // Check loads the module as a version of no plugin yet: it compiles
 // (filling the on-disk cache), checks and instantiates it once. The version
-// is kept for checkedKeep, so that the Plugin created right after the upload
+// is kept (see checkedVersion), so that the Plugin created right after the upload
 // is served by it (see Stage) rather than by a second load.
 func (a hostAdapter) Check(ctx context.Context, wasm []byte, cfg plugins.Config) error {
 	p, err := a.h.Load(ctx, "upload", wasm, hostConfig(cfg))
@@ -137,58 +174,101 @@ func (a hostAdapter) ForgetModule(digest string) { a.h.ForgetModule(digest) }
 
 var _ plugins.ModuleForgetter = hostAdapter{}
 
-// pluginAPI is the API with plugins live in it: the module upload endpoint
-// in front of the Kubernetes-compatible API, and the plugin manager and the
-// controllers of reconcile bindings running with the API's loops.
+// pluginAPI is the server's object layer with plugins live in it: the
+// engine, the plugin manager as its admission chain, the controllers of
+// reconcile bindings, and the Kubernetes-compatible API over the engine with
+// the module upload, the Plugins' log subresource and the snapshot endpoint
+// on the API's router.
+//
+// newPluginAPI is where these parts are built and given to one another;
+// Run runs their loops and owns them until they stopped.
 type pluginAPI struct {
-	api      *apiserver.Server
-	upload   http.Handler
-	logs     http.Handler // the Plugins' log subresource
-	snapshot http.Handler // snapshotPath
-	host     *host.Host
-	registry *host.Registry
-	manager  *plugins.Manager
-	ctrls    *controller.Manager
-	log      *slog.Logger
+	http.Handler // the API server
+	svc          *engine.Service
+	host         *host.Host
+	registry     *host.Registry
+	checked      *checkedVersion
+	manager      *plugins.Manager
+	ctrls        *controller.Manager
+	log          *slog.Logger
 }
 
-// newPluginAPI builds the API over st with the Wasm host (its compile cache
-// in dataDir/wasm-cache), the module store, the plugin manager as the
-// admission chain, and the controller manager. Browsers on allowedOrigins
-// may open WebSocket watches besides the server's own origin; a Plugin's
-// call counters reach its status every statusInterval; a module no Plugin
-// uses is deleted after moduleGCGrace. hlimits bound the Wasm host, limits
-// each plugin's log and writes; maxObjectBytes bounds every stored object.
-func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigins []string, statusInterval, moduleGCGrace time.Duration, promReg prometheus.Registerer, hlimits hostLimits, limits pluginLimitOptions, maxObjectBytes int) (apiHandler, error) {
-	api, err := apiserver.New(apiserver.Options{Store: st, Logger: log.With("component", "apiserver"), AllowedOrigins: allowedOrigins, MaxObjectBytes: maxObjectBytes, Registerer: promReg})
+// pluginAPIOptions configures newPluginAPI. Zero values get defaults.
+type pluginAPIOptions struct {
+	// store holds the objects and the modules; required.
+	store store.Store
+	// log receives the parts' logs, each with its component; slog.Default()
+	// when nil.
+	log *slog.Logger
+	// dataDir holds the Wasm host's compile cache (dataDir/wasm-cache);
+	// required.
+	dataDir string
+	// allowedOrigins are the browser origins, besides the server's own,
+	// that may open WebSocket watches.
+	allowedOrigins []string
+	// statusInterval is how often a Plugin's call counters reach its
+	// status; moduleGCGrace how long a module no Plugin uses is kept. The
+	// plugin manager's defaults when zero.
+	statusInterval, moduleGCGrace time.Duration
+	// registerer gets every part's metrics; a registry of their own when
+	// nil.
+	registerer prometheus.Registerer
+	// hostLimits bound the Wasm host; pluginLimits each plugin's log and
+	// writes.
+	hostLimits   hostLimits
+	pluginLimits pluginLimitOptions
+	// maxObjectBytes bounds every stored object
+	// (engine.DefaultMaxObjectBytes when zero).
+	maxObjectBytes int
+}
+
+// newPluginAPI builds the parts of the server's object layer and wires them
+// together, in the order they need one another: the admission chain first,
+// so that the engine has it from the start; the engine on the store; the
+// Wasm host, whose object and event calls go to the engine; the plugin
+// manager, which keeps the admission chain in step with the Plugins; the
+// API server over the engine, with the module upload, the Plugins' log and
+// the snapshot endpoint on its router. Nothing runs until Run.
+func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
+	if o.store == nil || o.dataDir == "" {
+		return nil, errors.New("newPluginAPI: store and dataDir are required")
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	if o.registerer == nil {
+		o.registerer = prometheus.NewRegistry()
+	}
+	log, promReg := o.log, o.registerer
+	admitter := plugins.NewAdmitter(log.With("component", "plugins"))
+	svc, err := engine.New(ctx, engine.Options{Store: o.store, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: admitter})
 	if err != nil {
 		return nil, err
 	}
-	svc := api.Engine()
 	objects := plugins.NewObjects(svc, log.With("component", "plugins"))
-	logs, err := plugins.NewLogs(limits.logOptions(), promReg)
+	logs, err := plugins.NewLogs(o.pluginLimits.logOptions(), promReg)
 	if err != nil {
 		return nil, err
 	}
-	writes, err := plugins.NewWriteLimiter(limits.writeLimits(), promReg)
+	writes, err := plugins.NewWriteLimiter(o.pluginLimits.writeLimits(), promReg)
 	if err != nil {
 		return nil, err
 	}
-	quota, err := plugins.NewObjectQuota(svc, limits.maxObjects, promReg)
+	quota, err := plugins.NewObjectQuota(svc, o.pluginLimits.maxObjects, promReg)
 	if err != nil {
 		return nil, err
 	}
 	writes.LimitObjects(quota)
 	objects.LimitWrites(writes)
 	hopts := host.Options{
-		CacheDir: filepath.Join(dataDir, "wasm-cache"),
+		CacheDir: filepath.Join(o.dataDir, "wasm-cache"),
 		// The plugins' log lines go to their Plugin's log (the log
 		// subresource), and only those the rate limit keeps to the server's.
 		Logger:  slog.New(logs.Handler(log.With("component", "host").Handler())),
 		Objects: objects,
 		Events:  objects,
 	}
-	if err := hlimits.apply(&hopts); err != nil {
+	if err := o.hostLimits.apply(&hopts); err != nil {
 		return nil, err
 	}
 	h, err := host.New(hopts)
@@ -196,8 +276,9 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 		return nil, fmt.Errorf("wasm host: %w", err)
 	}
 	reg := host.NewRegistry(h)
-	adapter := hostAdapter{h: h, reg: reg, checked: &checkedVersion{}}
-	modules := plugins.NewModules(st)
+	checked := &checkedVersion{}
+	adapter := hostAdapter{h: h, reg: reg, checked: checked}
+	modules := plugins.NewModules(o.store)
 	ctrlMetrics, err := controller.NewMetrics(promReg)
 	if err != nil {
 		_ = h.Close()
@@ -207,57 +288,53 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 	mgr, err := plugins.New(plugins.Options{
 		Service: svc, Modules: modules, Host: adapter, Controllers: ctrls,
 		Metrics: ctrlMetrics, Registerer: promReg,
-		StatusInterval: statusInterval, ModuleGCGrace: moduleGCGrace, Logger: log.With("component", "plugins"),
-		Writes: writes, Logs: logs,
+		StatusInterval: o.statusInterval, ModuleGCGrace: o.moduleGCGrace, Logger: log.With("component", "plugins"),
+		Writes: writes, Logs: logs, Admitter: admitter,
 	})
 	if err != nil {
 		_ = h.Close()
 		return nil, err
 	}
-	svc.SetAdmitter(mgr.Admitter())
+	upload := plugins.NewUploadHandler(plugins.UploadOptions{
+		Modules: modules, Host: adapter, GC: mgr.ModuleGC(), Logger: log.With("component", "modules"),
+	})
+	api, err := apiserver.New(apiserver.Options{
+		Engine: svc, Logger: log.With("component", "apiserver"), AllowedOrigins: o.allowedOrigins, Registerer: promReg,
+		Routes: []apiserver.Route{
+			{Pattern: plugins.ModulesPath, Handler: upload},
+			{Pattern: plugins.ModulesPath + "/*", Handler: upload},
+			{Pattern: plugins.PluginsPath + "/{name}/log", Handler: plugins.NewLogHandler(logs, svc)},
+			{Pattern: snapshotPath, Handler: snapshotHandler{st: o.store, log: log.With("component", "snapshot")}},
+		},
+	})
+	if err != nil {
+		_ = h.Close()
+		return nil, err
+	}
 	return &pluginAPI{
-		api: api,
-		upload: plugins.NewUploadHandler(plugins.UploadOptions{
-			Modules: modules, Host: adapter, GC: mgr.ModuleGC(), Logger: log.With("component", "modules"),
-		}),
-		logs:     plugins.NewLogHandler(logs, svc),
-		snapshot: snapshotHandler{st: st, log: log.With("component", "snapshot")},
-		host:     h, registry: reg, manager: mgr, ctrls: ctrls, log: log,
+		Handler: api, svc: svc,
+		host: h, registry: reg, checked: checked, manager: mgr, ctrls: ctrls, log: log,
 	}, nil
 }
 
-func (p *pluginAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == plugins.ModulesPath || strings.HasPrefix(r.URL.Path, plugins.ModulesPath+"/") {
-		p.upload.ServeHTTP(w, r)
-		return
-	}
-	if r.URL.Path == snapshotPath {
-		p.snapshot.ServeHTTP(w, r)
-		return
-	}
-	if _, ok := plugins.LogPluginName(r.URL.Path); ok {
-		p.logs.ServeHTTP(w, r)
-		return
-	}
-	p.api.ServeHTTP(w, r)
-}
-
-// Run runs the API's loops, the plugin manager and the controllers until
-// ctx is done, then closes every plugin version and the host. A part that
-// fails stops the others.
+// Run runs the engine's loops, the plugin manager, the controllers and the
+// expiry of the checked version until ctx is done, and waits for each of
+// them to stop; then it closes every plugin version and the host. A part
+// that fails stops the others.
 func (p *pluginAPI) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
 	parts := []struct {
 		name string
 		run  func(context.Context) error
 	}{
-		{"API loops", p.api.Run},
+		{"engine loops", p.svc.Run},
 		{"plugin manager", p.manager.Run},
 		{"controllers", p.ctrls.Run},
+		{"checked versions", p.checked.run},
 	}
+	errs := make([]error, len(parts))
 	for i, part := range parts {
 		wg.Add(1)
 		go func() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -66,5 +67,59 @@ func TestInstallAdoptsCheckedVersion(t *testing.T) {
 	}
 	if a.checked.p == nil {
 		t.Fatal("the checked version of another module was dropped")
+	}
+}
+
+// A checked version is dropped once it has waited checkedKeep, and when
+// its owner's run stops; after that, keep closes what it is given.
+func TestCheckedVersionExpiresAndStops(t *testing.T) {
+	h := hosttest.NewHost(t, host.Options{})
+	reg := host.NewRegistry(h)
+	t.Cleanup(func() { _ = reg.Close() })
+	now := time.Unix(1_000_000, 0)
+	c := &checkedVersion{now: func() time.Time { return now }}
+	a := hostAdapter{h: h, reg: reg, checked: c}
+	ctx := context.Background()
+	wasm := hosttest.Module(t, "faulty")
+
+	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(checkedKeep - time.Second)
+	c.expire()
+	if c.p == nil {
+		t.Fatal("the checked version was dropped before checkedKeep")
+	}
+	now = now.Add(time.Second)
+	c.expire()
+	if c.p != nil {
+		t.Fatal("the checked version is held after checkedKeep")
+	}
+	if p := c.take(wasm); p != nil {
+		t.Fatal("take handed over an expired version")
+	}
+
+	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	held := c.p
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.run(runCtx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if c.p != nil {
+		t.Fatal("the checked version is held after run stopped")
+	}
+	if err := held.Prewarm(ctx, 1); !errors.Is(err, host.ErrClosed) {
+		t.Errorf("the version held when run stopped: Prewarm = %v, want %v", err, host.ErrClosed)
+	}
+	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if c.p != nil {
+		t.Fatal("a version checked after run stopped is held")
 	}
 }

@@ -226,7 +226,11 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		return err
 	}
 
-	api, err := newPluginAPI(st, log, o.dataDir, o.allowedOrigins, o.pluginStatusInterval, o.moduleGCGrace, metrics.Registry(), o.hostLimits, o.pluginLimits, o.maxObjectBytes)
+	api, err := newPluginAPI(ctx, pluginAPIOptions{
+		store: st, log: log, dataDir: o.dataDir, allowedOrigins: o.allowedOrigins,
+		statusInterval: o.pluginStatusInterval, moduleGCGrace: o.moduleGCGrace, registerer: metrics.Registry(),
+		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
+	})
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
 	}
@@ -248,18 +252,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	watches := &watchStopper{}
 	watches.ctx, watches.stop = context.WithCancel(context.Background())
 	defer watches.stop()
-	handler := serving.NewHandler(serving.HandlerOptions{
-		API:       watches.wrap(api),
-		Token:     material.Token,
-		Logger:    log,
-		Metrics:   metrics,
-		Profiling: o.profiling,
-		// The web UI's static files hold no secrets; a browser loads them
-		// first and then signs in with the token.
-		PublicPaths: []string{"/ui"},
-		Limits:      o.limits.requests(o.hostLimits),
-		Served:      servedResources(api),
-	})
+	handler := o.handler(api, material.Token, log, metrics, watches)
 	tlsConfig := material.TLSConfig()
 	if err := o.limits.tls().Apply(tlsConfig); err != nil {
 		ln.Close()
@@ -298,7 +291,11 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	fmt.Fprintf(stdout, "Setpoint is serving at %s\nAdmin kubeconfig: %s\n  export KUBECONFIG=%s\n  kubectl get namespaces\n",
 		url, kubeconfig, shellQuote(kubeconfig))
 	if o.examples {
-		go loadExamples(loopsCtx, log, stdout, o.examplesDir, url, kubeconfig, material)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loadExamples(loopsCtx, log, stdout, o.examplesDir, url, kubeconfig, material)
+		}()
 	}
 
 	var runErr error
@@ -338,6 +335,26 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		runErr = fmt.Errorf("API background loops: %w", e)
 	}
 	return runErr
+}
+
+// handler puts the serving layers around api: request info, panic recovery,
+// metrics and the request log; authentication with token; the in-flight
+// limits and timeouts; /metrics and the profiles. Every request, the module
+// upload's included, passes through them to the API server's router. watches
+// ends long-running requests when shutdown starts.
+func (o *serverOptions) handler(api *pluginAPI, token string, log *slog.Logger, metrics *serving.Metrics, watches *watchStopper) http.Handler {
+	return serving.NewHandler(serving.HandlerOptions{
+		API:       watches.wrap(api),
+		Token:     token,
+		Logger:    log,
+		Metrics:   metrics,
+		Profiling: o.profiling,
+		// The web UI's static files hold no secrets; a browser loads them
+		// first and then signs in with the token.
+		PublicPaths: []string{"/ui"},
+		Limits:      o.limits.requests(o.hostLimits),
+		Served:      servedResources(api.svc),
+	})
 }
 
 // validate checks the flags runServer does not check elsewhere, before

@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/plugins"
 )
 
@@ -11,12 +12,7 @@ import (
 // the engine serves now, and module uploads. Requests for any other
 // resource, authenticated or not, count under one label, so that made-up
 // paths cannot use up the label's bounded values.
-func servedResources(api apiHandler) func(*request.RequestInfo) bool {
-	p, ok := api.(*pluginAPI)
-	if !ok {
-		return nil
-	}
-	eng := p.api.Engine()
+func servedResources(eng *engine.Service) func(*request.RequestInfo) bool {
 	return func(info *request.RequestInfo) bool {
 		if !info.IsResourceRequest {
 			return false

@@ -1,5 +1,5 @@
 // Package apiserver serves Setpoint's Kubernetes-compatible REST API over an
-// engine.Service: the /api and /apis resource paths (namespaced,
+// engine.Service it is given: the /api and /apis resource paths (namespaced,
 // cluster-scoped and all-namespaces forms, the /status and /scale
 // subresources), watch over chunked HTTP and, with an Upgrade header, over
 // WebSocket (package wswatch; both streams turn each event's object into a
@@ -9,11 +9,18 @@
 // meta/v1 Status errors, /version, the probes and the web UI (package
 // webui).
 //
+// It builds no engine and runs none of the engine's loops: the caller (cmd)
+// builds the engine, gives it in Options.Engine and runs engine.Service.Run.
+// Handlers of paths the engine does not serve (cmd's module upload, the
+// Plugins' log subresource, the snapshot endpoint) are given as
+// Options.Routes and served on the same router, behind the same middleware,
+// as the resource paths.
+//
 // It owns no authentication, TLS or metrics: the serving package wraps the
 // handler with them. It reads the authenticated user, when one is set, from
 // the request context (k8s.io/apiserver/pkg/endpoints/request.UserFrom) and
 // hands it to the engine's admission.
 //
-// It imports engine and store (the contract) and nothing else of Setpoint's
-// but its own subpackages.
+// It imports engine and nothing else of Setpoint's but its own subpackages
+// (serving reads the store contract).
 package apiserver

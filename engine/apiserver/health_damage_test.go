@@ -42,13 +42,10 @@ func TestReadyzFailsOnDamagedStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := New(Options{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, api := newTestAPI(t, db, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = api.Run(ctx) }()
+	go func() { defer close(done); _ = eng.Run(ctx) }()
 	hs := httptest.NewServer(api)
 	t.Cleanup(func() {
 		hs.Close()
@@ -56,7 +53,7 @@ func TestReadyzFailsOnDamagedStore(t *testing.T) {
 		<-done
 		db.Close()
 	})
-	ts := &testServer{Server: hs, api: api, db: db}
+	ts := &testServer{Server: hs, api: api, eng: eng, db: db}
 	ts.mustDo(t, http.StatusOK, request{path: "/readyz"})
 	ts.mustDo(t, http.StatusOK, request{path: "/api/v1/namespaces"})
 

@@ -19,7 +19,7 @@ func TestFullListsInPages(t *testing.T) {
 	for i := range 7 {
 		ts.mustDo(t, http.StatusCreated, request{method: "POST", path: blobsPath, body: blobJSON(fmt.Sprintf("b%d", i), fmt.Sprint("data ", i))})
 	}
-	paged, err := New(Options{Engine: ts.api.Engine()})
+	paged, err := New(Options{Engine: ts.eng})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestFullListsInPages(t *testing.T) {
 	ps := httptest.NewServer(paged)
 	defer ps.Close()
 	whole := ts // pages of 500: the whole list at once
-	pts := &testServer{Server: ps, api: paged, db: ts.db}
+	pts := &testServer{Server: ps, api: paged, eng: ts.eng, db: ts.db}
 
 	rv := ""
 	for _, tc := range []struct{ name, accept, query string }{

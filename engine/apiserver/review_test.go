@@ -24,7 +24,7 @@ func asUser(t *testing.T, ts *testServer, u user.Info) *testServer {
 		ts.api.ServeHTTP(w, r.WithContext(endpointsrequest.WithUser(r.Context(), u)))
 	}))
 	t.Cleanup(hs.Close)
-	return &testServer{Server: hs, api: ts.api, db: ts.db}
+	return &testServer{Server: hs, api: ts.api, eng: ts.eng, db: ts.db}
 }
 
 func TestSelfReviews(t *testing.T) {

@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,7 +21,6 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/webui"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
-	"github.com/setpoint-dev/setpoint/store"
 )
 
 // DefaultMaxBodyBytes caps request bodies: larger ones get 413. It is twice
@@ -35,10 +33,13 @@ const MaxDepth = 100
 
 // Options configures New. Zero values get defaults.
 type Options struct {
-	// Store holds the objects; required unless Engine is set.
-	Store store.Store
-	// Engine is the object service to serve; New builds one on Store when nil.
+	// Engine is the object service to serve; required. The caller builds
+	// it and runs its loops (engine.Service.Run): the server only serves it.
 	Engine *engine.Service
+	// Routes are more handlers behind the server's router and its
+	// middleware (panic recovery, warnings), for paths the engine does not
+	// serve; see Route.
+	Routes []Route
 	// Registerer, when set, gets the server's own metrics (the watches it
 	// closed for slow clients).
 	Registerer prometheus.Registerer
@@ -50,9 +51,6 @@ type Options struct {
 	// MaxBodyBytes caps request bodies; twice the engine's object bound
 	// (DefaultMaxBodyBytes by default) when zero.
 	MaxBodyBytes int64
-	// MaxObjectBytes bounds stored objects (engine.Options.MaxObjectBytes)
-	// when New builds the engine.
-	MaxObjectBytes int
 	// Version is what /version reports.
 	Version version.Info
 	// WatchWriteTimeout is how long one event of a watch over plain HTTP
@@ -61,6 +59,16 @@ type Options struct {
 	// request went through it, takes precedence. WebSocket watches have
 	// their own bounds (wswatch.Options).
 	WatchWriteTimeout time.Duration
+}
+
+// Route is a handler served on the server's router: Pattern is a chi
+// pattern ("/apis/example.dev/v1/things", ".../things/*",
+// ".../things/{name}/log") and takes precedence over the resource paths it
+// overlaps, as a static path segment does over a parameter in chi. The
+// handler serves every method; it answers those it does not take itself.
+type Route struct {
+	Pattern string
+	Handler http.Handler
 }
 
 // DefaultWatchWriteTimeout is Options.WatchWriteTimeout's default.
@@ -84,8 +92,6 @@ type Server struct {
 
 	openapiMu sync.Mutex // guards openapi
 	openapi   *openapiCache
-
-	runOnce sync.Once
 }
 
 // buildVCS returns the commit, tree state ("clean" or "dirty") and commit
@@ -112,9 +118,17 @@ func buildVCS() (commit, treeState, date string) {
 	return commit, treeState, date
 }
 
-// New returns the API handler over opts.Engine, or over a new engine on
-// opts.Store.
+// New returns the API handler over opts.Engine.
 func New(opts Options) (*Server, error) {
+	eng := opts.Engine
+	if eng == nil {
+		return nil, errors.New("apiserver: Options.Engine is required")
+	}
+	for _, rt := range opts.Routes {
+		if !strings.HasPrefix(rt.Pattern, "/") || rt.Handler == nil {
+			return nil, fmt.Errorf("apiserver: route %q: want a pattern beginning with / and a handler", rt.Pattern)
+		}
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -125,17 +139,6 @@ func New(opts Options) (*Server, error) {
 			Platform: runtime.GOOS + "/" + runtime.GOARCH,
 		}
 		opts.Version.GitCommit, opts.Version.GitTreeState, opts.Version.BuildDate = buildVCS()
-	}
-	eng := opts.Engine
-	if eng == nil {
-		if opts.Store == nil {
-			return nil, errors.New("apiserver: Options.Store or Options.Engine is required")
-		}
-		var err error
-		eng, err = engine.New(context.Background(), engine.Options{Store: opts.Store, Logger: opts.Logger, MaxObjectBytes: opts.MaxObjectBytes})
-		if err != nil {
-			return nil, fmt.Errorf("apiserver: %w", err)
-		}
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 2 * int64(eng.MaxObjectBytes())
@@ -157,19 +160,8 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Engine returns the object service the server serves.
-func (s *Server) Engine() *engine.Service { return s.eng }
-
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
-
-// Run runs the engine's background loops (the CRD follower and the garbage
-// collector) until ctx is done and returns after they stopped. Call it once.
-func (s *Server) Run(ctx context.Context) error {
-	err := errors.New("apiserver: Run called twice")
-	s.runOnce.Do(func() { err = s.eng.Run(ctx) })
-	return err
-}
 
 // healthChecks are what /healthz, /readyz and /livez check, each also served
 // on its own (/readyz/store), as Kubernetes names its checks.
@@ -236,6 +228,9 @@ func (s *Server) routes() chi.Router {
 	r.Handle("/ui", ui)
 	for path, serve := range s.reviewHandlers() {
 		r.HandleFunc(path, serve)
+	}
+	for _, rt := range s.opts.Routes {
+		r.Handle(rt.Pattern, rt.Handler)
 	}
 	r.HandleFunc("/api/{version}", s.serveResourceList)
 	r.HandleFunc("/api/{version}/*", s.serveResource)

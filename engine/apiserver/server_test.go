@@ -18,14 +18,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
 // testServer is the API on a real Badger store, served over plain HTTP on
-// loopback, with its background loops running.
+// loopback, with its engine's background loops running.
 type testServer struct {
 	*httptest.Server
 	api *Server
+	eng *engine.Service
 	db  *badger.DB
 }
 
@@ -35,13 +37,10 @@ func newTestServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := New(Options{Store: db})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, api := newTestAPI(t, db, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = api.Run(ctx) }()
+	go func() { defer close(done); _ = eng.Run(ctx) }()
 	hs := httptest.NewServer(api)
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
@@ -50,7 +49,23 @@ func newTestServer(t *testing.T) *testServer {
 		<-done
 		db.Close()
 	})
-	return &testServer{Server: hs, api: api, db: db}
+	return &testServer{Server: hs, api: api, eng: eng, db: db}
+}
+
+// newTestAPI builds an engine on db and the API over it with opts; the
+// caller runs the engine's loops when the test needs them.
+func newTestAPI(t *testing.T, db *badger.DB, opts Options) (*engine.Service, *Server) {
+	t.Helper()
+	eng, err := engine.New(context.Background(), engine.Options{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Engine = eng
+	api, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng, api
 }
 
 type request struct {

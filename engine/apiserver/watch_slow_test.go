@@ -25,13 +25,10 @@ func TestSlowHTTPWatcherIsCutOff(t *testing.T) {
 	}
 	defer db.Close()
 	const writeTimeout = 300 * time.Millisecond
-	api, err := New(Options{Store: db, WatchWriteTimeout: writeTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, api := newTestAPI(t, db, Options{WatchWriteTimeout: writeTimeout})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = api.Run(ctx) }()
+	go func() { defer close(done); _ = eng.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
 	ended := make(chan time.Time, 4)
@@ -42,7 +39,7 @@ func TestSlowHTTPWatcherIsCutOff(t *testing.T) {
 		}
 	}))
 	defer hs.Close()
-	ts := &testServer{Server: hs, api: api, db: db}
+	ts := &testServer{Server: hs, api: api, eng: eng, db: db}
 	ts.registerBlobs(t)
 
 	// 16 objects of 1 MiB: far more than loopback socket buffers take.

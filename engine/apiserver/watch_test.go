@@ -82,7 +82,7 @@ func TestWatchScopes(t *testing.T) {
 	hs := httptest.NewServer(api)
 	defer hs.Close()
 	defer hs.CloseClientConnections()
-	ts := &testServer{Server: hs, api: api, db: db}
+	ts := &testServer{Server: hs, api: api, eng: eng, db: db}
 	ts.registerWidget(t)
 	ts.mustDo(t, 201, request{method: "POST", path: "/api/v1/namespaces", body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"other"}}`})
 

@@ -223,7 +223,7 @@ func TestWebSocketWatchConversions(t *testing.T) {
 	hs := httptest.NewServer(api)
 	defer hs.Close()
 	defer hs.CloseClientConnections()
-	ts := &testServer{Server: hs, api: api, db: db}
+	ts := &testServer{Server: hs, api: api, eng: eng, db: db}
 	ts.registerWidget(t)
 	ts.mustDo(t, http.StatusCreated, request{method: "POST", path: widgetsPath, body: widgetJSON("a", "small", nil)})
 

@@ -52,7 +52,15 @@ type admissionBinding struct {
 	privileged bool
 }
 
-func newAdmitter(log *slog.Logger) *Admitter {
+// NewAdmitter returns an admission chain with no bindings that holds every
+// write it may bind until a Manager given it (Options.Admitter) has listed
+// the stored Plugins. Give the same Admitter to the engine
+// (engine.Options.Admitter), so that the engine has its admission chain from
+// the start and the Manager keeps it in step with the loaded plugins.
+func NewAdmitter(log *slog.Logger) *Admitter {
+	if log == nil {
+		log = slog.Default()
+	}
 	a := &Admitter{log: log}
 	a.bindings.Store(&[]*admissionBinding{})
 	a.privileged.Store(&map[string]bool{})

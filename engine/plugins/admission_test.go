@@ -47,7 +47,7 @@ func widgetRequest(op engine.Operation) *engine.AdmissionRequest {
 }
 
 func openAdmitter(bs ...*admissionBinding) *Admitter {
-	a := newAdmitter(quietLogger())
+	a := NewAdmitter(quietLogger())
 	g := &startupGate{done: make(chan struct{})}
 	close(g.done)
 	a.gate.Store(g)

@@ -25,7 +25,7 @@ func TestStartupGate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := newAdmitter(quietLogger())
+			a := NewAdmitter(quietLogger())
 			g := &startupGate{done: make(chan struct{}), resources: []string{"widgets.example.setpoint.dev"}, wait: time.Minute}
 			a.gate.Store(g)
 			returned := make(chan error, 1)
@@ -53,14 +53,14 @@ func TestStartupGate(t *testing.T) {
 	}
 
 	t.Run("the wait is bounded", func(t *testing.T) {
-		a := newAdmitter(quietLogger())
+		a := NewAdmitter(quietLogger())
 		a.gate.Store(&startupGate{done: make(chan struct{}), resources: []string{"*"}, wait: 50 * time.Millisecond})
 		if err := a.Validate(context.Background(), widgetRequest(engine.OpCreate)); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("a replaced gate is checked again", func(t *testing.T) {
-		a := newAdmitter(quietLogger()) // the first gate holds everything
+		a := NewAdmitter(quietLogger()) // the first gate holds everything
 		first := a.gate.Load()
 		returned := make(chan error, 1)
 		go func() { returned <- a.Validate(context.Background(), widgetRequest(engine.OpCreate)) }()

@@ -83,6 +83,10 @@ type Options struct {
 	Writes *WriteLimiter
 	// Logs, when set, forgets a deleted Plugin's log.
 	Logs *Logs
+	// Admitter is the admission chain the Manager keeps in step with the
+	// loaded plugins; give the same one to the engine
+	// (engine.Options.Admitter). New makes one when nil.
+	Admitter *Admitter
 }
 
 // Manager follows Plugin objects: it loads their modules into the host and
@@ -166,7 +170,10 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, log: log, met: met, adm: newAdmitter(log), plugins: map[string]*loaded{}, pending: map[string]bool{},
+	if opts.Admitter == nil {
+		opts.Admitter = NewAdmitter(log)
+	}
+	m := &Manager{opts: opts, log: log, met: met, adm: opts.Admitter, plugins: map[string]*loaded{}, pending: map[string]bool{},
 		claims: map[string]claim{}}
 	m.gc = newModuleGC(opts, m.running, log)
 	return m, nil
@@ -189,8 +196,7 @@ func (m *Manager) running() map[string][]string {
 	return out
 }
 
-// Admitter is the admission chain of the loaded plugins; install it with
-// engine.Service.SetAdmitter.
+// Admitter is the admission chain of the loaded plugins: Options.Admitter.
 func (m *Manager) Admitter() *Admitter { return m.adm }
 
 // Run registers the Plugin kind and follows Plugin objects, and runs the

@@ -29,8 +29,15 @@ const noteCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceD
 // newWriteService is an engine over a real Badger store serving Note.
 func newWriteService(t *testing.T) *engine.Service {
 	t.Helper()
+	return newAdmittedWriteService(t, nil)
+}
+
+// newAdmittedWriteService is newWriteService with adm as its admission
+// chain.
+func newAdmittedWriteService(t *testing.T, adm engine.Admitter) *engine.Service {
+	t.Helper()
 	db := openTestDB(t)
-	svc, err := engine.New(context.Background(), engine.Options{Store: db, Logger: quietLogger()})
+	svc, err := engine.New(context.Background(), engine.Options{Store: db, Logger: quietLogger(), Admitter: adm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +72,8 @@ func withPatch(r abi.WriteRequest, sub, patch string) abi.WriteRequest {
 // admission (which sees the plugin's user) and the store, and checks the
 // Kubernetes reason and code of each failure.
 func TestWriteObject(t *testing.T) {
-	svc := newWriteService(t)
 	var users []string
-	svc.SetAdmitter(engine.AdmitterFuncs{ValidateFunc: func(_ context.Context, req *engine.AdmissionRequest) error {
+	svc := newAdmittedWriteService(t, engine.AdmitterFuncs{ValidateFunc: func(_ context.Context, req *engine.AdmissionRequest) error {
 		if req.User != nil {
 			users = append(users, req.User.GetName()+"|"+strings.Join(req.User.GetGroups(), ","))
 		}

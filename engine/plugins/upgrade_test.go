@@ -67,7 +67,8 @@ func newUpgradeEnv(t *testing.T) *upgradeEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	db := openTestDB(t)
-	svc, err := engine.New(ctx, engine.Options{Store: db, Logger: quietLogger()})
+	adm := NewAdmitter(quietLogger())
+	svc, err := engine.New(ctx, engine.Options{Store: db, Logger: quietLogger(), Admitter: adm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,11 +84,10 @@ func newUpgradeEnv(t *testing.T) *upgradeEnv {
 	h := &fakeHost{current: map[string]string{}}
 	ctls := controller.NewManager(controller.ManagerOptions{Logger: quietLogger()})
 	e := &upgradeEnv{svc: svc, host: h, modules: NewModules(db)}
-	m, err := New(Options{Service: svc, Modules: e.modules, Host: servingHost{h}, Logger: quietLogger(), Controllers: ctls, StatusInterval: time.Hour})
+	m, err := New(Options{Service: svc, Modules: e.modules, Host: servingHost{h}, Logger: quietLogger(), Controllers: ctls, StatusInterval: time.Hour, Admitter: adm})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.SetAdmitter(m.Admitter())
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := m.Run(ctx); err != nil {

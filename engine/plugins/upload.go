@@ -53,8 +53,11 @@ type ModuleInfo struct {
 	Created bool `json:"created"`
 }
 
-// NewUploadHandler serves ModulesPath. It expects requests that are already
-// authenticated.
+// NewUploadHandler serves ModulesPath and the paths under it. It expects
+// requests that are already authenticated: the server mounts it on the API
+// server's router (apiserver.Options.Routes), behind the serving layers
+// every request passes (authentication, metrics, in-flight limits,
+// timeouts).
 //
 // POST ModulesPath takes the module bytes with Content-Type
 // application/wasm. When the client states a digest (?digest=sha256:...),
