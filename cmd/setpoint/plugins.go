@@ -15,6 +15,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/gc"
 	"github.com/setpoint-dev/setpoint/engine/plugins"
 	"github.com/setpoint-dev/setpoint/host"
 	"github.com/setpoint-dev/setpoint/store"
@@ -138,10 +139,12 @@ func (a hostAdapter) ForgetModule(digest string) { a.h.ForgetModule(digest) }
 var _ plugins.ModuleForgetter = hostAdapter{}
 
 // pluginAPI is the API with plugins live in it: the module upload endpoint
-// in front of the Kubernetes-compatible API, and the plugin manager and the
-// controllers of reconcile bindings running with the API's loops.
+// in front of the Kubernetes-compatible API, and the garbage collector, the
+// plugin manager and the controllers of reconcile bindings running with the
+// API's loops.
 type pluginAPI struct {
 	api      *apiserver.Server
+	gc       *gc.Collector
 	upload   http.Handler
 	logs     http.Handler // the Plugins' log subresource
 	snapshot http.Handler // snapshotPath
@@ -165,6 +168,10 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 		return nil, err
 	}
 	svc := api.Engine()
+	collector, err := gc.New(svc, gc.Options{Store: st, Logger: log.With("component", "gc")})
+	if err != nil {
+		return nil, err
+	}
 	objects := plugins.NewObjects(svc, log.With("component", "plugins"))
 	logs, err := plugins.NewLogs(limits.logOptions(), promReg)
 	if err != nil {
@@ -217,6 +224,7 @@ func newPluginAPI(st store.Store, log *slog.Logger, dataDir string, allowedOrigi
 	svc.SetAdmitter(mgr.Admitter())
 	return &pluginAPI{
 		api: api,
+		gc:  collector,
 		upload: plugins.NewUploadHandler(plugins.UploadOptions{
 			Modules: modules, Host: adapter, GC: mgr.ModuleGC(), Logger: log.With("component", "modules"),
 		}),
@@ -242,22 +250,23 @@ func (p *pluginAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.api.ServeHTTP(w, r)
 }
 
-// Run runs the API's loops, the plugin manager and the controllers until
-// ctx is done, then closes every plugin version and the host. A part that
-// fails stops the others.
+// Run runs the API's loops, the garbage collector, the plugin manager and
+// the controllers until ctx is done, then closes every plugin version and the
+// host. A part that fails stops the others.
 func (p *pluginAPI) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
 	parts := []struct {
 		name string
 		run  func(context.Context) error
 	}{
 		{"API loops", p.api.Run},
+		{"garbage collector", p.gc.Run},
 		{"plugin manager", p.manager.Run},
 		{"controllers", p.ctrls.Run},
 	}
+	errs := make([]error, len(parts))
 	for i, part := range parts {
 		wg.Add(1)
 		go func() {

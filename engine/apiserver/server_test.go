@@ -12,17 +12,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/setpoint-dev/setpoint/engine/gc"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
 // testServer is the API on a real Badger store, served over plain HTTP on
-// loopback, with its background loops running.
+// loopback, with its background loops and a garbage collector running.
 type testServer struct {
 	*httptest.Server
 	api *Server
@@ -39,15 +41,20 @@ func newTestServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	collector, err := gc.New(api.Engine(), gc.Options{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = api.Run(ctx) }()
+	var loops sync.WaitGroup
+	loops.Go(func() { _ = api.Run(ctx) })
+	loops.Go(func() { _ = collector.Run(ctx) })
 	hs := httptest.NewServer(api)
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
 		cancel()
-		<-done
+		loops.Wait()
 		db.Close()
 	})
 	return &testServer{Server: hs, api: api, db: db}

@@ -1,4 +1,4 @@
-package engine
+package gc
 
 import (
 	"context"
@@ -10,14 +10,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/setpoint-dev/setpoint/engine"
 )
 
 func TestFinalizersAndGC(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	s := newService(t)
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	ctx := context.Background()
+	s, _, _ := newGCService(t, true)
 
 	owned := func(name string, owner *unstructured.Unstructured, block bool) *unstructured.Unstructured {
 		u := widget(name, "small", nil)
@@ -114,7 +113,7 @@ func TestFinalizersAndGC(t *testing.T) {
 		}
 	})
 	t.Run("default namespace is kept", func(t *testing.T) {
-		if err := s.Delete(ctx, NamespaceResource, "", "default", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		if err := s.Delete(ctx, engine.NamespaceResource, "", "default", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("delete default = %v, want Forbidden", err)
 		}
 	})
