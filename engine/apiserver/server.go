@@ -163,8 +163,8 @@ func (s *Server) Engine() *engine.Service { return s.eng }
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
 
-// Run runs the engine's background loops (the CRD follower and the garbage
-// collector) until ctx is done and returns after they stopped. Call it once.
+// Run runs the engine's background loop (the CRD follower) until ctx is
+// done and returns after it stopped. Call it once.
 func (s *Server) Run(ctx context.Context) error {
 	err := errors.New("apiserver: Run called twice")
 	s.runOnce.Do(func() { err = s.eng.Run(ctx) })

@@ -356,7 +356,7 @@ func gcObjectOf(r engine.Resource, n *gcNode) *gcObject {
 	return &gcObject{res: r, obj: u}
 }
 
-// listGC lists the objects under prefix of sv's resource, metadata only.
+// listGC lists the objects of r under prefix, metadata only.
 func (c *Collector) listGC(ctx context.Context, r engine.Resource, prefix string) ([]*gcObject, error) {
 	var out []*gcObject
 	opts := store.ListOptions{Limit: 1000}
