@@ -118,3 +118,22 @@ func TestFinalizersAndGC(t *testing.T) {
 		}
 	})
 }
+
+// New refuses to build a collector without its Service or its store.
+func TestNewRequiresServiceAndStore(t *testing.T) {
+	s, _, st := newGCService(t, false)
+	for _, tc := range []struct {
+		name string
+		svc  *engine.Service
+		opts Options
+	}{
+		{name: "no service", opts: Options{Store: st}},
+		{name: "no store", svc: s},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if c, err := New(tc.svc, tc.opts); err == nil {
+				t.Errorf("New = %v, nil; want an error", c)
+			}
+		})
+	}
+}
