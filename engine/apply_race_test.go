@@ -6,7 +6,6 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -40,7 +39,7 @@ func TestApplyRacingDelete(t *testing.T) {
 	}
 	t.Cleanup(func() { db.Close() })
 	st := &deleteBeforeUpdate{Store: db}
-	s, err := New(ctx, Options{Store: st, GCInterval: time.Hour})
+	s, err := New(ctx, Options{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestBookmarksFollowTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	s, err := New(ctx, Options{Store: db, GCInterval: time.Hour, BookmarkInterval: 20 * time.Millisecond})
+	s, err := New(ctx, Options{Store: db, BookmarkInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func newService(t testing.TB) *Service {
 		t.Fatalf("open badger: %v", err)
 	}
 	t.Cleanup(func() { db.Close() })
-	s, err := New(context.Background(), Options{Store: db, GCInterval: time.Hour})
+	s, err := New(context.Background(), Options{Store: db})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -99,43 +99,6 @@ func mustCreate(t *testing.T, s *Service, obj *unstructured.Unstructured) *unstr
 		t.Fatalf("create %s: %v", obj.GetName(), err)
 	}
 	return out
-}
-
-func TestCRDServesAndStops(t *testing.T) {
-	ctx := context.Background()
-	s := newService(t)
-	if _, ok := s.Resource(widgets); !ok {
-		t.Fatal("widgets not served after the CRD was created")
-	}
-	crd, err := s.Get(ctx, CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-	got := map[string]string{}
-	for _, c := range conds {
-		m := c.(map[string]any)
-		got[m["type"].(string)] = m["status"].(string)
-	}
-	if got["Established"] != "True" || got["NamesAccepted"] != "True" {
-		t.Errorf("conditions = %v, want Established and NamesAccepted True", got)
-	}
-	mustCreate(t, s, widget("a", "small", nil))
-	if err := s.Delete(ctx, CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	settle(t, s)
-	if _, ok := s.Resource(widgets); ok {
-		t.Fatal("widgets still served after the CRD was deleted")
-	}
-	// Registering it again serves an empty resource: the objects went with it.
-	if _, err := s.Create(ctx, CRDResource, readYAML(t, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.List(ctx, widgets, "", metav1.ListOptions{})
-	if err != nil || len(l.Items) != 0 {
-		t.Fatalf("list after re-registering = %v items, %v; want 0", len(l.Items), err)
-	}
 }
 
 func TestCreateValidation(t *testing.T) {

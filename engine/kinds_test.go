@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,77 +102,6 @@ func TestClusterScopedVersionsAndScale(t *testing.T) {
 	}
 	if _, err := s.GetScale(ctx, widgets, "default", "x"); !apierrors.IsNotFound(err) {
 		t.Errorf("scale of a kind without it = %v", err)
-	}
-}
-
-func TestEventsAndNamespaces(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	s := newService(t)
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	ns := fromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n")
-	out, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, _, _ := unstructured.NestedString(out.Object, "status", "phase"); p != "Active" {
-		t.Errorf("namespace phase = %q", p)
-	}
-	w := widget("w", "small", nil)
-	w.SetNamespace("team")
-	mustCreate(t, s, w)
-	for _, name := range []string{"e1", "e2"} {
-		ev := fromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: team}\ninvolvedObject: {kind: Widget, name: "+name+"-target, namespace: team}\nreason: Provisioned\ntype: Normal\nmessage: done\n")
-		if _, err := s.Create(ctx, EventResource, ev, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := s.List(ctx, EventResource, "team", metav1.ListOptions{FieldSelector: "involvedObject.name=e2-target,involvedObject.kind=Widget"})
-	if err != nil || len(l.Items) != 1 || l.Items[0].GetName() != "e2" {
-		t.Fatalf("events by involved object = %v, %v", l, err)
-	}
-	// Deleting a namespace makes it Terminating until what was in it is gone.
-	held := widget("held", "small", nil)
-	held.SetNamespace("team")
-	held.SetFinalizers([]string{"example.setpoint.dev/hold"})
-	mustCreate(t, s, held)
-	if err := s.Delete(ctx, NamespaceResource, "", "team", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Get(ctx, NamespaceResource, "", "team", metav1.GetOptions{})
-	if p, _, _ := unstructured.NestedString(got.Object, "status", "phase"); err != nil || p != "Terminating" {
-		t.Fatalf("deleted namespace: phase %q, %v; want Terminating", p, err)
-	}
-	late := widget("late", "small", nil)
-	late.SetNamespace("team")
-	if _, err := s.Create(ctx, widgets, late, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("create in a terminating namespace = %v, want Forbidden", err)
-	}
-	waitUntil(t, "the plain widget collected", func() bool {
-		_, err := s.Get(ctx, widgets, "team", "w", metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	})
-	if _, err := s.Get(ctx, NamespaceResource, "", "team", metav1.GetOptions{}); err != nil {
-		t.Fatalf("the namespace went while a widget in it waits for its finalizer: %v", err)
-	}
-	if _, err := s.Patch(ctx, widgets, "team", "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the namespace gone", func() bool {
-		_, err := s.Get(ctx, NamespaceResource, "", "team", metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	})
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; i < 200 && !cond(); i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !cond() {
-		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
@@ -284,28 +212,5 @@ func TestAdmitterFuncsDryRun(t *testing.T) {
 	}
 	if !sawDryRun {
 		t.Error("admission did not see dryRun")
-	}
-}
-
-func TestEventTTL(t *testing.T) {
-	ctx := context.Background()
-	s := newService(t)
-	now := time.Now()
-	s.opts.Now = func() time.Time { return now }
-	for _, name := range []string{"old", "fresh"} {
-		ev := fromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: default}\ninvolvedObject: {kind: Widget, name: x}\nreason: R\nmessage: m\n")
-		if _, err := s.Create(ctx, EventResource, ev, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if name == "old" {
-			now = now.Add(2 * time.Hour)
-		}
-	}
-	if _, err := s.sweep(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.List(ctx, EventResource, "default", metav1.ListOptions{})
-	if err != nil || len(l.Items) != 1 || l.Items[0].GetName() != "fresh" {
-		t.Fatalf("events after the sweep = %v, %v; want only fresh", l, err)
 	}
 }

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -111,7 +109,7 @@ func TestNamespaceNameLabelOnStored(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := New(ctx, Options{Store: db, GCInterval: time.Hour})
+	s, err := New(ctx, Options{Store: db})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,132 +198,5 @@ func TestNamespaceFieldSelectorPhase(t *testing.T) {
 		if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "field label not supported: "+strings.Split(tc.sel, "=")[0]) {
 			t.Errorf("%s %s: %v, want 400 field label not supported", tc.gvr.Resource, tc.sel, err)
 		}
-	}
-}
-
-// nsConditions returns the status conditions of namespace name by type, as
-// "status reason: message".
-func nsConditions(t *testing.T, s *Service, name string) (map[string]string, *unstructured.Unstructured) {
-	t.Helper()
-	ns, err := s.Get(context.Background(), NamespaceResource, "", name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	conds, _, _ := unstructured.NestedSlice(ns.Object, "status", "conditions")
-	for _, c := range conds {
-		m := c.(map[string]any)
-		out[m["type"].(string)] = fmt.Sprintf("%s %s: %s", m["status"], m["reason"], m["message"])
-	}
-	return out, ns
-}
-
-// TestNamespaceConditionsWhileTerminating: the collector emptying a
-// terminating namespace keeps the conditions Kubernetes' namespace
-// controller writes, and writes them only when they change.
-func TestNamespaceConditionsWhileTerminating(t *testing.T) {
-	ctx := context.Background()
-	s := newService(t)
-	runService(t, s)
-	ns := namespaceObj("qa2", nil)
-	// A finalizer of its own keeps the namespace once its content is gone.
-	ns.SetFinalizers([]string{"example.setpoint.dev/keep"})
-	if _, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	held := widget("held", "small", nil)
-	held.SetNamespace("qa2")
-	held.SetFinalizers([]string{"example.setpoint.dev/hold", "example.setpoint.dev/other"})
-	mustCreate(t, s, held)
-	free := widget("free", "small", nil)
-	free.SetNamespace("qa2")
-	mustCreate(t, s, free)
-	if conds, _ := nsConditions(t, s, "qa2"); len(conds) != 0 {
-		t.Fatalf("conditions of an active namespace: %v, want none", conds)
-	}
-	if err := s.Delete(ctx, NamespaceResource, "", "qa2", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	want := map[string]string{
-		"NamespaceDeletionDiscoveryFailure":           "False ResourcesDiscovered: All resources successfully discovered",
-		"NamespaceDeletionGroupVersionParsingFailure": "False ParsedGroupVersions: All legacy kube types successfully parsed",
-		"NamespaceDeletionContentFailure":             "False ContentDeleted: All content successfully deleted, may be waiting on finalization",
-		"NamespaceContentRemaining":                   "True SomeResourcesRemain: Some resources are remaining: widgets.example.setpoint.dev has 1 resource instances",
-		"NamespaceFinalizersRemaining":                "True SomeFinalizersRemain: Some content in the namespace has finalizers remaining: example.setpoint.dev/hold in 1 resource instances, example.setpoint.dev/other in 1 resource instances",
-	}
-	waitConditions := func(what string) *unstructured.Unstructured {
-		t.Helper()
-		var got map[string]string
-		var obj *unstructured.Unstructured
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			got, obj = nsConditions(t, s, "qa2")
-			if cmp.Equal(got, want) {
-				return obj
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: conditions (-want +got):\n%s", what, cmp.Diff(want, got))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	first := waitConditions("terminating")
-	eventually(t, "free to go", func() bool {
-		_, err := s.Get(ctx, widgets, "qa2", "free", metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	})
-	// Nothing changes: no more writes.
-	gcSynced(t, s)
-	time.Sleep(200 * time.Millisecond)
-	gcSynced(t, s)
-	if _, cur := nsConditions(t, s, "qa2"); cur.GetResourceVersion() != first.GetResourceVersion() {
-		t.Errorf("namespace rewritten with the same conditions: resourceVersion %s, then %s", first.GetResourceVersion(), cur.GetResourceVersion())
-	}
-	transition := func(u *unstructured.Unstructured, typ string) string {
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		for _, c := range conds {
-			if m := c.(map[string]any); m["type"] == typ {
-				return fmt.Sprint(m["lastTransitionTime"])
-			}
-		}
-		return ""
-	}
-
-	// One finalizer goes: the message follows, the transition time stays.
-	setFinalizers := func(fins ...string) {
-		t.Helper()
-		cur, err := s.Get(ctx, widgets, "qa2", "held", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cur.SetFinalizers(fins)
-		if _, err := s.Update(ctx, widgets, cur, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setFinalizers("example.setpoint.dev/hold")
-	want["NamespaceFinalizersRemaining"] = "True SomeFinalizersRemain: Some content in the namespace has finalizers remaining: example.setpoint.dev/hold in 1 resource instances"
-	second := waitConditions("a finalizer removed")
-	if a, b := transition(first, "NamespaceFinalizersRemaining"), transition(second, "NamespaceFinalizersRemaining"); a != b {
-		t.Errorf("lastTransitionTime moved from %s to %s without a status change", a, b)
-	}
-
-	// The last one goes: all clear, and the namespace waits for its own finalizer.
-	setFinalizers()
-	want["NamespaceContentRemaining"] = "False ContentRemoved: All content successfully removed"
-	want["NamespaceFinalizersRemaining"] = "False ContentHasNoFinalizers: All content-preserving finalizers finished"
-	waitConditions("the content gone")
-	// The collector's finalizer goes right after.
-	var last *unstructured.Unstructured
-	eventually(t, "the kubernetes finalizer to go", func() bool {
-		_, last = nsConditions(t, s, "qa2")
-		return fmt.Sprint(last.GetFinalizers()) == "[example.setpoint.dev/keep]"
-	})
-	if got, _ := nsConditions(t, s, "qa2"); !cmp.Equal(got, want) {
-		t.Errorf("conditions once the finalizer went (-want +got):\n%s", cmp.Diff(want, got))
-	}
-	if phase, _, _ := unstructured.NestedString(last.Object, "status", "phase"); phase != "Terminating" {
-		t.Errorf("phase = %q, want Terminating", phase)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +25,7 @@ func newServiceLimit(t *testing.T, limit int) *Service {
 		t.Fatalf("open badger: %v", err)
 	}
 	t.Cleanup(func() { db.Close() })
-	s, err := New(context.Background(), Options{Store: db, GCInterval: time.Hour, MaxObjectBytes: limit})
+	s, err := New(context.Background(), Options{Store: db, MaxObjectBytes: limit})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,26 +13,16 @@ import (
 // ErrRunning is returned by Run while another Run of the Service runs.
 var ErrRunning = errors.New("engine: the service is running already")
 
-// Run runs the engine's background loops, the CRD follower and the garbage
-// collector, until ctx is done, and returns after both have stopped. One Run
-// at a time: a second one while the first runs returns ErrRunning at once;
-// after it returns, the Service may Run again.
+// Run runs the engine's background loop, the CRD follower, until ctx is
+// done, and returns after it has stopped. One Run at a time: a second one
+// while the first runs returns ErrRunning at once; after it returns, the
+// Service may Run again.
 func (s *Service) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
 	defer s.running.Store(false)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		s.followCRDs(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		s.runGC(ctx)
-	}()
-	wg.Wait()
+	s.followCRDs(ctx)
 	return nil
 }
 

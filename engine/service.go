@@ -30,15 +30,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Admitter, when set, is called on every write (see Admitter).
 	Admitter Admitter
-	// GCInterval is the period of the garbage collector's full sweep over
-	// every stored object, the safety net of its incremental work; 10 minutes
-	// by default.
-	GCInterval time.Duration
 	// BookmarkInterval is how often a watch that allows bookmarks gets one; 15s by default.
 	BookmarkInterval time.Duration
-	// EventTTL is how long Events are kept after their last update; one hour
-	// by default, as in Kubernetes. The garbage collector removes older ones.
-	EventTTL time.Duration
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
 	// MaxObjectBytes bounds the size of a stored object, encoded;
@@ -55,10 +48,7 @@ type Service struct {
 	adm   atomic.Pointer[admitterBox]
 	opts  Options
 
-	// gc is the incremental garbage collector, run by Run.
-	gc *collector
-	// running is set while Run runs: its loops (the collector's queue
-	// above all) belong to one run at a time.
+	// running is set while Run runs: its loop belongs to one run at a time.
 	running atomic.Bool
 	// watchDecode decodes each store event once for all watches.
 	watchDecode *decodeCache
@@ -79,14 +69,8 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.GCInterval <= 0 {
-		opts.GCInterval = 10 * time.Minute
-	}
 	if opts.BookmarkInterval <= 0 {
 		opts.BookmarkInterval = 15 * time.Second
-	}
-	if opts.EventTTL <= 0 {
-		opts.EventTTL = time.Hour
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -102,7 +86,6 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 
 		watchDecode: newDecodeCache(),
 	}
-	s.gc = newCollector(s)
 	s.setAdmitter(opts.Admitter)
 	s.reg.add(builtins()...)
 	if _, err := s.loadCRDs(ctx); err != nil {

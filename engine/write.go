@@ -634,12 +634,12 @@ func terminating(doc []byte) bool {
 	if !bytes.Contains(doc, []byte(`"deletionTimestamp"`)) {
 		return false
 	}
-	// Keys matched exactly, as the engine reads them (see exactGCMeta).
-	m, ok := scanGCMeta(doc)
+	// Keys matched exactly, as the engine reads them (see exactStoredMeta).
+	m, ok := scanStoredMeta(doc)
 	if !ok {
-		m, _ = exactGCMeta(doc)
+		m, _ = exactStoredMeta(doc)
 	}
-	return len(m.DeletionTimestamp) > 0 && string(m.DeletionTimestamp) != "null"
+	return m.Deleting()
 }
 
 // allowsUnconditionalUpdate says whether an update without a resourceVersion

@@ -15,6 +15,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/gc"
 	"github.com/setpoint-dev/setpoint/engine/plugins"
 	"github.com/setpoint-dev/setpoint/host"
 	"github.com/setpoint-dev/setpoint/store"
@@ -175,16 +176,17 @@ func (a hostAdapter) ForgetModule(digest string) { a.h.ForgetModule(digest) }
 var _ plugins.ModuleForgetter = hostAdapter{}
 
 // pluginAPI is the server's object layer with plugins live in it: the
-// engine, the plugin manager as its admission chain, the controllers of
-// reconcile bindings, and the Kubernetes-compatible API over the engine with
-// the module upload, the Plugins' log subresource and the snapshot endpoint
-// on the API's router.
+// engine, the garbage collector beside it, the plugin manager as its
+// admission chain, the controllers of reconcile bindings, and the
+// Kubernetes-compatible API over the engine with the module upload, the
+// Plugins' log subresource and the snapshot endpoint on the API's router.
 //
 // newPluginAPI is where these parts are built and given to one another;
 // Run runs their loops and owns them until they stopped.
 type pluginAPI struct {
 	http.Handler // the API server
 	svc          *engine.Service
+	gc           *gc.Collector
 	host         *host.Host
 	registry     *host.Registry
 	checked      *checkedVersion
@@ -242,6 +244,10 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	log, promReg := o.log, o.registerer
 	admitter := plugins.NewAdmitter(log.With("component", "plugins"))
 	svc, err := engine.New(ctx, engine.Options{Store: o.store, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: admitter})
+	if err != nil {
+		return nil, err
+	}
+	collector, err := gc.New(svc, gc.Options{Store: o.store, Logger: log.With("component", "gc")})
 	if err != nil {
 		return nil, err
 	}
@@ -312,15 +318,15 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		return nil, err
 	}
 	return &pluginAPI{
-		Handler: api, svc: svc,
+		Handler: api, svc: svc, gc: collector,
 		host: h, registry: reg, checked: checked, manager: mgr, ctrls: ctrls, log: log,
 	}, nil
 }
 
-// Run runs the engine's loops, the plugin manager, the controllers and the
-// expiry of the checked version until ctx is done, and waits for each of
-// them to stop; then it closes every plugin version and the host. A part
-// that fails stops the others.
+// Run runs the engine's loops, the garbage collector, the plugin manager, the
+// controllers and the expiry of the checked version until ctx is done, and
+// waits for each of them to stop; then it closes every plugin version and
+// the host. A part that fails stops the others.
 func (p *pluginAPI) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -330,6 +336,7 @@ func (p *pluginAPI) Run(ctx context.Context) error {
 		run  func(context.Context) error
 	}{
 		{"engine loops", p.svc.Run},
+		{"garbage collector", p.gc.Run},
 		{"plugin manager", p.manager.Run},
 		{"controllers", p.ctrls.Run},
 		{"checked versions", p.checked.run},

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,11 +20,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/gc"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
 // testServer is the API on a real Badger store, served over plain HTTP on
-// loopback, with its engine's background loops running.
+// loopback, with its engine's background loops and a garbage collector
+// running.
 type testServer struct {
 	*httptest.Server
 	api *Server
@@ -38,15 +41,20 @@ func newTestServer(t *testing.T) *testServer {
 		t.Fatal(err)
 	}
 	eng, api := newTestAPI(t, db, Options{})
+	collector, err := gc.New(eng, gc.Options{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = eng.Run(ctx) }()
+	var loops sync.WaitGroup
+	loops.Go(func() { _ = eng.Run(ctx) })
+	loops.Go(func() { _ = collector.Run(ctx) })
 	hs := httptest.NewServer(api)
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
 		cancel()
-		<-done
+		loops.Wait()
 		db.Close()
 	})
 	return &testServer{Server: hs, api: api, eng: eng, db: db}

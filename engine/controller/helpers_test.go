@@ -25,6 +25,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/gc"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
@@ -192,7 +193,8 @@ spec:
 `
 
 // newEngine returns the engine's object service on a fresh Badger store,
-// running, with the Widget and Gizmo kinds registered.
+// running with a garbage collector, with the Widget and Gizmo kinds
+// registered.
 func newEngine(t testing.TB) *engine.Service {
 	t.Helper()
 	s, _, _ := openEngine(t, t.TempDir(), true)
@@ -213,17 +215,20 @@ func openEngine(t testing.TB, dir string, register bool) (s *engine.Service, db 
 		db.Close()
 		t.Fatalf("engine.New: %v", err)
 	}
+	collector, err := gc.New(s, gc.Options{Store: db, Logger: quietLogger()})
+	if err != nil {
+		db.Close()
+		t.Fatalf("gc.New: %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Run(ctx)
-	}()
+	var loops sync.WaitGroup
+	loops.Go(func() { _ = s.Run(ctx) })
+	loops.Go(func() { _ = collector.Run(ctx) })
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
 			cancel()
-			<-done
+			loops.Wait()
 			db.Close()
 		})
 	}

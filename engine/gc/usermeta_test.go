@@ -1,4 +1,4 @@
-package engine
+package gc
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/setpoint-dev/setpoint/engine"
 )
 
 const freeFormCRD = `
@@ -38,12 +40,12 @@ spec:
 // nor by the sweep.
 func TestGCIgnoresUserDataThatLooksLikeMetadata(t *testing.T) {
 	ctx := context.Background()
-	s, _ := newGCService(t, true)
-	if _, err := s.Create(ctx, CRDResource, fromYAML(t, freeFormCRD), metav1.CreateOptions{}); err != nil {
+	s, c, _ := newGCService(t, true)
+	if _, err := s.Create(ctx, engine.CRDResource, fromYAML(t, freeFormCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	notes := schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "notes"}
-	eventually(t, "notes served", func() bool { return s.servedGR(notes.GroupResource()) != nil })
+	eventually(t, "notes served", func() bool { _, ok := s.ServedResource(notes.GroupResource()); return ok })
 	var uids []types.UID
 	for i, key := range []string{"METADATA", "Metadata"} {
 		obj := &unstructured.Unstructured{Object: map[string]any{
@@ -64,13 +66,13 @@ func TestGCIgnoresUserDataThatLooksLikeMetadata(t *testing.T) {
 	}
 	// Whatever the graph queued or not, an attempt at each and a sweep
 	// must leave them.
-	gcSynced(t, s)
+	gcSynced(t, c)
 	for _, uid := range uids {
-		if err := s.gc.attempt(ctx, uid); err != nil {
+		if err := c.attempt(ctx, uid); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.sweep(ctx); err != nil {
+	if _, err := c.sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for i, key := range []string{"METADATA", "Metadata"} {
@@ -84,7 +86,7 @@ func TestGCIgnoresUserDataThatLooksLikeMetadata(t *testing.T) {
 // it last saw: a dependent adopted by a live owner since then stays.
 func TestGCDecidesOnTheStoredObject(t *testing.T) {
 	ctx := context.Background()
-	s, _ := newGCService(t, false)
+	s, c, _ := newGCService(t, false)
 	gone := mustCreate(t, s, widget("gone", "small", nil))
 	live := mustCreate(t, s, widget("live", "small", nil))
 	dep := mustCreate(t, s, ownedWidget("dep", false, gone))
@@ -98,8 +100,8 @@ func TestGCDecidesOnTheStoredObject(t *testing.T) {
 	if _, err := s.Update(ctx, widgets, adopted, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sv := s.servedGR(widgets.GroupResource())
-	if _, err := s.collectOwnership(ctx, &gcObject{sv: sv, obj: stale}, nil, func(types.UID) bool { return false }); err != nil {
+	r, _ := s.ServedResource(widgets.GroupResource())
+	if _, err := c.collectOwnership(ctx, &gcObject{res: r, obj: stale}, nil, func(types.UID) bool { return false }); err != nil {
 		t.Fatal(err)
 	}
 	if widgetGone(s, "dep")() {
@@ -107,19 +109,23 @@ func TestGCDecidesOnTheStoredObject(t *testing.T) {
 	}
 }
 
-// A second Run while one runs is refused; the running one keeps collecting.
+// A second Run of the collector, or of its Service, while one runs is
+// refused; the running one keeps collecting.
 func TestRunRefusesASecondRun(t *testing.T) {
 	ctx := context.Background()
-	s, _ := newGCService(t, true)
-	gcSynced(t, s)
+	s, c, _ := newGCService(t, true)
+	gcSynced(t, c)
 	second, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := s.Run(second); !errors.Is(err, ErrRunning) {
-		t.Fatalf("a second Run returned %v, want ErrRunning", err)
+	if err := c.Run(second); !errors.Is(err, ErrRunning) {
+		t.Fatalf("a second Run of the collector returned %v, want ErrRunning", err)
+	}
+	if err := s.Run(second); !errors.Is(err, engine.ErrRunning) {
+		t.Fatalf("a second Run of the Service returned %v, want engine.ErrRunning", err)
 	}
 	owner := mustCreate(t, s, widget("run-owner", "small", nil))
 	mustCreate(t, s, ownedWidget("run-dep", false, owner))
-	gcSynced(t, s)
+	gcSynced(t, c)
 	if err := s.Delete(ctx, widgets, "default", "run-owner", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

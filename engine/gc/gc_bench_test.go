@@ -1,4 +1,4 @@
-package engine
+package gc
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
@@ -79,11 +80,15 @@ func benchGCDelete(b *testing.B, n int) {
 	}
 	defer db.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := New(ctx, Options{Store: db, GCInterval: time.Hour, Logger: quiet})
+	s, err := engine.New(ctx, engine.Options{Store: db, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Create(ctx, CRDResource, readYAML(b, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, engine.CRDResource, readYAML(b, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	c, err := New(s, Options{Store: db, SweepInterval: time.Hour, Logger: quiet})
+	if err != nil {
 		b.Fatal(err)
 	}
 	fillWidgets(b, db, "unrelated", n, nil)
@@ -117,7 +122,7 @@ func benchGCDelete(b *testing.B, n int) {
 		if err := s.Delete(ctx, widgets, "default", name, metav1.DeleteOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		s.sweepRounds(ctx)
+		c.sweepRounds(ctx)
 		dc, dw := processCPU()-c0, time.Since(t0)
 		if left := depsLeft(tag); left != 0 {
 			b.Fatalf("sweep left %d dependents", left)
@@ -128,16 +133,21 @@ func benchGCDelete(b *testing.B, n int) {
 
 		// The graph: a server whose collector runs and has caught up.
 		tag = fmt.Sprintf("g%d", i)
-		g, err := New(ctx, Options{Store: db, GCInterval: time.Hour, Logger: quiet})
+		g, err := engine.New(ctx, engine.Options{Store: db, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		gc, err := New(g, Options{Store: db, SweepInterval: time.Hour, Logger: quiet})
 		if err != nil {
 			b.Fatal(err)
 		}
 		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); _ = g.Run(runCtx) }()
+		var running sync.WaitGroup
+		running.Go(func() { _ = g.Run(runCtx) })
+		running.Go(func() { _ = gc.Run(runCtx) })
 		name = owned(tag)
 		cur, _ := db.CurrentRevision(ctx)
-		for g.gc.rev.Load() < cur {
+		for gc.rev.Load() < cur {
 			time.Sleep(time.Millisecond)
 		}
 		la = loadavg()
@@ -150,7 +160,7 @@ func benchGCDelete(b *testing.B, n int) {
 		}
 		dc, dw = processCPU()-c0, time.Since(t0)
 		cancel()
-		<-done
+		running.Wait()
 		cpu[1] += dc
 		wall[1] += dw
 		b.Logf("N=%d graph: cpu %v wall %v (loadavg %s)", n, dc.Round(time.Microsecond), dw.Round(time.Microsecond), la)
@@ -174,11 +184,16 @@ func BenchmarkGCGraphMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer db.Close()
-			s, err := New(ctx, Options{Store: db, GCInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+			s, err := engine.New(ctx, engine.Options{Store: db, Logger: quiet})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := s.Create(ctx, CRDResource, readYAML(b, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+			c, err := New(s, Options{Store: db, SweepInterval: time.Hour, Logger: quiet})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Create(ctx, engine.CRDResource, readYAML(b, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			var ref *metav1.OwnerReference
@@ -189,19 +204,19 @@ func BenchmarkGCGraphMemory(b *testing.B) {
 			fillWidgets(b, db, "w", n, ref)
 			var perObject float64
 			for i := 0; i < b.N; i++ {
-				s.gc.mu.Lock()
-				s.gc.g = newGCGraph()
-				s.gc.mu.Unlock()
+				c.mu.Lock()
+				c.g = newGCGraph()
+				c.mu.Unlock()
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				if _, err := s.gc.relist(ctx); err != nil {
+				if _, err := c.relist(ctx); err != nil {
 					b.Fatal(err)
 				}
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				perObject = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
-				if q := s.gc.q.Len(); q != 0 {
+				if q := c.q.Len(); q != 0 {
 					b.Fatalf("the relist queued %d objects", q)
 				}
 			}

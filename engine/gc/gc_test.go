@@ -1,4 +1,4 @@
-package engine
+package gc
 
 import (
 	"context"
@@ -10,14 +10,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/setpoint-dev/setpoint/engine"
 )
 
 func TestFinalizersAndGC(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	s := newService(t)
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	ctx := context.Background()
+	s, _, _ := newGCService(t, true)
 
 	owned := func(name string, owner *unstructured.Unstructured, block bool) *unstructured.Unstructured {
 		u := widget(name, "small", nil)
@@ -114,8 +113,27 @@ func TestFinalizersAndGC(t *testing.T) {
 		}
 	})
 	t.Run("default namespace is kept", func(t *testing.T) {
-		if err := s.Delete(ctx, NamespaceResource, "", "default", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		if err := s.Delete(ctx, engine.NamespaceResource, "", "default", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("delete default = %v, want Forbidden", err)
 		}
 	})
+}
+
+// New refuses to build a collector without its Service or its store.
+func TestNewRequiresServiceAndStore(t *testing.T) {
+	s, _, st := newGCService(t, false)
+	for _, tc := range []struct {
+		name string
+		svc  *engine.Service
+		opts Options
+	}{
+		{name: "no service", opts: Options{Store: st}},
+		{name: "no store", svc: s},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if c, err := New(tc.svc, tc.opts); err == nil {
+				t.Errorf("New = %v, nil; want an error", c)
+			}
+		})
+	}
 }

@@ -9,15 +9,17 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 )
 
-// The collector's watch decodes the metadata of every write in the store,
-// so decodeGCMeta reads only what the graph keeps: it walks the document's
-// bytes, skips everything but metadata (spec, status, managedFields, labels
-// and annotations are stepped over by bracket matching, never decoded) and
-// builds no map (objjson.Scanner). A document it cannot walk is decoded as
-// the engine decodes documents (exactGCMeta).
+// A garbage collector's watch decodes the metadata of every write in the
+// store, so DecodeStoredMeta reads only what ownership and deletion are
+// decided on: it walks the document's bytes, skips everything but metadata
+// (spec, status, managedFields, labels and annotations are stepped over by
+// bracket matching, never decoded) and builds no map (objjson.Scanner). A
+// document it cannot walk is decoded as the engine decodes documents
+// (exactStoredMeta).
 
-// gcMeta is the part of a stored document's metadata the graph keeps.
-type gcMeta struct {
+// StoredMeta is the part of a stored document's metadata that ownership and
+// deletion are decided on.
+type StoredMeta struct {
 	UID               types.UID
 	Name              string
 	Namespace         string
@@ -26,29 +28,34 @@ type gcMeta struct {
 	DeletionTimestamp json.RawMessage // as stored; empty or null when absent
 }
 
-// decodeGCMeta decodes the metadata of a stored document; false when the
-// value is not an object document with a uid (module bytes, for one).
-func decodeGCMeta(b []byte) (gcMeta, bool) {
-	if m, ok := scanGCMeta(b); ok {
-		return m, m.UID != ""
-	}
-	return exactGCMeta(b)
+// Deleting tells whether the document carries a deletionTimestamp.
+func (m *StoredMeta) Deleting() bool {
+	return len(m.DeletionTimestamp) > 0 && string(m.DeletionTimestamp) != "null"
 }
 
-// exactGCMeta is decodeGCMeta through the engine's own decoding: the
+// DecodeStoredMeta decodes the metadata of a stored document; false when the
+// value is not an object document with a uid (module bytes, for one).
+func DecodeStoredMeta(b []byte) (StoredMeta, bool) {
+	if m, ok := scanStoredMeta(b); ok {
+		return m, m.UID != ""
+	}
+	return exactStoredMeta(b)
+}
+
+// exactStoredMeta is DecodeStoredMeta through the engine's own decoding: the
 // document as a map (the last of duplicate keys kept), its "metadata" member
 // and, in it, the members of those exact names, as the engine reads them.
 // Keys are matched exactly, never by case as encoding/json matches struct
 // fields: a custom resource that keeps unknown fields may hold a "METADATA"
 // of the user's, which must not pass for the object's own.
-func exactGCMeta(b []byte) (gcMeta, bool) {
+func exactStoredMeta(b []byte) (StoredMeta, bool) {
 	doc, err := decodeMap(b)
 	if err != nil {
-		return gcMeta{}, false
+		return StoredMeta{}, false
 	}
 	md, _ := doc["metadata"].(map[string]any)
 	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
-	m := gcMeta{UID: types.UID(str(md, "uid")), Name: str(md, "name"), Namespace: str(md, "namespace")}
+	m := StoredMeta{UID: types.UID(str(md, "uid")), Name: str(md, "name"), Namespace: str(md, "namespace")}
 	if fs, ok := md["finalizers"].([]any); ok {
 		for _, f := range fs {
 			if s, ok := f.(string); ok {
@@ -75,10 +82,11 @@ func exactGCMeta(b []byte) (gcMeta, bool) {
 	return m, m.UID != ""
 }
 
-// scanGCMeta reads gcMeta from a JSON object without decoding the rest; false
-// when the document is not one it handles (then exactGCMeta decides). Keys
-// are matched exactly; of duplicate keys the last wins, as in exactGCMeta.
-func scanGCMeta(b []byte) (m gcMeta, ok bool) {
+// scanStoredMeta reads StoredMeta from a JSON object without decoding the
+// rest; false when the document is not one it handles (then exactStoredMeta
+// decides). Keys are matched exactly; of duplicate keys the last wins, as in
+// exactStoredMeta.
+func scanStoredMeta(b []byte) (m StoredMeta, ok bool) {
 	d := objjson.NewScanner(b)
 	str := func(into *string) bool {
 		var ok bool
@@ -94,7 +102,7 @@ func scanGCMeta(b []byte) (m gcMeta, ok bool) {
 		if k != "metadata" {
 			return d.Skip()
 		}
-		m = gcMeta{} // a later "metadata" replaces an earlier one
+		m = StoredMeta{} // a later "metadata" replaces an earlier one
 		return d.Object(func(k string) bool {
 			switch k {
 			case "uid":

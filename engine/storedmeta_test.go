@@ -5,31 +5,30 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// gcMetaView is what the graph keeps of a document's metadata.
-type gcMetaView struct {
+// storedMetaView is what ownership and deletion are decided on of a
+// document's metadata: a deletionTimestamp's presence, not its spelling.
+type storedMetaView struct {
 	UID, Name, Namespace string
-	Flags                uint8
+	Deleting             bool
+	Finalizers           []string
 	Owners               []string
 }
 
-func viewOf(m gcMeta) gcMetaView {
-	g := newGCGraph()
-	n := g.node(schema.GroupResource{Resource: "widgets"}, &m)
-	v := gcMetaView{UID: string(n.uid), Name: n.name, Namespace: n.namespace, Flags: n.flags}
-	for _, o := range n.owners {
+func viewOf(m StoredMeta) storedMetaView {
+	v := storedMetaView{UID: string(m.UID), Name: m.Name, Namespace: m.Namespace, Deleting: m.Deleting(), Finalizers: m.Finalizers}
+	for _, o := range m.OwnerReferences {
 		b := "false"
-		if o.block {
+		if o.BlockOwnerDeletion != nil && *o.BlockOwnerDeletion {
 			b = "true"
 		}
-		v.Owners = append(v.Owners, o.kind.apiVersion+"|"+o.kind.kind+"|"+o.name+"|"+string(o.uid)+"|"+b)
+		v.Owners = append(v.Owners, o.APIVersion+"|"+o.Kind+"|"+o.Name+"|"+string(o.UID)+"|"+b)
 	}
 	return v
 }
 
-var gcMetaDocs = []struct{ name, doc string }{
+var storedMetaDocs = []struct{ name, doc string }{
 	{"plain", `{"apiVersion":"v1","kind":"Widget","metadata":{"name":"a","namespace":"default","uid":"u1"},"spec":{"x":[1,2,{"y":"}"}]}}`},
 	{"owners and finalizers", `{"metadata":{"finalizers":["orphan","foregroundDeletion","x"],"name":"a","ownerReferences":[{"apiVersion":"example.setpoint.dev/v1","blockOwnerDeletion":true,"controller":true,"kind":"Widget","name":"o","uid":"ou"},{"apiVersion":"v1","kind":"Namespace","name":"n","uid":"nu","blockOwnerDeletion":null}],"uid":"u2"}}`},
 	{"deleting", `{"metadata":{"deletionTimestamp":"2026-11-21T08:00:00Z","finalizers":["kubernetes"],"name":"ns","uid":"u3"},"status":{"phase":"Terminating"}}`},
@@ -48,21 +47,21 @@ var gcMetaDocs = []struct{ name, doc string }{
 	{"managed fields", `{"metadata":{"managedFields":[{"fieldsV1":{"f:metadata":{"f:ownerReferences":{}}},"manager":"m"}],"name":"a","uid":"u11"}}`},
 }
 
-// scanFallsBack are the documents the scanner leaves to exactGCMeta: not
+// scanFallsBack are the documents the scanner leaves to exactStoredMeta: not
 // JSON objects, or not with string members where metadata has them.
 var scanFallsBack = map[string]bool{"module bytes": true, "not an object": true, "null name": true}
 
-// The scanner reads what the engine's own decoding reads (exactGCMeta): keys
+// The scanner reads what the engine's own decoding reads (exactStoredMeta): keys
 // matched exactly, the last of duplicates. It is checked on its own, not
-// through decodeGCMeta, whose fallback would hide a scanner that gave up.
-func TestDecodeGCMetaMatchesTheEngine(t *testing.T) {
-	for _, tc := range gcMetaDocs {
+// through DecodeStoredMeta, whose fallback would hide a scanner that gave up.
+func TestDecodeStoredMetaMatchesTheEngine(t *testing.T) {
+	for _, tc := range storedMetaDocs {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, scanned := scanGCMeta([]byte(tc.doc)); scanned == scanFallsBack[tc.name] {
+			if _, scanned := scanStoredMeta([]byte(tc.doc)); scanned == scanFallsBack[tc.name] {
 				t.Errorf("the scanner handled it: %v, want %v", scanned, !scanFallsBack[tc.name])
 			}
-			got, gotOK := decodeGCMeta([]byte(tc.doc))
-			want, wantOK := exactGCMeta([]byte(tc.doc))
+			got, gotOK := DecodeStoredMeta([]byte(tc.doc))
+			want, wantOK := exactStoredMeta([]byte(tc.doc))
 			if gotOK != wantOK {
 				t.Fatalf("ok = %v, the engine's decoding %v", gotOK, wantOK)
 			}
@@ -73,26 +72,26 @@ func TestDecodeGCMetaMatchesTheEngine(t *testing.T) {
 	}
 	// User data under a key that only folds to "metadata" is not metadata.
 	doc := `{"METADATA":{"ownerReferences":[{"apiVersion":"v1","kind":"Widget","name":"ghost","uid":"gu"}],"finalizers":["orphan"],"deletionTimestamp":"2026-11-21T08:00:00Z"},"metadata":{"name":"a","uid":"u"}}`
-	m, ok := decodeGCMeta([]byte(doc))
-	if v := viewOf(m); !ok || len(v.Owners) != 0 || v.Flags != 0 {
+	m, ok := DecodeStoredMeta([]byte(doc))
+	if v := viewOf(m); !ok || len(v.Owners) != 0 || len(v.Finalizers) != 0 || v.Deleting {
 		t.Errorf("a METADATA member of the user's was read as metadata: %+v", v)
 	}
 }
 
-func FuzzDecodeGCMeta(f *testing.F) {
-	for _, tc := range gcMetaDocs {
+func FuzzDecodeStoredMeta(f *testing.F) {
+	for _, tc := range storedMetaDocs {
 		f.Add([]byte(tc.doc))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, gotOK := scanGCMeta(b) // must not panic
+		got, gotOK := scanStoredMeta(b) // must not panic
 		if !json.Valid(b) {
 			return // stored documents are valid JSON
 		}
 		if !gotOK {
-			return // left to exactGCMeta
+			return // left to exactStoredMeta
 		}
 		gotOK = got.UID != ""
-		want, wantOK := exactGCMeta(b)
+		want, wantOK := exactStoredMeta(b)
 		if gotOK != wantOK {
 			t.Fatalf("ok = %v, the engine's decoding %v", gotOK, wantOK)
 		}

@@ -1,4 +1,4 @@
-package engine
+package gc
 
 import (
 	"strings"
@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -134,7 +135,7 @@ func grFromKey(key string) (schema.GroupResource, bool) {
 
 // node builds the node of an object from its metadata, interning what
 // objects share.
-func (g *gcGraph) node(gr schema.GroupResource, m *gcMeta) *gcNode {
+func (g *gcGraph) node(gr schema.GroupResource, m *engine.StoredMeta) *gcNode {
 	n := &gcNode{uid: m.UID, res: g.resource(gr), namespace: g.intern(m.Namespace), name: m.Name}
 	if len(m.OwnerReferences) > 0 {
 		n.owners = make([]gcOwner, len(m.OwnerReferences))
@@ -148,7 +149,7 @@ func (g *gcGraph) node(gr schema.GroupResource, m *gcMeta) *gcNode {
 			n.owners[i] = gcOwner{uid: r.UID, kind: kp, name: r.Name, block: r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion}
 		}
 	}
-	if len(m.DeletionTimestamp) > 0 && string(m.DeletionTimestamp) != "null" {
+	if m.Deleting() {
 		n.flags |= gcDeleting
 	}
 	if len(m.Finalizers) > 0 {
@@ -160,7 +161,7 @@ func (g *gcGraph) node(gr schema.GroupResource, m *gcMeta) *gcNode {
 			n.flags |= gcOrphanFin
 		case metav1.FinalizerDeleteDependents:
 			n.flags |= gcForegroundFin
-		case NamespaceFinalizer:
+		case engine.NamespaceFinalizer:
 			n.flags |= gcNamespaceFin
 		case apiextensionsv1.CustomResourceCleanupFinalizer:
 			n.flags |= gcCRDCleanupFin
@@ -186,9 +187,9 @@ func (g *gcGraph) put(n *gcNode) *gcNode {
 		d[n] = struct{}{}
 	}
 	switch n.res.gr {
-	case NamespaceResource.GroupResource():
+	case engine.NamespaceResource.GroupResource():
 		g.namespaces[n.name] = n
-	case CRDResource.GroupResource():
+	case engine.CRDResource.GroupResource():
 		g.crds[n.name] = n
 	}
 	return old
@@ -214,11 +215,11 @@ func (g *gcGraph) unlink(n *gcNode) {
 		}
 	}
 	switch n.res.gr {
-	case NamespaceResource.GroupResource():
+	case engine.NamespaceResource.GroupResource():
 		if g.namespaces[n.name] == n {
 			delete(g.namespaces, n.name)
 		}
-	case CRDResource.GroupResource():
+	case engine.CRDResource.GroupResource():
 		if g.crds[n.name] == n {
 			delete(g.crds, n.name)
 		}
