@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -79,7 +80,7 @@ func TestDesiredStatus(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
-			if eq := jsonEqual(tt.observed, got); eq != tt.unchanged {
+			if eq := objjson.ValueEqual(tt.observed, got); eq != tt.unchanged {
 				t.Errorf("unchanged = %v, want %v", eq, tt.unchanged)
 			}
 			if diff := cmp.Diff(before, tt.observed); tt.observed != nil && diff != "" {
