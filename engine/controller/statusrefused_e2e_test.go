@@ -14,10 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
-	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -28,36 +27,22 @@ var (
 
 // gaugeCRD declares a status the server checks: level is an integer of at
 // most 10.
-const gaugeCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gauges.example.setpoint.dev}
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: gauges, singular: gauge, kind: Gauge}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              level: {type: integer}
-          status:
-            type: object
-            properties:
-              level: {type: integer, maximum: 10}
-              observedGeneration: {type: integer}
-              conditions:
-                type: array
-                items: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
+var gaugeCRD = testsupport.CRD{Kind: "Gauge", Status: true, Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      level: {type: integer}
+  status:
+    type: object
+    properties:
+      level: {type: integer, maximum: 10}
+      observedGeneration: {type: integer}
+      conditions:
+        type: array
+        items: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`}
 
 // levelPlugin reports spec.level as status.level, and counts the failures
 // the controller records against it.
@@ -87,14 +72,8 @@ func (p *levelPlugin) failed() []error {
 // in the plugin's failure count; a valid status later clears it.
 func TestStatusRefusedShowsOnObject(t *testing.T) {
 	svc := newEngine(t)
-	var crd map[string]any
-	if err := yaml.Unmarshal([]byte(gaugeCRD), &crd); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.Create(context.Background(), engine.CRDResource, &unstructured.Unstructured{Object: crd}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "gauges served", func() bool { _, ok := svc.Resource(gauges); return ok })
+	createCRDs(t, svc, gaugeCRD)
+	testsupport.Eventually(t, 5*time.Second, "gauges served", func() bool { _, ok := svc.Resource(gauges); return ok })
 	p := &levelPlugin{}
 	_, stop := runManager(t, newController(t, svc, "gauge", p, func(o *controller.Options) {
 		o.For, o.Owns = gaugeKind, nil
@@ -107,7 +86,7 @@ func TestStatusRefusedShowsOnObject(t *testing.T) {
 	}}
 	create(t, svc, gauges, g)
 	var msg, reason string
-	eventually(t, 10*time.Second, "Ready=False on g1", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "Ready=False on g1", func() bool {
 		var st string
 		st, reason, msg = ready(get(t, svc, gauges, "g1"))
 		return st == "False"
@@ -118,7 +97,7 @@ func TestStatusRefusedShowsOnObject(t *testing.T) {
 	if _, found, _ := unstructured.NestedFieldNoCopy(get(t, svc, gauges, "g1").Object, "status", "level"); found {
 		t.Errorf("the refused status.level was stored")
 	}
-	eventually(t, 5*time.Second, "a Warning event", func() bool {
+	testsupport.Eventually(t, 5*time.Second, "a Warning event", func() bool {
 		for _, e := range events(t, svc, controller.ReasonTerminalError) {
 			if e.Object["type"] == "Warning" && strings.Contains(e.Object["message"].(string), "status.level") {
 				return true
@@ -138,7 +117,7 @@ func TestStatusRefusedShowsOnObject(t *testing.T) {
 		}
 	}
 	updateGauge(7)
-	eventually(t, 10*time.Second, "Ready=True after a valid status", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "Ready=True after a valid status", func() bool {
 		obj := get(t, svc, gauges, "g1")
 		lvl, _, _ := unstructured.NestedInt64(obj.Object, "status", "level")
 		st, _, _ := ready(obj)
@@ -165,7 +144,7 @@ func TestStatusForbiddenIsRetried(t *testing.T) {
 	_, stop := runManager(t, newController(t, c, "widget", p, func(o *controller.Options) { o.Owns = nil }))
 	defer stop()
 	create(t, svc, widgets, newWidget("w1", "small"))
-	eventually(t, 10*time.Second, "a StatusRefused Warning event", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "a StatusRefused Warning event", func() bool {
 		for _, e := range events(t, svc, controller.ReasonStatusRefused) {
 			if e.Object["type"] == "Warning" && strings.Contains(e.Object["message"].(string), "status writes are paused") {
 				return true
@@ -173,7 +152,7 @@ func TestStatusForbiddenIsRetried(t *testing.T) {
 		}
 		return false
 	})
-	eventually(t, 10*time.Second, "Ready=True once the status is accepted", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "Ready=True once the status is accepted", func() bool {
 		st, _, _ := ready(get(t, svc, widgets, "w1"))
 		return st == "True"
 	})

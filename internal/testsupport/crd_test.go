@@ -1,0 +1,97 @@
+package testsupport
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestCRDObject(t *testing.T) {
+	got := CRD{Kind: "Widget", Status: true, ShortNames: []string{"wd"},
+		Schema:  "type: object\nproperties:\n  spec: {type: object}\n",
+		Columns: `[{"name":"Size","type":"string","jsonPath":".spec.size"}]`}.Object()
+	var want map[string]any
+	if err := json.Unmarshal([]byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+"metadata":{"name":"widgets.example.setpoint.dev"},
+"spec":{"group":"example.setpoint.dev","scope":"Namespaced",
+ "names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList","shortNames":["wd"]},
+ "versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
+  "additionalPrinterColumns":[{"name":"Size","type":"string","jsonPath":".spec.size"}],
+  "schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object"}}}}}]}}`), &want); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Object (-want +got):\n%s", diff)
+	}
+}
+
+func TestCRDDefaults(t *testing.T) {
+	c := CRD{Kind: "Box", Group: "limits.example.dev", Plural: "boxes", Scope: "Cluster"}
+	if c.Name() != "boxes.limits.example.dev" {
+		t.Errorf("Name = %q", c.Name())
+	}
+	spec := c.Object()["spec"].(map[string]any)
+	if spec["scope"] != "Cluster" {
+		t.Errorf("scope = %v", spec["scope"])
+	}
+	v := spec["versions"].([]any)[0].(map[string]any)
+	if _, ok := v["subresources"]; ok {
+		t.Errorf("subresources without Status: %v", v["subresources"])
+	}
+	var def any
+	_ = json.Unmarshal([]byte(PreserveSpecAndStatus), &def)
+	if diff := cmp.Diff(def, v["schema"].(map[string]any)["openAPIV3Schema"]); diff != "" {
+		t.Errorf("default schema (-want +got):\n%s", diff)
+	}
+}
+
+// recorder is a testing.TB that records a Fatalf instead of stopping.
+type recorder struct {
+	testing.TB
+	failed string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.failed = format
+	panic(r)
+}
+
+func run(f func(tb testing.TB)) (failed bool) {
+	r := &recorder{}
+	defer func() {
+		if p := recover(); p != nil && p != r {
+			panic(p)
+		}
+		failed = r.failed != ""
+	}()
+	f(r)
+	return false
+}
+
+func TestPoll(t *testing.T) {
+	n := 0
+	if run(func(tb testing.TB) {
+		Poll(tb, time.Second, func() error {
+			if n++; n < 3 {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+	}) || n != 3 {
+		t.Errorf("Poll failed or stopped early: %d calls", n)
+	}
+	if !run(func(tb testing.TB) { Poll(tb, 50*time.Millisecond, func() error { return errors.New("never") }) }) {
+		t.Error("Poll of a condition that never holds did not fail")
+	}
+	if !run(func(tb testing.TB) { Eventually(tb, 50*time.Millisecond, "never", func() bool { return false }) }) {
+		t.Error("Eventually of a condition that never holds did not fail")
+	}
+	m := 0
+	if run(func(tb testing.TB) { Eventually(tb, time.Second, "third call", func() bool { m++; return m == 3 }) }) || m != 3 {
+		t.Errorf("Eventually failed or stopped early: %d calls", m)
+	}
+}
