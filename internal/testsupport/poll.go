@@ -5,35 +5,32 @@ import (
 	"time"
 )
 
-// Interval is how often Poll and Eventually ask again.
+// Interval is how often Eventually and Poll ask again.
 const Interval = 10 * time.Millisecond
-
-// Poll calls cond every Interval until it returns nil, and fails t with
-// the last error cond returned when timeout passes first. cond's error
-// says what it is waiting for and what it saw instead.
-func Poll(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(Interval)
-	}
-}
 
 // Eventually calls cond every Interval until it holds, and fails t with
 // "timed out waiting for <what>" when timeout passes first.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	Poll(t, timeout, what, func() (bool, string) { return cond(), "" })
+}
+
+// Poll calls cond every Interval until it reports done, and fails t when
+// timeout passes first, with what and the last state cond reported (what
+// it saw instead).
+func Poll(t testing.TB, timeout time.Duration, what string, cond func() (done bool, state string)) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for !cond() {
+	for {
+		done, state := cond()
+		if done {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			if state == "" {
+				t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			}
+			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, state)
 		}
 		time.Sleep(Interval)
 	}
