@@ -16,17 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
 // blobCRD is a kind with one free-form string, data, for objects of a
 // chosen size.
-const blobCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"blobs.test.setpoint.dev"},
-"spec":{"group":"test.setpoint.dev","scope":"Namespaced",
- "names":{"plural":"blobs","singular":"blob","kind":"Blob","listKind":"BlobList"},
- "versions":[{"name":"v1","served":true,"storage":true,
-  "schema":{"openAPIV3Schema":{"type":"object","properties":{"data":{"type":"string"}}}}}]}}`
+var blobCRD = testsupport.CRD{Group: "test.setpoint.dev", Kind: "Blob", Schema: `{"properties":{"data":{"type":"string"}},"type":"object"}`}.String()
 
 // procKiB reads a "Name:   N kB" line of /proc/PID/status.
 func procKiB(t *testing.T, pid int, name string) int64 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -266,14 +267,7 @@ spec:
 	}
 }
 
-const clockCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"clocks.example.setpoint.dev"},
-"spec":{"group":"example.setpoint.dev","scope":"Cluster",
- "names":{"plural":"clocks","singular":"clock","kind":"Clock"},
- "versions":[{"name":"v1","served":true,"storage":true,
-  "additionalPrinterColumns":[{"name":"Since","type":"date","jsonPath":".spec.since"}],
-  "schema":{"openAPIV3Schema":{"type":"object","properties":{
-   "spec":{"type":"object","properties":{"since":{"type":"string","format":"date-time"}}}}}}}]}}`
+var clockCRD = testsupport.CRD{Kind: "Clock", Scope: "Cluster", Columns: `[{"jsonPath":".spec.since","name":"Since","type":"date"}]`, Schema: `{"properties":{"spec":{"properties":{"since":{"format":"date-time","type":"string"}},"type":"object"}},"type":"object"}`}.String()
 
 // TestBrowserPluginCountsAndClocks checks the plugin page's call and error
 // counts, that a date printer column other than Age keeps ticking, and the

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -218,25 +219,13 @@ func TestKubectl(t *testing.T) {
 	// how existing objects read, as in Kubernetes, through get and list.
 	t.Run("schema change", func(t *testing.T) {
 		crd := func(fields string) string {
-			return `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gauges.example.setpoint.dev}
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: gauges, singular: gauge, kind: Gauge}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties: {` + fields + `}
-`
+			return testsupport.CRD{Kind: "Gauge", Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    properties: {` + fields + `}
+`}.String()
 		}
 		apply(t, crd("name: {type: string}, legacy: {type: string}"))
 		kubectl(t, "wait", "--for=condition=Established", "crd/gauges.example.setpoint.dev", "--timeout=20s")
@@ -283,26 +272,13 @@ spec:
 	// CRD selectableFields (Kubernetes 1.32, KEP-4358): --field-selector on
 	// the fields the served version declares, refused on others.
 	t.Run("selectable fields", func(t *testing.T) {
-		apply(t, `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gizmos.qa.setpoint.dev}
-spec:
-  group: qa.setpoint.dev
-  scope: Namespaced
-  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    selectableFields: [{jsonPath: .spec.color}, {jsonPath: .spec.count}]
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties: {color: {type: string}, count: {type: integer}, size: {type: string}}
-`)
+		apply(t, testsupport.CRD{Group: "qa.setpoint.dev", Kind: "Gizmo", SelectableFields: []string{".spec.color", ".spec.count"}, Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    properties: {color: {type: string}, count: {type: integer}, size: {type: string}}
+`}.String())
 		kubectl(t, "wait", "--for=condition=Established", "crd/gizmos.qa.setpoint.dev", "--timeout=20s")
 		for _, g := range []string{"g1 c1 1", "g2 c2 2", "g3 c1 3"} {
 			f := strings.Fields(g)

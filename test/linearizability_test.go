@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/store/etcd/etcdtest"
 	"github.com/setpoint-dev/setpoint/test/checker"
 	"github.com/setpoint-dev/setpoint/test/testserver"
@@ -32,12 +33,7 @@ import (
 
 // linCRD is the kind the linearizability histories write: one string,
 // data, unique per write so that every read shows which write it saw.
-const linCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"lins.test.setpoint.dev"},
-"spec":{"group":"test.setpoint.dev","scope":"Namespaced",
- "names":{"plural":"lins","singular":"lin","kind":"Lin","listKind":"LinList"},
- "versions":[{"name":"v1","served":true,"storage":true,
-  "schema":{"openAPIV3Schema":{"type":"object","properties":{"data":{"type":"string"}}}}}]}}`
+var linCRD = testsupport.CRD{Group: "test.setpoint.dev", Kind: "Lin", Schema: `{"properties":{"data":{"type":"string"}},"type":"object"}`}.String()
 
 var linGVR = schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1", Resource: "lins"}
 

@@ -10,28 +10,19 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
-const sizedCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: blobs.limits.example.dev}
-spec:
-  group: limits.example.dev
-  scope: Namespaced
-  names: {plural: blobs, singular: blob, kind: Blob}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, properties: {data: {type: string}}}
-          status: {type: object, properties: {data: {type: string}}}
-`
+var sizedCRD = testsupport.CRD{
+	Group: "limits.example.dev", Kind: "Blob", Status: true,
+	Schema: `
+type: object
+properties:
+  spec: {type: object, properties: {data: {type: string}}}
+  status: {type: object, properties: {data: {type: string}}}
+`,
+}.String()
 
 func blob(name string, n int) string {
 	b, _ := json.Marshal(map[string]any{

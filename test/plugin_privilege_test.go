@@ -6,29 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
 // tenantCRD is a cluster-scoped kind, whose objects may own cluster-scoped
 // children such as Plugins.
-const tenantCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: tenants.example.setpoint.dev
-spec:
-  group: example.setpoint.dev
-  scope: Cluster
-  names: {plural: tenants, singular: tenant, kind: Tenant, listKind: TenantList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
+var tenantCRD = testsupport.CRD{
+	Kind: "Tenant", Scope: "Cluster", Status: true,
+	Schema: `
+type: object
+x-kubernetes-preserve-unknown-fields: true
+`,
+}.String()
 
 // owns is no write grant: on the real server, a plugin with no permissions
 // whose spec owns plugins.setpoint.dev and whose reconcile desires a Plugin

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -31,26 +32,16 @@ const (
 )
 
 // gadgetCRD is the kind of the children the test guest provisions.
-const gadgetCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadgets.example.setpoint.dev
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-`
+var gadgetCRD = testsupport.CRD{
+	Kind: "Gadget",
+	Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-preserve-unknown-fields: true
+`,
+}.String()
 
 // testGuestSource is a guest built by the test: its admit export does what
 // config "mode" says (loop: spin; panic; dryrun: annotate the object with

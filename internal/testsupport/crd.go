@@ -24,6 +24,11 @@ type CRD struct {
 	ShortNames []string
 	// Status turns on the status subresource.
 	Status bool
+	// Scale is the scale subresource, as JSON or YAML.
+	Scale string
+	// SelectableFields are the JSON paths of the version's
+	// selectableFields.
+	SelectableFields []string
 	// Schema is the version's openAPIV3Schema, as JSON or YAML. Empty, it
 	// is an object whose spec and status keep unknown fields.
 	Schema string
@@ -74,8 +79,22 @@ func (c CRD) Object() map[string]any {
 		"storage": true,
 		"schema":  map[string]any{"openAPIV3Schema": parse("Schema", or(c.Schema, PreserveSpecAndStatus))},
 	}
-	if c.Status {
-		version["subresources"] = map[string]any{"status": map[string]any{}}
+	if c.Status || c.Scale != "" {
+		sub := map[string]any{}
+		if c.Status {
+			sub["status"] = map[string]any{}
+		}
+		if c.Scale != "" {
+			sub["scale"] = parse("Scale", c.Scale)
+		}
+		version["subresources"] = sub
+	}
+	if len(c.SelectableFields) > 0 {
+		fields := make([]any, len(c.SelectableFields))
+		for i, f := range c.SelectableFields {
+			fields[i] = map[string]any{"jsonPath": f}
+		}
+		version["selectableFields"] = fields
 	}
 	if c.Columns != "" {
 		version["additionalPrinterColumns"] = parse("Columns", c.Columns)
@@ -108,6 +127,9 @@ func (c CRD) String() string { return string(c.JSON()) }
 // parse decodes a JSON or YAML value of a CRD field.
 func parse(field, text string) any {
 	var v any
+	if json.Unmarshal([]byte(text), &v) == nil {
+		return v
+	}
 	if err := yaml.Unmarshal([]byte(text), &v); err != nil {
 		panic(fmt.Sprintf("testsupport: CRD.%s: %v", field, err))
 	}

@@ -9,6 +9,7 @@ import (
 
 func TestCRDObject(t *testing.T) {
 	got := CRD{Kind: "Widget", Status: true, ShortNames: []string{"wd"},
+		Scale: "{specReplicasPath: .spec.replicas}", SelectableFields: []string{".spec.size"},
 		Schema:  "type: object\nproperties:\n  spec: {type: object}\n",
 		Columns: `[{"name":"Size","type":"string","jsonPath":".spec.size"}]`}.Object()
 	var want map[string]any
@@ -16,7 +17,8 @@ func TestCRDObject(t *testing.T) {
 "metadata":{"name":"widgets.example.setpoint.dev"},
 "spec":{"group":"example.setpoint.dev","scope":"Namespaced",
  "names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList","shortNames":["wd"]},
- "versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
+ "versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{},"scale":{"specReplicasPath":".spec.replicas"}},
+  "selectableFields":[{"jsonPath":".spec.size"}],
   "additionalPrinterColumns":[{"name":"Size","type":"string","jsonPath":".spec.size"}],
   "schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object"}}}}}]}}`), &want); err != nil {
 		t.Fatal(err)
