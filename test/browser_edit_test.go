@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -281,18 +282,11 @@ func TestBrowserPluginCountsAndClocks(t *testing.T) {
 		t.Fatalf("create the Clock CRD: %d %s %v", code, body, err)
 	}
 	since := time.Now().Add(-30 * time.Second).UTC().Format(time.RFC3339)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testsupport.Poll(t, 10*time.Second, "a Clock created", func() (bool, string) {
 		code, body, err := s.Do("POST", "/apis/example.setpoint.dev/v1/clocks", s.Token,
 			strings.NewReader(`{"apiVersion":"example.setpoint.dev/v1","kind":"Clock","metadata":{"name":"g1"},"spec":{"since":"`+since+`"}}`))
-		if err == nil && code == http.StatusCreated {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create a Clock: %d %s %v", code, body, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && code == http.StatusCreated, fmt.Sprintf("%d %s %v", code, body, err)
+	})
 	w.call("POST", "/apis/setpoint.dev/v1alpha1/plugins", "application/json", map[string]any{
 		"apiVersion": "setpoint.dev/v1alpha1", "kind": "Plugin", "metadata": map[string]any{"name": "widget-logic"},
 		"spec": map[string]any{"module": map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)}},

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -100,13 +101,9 @@ func TestCLIPluginLifecycle(t *testing.T) {
 
 	t.Run("uninstall says which objects keep its finalizer", func(t *testing.T) {
 		ok(t, s, "apply", "-f", filepath.Join(examples, "widget.yaml"))
-		deadline := time.Now().Add(time.Minute)
-		for ok(t, s, "get", "widget", "demo", "-o", "jsonpath={.status.state}") != "Ready" {
-			if time.Now().After(deadline) {
-				t.Fatal("widget demo not Ready within a minute")
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		testsupport.Eventually(t, time.Minute, "widget demo Ready", func() bool {
+			return ok(t, s, "get", "widget", "demo", "-o", "jsonpath={.status.state}") == "Ready"
+		})
 		r := runCLI(t, s, nil, "", "plugin", "uninstall", "widget")
 		if r.code != 0 || r.stdout != "plugin.setpoint.dev/widget deleted\n" {
 			t.Fatalf("uninstall widget: %+v", r)

@@ -252,19 +252,12 @@ properties:
 		if out := kubectl(t, "get", "ns", "--field-selector", "status.phase=Terminating", "-o", "name"); out != "namespace/qa2\n" {
 			t.Errorf("get ns --field-selector status.phase=Terminating: %q", out)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		testsupport.Poll(t, 20*time.Second, "the deletion conditions in describe ns qa2", func() (bool, string) {
 			out := kubectl(t, "describe", "ns", "qa2")
-			if strings.Contains(out, "NamespaceContentRemaining") && strings.Contains(out, "widgets.example.setpoint.dev has 1 resource instances") &&
+			return strings.Contains(out, "NamespaceContentRemaining") && strings.Contains(out, "widgets.example.setpoint.dev has 1 resource instances") &&
 				strings.Contains(out, "NamespaceFinalizersRemaining") && strings.Contains(out, "example.setpoint.dev/hold in 1 resource instances") &&
-				strings.Contains(out, "NamespaceDeletionDiscoveryFailure") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("describe ns qa2 shows no deletion conditions:\n%s", out)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+				strings.Contains(out, "NamespaceDeletionDiscoveryFailure"), "\n" + out
+		})
 		kubectl(t, "patch", "widget", "held", "-n", "qa2", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
 		kubectl(t, "wait", "--for=delete", "ns/qa2", "--timeout=20s")
 	})

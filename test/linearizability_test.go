@@ -79,17 +79,10 @@ func testLinearizability(t *testing.T, s *testserver.Server, histories int) {
 	if code, body, err := s.Do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", s.Token, bytes.NewReader([]byte(linCRD))); err != nil || code != http.StatusCreated {
 		t.Fatalf("create CRD: %d %s %v", code, body, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testsupport.Poll(t, 30*time.Second, "kind lins served", func() (bool, string) {
 		code, _, err := s.Do("GET", "/apis/test.setpoint.dev/v1/lins", s.Token, nil)
-		if err == nil && code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kind lins not served: %d %v", code, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && code == http.StatusOK, fmt.Sprintf("%d %v", code, err)
+	})
 	var ops, ambiguous int
 	for h := range histories {
 		n, a := runLinHistory(t, s, h)

@@ -44,16 +44,10 @@ func TestObjectSizeLimitOnTheServer(t *testing.T) {
 		t.Fatalf("apply CRD: %v\n%s%s", err, out, errOut)
 	}
 	const path = "/apis/limits.example.dev/v1/namespaces/default/blobs"
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, _, _ := s.Do("GET", path, s.Token, nil); c == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("blobs not served")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testsupport.Eventually(t, 30*time.Second, "blobs served", func() bool {
+		c, _, _ := s.Do("GET", path, s.Token, nil)
+		return c == http.StatusOK
+	})
 	status := func(t *testing.T, code int, body []byte) metav1.Status {
 		t.Helper()
 		var st metav1.Status

@@ -2,6 +2,7 @@ package test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -56,15 +57,11 @@ func TestOwnsCannotEscalate(t *testing.T) {
 
 	// An administrator's consent.
 	applyPlugin(t, s, escalate(true))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testsupport.Poll(t, 20*time.Second, "a privileged plugin's child Plugin created", func() (bool, string) {
 		code, _, _ := s.Do("GET", pluginsPath+"/pwned", s.Token, nil)
 		if code == 200 {
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a privileged plugin's child Plugin was not created: %d; %+v", code, getPlugin(t, s, "escalate"))
-		}
-		time.Sleep(150 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%d; %+v", code, getPlugin(t, s, "escalate"))
+	})
 }

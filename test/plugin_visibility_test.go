@@ -99,13 +99,7 @@ func TestPluginFailuresVisible(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		testsupport.Eventually(t, time.Minute, what, cond)
 	}
 
 	t.Run("a status the server refuses", func(t *testing.T) {

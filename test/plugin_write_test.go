@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,17 +35,10 @@ properties:
 // value after timeout.
 func eventually(t *testing.T, what string, timeout time.Duration, want string, get func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testsupport.Poll(t, timeout, fmt.Sprintf("%s = %q", what, want), func() (bool, string) {
 		got := get()
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %q after %s, want %q", what, got, timeout, want)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return got == want, fmt.Sprintf("%q", got)
+	})
 }
 
 // TestPluginWrites runs a reconcile plugin that writes objects of another

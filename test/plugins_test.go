@@ -246,17 +246,12 @@ func getPlugin(t *testing.T, s *testserver.Server, name string) pluginStatus {
 // waitPlugin polls a Plugin until ok accepts its status.
 func waitPlugin(t *testing.T, s *testserver.Server, name string, timeout time.Duration, ok func(pluginStatus) bool) pluginStatus {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		st := getPlugin(t, s, name)
-		if ok(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("plugin %s: status still %+v after %s", name, st, timeout)
-		}
-		time.Sleep(150 * time.Millisecond)
-	}
+	var st pluginStatus
+	testsupport.Poll(t, timeout, "plugin "+name+"'s status", func() (bool, string) {
+		st = getPlugin(t, s, name)
+		return ok(st), fmt.Sprintf("%+v", st)
+	})
+	return st
 }
 
 func loadedWith(digest string) func(pluginStatus) bool {
@@ -689,18 +684,12 @@ func TestPlugins(t *testing.T) {
   config:
     read: "true"
 `))
-		deadline = time.Now().Add(time.Minute)
-		for {
+		testsupport.Poll(t, time.Minute, "host functions with permissions to list at least 3 gadgets and no error", func() (bool, string) {
 			out, _, _ := s.Kubectl("get", "gadget", "rec-0-gadget", "-o", "jsonpath={.spec.listed}|{.spec.readError}{.spec.eventError}")
 			var listed int
-			if _, err := fmt.Sscanf(out, "%d|", &listed); err == nil && listed >= 3 && strings.HasSuffix(out, "|") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("host functions with permissions: %q, want at least 3 gadgets listed and no error", out)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			_, err := fmt.Sscanf(out, "%d|", &listed)
+			return err == nil && listed >= 3 && strings.HasSuffix(out, "|"), fmt.Sprintf("%q", out)
+		})
 		out, _, _ = s.Kubectl("get", "events", "-o", "jsonpath={.items[*].reason}")
 		if !strings.Contains(out, "GadgetsListed") {
 			t.Errorf("no GadgetsListed event among %q", out)
@@ -714,17 +703,10 @@ func TestPlugins(t *testing.T) {
 		if out, errOut, err := s.Kubectl("delete", "widget", "rec-2", "--timeout=60s"); err != nil {
 			t.Fatalf("delete widget: %v %s%s", err, out, errOut)
 		}
-		deadline = time.Now().Add(time.Minute)
-		for {
+		testsupport.Poll(t, time.Minute, "the deleted widget's gadget gone", func() (bool, string) {
 			_, errOut, _ := s.Kubectl("get", "gadget", "rec-2-gadget")
-			if strings.Contains(errOut, "NotFound") || strings.Contains(errOut, "not found") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the deleted widget's gadget is still there: %s", errOut)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return strings.Contains(errOut, "NotFound") || strings.Contains(errOut, "not found"), errOut
+		})
 		if out, _, _ := s.Kubectl("get", "events", "-o", "jsonpath={.items[*].reason}"); !strings.Contains(out, "GadgetReleased") {
 			t.Errorf("no GadgetReleased event from finalize among %q", out)
 		}
@@ -748,16 +730,9 @@ func TestPlugins(t *testing.T) {
 		if _, errOut, err := s.KubectlInput(plWidget("rec-after", "team: a"), "apply", "-f", "-"); err != nil {
 			t.Fatalf("create widget: %v %s", err, errOut)
 		}
-		deadline := time.Now().Add(time.Minute)
-		for {
+		testsupport.Poll(t, time.Minute, "the widget Ready after a restart", func() (bool, string) {
 			state, _, _ := s.Kubectl("get", "widget", "rec-after", "-o", "jsonpath={.status.state}")
-			if state == "Ready" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("widget after a restart: state %q", state)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return state == "Ready", fmt.Sprintf("state %q", state)
+		})
 	})
 }

@@ -106,16 +106,10 @@ func TestValidationOfHostileObjectsIsBounded(t *testing.T) {
 	if err != nil || code != http.StatusCreated {
 		t.Fatalf("CRD: %d %v %s", code, err, body)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, _, _ := s.Do("GET", boxesPath, s.Token, nil); c == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("boxes not served")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testsupport.Eventually(t, 30*time.Second, "boxes served", func() bool {
+		c, _, _ := s.Do("GET", boxesPath, s.Token, nil)
+		return c == http.StatusOK
+	})
 
 	base := readProcUsage(t, s.Pid())
 	for _, tc := range []struct {
@@ -163,15 +157,10 @@ func TestValidationOfHostileObjectsIsBounded(t *testing.T) {
 		t.Fatalf("CRD: %d %v %.300s", code, err, body)
 	}
 	const widesPath = "/apis/limits.example.dev/v1/namespaces/default/wides"
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if c, _, _ := s.Do("GET", widesPath, s.Token, nil); c == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("wides not served")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testsupport.Eventually(t, 30*time.Second, "wides served", func() bool {
+		c, _, _ := s.Do("GET", widesPath, s.Token, nil)
+		return c == http.StatusOK
+	})
 	obj := `{"apiVersion":"limits.example.dev/v1","kind":"Wide","metadata":{"name":"w"},"spec":{"items":[{}` + strings.Repeat(`,{}`, 99999) + `]}}`
 	before := readProcUsage(t, s.Pid())
 	start := time.Now()

@@ -46,17 +46,10 @@ func wsSetupWidgets(t testing.TB, s *testserver.Server) *wsWidgets {
 	if err != nil || (code != http.StatusCreated && code != http.StatusConflict) {
 		t.Fatalf("create the Widget CRD: %d %s %v", code, body, err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testsupport.Poll(t, 15*time.Second, "widgets served", func() (bool, string) {
 		code, body, err := s.Do("GET", wsWidgetsPath, s.Token, nil)
-		if err == nil && code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("widgets not served: %d %s %v", code, body, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && code == http.StatusOK, fmt.Sprintf("%d %s %v", code, body, err)
+	})
 	c := s.HTTPClient()
 	t.Cleanup(c.CloseIdleConnections)
 	return &wsWidgets{t: t, s: s, client: c}
@@ -577,19 +570,12 @@ func TestWebSocketWatchAcrossRestart(t *testing.T) {
 	// events events.
 	waitFor := func(dials, events int) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testsupport.Poll(t, 30*time.Second, fmt.Sprintf("%d connections and %d events", dials, events), func() (bool, string) {
 			got.mu.Lock()
 			d, n := got.dials, len(got.events)
 			got.mu.Unlock()
-			if d >= dials && n >= events {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after 30s: %d connections and %d events, want %d and %d", d, n, dials, events)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return d >= dials && n >= events, fmt.Sprintf("%d connections and %d events", d, n)
+		})
 	}
 
 	var want []string
