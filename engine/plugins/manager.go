@@ -229,7 +229,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	return err
 }
 
-// reconcile brings one Plugin's module and bindings in line with its spec.
+// reconcile brings one Plugin's module and bindings in line with its spec:
+// it checks the spec (checkSpec), loads the module the spec names or keeps
+// the one serving (loadModule), binds the module's admission rules and
+// controller (bind), and reports the outcome in the Plugin's status
+// (outcome).
 func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
 	obj, err := decodeObject(req.Object)
 	if err != nil {
@@ -252,56 +256,91 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 		cur.caller = countingCaller{Caller: m.opts.Host.Caller(name), c: cur.counters, writes: m.opts.Writes}
 		st.cur = cur
 	}
+	cfg, refused := m.checkSpec(name, cur, sp)
+	if refused != nil {
+		return refused.response(st), nil
+	}
+	failed, restored, events, err := m.loadModule(ctx, name, obj, cur, sp, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if failed != nil && !restored {
+		m.unserved(name, cur, sp, failed.err)
+		return failed.response(st), nil
+	}
+	st.loadedDigest = cur.digest
+	b := m.bind(name, obj, cur, sp)
+	events = append(events, b.events...)
+	return withEvents(events, m.outcome(ctx, name, cur, st, failed, b)), nil
+}
+
+// checkSpec checks what the spec asks beyond its syntax (privileges, the
+// host configuration of the kinds it names) and returns the module's host
+// configuration, or why the spec is refused.
+func (m *Manager) checkSpec(name string, cur *loaded, sp Spec) (Config, *failure) {
 	if err := sp.checkPrivileges(); err != nil {
-		m.unclaimIdle(name, cur)
-		if cur.digest == "" {
-			m.bindUnservable(name, cur, sp, err)
-		}
-		return st.fail(ReasonInvalidSpec, err, true), nil
+		m.unserved(name, cur, sp, err)
+		return Config{}, &failure{reason: ReasonInvalidSpec, err: err, terminal: true}
 	}
 	cfg, err := sp.hostConfig(m.opts.Service)
 	if err != nil {
-		m.unclaimIdle(name, cur)
-		if cur.digest == "" {
-			m.bindUnservable(name, cur, sp, err)
-		}
+		m.unserved(name, cur, sp, err)
 		if errors.Is(err, ErrNotServed) {
-			return st.fail(ReasonNotServed, err, false), nil
+			return Config{}, &failure{reason: ReasonNotServed, err: err}
 		}
-		return st.fail(ReasonInvalidSpec, err, true), nil
+		return Config{}, &failure{reason: ReasonInvalidSpec, err: err, terminal: true}
 	}
+	return cfg, nil
+}
 
-	var events []abi.Event
-	// failed says why the spec's module does not serve when the module
-	// that served before this process started could be restored instead:
-	// the bindings below are set up for that one, and the status still says
-	// why the spec's module does not serve.
-	var failed *failure
+// unserved handles a spec that no module serves: the Plugin gives up its
+// claim on the kind it reconciles unless an earlier version's controller
+// still runs, and, when no version is loaded, its admission rules are bound
+// to calls that fail with why.
+func (m *Manager) unserved(name string, cur *loaded, sp Spec, why error) {
+	m.unclaimIdle(name, cur)
+	if cur.digest == "" {
+		m.bindUnservable(name, cur, sp, why)
+	}
+}
+
+// loadModule swaps in the module and host configuration the spec names,
+// when they differ from those loaded. When the spec's module does not
+// serve, failed says why and the module loaded before keeps serving; when
+// this process loaded none yet, the module that served before the restart
+// is loaded in its place if it can be (restored), and the bindings are then
+// set up for that one. It returns an error only for what a retry may cure.
+func (m *Manager) loadModule(ctx context.Context, name string, obj *unstructured.Unstructured, cur *loaded, sp Spec, cfg Config) (failed *failure, restored bool, events []abi.Event, err error) {
 	hostKey := sp.Module.Digest + " " + mustJSON(cfg)
-	if cur.hostKey != hostKey {
-		var ev []abi.Event
-		failed, ev, err = m.upgrade(ctx, name, obj, cur, sp, cfg, hostKey)
-		if err != nil {
-			return nil, err
-		}
-		events = append(events, ev...)
-		if failed != nil && !m.restoreServing(ctx, name, obj, cur, sp, cfg, &events) {
-			m.unclaimIdle(name, cur)
-			if cur.digest == "" {
-				m.bindUnservable(name, cur, sp, failed.err)
-			}
-			return failed.response(st), nil
-		}
+	if cur.hostKey == hostKey {
+		return nil, false, nil, nil
 	}
-	st.loadedDigest = cur.digest
+	failed, events, err = m.upgrade(ctx, name, obj, cur, sp, cfg, hostKey)
+	if err != nil || failed == nil {
+		return failed, false, events, err
+	}
+	restored = m.restoreServing(ctx, name, obj, cur, sp, cfg, &events)
+	return failed, restored, events, nil
+}
 
-	// Admission bindings. A rule the module cannot serve stays bound and
-	// fails every call, so that failurePolicy decides: Fail refuses the
-	// writes it covers, naming the plugin and why.
-	var missing []string
+// binding is what binding a loaded module to its spec gave: the exports the
+// spec binds and the module lacks, the reconcile binding's error, and the
+// events of a controller stopped.
+type binding struct {
+	missing []string
+	err     error
+	events  []abi.Event
+}
+
+// bind binds the loaded module's admission rules and its reconcile
+// controller as the spec says. A rule the module cannot serve stays bound
+// and fails every call, so that failurePolicy decides: Fail refuses the
+// writes it covers, naming the plugin and why.
+func (m *Manager) bind(name string, obj *unstructured.Unstructured, cur *loaded, sp Spec) binding {
+	var b binding
 	var noAdmit error
 	if len(sp.Admission) > 0 && !cur.exports.Admit {
-		missing = append(missing, "admit")
+		b.missing = append(b.missing, "admit")
 		noAdmit = fmt.Errorf("module %s does not export admit, which spec.admission binds", cur.digest)
 	}
 	m.mu.Lock()
@@ -310,36 +349,37 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	m.publishLocked()
 	m.mu.Unlock()
 
-	// Reconcile binding.
-	var bindErr error
 	switch {
 	case sp.Reconcile == nil:
-		events = append(events, m.unbind(name, cur)...)
+		b.events = m.unbind(name, cur)
 	case !cur.exports.Reconcile:
-		missing = append(missing, "reconcile")
-		events = append(events, m.unbind(name, cur)...) // the previous version may have had it
+		b.missing = append(b.missing, "reconcile")
+		b.events = m.unbind(name, cur) // the previous version may have had it
 	default:
-		bindErr = m.bindReconcile(name, obj.GetCreationTimestamp().Time, cur, sp)
+		b.err = m.bindReconcile(name, obj.GetCreationTimestamp().Time, cur, sp)
 	}
-	if failed != nil {
-		// The restored module serves; the spec's module still does not.
-		return withEvents(events, failed.response(st)), nil
-	}
-	if len(missing) > 0 {
-		return withEvents(events, st.fail(ReasonMissingExport, fmt.Errorf("module %s does not export %s, which the spec binds", cur.digest, strings.Join(missing, " and ")), true)), nil
-	}
-	if errors.Is(bindErr, ErrReconcileConflict) {
-		return withEvents(events, st.fail(ReasonReconcileConflict, bindErr, false)), nil
-	}
-	if bindErr != nil {
-		return withEvents(events, st.fail(ReasonNotServed, bindErr, false)), nil
+	return b
+}
+
+// outcome is the status that reports a reconcile: why the spec's module
+// does not serve (failed, when a restored module serves in its place), an
+// export the spec binds and the module lacks, a reconcile binding refused,
+// a controller not running yet, or the module serving.
+func (m *Manager) outcome(ctx context.Context, name string, cur *loaded, st *status, failed *failure, b binding) *abi.ReconcileResponse {
+	switch {
+	case failed != nil:
+		return failed.response(st)
+	case len(b.missing) > 0:
+		return st.fail(ReasonMissingExport, fmt.Errorf("module %s does not export %s, which the spec binds", cur.digest, strings.Join(b.missing, " and ")), true)
+	case errors.Is(b.err, ErrReconcileConflict):
+		return st.fail(ReasonReconcileConflict, b.err, false)
+	case b.err != nil:
+		return st.fail(ReasonNotServed, b.err, false)
 	}
 	if why := m.notRunning(ctx, name, cur); why != "" {
-		return withEvents(events, st.starting(why)), nil
+		return st.starting(why)
 	}
-	resp := st.ok(m.opts.StatusInterval)
-	resp.Events = events
-	return resp, nil
+	return st.ok(m.opts.StatusInterval)
 }
 
 // bindReconcile puts the plugin's controller into the controller manager,
