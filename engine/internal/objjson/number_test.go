@@ -2,10 +2,13 @@ package objjson
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 func TestNormalizeNumbers(t *testing.T) {
@@ -70,5 +73,74 @@ func TestInteger(t *testing.T) {
 				t.Errorf("Integer = %d, %v; want %d, %v", got, ok, tt.want, tt.ok)
 			}
 		})
+	}
+}
+
+// TestNormalizeNumbersIsUtiljson: a value a caller builds with Go numbers,
+// normalised, is what the API's decoder (utiljson) gives for its JSON, for
+// every number NormalizeNumbers claims: integral float64 within ±2^53, int,
+// int32, integral float32, and fractional float64, which both keep.
+// Beyond 2^53 they part on purpose: utiljson makes an int64 of the integer
+// a float64 prints as, which the caller did not write.
+func TestNormalizeNumbersIsUtiljson(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	number := func() any {
+		switch r.IntN(6) {
+		case 0:
+			return float64(r.Int64N(1<<54) - 1<<53)
+		case 1:
+			return r.NormFloat64() * 1e3
+		case 2:
+			return r.IntN(1000) - 500
+		case 3:
+			return int32(r.Int32())
+		case 4:
+			return float32(r.IntN(1 << 24))
+		default:
+			return []any{0.0, math.Copysign(0, -1), float64(1 << 53), -float64(1 << 53), 0.5, 1e-300}[r.IntN(6)]
+		}
+	}
+	var value func(depth int) any
+	value = func(depth int) any {
+		switch r.IntN(4) {
+		case 0:
+			if depth < 3 {
+				m := map[string]any{}
+				for i := range r.IntN(4) {
+					m[fmt.Sprint("k", i)] = value(depth + 1)
+				}
+				return m
+			}
+		case 1:
+			if depth < 3 {
+				l := make([]any, r.IntN(4))
+				for i := range l {
+					l[i] = value(depth + 1)
+				}
+				return l
+			}
+		}
+		return number()
+	}
+	for i := range 3000 {
+		v := map[string]any{"v": value(0)}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want map[string]any
+		if err := utiljson.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, NormalizeNumbers(v)); diff != "" {
+			t.Fatalf("case %d: %s (-utiljson +NormalizeNumbers):\n%s", i, b, diff)
+		}
+	}
+	// The difference kept on purpose.
+	big := float64(1 << 60)
+	var want map[string]any
+	_ = utiljson.Unmarshal([]byte(`{"v":1152921504606846976}`), &want)
+	if got := NormalizeNumbers(map[string]any{"v": big}).(map[string]any)["v"]; got != big || want["v"] != int64(1<<60) {
+		t.Errorf("2^60: NormalizeNumbers gives %#v, utiljson %#v; want a float64 and an int64", got, want["v"])
 	}
 }
