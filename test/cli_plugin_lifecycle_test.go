@@ -139,14 +139,11 @@ func TestCLIPluginInstallOnExamplesServer(t *testing.T) {
 	wasmModule(t, "widget-plugin")
 	wasmModule(t, "replicagroup-plugin")
 	s := testserver.Start(t, testserver.Options{Args: []string{"--examples", "--examples-dir", filepath.Join("..", "examples")}, LogLevel: "warn"})
-	deadline := time.Now().Add(2 * time.Minute)
+	start := time.Now()
 	for _, name := range []string{"widget", "replicagroup"} {
-		for runCLI(t, s, nil, "", "get", "plugin", name).code != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("the server did not create the example Plugin %s", name)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		testsupport.Eventually(t, 2*time.Minute-time.Since(start), "the example Plugin "+name, func() bool {
+			return runCLI(t, s, nil, "", "get", "plugin", name).code == 0
+		})
 	}
 	for _, args := range [][]string{
 		{"plugin", "install", "widget", "--wasm", "../bin/wasm/widget-plugin.wasm", "--reconcile", "widgets", "--owns", "widgetprovisions"},

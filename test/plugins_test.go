@@ -654,20 +654,14 @@ func TestPlugins(t *testing.T) {
 				t.Fatalf("create widget: %v %s", err, errOut)
 			}
 		}
-		deadline := time.Now().Add(time.Minute)
+		start := time.Now()
 		for i := range 3 {
 			name := fmt.Sprintf("rec-%d", i)
-			for {
+			testsupport.Poll(t, time.Minute-time.Since(start), "widget "+name+" Ready with its gadget", func() (bool, string) {
 				state, _, _ := s.Kubectl("get", "widget", name, "-o", `jsonpath={.status.state}/{.status.conditions[?(@.type=="Ready")].status}`)
 				owner, _, _ := s.Kubectl("get", "gadget", name+"-gadget", "-o", "jsonpath={.metadata.ownerReferences[0].name}/{.spec.size}")
-				if state == "Ready/True" && owner == name+"/small" {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("widget %s: state %q, gadget %q", name, state, owner)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+				return state == "Ready/True" && owner == name+"/small", fmt.Sprintf("state %q, gadget %q", state, owner)
+			})
 		}
 		// Without permissions the host functions are refused...
 		out, _, _ := s.Kubectl("get", "gadget", "rec-0-gadget", "-o", "jsonpath={.spec.readError}|{.spec.eventError}")
