@@ -14,6 +14,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -66,7 +67,7 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 		}
 		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %s", msg))
 	}
-	normalizeNumbers(applied)
+	objjson.NormalizeNumbers(applied)
 	preconditioned := (&unstructured.Unstructured{Object: applied}).GetResourceVersion() != ""
 	uopts := metav1.UpdateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation}
 	for attempt := 1; ; attempt++ {
@@ -151,7 +152,7 @@ func applyTo(fm *managedfields.FieldManager, tc managedfields.TypeConverter, old
 	if obj == old {
 		obj = obj.DeepCopy()
 	}
-	normalizeNumbers(obj.Object)
+	objjson.NormalizeNumbers(obj.Object)
 	return obj, nil
 }
 

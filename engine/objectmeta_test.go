@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
@@ -31,7 +32,7 @@ func checkCanonicalMeta(t *testing.T, doc string) bool {
 	if err := utiljson.Unmarshal([]byte(doc), &md); err != nil {
 		return false
 	}
-	md = normalizeNumbers(md)
+	md = objjson.NormalizeNumbers(md)
 	m, ok := md.(map[string]any)
 	if !ok {
 		return false
@@ -42,7 +43,7 @@ func checkCanonicalMeta(t *testing.T, doc string) bool {
 	}
 	var copied any
 	_ = utiljson.Unmarshal([]byte(doc), &copied)
-	want, unknown, err := libraryMeta(map[string]any{"metadata": normalizeNumbers(copied)})
+	want, unknown, err := libraryMeta(map[string]any{"metadata": objjson.NormalizeNumbers(copied)})
 	if err != nil || len(unknown) > 0 {
 		t.Fatalf("canonicalMeta accepted %s, which the library refuses: %v, unknown %v", doc, err, unknown)
 	}

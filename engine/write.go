@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 
@@ -23,6 +22,7 @@ import (
 	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/apiserver/pkg/warning"
 
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -151,7 +151,7 @@ func (sv *served) prepareForUpdate(ctx context.Context, sub string, obj, old *un
 			delete(obj.Object, "status")
 		}
 	}
-	if !semanticEqual(withoutMetadata(obj.Object), withoutMetadata(old.Object)) {
+	if !objjson.SemanticEqual(withoutMetadata(obj.Object), withoutMetadata(old.Object)) {
 		obj.SetGeneration(old.GetGeneration() + 1)
 	}
 }
@@ -249,7 +249,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if !owned {
 		obj = obj.DeepCopy()
 	}
-	normalizeNumbers(obj.Object)
+	objjson.NormalizeNumbers(obj.Object)
 	if err := checkType(sv, obj); err != nil {
 		return nil, nil, err
 	}
@@ -399,7 +399,7 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 		return nil, nil, notServed(gvr)
 	}
 	obj = obj.DeepCopy()
-	normalizeNumbers(obj.Object)
+	objjson.NormalizeNumbers(obj.Object)
 	if err := checkType(sv, obj); err != nil {
 		return nil, nil, err
 	}
@@ -483,7 +483,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 		return nil, nil, err
 	}
 	obj = ignoreManagedFieldsTimestamps(ctx, obj, old)
-	if semanticEqual(obj.Object, old.Object) || dry {
+	if objjson.SemanticEqual(obj.Object, old.Object) || dry {
 		return obj, nil, nil // nothing to write: the resourceVersion stays
 	}
 	b, err := encode(sv, obj)
@@ -525,37 +525,10 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	return obj, body, nil
 }
 
-// normalizeNumbers converts integral float64 values to int64 in place, as the
-// API's JSON decoder does, so that an object built by a caller with
-// encoding/json validates like one decoded from a request.
-func normalizeNumbers(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = normalizeNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = normalizeNumbers(e)
-		}
-	case float64:
-		if x == float64(int64(x)) && x >= -(1<<53) && x <= 1<<53 {
-			return int64(x)
-		}
-	case float32:
-		return normalizeNumbers(float64(x))
-	case int:
-		return int64(x)
-	case int32:
-		return int64(x)
-	}
-	return v
-}
-
 // mutateAndCoerce runs mutating admission, puts back the server-owned
 // metadata (systemFields) whatever it returned and, when it changed obj
 // (already coerced by the caller), defaults and prunes what it returned.
-// The check is exact (jsonEqual, so an int64 turned into a float64 counts
+// The check is exact (objjson.DeepEqual, so an int64 turned into a float64 counts
 // as a change) and costs a copy of obj, a fraction of a coercion.
 func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *AdmissionRequest, obj *unstructured.Unstructured) error {
 	if s.admitter() == nil {
@@ -571,59 +544,12 @@ func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *Admissio
 		return apierrors.NewInternalError(fmt.Errorf("mutating admission changed the name or namespace of %s/%s", ns, name))
 	}
 	sys.restore(obj)
-	if jsonEqual(before.Object, obj.Object) {
+	if objjson.DeepEqual(before.Object, obj.Object) {
 		return nil // unchanged: already coerced
 	}
-	normalizeNumbers(obj.Object)
+	objjson.NormalizeNumbers(obj.Object)
 	_, err := coerce(sv, obj)
 	return err
-}
-
-// jsonEqual is reflect.DeepEqual for the values of an Unstructured object,
-// without reflection for the types JSON decoding gives: like DeepEqual,
-// values of different types (an int64 and a float64) differ, and so does
-// NaN from itself.
-func jsonEqual(a, b any) bool {
-	switch x := a.(type) {
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || x == nil || y == nil || len(x) != len(y) {
-			return ok && x == nil && y == nil
-		}
-		for k, xv := range x {
-			yv, ok := y[k]
-			if !ok || !jsonEqual(xv, yv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || x == nil || y == nil || len(x) != len(y) {
-			return ok && x == nil && y == nil
-		}
-		for i := range x {
-			if !jsonEqual(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case int64:
-		y, ok := b.(int64)
-		return ok && x == y
-	case float64:
-		y, ok := b.(float64)
-		return ok && x == y
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	case nil:
-		return b == nil
-	}
-	return reflect.DeepEqual(a, b)
 }
 
 // terminating tells whether a stored document carries a deletionTimestamp.

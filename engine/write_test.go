@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"math"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -107,29 +105,6 @@ func TestServedJSONOtherDocuments(t *testing.T) {
 				t.Errorf("servedJSON = %s, want %s", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestJSONEqualIsDeepEqual(t *testing.T) {
-	nan := math.NaN()
-	values := []any{
-		nil, "a", "b", "", int64(1), int64(2), float64(1), 1.5, nan, true, false,
-		map[string]any(nil), map[string]any{}, map[string]any{"a": int64(1)}, map[string]any{"a": float64(1)},
-		map[string]any{"a": int64(1), "b": nil}, map[string]any{"a": int64(1), "c": nil}, map[string]any{"a": []any{"x"}},
-		[]any(nil), []any{}, []any{"x"}, []any{"x", "y"}, []any{"y", "x"}, []any{map[string]any{"a": "b"}},
-		map[string]string{"a": "b"}, []string{"x"}, int(1), int32(1),
-	}
-	for _, a := range values {
-		for _, b := range values {
-			if got, want := jsonEqual(a, b), reflect.DeepEqual(a, b); got != want {
-				t.Errorf("jsonEqual(%#v, %#v) = %v, reflect.DeepEqual %v", a, b, got, want)
-			}
-			// The same, nested.
-			na, nb := map[string]any{"k": []any{a}}, map[string]any{"k": []any{b}}
-			if got, want := jsonEqual(na, nb), reflect.DeepEqual(na, nb); got != want {
-				t.Errorf("jsonEqual(%#v, %#v) = %v, reflect.DeepEqual %v", na, nb, got, want)
-			}
-		}
 	}
 }
 

@@ -16,17 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
 // blobCRD is a kind with one free-form string, data, for objects of a
 // chosen size.
-const blobCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"blobs.test.setpoint.dev"},
-"spec":{"group":"test.setpoint.dev","scope":"Namespaced",
- "names":{"plural":"blobs","singular":"blob","kind":"Blob","listKind":"BlobList"},
- "versions":[{"name":"v1","served":true,"storage":true,
-  "schema":{"openAPIV3Schema":{"type":"object","properties":{"data":{"type":"string"}}}}}]}}`
+var blobCRD = testsupport.CRD{Group: "test.setpoint.dev", Kind: "Blob", Schema: `{"properties":{"data":{"type":"string"}},"type":"object"}`}.String()
 
 // procKiB reads a "Name:   N kB" line of /proc/PID/status.
 func procKiB(t *testing.T, pid int, name string) int64 {
@@ -100,18 +96,14 @@ func TestAbusiveClientsKeepMemoryBounded(t *testing.T) {
 	}
 	setup := time.Now()
 	mustDo("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", blobCRD, http.StatusCreated)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testsupport.Eventually(t, 30*time.Second, "blobs served", func() bool {
 		resp, err := do(context.Background(), "GET", "/apis/test.setpoint.dev/v1/namespaces/default/blobs", "")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("blobs not served after 30s")
-		}
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 	mustDo("POST", "/api/v1/namespaces", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"big"}}`, http.StatusCreated)
 	mustDo("POST", "/api/v1/namespaces", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"many"}}`, http.StatusCreated)
 	blob := func(name string, size int) string {

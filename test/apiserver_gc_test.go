@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,11 +44,7 @@ func TestAPIFinalizersAndGarbageCollection(t *testing.T) {
 	}
 	eventually := func(t *testing.T, what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
+		testsupport.Eventually(t, 30*time.Second, what, cond)
 	}
 	del := func(t *testing.T, name string, policy metav1.DeletionPropagation) {
 		t.Helper()

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -266,14 +268,7 @@ spec:
 	}
 }
 
-const clockCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"clocks.example.setpoint.dev"},
-"spec":{"group":"example.setpoint.dev","scope":"Cluster",
- "names":{"plural":"clocks","singular":"clock","kind":"Clock"},
- "versions":[{"name":"v1","served":true,"storage":true,
-  "additionalPrinterColumns":[{"name":"Since","type":"date","jsonPath":".spec.since"}],
-  "schema":{"openAPIV3Schema":{"type":"object","properties":{
-   "spec":{"type":"object","properties":{"since":{"type":"string","format":"date-time"}}}}}}}]}}`
+var clockCRD = testsupport.CRD{Kind: "Clock", Scope: "Cluster", Columns: `[{"jsonPath":".spec.since","name":"Since","type":"date"}]`, Schema: `{"properties":{"spec":{"properties":{"since":{"format":"date-time","type":"string"}},"type":"object"}},"type":"object"}`}.String()
 
 // TestBrowserPluginCountsAndClocks checks the plugin page's call and error
 // counts, that a date printer column other than Age keeps ticking, and the
@@ -287,18 +282,11 @@ func TestBrowserPluginCountsAndClocks(t *testing.T) {
 		t.Fatalf("create the Clock CRD: %d %s %v", code, body, err)
 	}
 	since := time.Now().Add(-30 * time.Second).UTC().Format(time.RFC3339)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testsupport.Poll(t, 10*time.Second, "a Clock created", func() (bool, string) {
 		code, body, err := s.Do("POST", "/apis/example.setpoint.dev/v1/clocks", s.Token,
 			strings.NewReader(`{"apiVersion":"example.setpoint.dev/v1","kind":"Clock","metadata":{"name":"g1"},"spec":{"since":"`+since+`"}}`))
-		if err == nil && code == http.StatusCreated {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create a Clock: %d %s %v", code, body, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && code == http.StatusCreated, fmt.Sprintf("%d %s %v", code, body, err)
+	})
 	w.call("POST", "/apis/setpoint.dev/v1alpha1/plugins", "application/json", map[string]any{
 		"apiVersion": "setpoint.dev/v1alpha1", "kind": "Plugin", "metadata": map[string]any{"name": "widget-logic"},
 		"spec": map[string]any{"module": map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)}},

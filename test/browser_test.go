@@ -27,6 +27,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/webui"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -346,13 +347,9 @@ func TestBrowserClientRelistsAfterCompaction(t *testing.T) {
 	}
 	rvB = w.setSize("b", "medium")
 	rvC := w.setSize("c", "small")
-	deadline := time.Now().Add(20 * time.Second)
-	for !wsExpired(t, s, rvA) {
-		if time.Now().After(deadline) {
-			t.Fatalf("resourceVersion %s not compacted 20s after it left the compaction window", rvA)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testsupport.Eventually(t, 20*time.Second, "resourceVersion "+rvA+" compacted once it left the compaction window", func() bool {
+		return wsExpired(t, s, rvA)
+	})
 	if got := evalJS[string](t, ctx, `window.events.join()`); got != want {
 		t.Fatalf("events during the partition: %s", strings.TrimPrefix(got, want))
 	}

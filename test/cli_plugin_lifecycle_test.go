@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -100,13 +101,9 @@ func TestCLIPluginLifecycle(t *testing.T) {
 
 	t.Run("uninstall says which objects keep its finalizer", func(t *testing.T) {
 		ok(t, s, "apply", "-f", filepath.Join(examples, "widget.yaml"))
-		deadline := time.Now().Add(time.Minute)
-		for ok(t, s, "get", "widget", "demo", "-o", "jsonpath={.status.state}") != "Ready" {
-			if time.Now().After(deadline) {
-				t.Fatal("widget demo not Ready within a minute")
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		testsupport.Eventually(t, time.Minute, "widget demo Ready", func() bool {
+			return ok(t, s, "get", "widget", "demo", "-o", "jsonpath={.status.state}") == "Ready"
+		})
 		r := runCLI(t, s, nil, "", "plugin", "uninstall", "widget")
 		if r.code != 0 || r.stdout != "plugin.setpoint.dev/widget deleted\n" {
 			t.Fatalf("uninstall widget: %+v", r)
@@ -142,14 +139,11 @@ func TestCLIPluginInstallOnExamplesServer(t *testing.T) {
 	wasmModule(t, "widget-plugin")
 	wasmModule(t, "replicagroup-plugin")
 	s := testserver.Start(t, testserver.Options{Args: []string{"--examples", "--examples-dir", filepath.Join("..", "examples")}, LogLevel: "warn"})
-	deadline := time.Now().Add(2 * time.Minute)
+	start := time.Now()
 	for _, name := range []string{"widget", "replicagroup"} {
-		for runCLI(t, s, nil, "", "get", "plugin", name).code != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("the server did not create the example Plugin %s", name)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		testsupport.Eventually(t, 2*time.Minute-time.Since(start), "the example Plugin "+name, func() bool {
+			return runCLI(t, s, nil, "", "get", "plugin", name).code == 0
+		})
 	}
 	for _, args := range [][]string{
 		{"plugin", "install", "widget", "--wasm", "../bin/wasm/widget-plugin.wasm", "--reconcile", "widgets", "--owns", "widgetprovisions"},

@@ -13,55 +13,46 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
 // widgetCRD is the Widget kind of DESIGN.md, with printer columns (one of
 // them wide-only) and a short name.
-const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.example.setpoint.dev
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList, shortNames: [wd]}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    additionalPrinterColumns:
-    - {name: Display, type: string, jsonPath: .spec.name}
-    - {name: Size, type: string, jsonPath: .spec.size}
-    - {name: State, type: string, jsonPath: .status.state}
-    - {name: Color, type: string, jsonPath: .spec.color, priority: 1}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            required: [name, size]
-            properties:
-              name: {type: string}
-              size: {type: string, enum: [small, medium, large]}
-              color: {type: string}
-          status:
-            type: object
-            properties:
-              state: {type: string}
-              conditions:
-                type: array
-                items:
-                  type: object
-                  properties:
-                    type: {type: string}
-                    status: {type: string}
-                    reason: {type: string}
-                    message: {type: string}
-                    lastTransitionTime: {type: string, format: date-time}
-`
+var widgetCRD = testsupport.CRD{
+	Kind: "Widget", ShortNames: []string{"wd"}, Status: true,
+	Columns: `
+- {name: Display, type: string, jsonPath: .spec.name}
+- {name: Size, type: string, jsonPath: .spec.size}
+- {name: State, type: string, jsonPath: .status.state}
+- {name: Color, type: string, jsonPath: .spec.color, priority: 1}
+`,
+	Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    required: [name, size]
+    properties:
+      name: {type: string}
+      size: {type: string, enum: [small, medium, large]}
+      color: {type: string}
+  status:
+    type: object
+    properties:
+      state: {type: string}
+      conditions:
+        type: array
+        items:
+          type: object
+          properties:
+            type: {type: string}
+            status: {type: string}
+            reason: {type: string}
+            message: {type: string}
+            lastTransitionTime: {type: string, format: date-time}
+`,
+}.String()
 
 const widgets = `# two widgets
 apiVersion: example.setpoint.dev/v1

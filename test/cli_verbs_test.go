@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -189,34 +190,21 @@ func TestCLIConnection(t *testing.T) {
 }
 
 // gizmoCRD is a kind with the scale subresource.
-const gizmoCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gizmos.example.setpoint.dev
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: gizmos, singular: gizmo, kind: Gizmo, listKind: GizmoList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources:
-      status: {}
-      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              replicas: {type: integer}
-          status:
-            type: object
-            properties:
-              replicas: {type: integer}
-`
+var gizmoCRD = testsupport.CRD{
+	Kind: "Gizmo", Status: true, Scale: `{specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}`,
+	Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      replicas: {type: integer}
+  status:
+    type: object
+    properties:
+      replicas: {type: integer}
+`,
+}.String()
 
 // TestCLIEdit runs setpoint edit with editors that are shell scripts: each
 // keeps a copy of every file it was given (seen-N), so that the test sees

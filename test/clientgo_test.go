@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -226,19 +227,11 @@ func TestClientGo(t *testing.T) {
 		if err := widgets.Delete(ctx, "inf-0007", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testsupport.Poll(t, 30*time.Second, "the informer to see the update of inf-0003 and the delete of inf-0007", func() (bool, string) {
 			mu.Lock()
-			done := updated["inf-0003"] && deleted["inf-0007"]
-			mu.Unlock()
-			if done {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("informer saw updates %v and deletes %v", updated, deleted)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			defer mu.Unlock()
+			return updated["inf-0003"] && deleted["inf-0007"], fmt.Sprintf("updates %v and deletes %v", updated, deleted)
+		})
 		if got := len(inf.GetStore().List()); got != 19 {
 			t.Errorf("informer holds %d objects, want 19", got)
 		}

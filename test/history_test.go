@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -48,20 +49,13 @@ func TestHistoryCompactedGets410(t *testing.T) {
 	// Compaction runs in the background: poll the continue token until its
 	// revision is gone.
 	next := wsWidgetsPath + "?limit=1&continue=" + url.QueryEscape(page.Metadata.Continue)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testsupport.Eventually(t, 20*time.Second, "the continue token to stop working once its revision left the compaction window", func() bool {
 		code, body, err = s.Do("GET", next, s.Token, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if code != http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the continue token still works 20s after its revision left the compaction window")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return code != http.StatusOK
+	})
 	t.Run("list with an old continue token", func(t *testing.T) {
 		checkExpired(t, code, body)
 	})

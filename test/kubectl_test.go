@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -218,25 +219,13 @@ func TestKubectl(t *testing.T) {
 	// how existing objects read, as in Kubernetes, through get and list.
 	t.Run("schema change", func(t *testing.T) {
 		crd := func(fields string) string {
-			return `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gauges.example.setpoint.dev}
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: gauges, singular: gauge, kind: Gauge}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties: {` + fields + `}
-`
+			return testsupport.CRD{Kind: "Gauge", Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    properties: {` + fields + `}
+`}.String()
 		}
 		apply(t, crd("name: {type: string}, legacy: {type: string}"))
 		kubectl(t, "wait", "--for=condition=Established", "crd/gauges.example.setpoint.dev", "--timeout=20s")
@@ -263,19 +252,12 @@ spec:
 		if out := kubectl(t, "get", "ns", "--field-selector", "status.phase=Terminating", "-o", "name"); out != "namespace/qa2\n" {
 			t.Errorf("get ns --field-selector status.phase=Terminating: %q", out)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		testsupport.Poll(t, 20*time.Second, "the deletion conditions in describe ns qa2", func() (bool, string) {
 			out := kubectl(t, "describe", "ns", "qa2")
-			if strings.Contains(out, "NamespaceContentRemaining") && strings.Contains(out, "widgets.example.setpoint.dev has 1 resource instances") &&
+			return strings.Contains(out, "NamespaceContentRemaining") && strings.Contains(out, "widgets.example.setpoint.dev has 1 resource instances") &&
 				strings.Contains(out, "NamespaceFinalizersRemaining") && strings.Contains(out, "example.setpoint.dev/hold in 1 resource instances") &&
-				strings.Contains(out, "NamespaceDeletionDiscoveryFailure") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("describe ns qa2 shows no deletion conditions:\n%s", out)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+				strings.Contains(out, "NamespaceDeletionDiscoveryFailure"), "\n" + out
+		})
 		kubectl(t, "patch", "widget", "held", "-n", "qa2", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
 		kubectl(t, "wait", "--for=delete", "ns/qa2", "--timeout=20s")
 	})
@@ -283,26 +265,13 @@ spec:
 	// CRD selectableFields (Kubernetes 1.32, KEP-4358): --field-selector on
 	// the fields the served version declares, refused on others.
 	t.Run("selectable fields", func(t *testing.T) {
-		apply(t, `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gizmos.qa.setpoint.dev}
-spec:
-  group: qa.setpoint.dev
-  scope: Namespaced
-  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    selectableFields: [{jsonPath: .spec.color}, {jsonPath: .spec.count}]
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties: {color: {type: string}, count: {type: integer}, size: {type: string}}
-`)
+		apply(t, testsupport.CRD{Group: "qa.setpoint.dev", Kind: "Gizmo", SelectableFields: []string{".spec.color", ".spec.count"}, Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    properties: {color: {type: string}, count: {type: integer}, size: {type: string}}
+`}.String())
 		kubectl(t, "wait", "--for=condition=Established", "crd/gizmos.qa.setpoint.dev", "--timeout=20s")
 		for _, g := range []string{"g1 c1 1", "g2 c2 2", "g3 c1 3"} {
 			f := strings.Fields(g)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/store/etcd/etcdtest"
 	"github.com/setpoint-dev/setpoint/test/checker"
 	"github.com/setpoint-dev/setpoint/test/testserver"
@@ -32,12 +33,7 @@ import (
 
 // linCRD is the kind the linearizability histories write: one string,
 // data, unique per write so that every read shows which write it saw.
-const linCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"lins.test.setpoint.dev"},
-"spec":{"group":"test.setpoint.dev","scope":"Namespaced",
- "names":{"plural":"lins","singular":"lin","kind":"Lin","listKind":"LinList"},
- "versions":[{"name":"v1","served":true,"storage":true,
-  "schema":{"openAPIV3Schema":{"type":"object","properties":{"data":{"type":"string"}}}}}]}}`
+var linCRD = testsupport.CRD{Group: "test.setpoint.dev", Kind: "Lin", Schema: `{"properties":{"data":{"type":"string"}},"type":"object"}`}.String()
 
 var linGVR = schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1", Resource: "lins"}
 
@@ -83,17 +79,10 @@ func testLinearizability(t *testing.T, s *testserver.Server, histories int) {
 	if code, body, err := s.Do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", s.Token, bytes.NewReader([]byte(linCRD))); err != nil || code != http.StatusCreated {
 		t.Fatalf("create CRD: %d %s %v", code, body, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testsupport.Poll(t, 30*time.Second, "kind lins served", func() (bool, string) {
 		code, _, err := s.Do("GET", "/apis/test.setpoint.dev/v1/lins", s.Token, nil)
-		if err == nil && code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kind lins not served: %d %v", code, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && code == http.StatusOK, fmt.Sprintf("%d %v", code, err)
+	})
 	var ops, ambiguous int
 	for h := range histories {
 		n, a := runLinHistory(t, s, h)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -55,17 +57,10 @@ func TestModulesGC(t *testing.T) {
 		return l
 	}
 	var l moduleList
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testsupport.Poll(t, 30*time.Second, "the unused module unlisted", func() (bool, string) {
 		l = list()
-		if !slices.ContainsFunc(l.Items, func(m gcModule) bool { return m.Digest == unusedDigest }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the unused module is still listed: %+v", l)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return !slices.ContainsFunc(l.Items, func(m gcModule) bool { return m.Digest == unusedDigest }), fmt.Sprintf("%+v", l)
+	})
 	if len(l.Items) != 1 || l.Items[0].Digest != usedDigest || l.Items[0].Size != len(used) || !slices.Equal(l.Items[0].UsedBy, []string{"gc-user"}) {
 		t.Fatalf("modules = %+v, want only %s (%d bytes) used by gc-user", l, usedDigest, len(used))
 	}

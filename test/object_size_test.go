@@ -10,28 +10,19 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
-const sizedCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: blobs.limits.example.dev}
-spec:
-  group: limits.example.dev
-  scope: Namespaced
-  names: {plural: blobs, singular: blob, kind: Blob}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, properties: {data: {type: string}}}
-          status: {type: object, properties: {data: {type: string}}}
-`
+var sizedCRD = testsupport.CRD{
+	Group: "limits.example.dev", Kind: "Blob", Status: true,
+	Schema: `
+type: object
+properties:
+  spec: {type: object, properties: {data: {type: string}}}
+  status: {type: object, properties: {data: {type: string}}}
+`,
+}.String()
 
 func blob(name string, n int) string {
 	b, _ := json.Marshal(map[string]any{
@@ -53,16 +44,10 @@ func TestObjectSizeLimitOnTheServer(t *testing.T) {
 		t.Fatalf("apply CRD: %v\n%s%s", err, out, errOut)
 	}
 	const path = "/apis/limits.example.dev/v1/namespaces/default/blobs"
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, _, _ := s.Do("GET", path, s.Token, nil); c == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("blobs not served")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testsupport.Eventually(t, 30*time.Second, "blobs served", func() bool {
+		c, _, _ := s.Do("GET", path, s.Token, nil)
+		return c == http.StatusOK
+	})
 	status := func(t *testing.T, code int, body []byte) metav1.Status {
 		t.Helper()
 		var st metav1.Status

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -30,13 +31,7 @@ func TestPluginObjectQuota(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		testsupport.Eventually(t, time.Minute, what, cond)
 	}
 	countNotes := func(plugin string) int {
 		return strings.Count(kubectl("get", "notes", "-A", "-l", "setpoint.dev/created-by-plugin="+plugin,

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -24,8 +25,7 @@ func TestGuestPanicsAggregateIntoOneEvent(t *testing.T) {
 		t.Fatalf("apply gizmo: %v %s%s", err, out, errOut)
 	}
 	var lines []string
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	testsupport.Poll(t, 90*time.Second, "a panic Event counted twice", func() (bool, string) {
 		out, _, _ := s.Kubectl("get", "events", "--field-selector", "involvedObject.name=p1",
 			"-o", `jsonpath={range .items[*]}{.type}|{.count}|{.message}{"\n"}{end}`)
 		lines = lines[:0]
@@ -35,18 +35,15 @@ func TestGuestPanicsAggregateIntoOneEvent(t *testing.T) {
 			}
 		}
 		if len(lines) > 1 {
-			break // one Event per panic: the assertion below says so
+			return true, "" // one Event per panic: the assertion below says so
 		}
 		if len(lines) == 1 {
 			if n, _ := strconv.Atoi(strings.Split(lines[0], "|")[1]); n >= 2 {
-				break
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for a panic Event counted twice; events:\n%s", out)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return false, "events:\n" + out
+	})
 	t.Logf("panic events: %q", lines)
 	if len(lines) != 1 {
 		t.Fatalf("%d Events for the same panic, want one counted:\n%s", len(lines), strings.Join(lines, "\n"))

@@ -1,11 +1,13 @@
 package test
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -16,17 +18,10 @@ func TestPluginPreemptionShown(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
 	ok(t, s, "apply", "-f", filepath.Join(writeFiles(t, map[string]string{"crd.yaml": widgetCRD}), "crd.yaml"))
 	ok(t, s, "plugin", "install", "labels", "--wasm", labels, "--admit", "wd", "--config", "labels=team")
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testsupport.Poll(t, time.Minute, "status.preemption loop-checks (a Go guest imports sched_yield)", func() (bool, string) {
 		got := strings.TrimSpace(ok(t, s, "get", "plugin", "labels", "-o", "jsonpath={.status.preemption}"))
-		if got == "loop-checks" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status.preemption = %q, want loop-checks (a Go guest imports sched_yield)", got)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return got == "loop-checks", fmt.Sprintf("status.preemption = %q", got)
+	})
 	if out := ok(t, s, "plugin", "describe", "labels"); !strings.Contains(out, "Preemption:     loop-checks") {
 		t.Errorf("plugin describe lacks the preemption mode:\n%s", out)
 	}

@@ -2,33 +2,24 @@ package test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
 // tenantCRD is a cluster-scoped kind, whose objects may own cluster-scoped
 // children such as Plugins.
-const tenantCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: tenants.example.setpoint.dev
-spec:
-  group: example.setpoint.dev
-  scope: Cluster
-  names: {plural: tenants, singular: tenant, kind: Tenant, listKind: TenantList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
+var tenantCRD = testsupport.CRD{
+	Kind: "Tenant", Scope: "Cluster", Status: true,
+	Schema: `
+type: object
+x-kubernetes-preserve-unknown-fields: true
+`,
+}.String()
 
 // owns is no write grant: on the real server, a plugin with no permissions
 // whose spec owns plugins.setpoint.dev and whose reconcile desires a Plugin
@@ -66,15 +57,11 @@ func TestOwnsCannotEscalate(t *testing.T) {
 
 	// An administrator's consent.
 	applyPlugin(t, s, escalate(true))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testsupport.Poll(t, 20*time.Second, "a privileged plugin's child Plugin created", func() (bool, string) {
 		code, _, _ := s.Do("GET", pluginsPath+"/pwned", s.Token, nil)
 		if code == 200 {
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a privileged plugin's child Plugin was not created: %d; %+v", code, getPlugin(t, s, "escalate"))
-		}
-		time.Sleep(150 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%d; %+v", code, getPlugin(t, s, "escalate"))
+	})
 }

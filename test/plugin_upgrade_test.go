@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -126,15 +127,8 @@ func TestPluginUpgradeRefusesUnsafeModules(t *testing.T) {
 // waitWidget waits until the widget's status.state is state.
 func waitWidget(t *testing.T, s *testserver.Server, name, state string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testsupport.Poll(t, 20*time.Second, fmt.Sprintf("widget %s in state %q", name, state), func() (bool, string) {
 		out, _, _ := s.Kubectl("get", "widget", name, "-o", "jsonpath={.status.state}")
-		if out == state {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("widget %s: state %q, want %q", name, out, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return out == state, fmt.Sprintf("state %q", out)
+	})
 }

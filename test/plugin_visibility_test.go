@@ -11,58 +11,37 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
 // strictGadgetCRD is a kind whose status the server checks: state may only be
 // "ready", so the faulty guest's {"state":"ok"} violates it.
-const strictGadgetCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadgets.example.setpoint.dev
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: gadgets, singular: gadget, kind: Gadget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status:
-            type: object
-            properties:
-              state: {type: string, enum: [ready]}
-              observedGeneration: {type: integer}
-              conditions:
-                type: array
-                items: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
+var strictGadgetCRD = testsupport.CRD{
+	Kind: "Gadget", Status: true,
+	Schema: `
+type: object
+properties:
+  spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+  status:
+    type: object
+    properties:
+      state: {type: string, enum: [ready]}
+      observedGeneration: {type: integer}
+      conditions:
+        type: array
+        items: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`,
+}.String()
 
 // looseGizmoCRD is a kind with no checks, reconciled by the noisy plugins.
-const looseGizmoCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gizmos.example.setpoint.dev
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
+var looseGizmoCRD = testsupport.CRD{
+	Kind: "Gizmo", Status: true,
+	Schema: `
+type: object
+x-kubernetes-preserve-unknown-fields: true
+`,
+}.String()
 
 // serverMetric sums the samples of a metric whose labels contain each part.
 func serverMetric(t *testing.T, s *testserver.Server, name string, parts ...string) float64 {
@@ -120,13 +99,7 @@ func TestPluginFailuresVisible(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		testsupport.Eventually(t, time.Minute, what, cond)
 	}
 
 	t.Run("a status the server refuses", func(t *testing.T) {

@@ -1,60 +1,44 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
 // noteCRD is the kind the writer guest writes through the host (see
 // host/testdata/guests/writer): a schema that admits only two sizes, and a
 // status subresource.
-const noteCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: notes.example.setpoint.dev
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: notes, singular: note, kind: Note, listKind: NoteList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              size: {type: string, enum: [small, medium]}
-              widget: {type: string}
-          status:
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-`
+var noteCRD = testsupport.CRD{
+	Kind: "Note", Status: true,
+	Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      size: {type: string, enum: [small, medium]}
+      widget: {type: string}
+  status:
+    type: object
+    x-kubernetes-preserve-unknown-fields: true
+`,
+}.String()
 
 // eventually polls get until it returns want, and fails with the last
 // value after timeout.
 func eventually(t *testing.T, what string, timeout time.Duration, want string, get func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testsupport.Poll(t, timeout, fmt.Sprintf("%s = %q", what, want), func() (bool, string) {
 		got := get()
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %q after %s, want %q", what, got, timeout, want)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return got == want, fmt.Sprintf("%q", got)
+	})
 }
 
 // TestPluginWrites runs a reconcile plugin that writes objects of another

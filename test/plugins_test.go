@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -31,26 +32,16 @@ const (
 )
 
 // gadgetCRD is the kind of the children the test guest provisions.
-const gadgetCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadgets.example.setpoint.dev
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-`
+var gadgetCRD = testsupport.CRD{
+	Kind: "Gadget",
+	Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    x-kubernetes-preserve-unknown-fields: true
+`,
+}.String()
 
 // testGuestSource is a guest built by the test: its admit export does what
 // config "mode" says (loop: spin; panic; dryrun: annotate the object with
@@ -255,17 +246,12 @@ func getPlugin(t *testing.T, s *testserver.Server, name string) pluginStatus {
 // waitPlugin polls a Plugin until ok accepts its status.
 func waitPlugin(t *testing.T, s *testserver.Server, name string, timeout time.Duration, ok func(pluginStatus) bool) pluginStatus {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		st := getPlugin(t, s, name)
-		if ok(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("plugin %s: status still %+v after %s", name, st, timeout)
-		}
-		time.Sleep(150 * time.Millisecond)
-	}
+	var st pluginStatus
+	testsupport.Poll(t, timeout, "plugin "+name+"'s status", func() (bool, string) {
+		st = getPlugin(t, s, name)
+		return ok(st), fmt.Sprintf("%+v", st)
+	})
+	return st
 }
 
 func loadedWith(digest string) func(pluginStatus) bool {
@@ -668,20 +654,14 @@ func TestPlugins(t *testing.T) {
 				t.Fatalf("create widget: %v %s", err, errOut)
 			}
 		}
-		deadline := time.Now().Add(time.Minute)
+		start := time.Now()
 		for i := range 3 {
 			name := fmt.Sprintf("rec-%d", i)
-			for {
+			testsupport.Poll(t, time.Minute-time.Since(start), "widget "+name+" Ready with its gadget", func() (bool, string) {
 				state, _, _ := s.Kubectl("get", "widget", name, "-o", `jsonpath={.status.state}/{.status.conditions[?(@.type=="Ready")].status}`)
 				owner, _, _ := s.Kubectl("get", "gadget", name+"-gadget", "-o", "jsonpath={.metadata.ownerReferences[0].name}/{.spec.size}")
-				if state == "Ready/True" && owner == name+"/small" {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("widget %s: state %q, gadget %q", name, state, owner)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+				return state == "Ready/True" && owner == name+"/small", fmt.Sprintf("state %q, gadget %q", state, owner)
+			})
 		}
 		// Without permissions the host functions are refused...
 		out, _, _ := s.Kubectl("get", "gadget", "rec-0-gadget", "-o", "jsonpath={.spec.readError}|{.spec.eventError}")
@@ -698,18 +678,12 @@ func TestPlugins(t *testing.T) {
   config:
     read: "true"
 `))
-		deadline = time.Now().Add(time.Minute)
-		for {
+		testsupport.Poll(t, time.Minute, "host functions with permissions to list at least 3 gadgets and no error", func() (bool, string) {
 			out, _, _ := s.Kubectl("get", "gadget", "rec-0-gadget", "-o", "jsonpath={.spec.listed}|{.spec.readError}{.spec.eventError}")
 			var listed int
-			if _, err := fmt.Sscanf(out, "%d|", &listed); err == nil && listed >= 3 && strings.HasSuffix(out, "|") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("host functions with permissions: %q, want at least 3 gadgets listed and no error", out)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			_, err := fmt.Sscanf(out, "%d|", &listed)
+			return err == nil && listed >= 3 && strings.HasSuffix(out, "|"), fmt.Sprintf("%q", out)
+		})
 		out, _, _ = s.Kubectl("get", "events", "-o", "jsonpath={.items[*].reason}")
 		if !strings.Contains(out, "GadgetsListed") {
 			t.Errorf("no GadgetsListed event among %q", out)
@@ -723,17 +697,10 @@ func TestPlugins(t *testing.T) {
 		if out, errOut, err := s.Kubectl("delete", "widget", "rec-2", "--timeout=60s"); err != nil {
 			t.Fatalf("delete widget: %v %s%s", err, out, errOut)
 		}
-		deadline = time.Now().Add(time.Minute)
-		for {
+		testsupport.Poll(t, time.Minute, "the deleted widget's gadget gone", func() (bool, string) {
 			_, errOut, _ := s.Kubectl("get", "gadget", "rec-2-gadget")
-			if strings.Contains(errOut, "NotFound") || strings.Contains(errOut, "not found") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the deleted widget's gadget is still there: %s", errOut)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return strings.Contains(errOut, "NotFound") || strings.Contains(errOut, "not found"), errOut
+		})
 		if out, _, _ := s.Kubectl("get", "events", "-o", "jsonpath={.items[*].reason}"); !strings.Contains(out, "GadgetReleased") {
 			t.Errorf("no GadgetReleased event from finalize among %q", out)
 		}
@@ -757,16 +724,9 @@ func TestPlugins(t *testing.T) {
 		if _, errOut, err := s.KubectlInput(plWidget("rec-after", "team: a"), "apply", "-f", "-"); err != nil {
 			t.Fatalf("create widget: %v %s", err, errOut)
 		}
-		deadline := time.Now().Add(time.Minute)
-		for {
+		testsupport.Poll(t, time.Minute, "the widget Ready after a restart", func() (bool, string) {
 			state, _, _ := s.Kubectl("get", "widget", "rec-after", "-o", "jsonpath={.status.state}")
-			if state == "Ready" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("widget after a restart: state %q", state)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return state == "Ready", fmt.Sprintf("state %q", state)
+		})
 	})
 }

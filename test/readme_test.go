@@ -8,6 +8,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/examples/exampletest"
 	"github.com/setpoint-dev/setpoint/host/hosttest"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -76,12 +77,9 @@ func examplesServer(t *testing.T) *testserver.Server {
 		t.Fatal(err)
 	}
 	s := testserver.Start(t, testserver.Options{Args: []string{"--examples", "--examples-dir", filepath.Join(root, "examples")}})
-	deadline := time.Now().Add(3 * time.Minute)
-	for !strings.Contains(s.Logs(), "examples ready: kubectl get widgets") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no examples banner in 3 minutes:\n%s", s.Logs())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testsupport.Poll(t, 3*time.Minute, "the examples banner", func() (bool, string) {
+		logs := s.Logs()
+		return strings.Contains(logs, "examples ready: kubectl get widgets"), "\n" + logs
+	})
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	"debug/buildinfo"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -117,30 +119,24 @@ func TestServer(t *testing.T) {
 
 	t.Run("--examples registers the example kinds", func(t *testing.T) {
 		// The kinds are applied once the server is up, so allow a moment.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			out, stderr, err := s.Kubectl("get", "widgets", "-o", "name")
-			if err == nil {
-				if out != "" {
-					t.Errorf("fresh server has widgets: %s", out)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("widgets not served 30s after start: %v\n%s", err, stderr)
-			}
-			time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		var out string
+		testsupport.Poll(t, 30*time.Second, "widgets served", func() (bool, string) {
+			o, stderr, err := s.Kubectl("get", "widgets", "-o", "name")
+			out = o
+			return err == nil, fmt.Sprintf("%v\n%s", err, stderr)
+		})
+		if out != "" {
+			t.Errorf("fresh server has widgets: %s", out)
 		}
 		if !strings.Contains(s.Logs(), "example kind applied") {
 			t.Errorf("server did not log the example kind")
 		}
 		// The banner comes once the examples are loaded, not before.
-		for !strings.Contains(s.Logs(), "examples ready: kubectl get widgets") {
-			if time.Now().After(deadline) {
-				t.Fatalf("no examples banner 30s after start:\n%s", s.Logs())
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		testsupport.Poll(t, 30*time.Second-time.Since(start), "the examples banner", func() (bool, string) {
+			logs := s.Logs()
+			return strings.Contains(logs, "examples ready: kubectl get widgets"), "\n" + logs
+		})
 	})
 
 	t.Run("kubectl with a wrong token is refused", func(t *testing.T) {

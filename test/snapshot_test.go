@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
 	"github.com/setpoint-dev/setpoint/store/snapshot"
@@ -52,14 +53,10 @@ func storeAt(t *testing.T, dir string, rev int64) []store.KeyValue {
 func TestSnapshotSaveRestore(t *testing.T) {
 	wasmModule(t, "widget-plugin")
 	s := testserver.Start(t, testserver.Options{Args: []string{"--examples", "--examples-dir", filepath.Join("..", "examples")}, LogLevel: "warn"})
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if _, _, err := s.Kubectl("get", "plugin.setpoint.dev/widget"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server did not create the example Plugin widget")
-		}
-	}
+	testsupport.Eventually(t, time.Minute, "the example Plugin widget", func() bool {
+		_, _, err := s.Kubectl("get", "plugin.setpoint.dev/widget")
+		return err == nil
+	})
 	if out, errOut, err := s.Kubectl("wait", "--for=condition=Ready", "plugin.setpoint.dev/widget", "--timeout=60s"); err != nil {
 		t.Fatalf("widget plugin not ready: %v\n%s%s", err, out, errOut)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -82,14 +83,10 @@ func TestStalledWatchersKeepMemoryBounded(t *testing.T) {
 	post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", blobCRD)
 	post("/api/v1/namespaces", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"stall"}}`)
 	const blobs = "/apis/test.setpoint.dev/v1/namespaces/stall/blobs"
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if code, _, _ := s.Do(http.MethodGet, blobs, s.Token, nil); code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("blobs not served after 30s")
-		}
-	}
+	testsupport.Eventually(t, 30*time.Second, "blobs served", func() bool {
+		code, _, _ := s.Do(http.MethodGet, blobs, s.Token, nil)
+		return code == http.StatusOK
+	})
 
 	base := procKiB(t, pid, "VmRSS")
 	resetPeak(t, pid)

@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
@@ -64,14 +65,11 @@ func enumCRD(n int) string {
 	for i := range values {
 		values[i] = fmt.Sprintf("%q", fmt.Sprintf("value-%d", i))
 	}
-	return `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"boxes.limits.example.dev"},
-"spec":{"group":"limits.example.dev","scope":"Namespaced","names":{"plural":"boxes","singular":"box","kind":"Box"},
-"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{
+	return testsupport.CRD{Group: "limits.example.dev", Kind: "Box", Plural: "boxes", Schema: `{"type":"object","properties":{"spec":{
   "type":"object",
   "properties":{"items":{"type":"array","items":{"type":"string","enum":[` + strings.Join(values, ",") + `]}},
                 "tags":{"type":"array","items":{"type":"string"}}},
-  "anyOf":[{"properties":{"tags":{"items":{"enum":["a"]}}}}]}}}}}]}}`
+  "anyOf":[{"properties":{"tags":{"items":{"enum":["a"]}}}}]}}}`}.String()
 }
 
 // invalidBox is a Box with n items outside the enum in field ("items" or
@@ -108,16 +106,10 @@ func TestValidationOfHostileObjectsIsBounded(t *testing.T) {
 	if err != nil || code != http.StatusCreated {
 		t.Fatalf("CRD: %d %v %s", code, err, body)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, _, _ := s.Do("GET", boxesPath, s.Token, nil); c == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("boxes not served")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testsupport.Eventually(t, 30*time.Second, "boxes served", func() bool {
+		c, _, _ := s.Do("GET", boxesPath, s.Token, nil)
+		return c == http.StatusOK
+	})
 
 	base := readProcUsage(t, s.Pid())
 	for _, tc := range []struct {
@@ -159,24 +151,16 @@ func TestValidationOfHostileObjectsIsBounded(t *testing.T) {
 	for i := range props {
 		props[i] = fmt.Sprintf(`"p%d":{"type":"string"}`, i)
 	}
-	wide := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"wides.limits.example.dev"},
-"spec":{"group":"limits.example.dev","scope":"Namespaced","names":{"plural":"wides","singular":"wide","kind":"Wide"},
-"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{
-  "type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{` + strings.Join(props, ",") + `}}}}}}}}}]}}`
+	wide := testsupport.CRD{Group: "limits.example.dev", Kind: "Wide", Schema: `{"type":"object","properties":{"spec":{
+  "type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{` + strings.Join(props, ",") + `}}}}}}}`}.String()
 	if code, body, err := s.Do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", s.Token, strings.NewReader(wide)); err != nil || code != http.StatusCreated {
 		t.Fatalf("CRD: %d %v %.300s", code, err, body)
 	}
 	const widesPath = "/apis/limits.example.dev/v1/namespaces/default/wides"
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if c, _, _ := s.Do("GET", widesPath, s.Token, nil); c == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("wides not served")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testsupport.Eventually(t, 30*time.Second, "wides served", func() bool {
+		c, _, _ := s.Do("GET", widesPath, s.Token, nil)
+		return c == http.StatusOK
+	})
 	obj := `{"apiVersion":"limits.example.dev/v1","kind":"Wide","metadata":{"name":"w"},"spec":{"items":[{}` + strings.Repeat(`,{}`, 99999) + `]}}`
 	before := readProcUsage(t, s.Pid())
 	start := time.Now()

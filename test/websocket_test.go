@@ -19,26 +19,13 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
 // The WebSocket suites watch Widgets (../shared/DESIGN.md) of a CRD that
 // also has spec.note, a free string the slow-client test makes large.
-const wsWidgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"widgets.example.setpoint.dev"},
-"spec":{"group":"example.setpoint.dev","scope":"Namespaced",
- "names":{"plural":"widgets","singular":"widget","kind":"Widget","shortNames":["wd"]},
- "versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
-  "additionalPrinterColumns":[
-   {"name":"Size","type":"string","jsonPath":".spec.size"},
-   {"name":"State","type":"string","jsonPath":".status.state"},
-   {"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}],
-  "schema":{"openAPIV3Schema":{"type":"object","properties":{
-   "spec":{"type":"object","required":["name","size"],"properties":{
-    "name":{"type":"string"},"size":{"type":"string","enum":["small","medium","large"]},"note":{"type":"string"}}},
-   "status":{"type":"object","properties":{"state":{"type":"string"},
-    "lastProvisioned":{"type":"string","format":"date-time"},
-    "conditions":{"type":"array","items":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}}}}]}}`
+var wsWidgetCRD = testsupport.CRD{Kind: "Widget", ShortNames: []string{"wd"}, Status: true, Columns: `[{"jsonPath":".spec.size","name":"Size","type":"string"},{"jsonPath":".status.state","name":"State","type":"string"},{"jsonPath":".metadata.creationTimestamp","name":"Age","type":"date"}]`, Schema: `{"properties":{"spec":{"properties":{"name":{"type":"string"},"note":{"type":"string"},"size":{"enum":["small","medium","large"],"type":"string"}},"required":["name","size"],"type":"object"},"status":{"properties":{"conditions":{"items":{"type":"object","x-kubernetes-preserve-unknown-fields":true},"type":"array"},"lastProvisioned":{"format":"date-time","type":"string"},"state":{"type":"string"}},"type":"object"}},"type":"object"}`}.String()
 
 const wsWidgetsPath = "/apis/example.setpoint.dev/v1/namespaces/default/widgets"
 
@@ -59,17 +46,10 @@ func wsSetupWidgets(t testing.TB, s *testserver.Server) *wsWidgets {
 	if err != nil || (code != http.StatusCreated && code != http.StatusConflict) {
 		t.Fatalf("create the Widget CRD: %d %s %v", code, body, err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testsupport.Poll(t, 15*time.Second, "widgets served", func() (bool, string) {
 		code, body, err := s.Do("GET", wsWidgetsPath, s.Token, nil)
-		if err == nil && code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("widgets not served: %d %s %v", code, body, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && code == http.StatusOK, fmt.Sprintf("%d %s %v", code, body, err)
+	})
 	c := s.HTTPClient()
 	t.Cleanup(c.CloseIdleConnections)
 	return &wsWidgets{t: t, s: s, client: c}
@@ -590,19 +570,12 @@ func TestWebSocketWatchAcrossRestart(t *testing.T) {
 	// events events.
 	waitFor := func(dials, events int) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testsupport.Poll(t, 30*time.Second, fmt.Sprintf("%d connections and %d events", dials, events), func() (bool, string) {
 			got.mu.Lock()
 			d, n := got.dials, len(got.events)
 			got.mu.Unlock()
-			if d >= dials && n >= events {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after 30s: %d connections and %d events, want %d and %d", d, n, dials, events)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return d >= dials && n >= events, fmt.Sprintf("%d connections and %d events", d, n)
+		})
 	}
 
 	var want []string

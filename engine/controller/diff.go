@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -220,14 +221,14 @@ func childUpToDate(cur, want *unstructured.Unstructured, owner types.UID) bool {
 		case "apiVersion", "kind", "metadata", "status":
 			continue
 		}
-		if !subset(v, cur.Object[k]) {
+		if !objjson.Subset(v, cur.Object[k]) {
 			return false
 		}
 	}
 	wmd, _ := want.Object["metadata"].(map[string]any)
 	cmd, _ := cur.Object["metadata"].(map[string]any)
 	for _, f := range []string{"labels", "annotations"} {
-		if w, ok := wmd[f]; ok && w != nil && !subset(w, cmd[f]) {
+		if w, ok := wmd[f]; ok && w != nil && !objjson.Subset(w, cmd[f]) {
 			return false
 		}
 	}

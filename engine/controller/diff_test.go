@@ -2,7 +2,6 @@ package controller
 
 import (
 	"errors"
-	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -196,43 +195,5 @@ func TestMergeChildKeepsServerFields(t *testing.T) {
 	}
 	if cur.Object["data"].(map[string]any)["size"] != "small" {
 		t.Error("mergeChild modified its input")
-	}
-}
-
-func TestSubsetAndJSONEqual(t *testing.T) {
-	tests := []struct {
-		name          string
-		a, b          any
-		subset, equal bool
-	}{
-		{name: "equal scalars", a: "x", b: "x", subset: true, equal: true},
-		{name: "int64 and float64 of one value", a: int64(3), b: float64(3), subset: true, equal: true},
-		{name: "different numbers", a: int64(3), b: int64(4)},
-		{name: "number and string", a: int64(3), b: "3"},
-		// float64 holds no integer above 2^53 exactly: converting made
-		// these equal, so a change in the low bits was never written.
-		{name: "int64 neighbours above 2^53", a: map[string]any{"bytes": int64(1<<53 + 1)}, b: map[string]any{"bytes": int64(1 << 53)}},
-		{name: "large int64 and the float64 it rounds to", a: int64(1<<53 + 1), b: float64(1 << 53)},
-		{name: "large int64 and the float64 of its exact value", a: int64(1 << 62), b: float64(1 << 62), subset: true, equal: true},
-		{name: "int64 and a fractional float64", a: int64(3), b: 3.5},
-		{name: "int and int64 of one value", a: 7, b: int64(7), subset: true, equal: true},
-		{name: "max int64 and 2^63 as float64", a: int64(math.MaxInt64), b: float64(1 << 63)},
-		{name: "map with fewer keys", a: map[string]any{"a": int64(1)}, b: map[string]any{"a": int64(1), "b": true}, subset: true},
-		{name: "map with more keys", a: map[string]any{"a": int64(1), "b": true}, b: map[string]any{"a": int64(1)}},
-		{name: "null entry equals missing", a: map[string]any{"a": nil}, b: map[string]any{}, subset: true, equal: true},
-		{name: "lists of different length", a: []any{"a"}, b: []any{"a", "b"}},
-		{name: "lists element by element", a: []any{map[string]any{"x": "1"}}, b: []any{map[string]any{"x": "1", "y": "2"}}, subset: true},
-		{name: "empty map against missing", a: map[string]any{}, b: nil, subset: true},
-		{name: "both nil", a: nil, b: nil, subset: true, equal: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := subset(tt.a, tt.b); got != tt.subset {
-				t.Errorf("subset = %v, want %v", got, tt.subset)
-			}
-			if got := jsonEqual(tt.a, tt.b); got != tt.equal {
-				t.Errorf("jsonEqual = %v, want %v", got, tt.equal)
-			}
-		})
 	}
 }

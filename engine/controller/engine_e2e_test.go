@@ -19,6 +19,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/workqueue"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -77,7 +78,7 @@ func TestEngineWidgetsConverge(t *testing.T) {
 	// starts behind the creates, every second reconcile queues after all
 	// the first ones, and one landing after the resourceVersions below are
 	// read is not a resync's write.
-	eventually(t, 20*time.Second, "all widgets Ready, each reporting its gizmo", func() bool {
+	testsupport.Eventually(t, 20*time.Second, "all widgets Ready, each reporting its gizmo", func() bool {
 		for i := range n {
 			name := fmt.Sprintf("w%d", i)
 			if !isReady(t, s, name) || reportedGizmos(s, name) != "1" {
@@ -95,13 +96,13 @@ func TestEngineWidgetsConverge(t *testing.T) {
 		t.Errorf("status.state = %q", st)
 	}
 	// The event follows the status write that made an object Ready.
-	eventually(t, 5*time.Second, "a Reconciled event per widget", func() bool {
+	testsupport.Eventually(t, 5*time.Second, "a Reconciled event per widget", func() bool {
 		return len(events(t, s, controller.ReasonReconciled)) == n
 	})
 
 	// Resyncs call the plugin again but write nothing.
 	w0rv, g0rv, calls := w.GetResourceVersion(), g.GetResourceVersion(), plugin.calls.Load()
-	eventually(t, 10*time.Second, "two resyncs", func() bool { return plugin.calls.Load() >= calls+2*n })
+	testsupport.Eventually(t, 10*time.Second, "two resyncs", func() bool { return plugin.calls.Load() >= calls+2*n })
 	if rv := get(t, s, widgets, "w0").GetResourceVersion(); rv != w0rv {
 		t.Errorf("resync rewrote w0: resourceVersion %s -> %s", w0rv, rv)
 	}
@@ -113,7 +114,7 @@ func TestEngineWidgetsConverge(t *testing.T) {
 	updateWidget(t, s, "w0", func(w *unstructured.Unstructured) {
 		unstructured.SetNestedField(w.Object, "large", "spec", "size")
 	})
-	eventually(t, 10*time.Second, "the edit to converge", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "the edit to converge", func() bool {
 		return isReady(t, s, "w0") && gizmoSize(s, "w0-gizmo") == "large"
 	})
 
@@ -121,7 +122,7 @@ func TestEngineWidgetsConverge(t *testing.T) {
 	if err := s.Delete(context.Background(), gizmos, "default", "w1-gizmo", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "w1-gizmo recreated", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "w1-gizmo recreated", func() bool {
 		g, err := s.Get(context.Background(), gizmos, "default", "w1-gizmo", metav1.GetOptions{})
 		return err == nil && g.GetDeletionTimestamp() == nil
 	})
@@ -140,21 +141,21 @@ func TestEngineFinalizeThenCollect(t *testing.T) {
 	_, stop := runManager(t, engineController(t, s, "widget", &gizmoPlugin{state: "ok"}, func(o *controller.Options) { o.Finalizer = fin }))
 	defer stop()
 	create(t, s, widgets, newWidget("w", "small"))
-	eventually(t, 10*time.Second, "w Ready", func() bool { return isReady(t, s, "w") })
+	testsupport.Eventually(t, 10*time.Second, "w Ready", func() bool { return isReady(t, s, "w") })
 	if f := get(t, s, widgets, "w").GetFinalizers(); len(f) != 1 || f[0] != "setpoint.dev/widget" {
 		t.Fatalf("finalizers = %v", f)
 	}
 	if err := s.Delete(context.Background(), widgets, "default", "w", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "w and its gizmo gone", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "w and its gizmo gone", func() bool {
 		_, err1 := s.Get(context.Background(), widgets, "default", "w", metav1.GetOptions{})
 		_, err2 := s.Get(context.Background(), gizmos, "default", "w-gizmo", metav1.GetOptions{})
 		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2)
 	})
 	// Events are written by the controller's recorder goroutine, which
 	// need not have written this one by the time the collector is done.
-	eventually(t, 10*time.Second, "the Deprovisioned event", func() bool { return len(events(t, s, "Deprovisioned")) > 0 })
+	testsupport.Eventually(t, 10*time.Second, "the Deprovisioned event", func() bool { return len(events(t, s, "Deprovisioned")) > 0 })
 	if len(events(t, s, "Deprovisioned")) != 1 {
 		t.Errorf("Deprovisioned events = %d, want 1", len(events(t, s, "Deprovisioned")))
 	}
@@ -171,7 +172,7 @@ func TestEngineHotSwapLeavesNothingStuck(t *testing.T) {
 			m.Put(engineController(t, s, "widget", &gizmoPlugin{state: "v2"}, nil))
 		}
 	}
-	eventually(t, 20*time.Second, "every widget Ready", func() bool {
+	testsupport.Eventually(t, 20*time.Second, "every widget Ready", func() bool {
 		for i := range n {
 			if !isReady(t, s, fmt.Sprintf("w%d", i)) {
 				return false
@@ -181,7 +182,7 @@ func TestEngineHotSwapLeavesNothingStuck(t *testing.T) {
 	})
 	// The new version starts from a fresh list, so it reconciles every
 	// object, including those the old one handled.
-	eventually(t, 10*time.Second, "every widget handled by v2", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "every widget handled by v2", func() bool {
 		for i := range n {
 			st, _, _ := unstructured.NestedString(get(t, s, widgets, fmt.Sprintf("w%d", i)).Object, "status", "state")
 			if st != "v2" {
@@ -201,18 +202,18 @@ func TestEngineRestartMidRunConverges(t *testing.T) {
 	for i := range n {
 		create(t, s, widgets, newWidget(fmt.Sprintf("w%d", i), "small"))
 	}
-	eventually(t, 10*time.Second, "some reconciles", func() bool { return plugin.calls.Load() >= 5 })
+	testsupport.Eventually(t, 10*time.Second, "some reconciles", func() bool { return plugin.calls.Load() >= 5 })
 	stop()
 	closeEngine()
 
 	s, _, _ = openEngine(t, dir, false)
-	eventually(t, 5*time.Second, "CRDs served after restart", func() bool {
+	testsupport.Eventually(t, 5*time.Second, "CRDs served after restart", func() bool {
 		_, ok := s.Resource(widgets)
 		return ok
 	})
 	_, stop = runManager(t, engineController(t, s, "widget", plugin, nil))
 	defer stop()
-	eventually(t, 20*time.Second, "every widget Ready after restart", func() bool {
+	testsupport.Eventually(t, 20*time.Second, "every widget Ready after restart", func() bool {
 		for i := range n {
 			if !isReady(t, s, fmt.Sprintf("w%d", i)) {
 				return false

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,11 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/gc"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
@@ -140,57 +139,25 @@ func events(t *testing.T, c controller.Client, reason string) []unstructured.Uns
 	return out
 }
 
-const crdsYAML = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.setpoint.dev}
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            required: [name, size]
-            properties:
-              name: {type: string}
-              size: {type: string, enum: [small, medium, large]}
-              replicas: {type: integer}
-          status:
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gizmos.example.setpoint.dev}
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-          status:
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-`
+// widgetCRD and gizmoCRD are the kinds most tests reconcile: a Widget
+// whose spec the server checks, and a free-form Gizmo.
+var (
+	widgetCRD = testsupport.CRD{Kind: "Widget", Status: true, Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    required: [name, size]
+    properties:
+      name: {type: string}
+      size: {type: string, enum: [small, medium, large]}
+      replicas: {type: integer}
+  status:
+    type: object
+    x-kubernetes-preserve-unknown-fields: true
+`}
+	gizmoCRD = testsupport.CRD{Kind: "Gizmo", Status: true}
+)
 
 // newEngine returns the engine's object service on a fresh Badger store,
 // running with a garbage collector, with the Widget and Gizmo kinds
@@ -236,16 +203,8 @@ func openEngine(t testing.TB, dir string, register bool) (s *engine.Service, db 
 	if !register {
 		return s, db, stop
 	}
-	for _, doc := range strings.Split(crdsYAML, "\n---\n") {
-		var m map[string]any
-		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Create(ctx, engine.CRDResource, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create CRD: %v", err)
-		}
-	}
-	eventually(t, 5*time.Second, "CRDs served", func() bool {
+	createCRDs(t, s, widgetCRD, gizmoCRD)
+	testsupport.Eventually(t, 5*time.Second, "CRDs served", func() bool {
 		_, w := s.Resource(widgets)
 		_, g := s.Resource(gizmos)
 		return w && g
@@ -253,17 +212,13 @@ func openEngine(t testing.TB, dir string, register bool) (s *engine.Service, db 
 	return s, db, stop
 }
 
-// eventually polls cond every 10 ms until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+// createCRDs creates the CRDs through the engine.
+func createCRDs(t testing.TB, s *engine.Service, crds ...testsupport.CRD) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	for _, c := range crds {
+		if _, err := s.Create(context.Background(), engine.CRDResource, c.Unstructured(), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create CRD %s: %v", c.Name(), err)
 		}
-		<-tick.C
 	}
 }
 

@@ -234,7 +234,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 // observed one, and records an event when the Ready condition changes.
 func (c *Controller) writeStatus(ctx context.Context, r *run, obj *unstructured.Unstructured, observed, fromPlugin map[string]any, ready readyCondition) error {
 	want := desiredStatus(observed, fromPlugin, obj.GetGeneration(), ready, c.opts.Now())
-	if jsonEqual(observed, want) {
+	if objjson.ValueEqual(observed, want) {
 		return nil
 	}
 	out := obj.DeepCopy()

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -37,7 +38,7 @@ func BenchmarkDesiredStatusUnchanged(b *testing.B) {
 	observed := desiredStatus(nil, plugin, 3, ready, now)
 	b.ReportAllocs()
 	for b.Loop() {
-		if !jsonEqual(observed, desiredStatus(observed, plugin, 3, ready, now.Add(time.Hour))) {
+		if !objjson.ValueEqual(observed, desiredStatus(observed, plugin, 3, ready, now.Add(time.Hour))) {
 			b.Fatal("status changed")
 		}
 	}

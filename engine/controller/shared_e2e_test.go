@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 )
 
 // state returns the status.state the gizmo plugin reported for widget name.
@@ -41,7 +42,7 @@ func TestManagerSharesInformers(t *testing.T) {
 	m, stop := runManager(t, newController(t, c, "a", a, nil), newController(t, c, "b", b, nil))
 
 	create(t, c, widgets, newWidget("w1", "small"))
-	eventually(t, 10*time.Second, "w1 Ready, reconciled by both", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "w1 Ready, reconciled by both", func() bool {
 		return isReady(t, c, "w1") && a.calls.Load() > 0 && b.calls.Load() > 0
 	})
 	caches(t, c, 1, 1)
@@ -53,11 +54,11 @@ func TestManagerSharesInformers(t *testing.T) {
 	m.Remove("a")
 	calls := b.calls.Load()
 	create(t, c, widgets, newWidget("w2", "small"))
-	eventually(t, 10*time.Second, "w2 Ready", func() bool { return isReady(t, c, "w2") && b.calls.Load() > calls })
+	testsupport.Eventually(t, 10*time.Second, "w2 Ready", func() bool { return isReady(t, c, "w2") && b.calls.Load() > calls })
 	caches(t, c, 1, 1)
 
 	m.Remove("b")
-	eventually(t, 10*time.Second, "caches stopped", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "caches stopped", func() bool {
 		return c.OpenWatches("widgets") == 0 && c.OpenWatches("gizmos") == 0
 	})
 	caches(t, c, 1, 0)
@@ -71,11 +72,11 @@ func TestManagerLateControllerGetsCache(t *testing.T) {
 	m, stop := runManager(t, newController(t, c, "a", &gizmoPlugin{}, nil))
 	create(t, c, widgets, newWidget("w1", "small"))
 	create(t, c, widgets, newWidget("w2", "small"))
-	eventually(t, 10*time.Second, "w1 and w2 Ready", func() bool { return isReady(t, c, "w1") && isReady(t, c, "w2") })
+	testsupport.Eventually(t, 10*time.Second, "w1 and w2 Ready", func() bool { return isReady(t, c, "w1") && isReady(t, c, "w2") })
 
 	late := &gizmoPlugin{}
 	m.Put(newController(t, c, "late", late, nil))
-	eventually(t, 10*time.Second, "late reconciled w1 and w2", func() bool { return late.calls.Load() >= 2 })
+	testsupport.Eventually(t, 10*time.Second, "late reconciled w1 and w2", func() bool { return late.calls.Load() >= 2 })
 	caches(t, c, 1, 1)
 	stop()
 	caches(t, c, 1, 0) // Run returned: the caches have stopped
@@ -89,11 +90,11 @@ func TestManagerHotSwapKeepsCache(t *testing.T) {
 	m, stop := runManager(t, newController(t, c, "a", &gizmoPlugin{state: "v1"}, nil))
 	create(t, c, widgets, newWidget("w1", "small"))
 	create(t, c, widgets, newWidget("w2", "small"))
-	eventually(t, 10*time.Second, "state v1", func() bool { return state(t, c, "w1") == "v1" && state(t, c, "w2") == "v1" })
+	testsupport.Eventually(t, 10*time.Second, "state v1", func() bool { return state(t, c, "w1") == "v1" && state(t, c, "w2") == "v1" })
 	caches(t, c, 1, 1)
 
 	m.Put(newController(t, c, "a", &gizmoPlugin{state: "v2"}, nil))
-	eventually(t, 10*time.Second, "state v2", func() bool { return state(t, c, "w1") == "v2" && state(t, c, "w2") == "v2" })
+	testsupport.Eventually(t, 10*time.Second, "state v2", func() bool { return state(t, c, "w1") == "v2" && state(t, c, "w2") == "v2" })
 	caches(t, c, 1, 1)
 	if n := c.Watches(); n != 2 {
 		t.Errorf("watches = %d, want 2", n)
@@ -111,7 +112,7 @@ func TestControllerRunAlone(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- ctl.Run(ctx) }()
 	create(t, c, widgets, newWidget("w1", "small"))
-	eventually(t, 10*time.Second, "w1 Ready", func() bool { return isReady(t, c, "w1") })
+	testsupport.Eventually(t, 10*time.Second, "w1 Ready", func() bool { return isReady(t, c, "w1") })
 	caches(t, c, 1, 1)
 	cancel()
 	if err := <-done; err != nil {
@@ -129,14 +130,14 @@ func TestManagerHotSwapInheritsOwnWrites(t *testing.T) {
 	c := instrument(newEngine(t))
 	m, stop := runManager(t, newController(t, c, "a", &gizmoPlugin{state: "v1"}, nil))
 	create(t, c, widgets, newWidget("w1", "small"))
-	eventually(t, 10*time.Second, "state v1", func() bool { return isReady(t, c, "w1") && state(t, c, "w1") == "v1" })
+	testsupport.Eventually(t, 10*time.Second, "state v1", func() bool { return isReady(t, c, "w1") && state(t, c, "w1") == "v1" })
 
 	release := sync.OnceFunc(c.Hold("widgets"))
 	defer release()
 	m.Put(newController(t, c, "a", &gizmoPlugin{state: "v2"}, nil))
-	eventually(t, 10*time.Second, "state v2 stored", func() bool { return state(t, c, "w1") == "v2" })
+	testsupport.Eventually(t, 10*time.Second, "state v2 stored", func() bool { return state(t, c, "w1") == "v2" })
 	m.Put(newController(t, c, "a", &gizmoPlugin{state: "v1"}, nil))
-	eventually(t, 10*time.Second, "state v1 stored again", func() bool { return state(t, c, "w1") == "v1" })
+	testsupport.Eventually(t, 10*time.Second, "state v1 stored again", func() bool { return state(t, c, "w1") == "v1" })
 	release()
 	caches(t, c, 1, 1)
 	stop()

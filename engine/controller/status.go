@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -199,6 +200,6 @@ func terminalAt(status map[string]any, generation int64, reason string) bool {
 	if !ok || c["reason"] != reason {
 		return false
 	}
-	g, ok := integer(c["observedGeneration"])
+	g, ok := objjson.Integer(c["observedGeneration"])
 	return ok && g == generation
 }

@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -79,7 +82,7 @@ func TestDesiredStatus(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
-			if eq := jsonEqual(tt.observed, got); eq != tt.unchanged {
+			if eq := objjson.ValueEqual(tt.observed, got); eq != tt.unchanged {
 				t.Errorf("unchanged = %v, want %v", eq, tt.unchanged)
 			}
 			if diff := cmp.Diff(before, tt.observed); tt.observed != nil && diff != "" {
@@ -113,4 +116,63 @@ func TestTerminalAt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTransitionTimesFollowSetStatusCondition compares the
+// lastTransitionTime desiredStatus gives each condition (Ready, and the
+// plugin's conditions that leave it empty) with what meta.SetStatusCondition
+// gives when the condition is set on the observed list, on random
+// observed and new statuses.
+func TestTransitionTimesFollowSetStatusCondition(t *testing.T) {
+	t0 := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	statuses := []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}
+	r := rand.New(rand.NewPCG(19, 20))
+	for i := range 2000 {
+		var observed []metav1.Condition
+		var observedJSON []any
+		for _, typ := range []string{ConditionReady, "Provisioned", "Synced"} {
+			if r.IntN(3) == 0 {
+				continue
+			}
+			s := statuses[r.IntN(3)]
+			observed = append(observed, metav1.Condition{Type: typ, Status: s, LastTransitionTime: metav1.NewTime(t0)})
+			observedJSON = append(observedJSON, map[string]any{"type": typ, "status": string(s), "lastTransitionTime": t0.Format(time.RFC3339)})
+		}
+		var fromPlugin []any
+		want := map[string]string{}
+		for _, typ := range []string{"Provisioned", "Synced"} {
+			if r.IntN(3) == 0 {
+				continue
+			}
+			s := statuses[r.IntN(3)]
+			fromPlugin = append(fromPlugin, map[string]any{"type": typ, "status": string(s)})
+			want[typ] = setTime(observed, typ, s, t1)
+		}
+		ready := readyCondition{status: statuses[r.IntN(3)], reason: "R"}
+		want[ConditionReady] = setTime(observed, ConditionReady, ready.status, t1)
+
+		var obs map[string]any
+		if observedJSON != nil {
+			obs = map[string]any{"conditions": observedJSON}
+		}
+		out := desiredStatus(obs, map[string]any{"conditions": fromPlugin}, 1, ready, t1)
+		got := map[string]string{}
+		for _, c := range out["conditions"].([]any) {
+			m := c.(map[string]any)
+			got[m["type"].(string)], _ = m["lastTransitionTime"].(string)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("case %d: observed %v, plugin %v, Ready %s: lastTransitionTime (-meta.SetStatusCondition +desiredStatus):\n%s",
+				i, observedJSON, fromPlugin, ready.status, diff)
+		}
+	}
+}
+
+// setTime returns the lastTransitionTime meta.SetStatusCondition gives a
+// condition of type typ and status s set at now on a copy of conds.
+func setTime(conds []metav1.Condition, typ string, s metav1.ConditionStatus, now time.Time) string {
+	conds = append([]metav1.Condition(nil), conds...)
+	meta.SetStatusCondition(&conds, metav1.Condition{Type: typ, Status: s, LastTransitionTime: metav1.NewTime(now)})
+	return meta.FindStatusCondition(conds, typ).LastTransitionTime.UTC().Format(time.RFC3339)
 }

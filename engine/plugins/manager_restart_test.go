@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -76,20 +78,13 @@ func TestManagerRestoresServingModuleAfterRestart(t *testing.T) {
 	// reconciles.
 	servedBy := func(p *process, digest string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testsupport.Poll(t, 10*time.Second, "the plugin to answer from "+digest, func() (bool, string) {
 			err := p.m.Admitter().Validate(ctx, widgetRequest(engine.OpCreate))
 			p.host.mu.Lock()
 			running := p.host.current["policy"]
 			p.host.mu.Unlock()
-			if contains(err, "served by "+digest) && running == digest {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("admission: %v, host runs %q; want the plugin to answer from %s", err, running, digest)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return contains(err, "served by "+digest) && running == digest, fmt.Sprintf("admission: %v, host runs %q", err, running)
+		})
 	}
 
 	p := startProcess(t, db)

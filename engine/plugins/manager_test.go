@@ -17,6 +17,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
@@ -189,16 +190,10 @@ func TestManagerFollowsPlugins(t *testing.T) {
 	if err := svc.Delete(ctx, Resource, "", "policy", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := svc.Get(ctx, Resource, "", "policy", metav1.GetOptions{}); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the Plugin was not finalized")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testsupport.Eventually(t, 10*time.Second, "the Plugin finalized", func() bool {
+		_, err := svc.Get(ctx, Resource, "", "policy", metav1.GetOptions{})
+		return err != nil
+	})
 	if err := m.Admitter().Validate(ctx, widgetRequest(engine.OpCreate)); err != nil {
 		t.Errorf("a removed plugin still admits: %v", err)
 	}
@@ -224,35 +219,22 @@ func openTestDB(t *testing.T) *badger.DB {
 
 func waitServed(t *testing.T, svc *engine.Service) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := svc.Resource(Resource); ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the Plugin kind is not served")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testsupport.Eventually(t, 10*time.Second, "the Plugin kind served", func() bool {
+		_, ok := svc.Resource(Resource)
+		return ok
+	})
 }
 
 func waitStatus(t *testing.T, svc *engine.Service, what string, ok func(map[string]any) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	var st map[string]any
-	for {
+	testsupport.Poll(t, 10*time.Second, what, func() (bool, string) {
 		obj, err := svc.Get(context.Background(), Resource, "", "policy", metav1.GetOptions{})
-		if err == nil {
-			st, _, _ = unstructured.NestedMap(obj.Object, "status")
-			if ok(st) {
-				return
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: status %v", what, st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		st, _, _ := unstructured.NestedMap(obj.Object, "status")
+		return ok(st), fmt.Sprintf("status %v", st)
+	})
 }
 
 func conditionReason(st map[string]any, typ string) string {

@@ -9,22 +9,17 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
 // noteCRD is a namespaced kind with a schema and a status subresource.
-const noteCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"notes.example.setpoint.dev"},
-"spec":{"group":"example.setpoint.dev","scope":"Namespaced",
- "names":{"plural":"notes","singular":"note","kind":"Note","listKind":"NoteList"},
- "versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
-  "schema":{"openAPIV3Schema":{"type":"object","properties":{
-   "spec":{"type":"object","properties":{"size":{"type":"string"}}},
-   "status":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}]}}`
+var noteCRD = testsupport.CRD{Kind: "Note", Status: true, Schema: `{"type":"object","properties":{
+ "spec":{"type":"object","properties":{"size":{"type":"string"}}},
+ "status":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}`}
 
 // newWriteService is an engine over a real Badger store serving Note.
 func newWriteService(t *testing.T) *engine.Service {
@@ -41,14 +36,18 @@ func newAdmittedWriteService(t *testing.T, adm engine.Admitter) *engine.Service 
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := &unstructured.Unstructured{}
-	if err := crd.UnmarshalJSON([]byte(noteCRD)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.Create(context.Background(), engine.CRDResource, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createCRDs(t, svc, noteCRD)
 	return svc
+}
+
+// createCRDs creates the CRDs through the engine.
+func createCRDs(t *testing.T, svc *engine.Service, crds ...testsupport.CRD) {
+	t.Helper()
+	for _, c := range crds {
+		if _, err := svc.Create(context.Background(), engine.CRDResource, c.Unstructured(), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create CRD %s: %v", c.Name(), err)
+		}
+	}
 }
 
 func note(name, size, rv string) abi.RawJSON {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -60,7 +61,7 @@ func TestPluginPrivileges(t *testing.T) {
 			if _, err := e.svc.Create(ctx, Resource, privilegePlugin(name, digest, tc.extra), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 10*time.Second, "the spec refused", func() (bool, string) {
+			testsupport.Poll(t, 10*time.Second, "the spec refused", func() (bool, string) {
 				st := pluginOf(name)
 				return st["phase"] == PhaseFailed && conditionReason(st, ConditionLoaded) == ReasonInvalidSpec, fmt.Sprint(st)
 			})
@@ -86,7 +87,7 @@ func TestPluginPrivileges(t *testing.T) {
 		if _, err := e.svc.Create(ctx, Resource, privilegePlugin(tc.name, digest, extra), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, tc.name+" loaded", func() (bool, string) {
+		testsupport.Poll(t, 10*time.Second, tc.name+" loaded", func() (bool, string) {
 			st := pluginOf(tc.name)
 			return st["phase"] == PhaseLoaded, fmt.Sprint(st)
 		})

@@ -16,18 +16,12 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
-const gizmoCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"gizmos.example.setpoint.dev"},
-"spec":{"group":"example.setpoint.dev","scope":"Namespaced",
- "names":{"plural":"gizmos","singular":"gizmo","kind":"Gizmo","listKind":"GizmoList"},
- "versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
-  "schema":{"openAPIV3Schema":{"type":"object","properties":{
-   "spec":{"type":"object","x-kubernetes-preserve-unknown-fields":true},
-   "status":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}}]}}`
+var gizmoCRD = testsupport.CRD{Kind: "Gizmo", Status: true}
 
 var (
 	notes  = schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "notes"}
@@ -107,12 +101,8 @@ func startReconcileHost(t *testing.T, db store.Store, h *reconcileHost) *reconci
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, def := range []string{noteCRD, gizmoCRD} {
-		crd := &unstructured.Unstructured{}
-		if err := crd.UnmarshalJSON([]byte(def)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := svc.Create(ctx, engine.CRDResource, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	for _, crd := range []testsupport.CRD{noteCRD, gizmoCRD} {
+		if _, err := svc.Create(ctx, engine.CRDResource, crd.Unstructured(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
@@ -148,22 +138,6 @@ func reconcilePlugin(name, digest string) *unstructured.Unstructured {
 	}}
 }
 
-// waitFor polls cond for up to timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, got := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s", what, got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // pluginCondition returns the status, reason and message of a Plugin's
 // condition typ.
 func pluginCondition(t *testing.T, svc *engine.Service, name, typ string) (string, string, string) {
@@ -185,7 +159,7 @@ func pluginCondition(t *testing.T, svc *engine.Service, name, typ string) (strin
 // reconciles its kind.
 func waitConflict(t *testing.T, svc *engine.Service, name, first string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, name+" reports the conflict", func() (bool, string) {
+	testsupport.Poll(t, 10*time.Second, name+" reports the conflict", func() (bool, string) {
 		ls, lr, lm := pluginCondition(t, svc, name, ConditionLoaded)
 		rs, _, rm := pluginCondition(t, svc, name, controller.ConditionReady)
 		ok := ls == "False" && lr == ReasonReconcileConflict && strings.Contains(lm, fmt.Sprintf("Plugin %q", first)) &&
@@ -235,7 +209,7 @@ func TestManagerRunsOneReconcilerPerKind(t *testing.T) {
 	if _, err := p.svc.Create(ctx, Resource, reconcilePlugin("old", digestOf(one)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "old's controller runs", func() (bool, string) {
+	testsupport.Poll(t, 10*time.Second, "old's controller runs", func() (bool, string) {
 		names := p.ctls.Names()
 		return slices.Equal(names, []string{"old"}), fmt.Sprint(names)
 	})
@@ -245,7 +219,7 @@ func TestManagerRunsOneReconcilerPerKind(t *testing.T) {
 	}
 	waitConflict(t, p.svc, "new", "old")
 	createNote(t, p.svc, "n1")
-	waitFor(t, 10*time.Second, "old's child", func() (bool, string) {
+	testsupport.Poll(t, 10*time.Second, "old's child", func() (bool, string) {
 		_, ok := gizmoUID(p.svc, "n1-old")
 		return ok, "no n1-old"
 	})
@@ -260,7 +234,7 @@ func TestManagerRunsOneReconcilerPerKind(t *testing.T) {
 	if _, err := p.svc.Update(ctx, Resource, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "old swapped", func() (bool, string) {
+	testsupport.Poll(t, 10*time.Second, "old swapped", func() (bool, string) {
 		obj, err := p.svc.Get(ctx, Resource, "", "old", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -286,7 +260,7 @@ func TestManagerRunsOneReconcilerPerKind(t *testing.T) {
 	if err := p.svc.Delete(ctx, Resource, "", "old", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "new takes over", func() (bool, string) {
+	testsupport.Poll(t, 20*time.Second, "new takes over", func() (bool, string) {
 		st, r, msg := pluginCondition(t, p.svc, "new", ConditionLoaded)
 		_, ok := gizmoUID(p.svc, "n1-new")
 		names := p.ctls.Names()
@@ -316,7 +290,7 @@ func TestManagerRestartKeepsFirstReconciler(t *testing.T) {
 	p.stop()
 	for i := range 3 {
 		p = startReconcileProcess(t, db, "old")
-		waitFor(t, 10*time.Second, "old reconciles after a restart", func() (bool, string) {
+		testsupport.Poll(t, 10*time.Second, "old reconciles after a restart", func() (bool, string) {
 			return p.host.callsOf("old") > 0, "no call"
 		})
 		time.Sleep(200 * time.Millisecond)
@@ -355,14 +329,14 @@ func TestManagerRemovedPluginLeavesFinalizer(t *testing.T) {
 		}
 		return n.GetFinalizers()
 	}
-	waitFor(t, 10*time.Second, "the plugin's finalizer on n1", func() (bool, string) {
+	testsupport.Poll(t, 10*time.Second, "the plugin's finalizer on n1", func() (bool, string) {
 		f := finalizers()
 		return slices.Equal(f, []string{"setpoint.dev/fin"}), fmt.Sprint(f)
 	})
 	if err := p.svc.Delete(ctx, Resource, "", "fin", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the Plugin gone, with a FinalizerLeft event", func() (bool, string) {
+	testsupport.Poll(t, 10*time.Second, "the Plugin gone, with a FinalizerLeft event", func() (bool, string) {
 		_, err := p.svc.Get(ctx, Resource, "", "fin", metav1.GetOptions{})
 		evs, lerr := p.svc.List(ctx, controller.EventsResource, "default", metav1.ListOptions{})
 		if lerr != nil {
@@ -397,7 +371,7 @@ func TestManagerRemovedPluginLeavesFinalizer(t *testing.T) {
 	if _, err := p.svc.Update(ctx, notes, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "n1 gone once its finalizer is removed", func() (bool, string) {
+	testsupport.Poll(t, 10*time.Second, "n1 gone once its finalizer is removed", func() (bool, string) {
 		_, err := p.svc.Get(ctx, notes, "default", "n1", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})

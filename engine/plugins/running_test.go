@@ -12,6 +12,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -51,15 +52,7 @@ func TestPluginReportsControllerNotStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, def := range []string{noteCRD, gizmoCRD} {
-		crd := &unstructured.Unstructured{}
-		if err := crd.UnmarshalJSON([]byte(def)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := svc.Create(ctx, engine.CRDResource, crd, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createCRDs(t, svc, noteCRD, gizmoCRD)
 	h := &stuckHost{servingHost: servingHost{&fakeHost{current: map[string]string{}}}, entered: make(chan struct{}), release: make(chan struct{})}
 	released := sync.OnceFunc(func() { close(h.release) })
 	ctls := controller.NewManager(controller.ManagerOptions{Logger: quietLogger(), StopTimeout: 100 * time.Millisecond})
@@ -115,20 +108,14 @@ func TestPluginReportsControllerNotStarted(t *testing.T) {
 		t.Errorf("Ready message %q does not say what the controller waits for", msg)
 	}
 	released()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testsupport.Eventually(t, 20*time.Second, "the plugin Loaded and Ready after its controller started", func() bool {
 		obj, err := svc.Get(ctx, Resource, "", "policy", metav1.GetOptions{})
-		if err == nil {
-			st, _, _ := unstructured.NestedMap(obj.Object, "status")
-			if st["phase"] == PhaseLoaded && conditionStatus(st, controller.ConditionReady) == "True" {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the plugin is not Loaded and Ready after its controller started")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		st, _, _ := unstructured.NestedMap(obj.Object, "status")
+		return st["phase"] == PhaseLoaded && conditionStatus(st, controller.ConditionReady) == "True"
+	})
 }
 
 func conditionStatus(st map[string]any, typ string) string {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -72,15 +73,7 @@ func newUpgradeEnv(t *testing.T) *upgradeEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, def := range []string{noteCRD, gizmoCRD} {
-		crd := &unstructured.Unstructured{}
-		if err := crd.UnmarshalJSON([]byte(def)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := svc.Create(ctx, engine.CRDResource, crd, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createCRDs(t, svc, noteCRD, gizmoCRD)
 	h := &fakeHost{current: map[string]string{}}
 	ctls := controller.NewManager(controller.ManagerOptions{Logger: quietLogger()})
 	e := &upgradeEnv{svc: svc, host: h, modules: NewModules(db)}
@@ -189,7 +182,7 @@ func TestFailedUpgradeKeepsOldModuleServing(t *testing.T) {
 			if err := e.createNote("first", true); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 10*time.Second, "the first note's gizmo", func() (bool, string) {
+			testsupport.Poll(t, 10*time.Second, "the first note's gizmo", func() (bool, string) {
 				return e.gizmoDigest("first") == old, e.gizmoDigest("first")
 			})
 
@@ -226,14 +219,14 @@ func TestFailedUpgradeKeepsOldModuleServing(t *testing.T) {
 			if err := e.createNote("second", true); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 10*time.Second, "the second note's gizmo from the old module", func() (bool, string) {
+			testsupport.Poll(t, 10*time.Second, "the second note's gizmo from the old module", func() (bool, string) {
 				return e.gizmoDigest("second") == old, e.gizmoDigest("second")
 			})
 			// And so does finalize: deleting a note finishes.
 			if err := e.svc.Delete(ctx, notes, "default", "first", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 10*time.Second, "the first note deleted through the old module's finalize", func() (bool, string) {
+			testsupport.Poll(t, 10*time.Second, "the first note deleted through the old module's finalize", func() (bool, string) {
 				_, err := e.svc.Get(ctx, notes, "default", "first", metav1.GetOptions{})
 				return apierrors.IsNotFound(err), fmt.Sprint(err)
 			})

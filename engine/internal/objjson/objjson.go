@@ -5,6 +5,11 @@
 // Decode reads a JSON object as utiljson.Unmarshal does. The engine encodes
 // and decodes stored documents and API bodies with them, the controller the
 // objects of its reconcile requests and the plugins' answers.
+//
+// It also compares such trees, by three rules for three questions
+// (DeepEqual, SemanticEqual, ValueEqual; equal.go sets them side by side),
+// and normalises their numbers to the types the API's decoder gives
+// (NormalizeNumbers).
 package objjson
 
 import (

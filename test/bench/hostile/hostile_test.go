@@ -38,6 +38,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/bench/benchtest"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
@@ -52,12 +53,8 @@ const (
 )
 
 // gadgetCRD is the hostile plugin's kind.
-const gadgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"gadgets.hostile.setpoint.dev"},
-"spec":{"group":"hostile.setpoint.dev","scope":"Namespaced",
-"names":{"plural":"gadgets","singular":"gadget","kind":"Gadget","listKind":"GadgetList"},
-"versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
-"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+var gadgetCRD = testsupport.CRD{Group: "hostile.setpoint.dev", Kind: "Gadget", Status: true,
+	Schema: `{"type":"object","x-kubernetes-preserve-unknown-fields":true}`}.String()
 
 // phase is one run: the hostile Plugin's mode and limits, none when alone.
 type phase struct {
@@ -116,17 +113,10 @@ func (e env) try(method, path, contentType string, body []byte) (int, []byte, er
 // served waits until path answers 200.
 func (e env) served(path string) {
 	e.b.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testsupport.Poll(e.b, 30*time.Second, path+" served", func() (bool, string) {
 		code, body, err := e.try(http.MethodGet, path, "", nil)
-		if err == nil && code == http.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.b.Fatalf("%s not served after 30 s: %d %s %v", path, code, body, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && code == http.StatusOK, fmt.Sprintf("%d %s %v", code, body, err)
+	})
 }
 
 func (e env) upload(name string) string {

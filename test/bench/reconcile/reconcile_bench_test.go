@@ -45,6 +45,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/examples/widget/operator"
 	"github.com/setpoint-dev/setpoint/host"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/sdk/plugintest"
 	"github.com/setpoint-dev/setpoint/store/badger"
@@ -88,18 +89,12 @@ func newEngine(b *testing.B) *engine.Service {
 			b.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testsupport.Eventually(b, time.Minute, "the example kinds served", func() bool {
 		_, w := s.Resource(widgets)
 		_, p := s.Resource(provisions)
-		if w && p {
-			return s
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("the example kinds are not served")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return w && p
+	})
+	return s
 }
 
 // native runs the operator in the engine's process.

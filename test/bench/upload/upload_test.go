@@ -35,6 +35,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/bench/benchtest"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
@@ -95,18 +96,11 @@ func registerKinds(b *testing.B, s *testserver.Server) {
 			b.Fatalf("kubectl apply %s: %v\n%s%s", f, err, stdout, stderr)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
 	for _, p := range []string{"/apis/example.setpoint.dev/v1/widgets", "/apis/example.setpoint.dev/v1/widgetprovisions"} {
-		for {
+		testsupport.Poll(b, 30*time.Second, p+" served", func() (bool, string) {
 			code, _, err := s.Do(http.MethodGet, p, s.Token, nil)
-			if err == nil && code == http.StatusOK {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("%s not served after 30 s (last: %d %v)", p, code, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err == nil && code == http.StatusOK, fmt.Sprintf("%d %v", code, err)
+		})
 	}
 }
 

@@ -26,18 +26,14 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/bench/benchtest"
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
-const crd = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"widgets.example.setpoint.dev"},
-"spec":{"group":"example.setpoint.dev","scope":"Namespaced",
- "names":{"plural":"widgets","singular":"widget","kind":"Widget"},
- "versions":[{"name":"v1","served":true,"storage":true,
-  "schema":{"openAPIV3Schema":{"type":"object","properties":{
-   "spec":{"type":"object","required":["name","size"],"properties":{
-    "name":{"type":"string"},"size":{"type":"string","enum":["small","medium","large"]},"note":{"type":"string"}}}}}}}]}}`
+var crd = testsupport.CRD{Kind: "Widget", Schema: `{"type":"object","properties":{
+ "spec":{"type":"object","required":["name","size"],"properties":{
+  "name":{"type":"string"},"size":{"type":"string","enum":["small","medium","large"]},"note":{"type":"string"}}}}}`}.String()
 
 const path = "/apis/example.setpoint.dev/v1/namespaces/default/widgets"
 
@@ -317,16 +313,11 @@ func newBench(b *testing.B, opts testserver.Options) *bench {
 	if code, body := x.do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", []byte(crd)); code != 201 {
 		b.Fatalf("create CRD: %d %s", code, body)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if code, _ := x.do("GET", path, "", nil); code == 200 {
-			return x
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("widgets not served")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testsupport.Eventually(b, 15*time.Second, "widgets served", func() bool {
+		code, _ := x.do("GET", path, "", nil)
+		return code == 200
+	})
+	return x
 }
 
 func (x *bench) listRV() string {

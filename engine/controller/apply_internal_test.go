@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"encoding/json"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -23,18 +25,62 @@ func TestDecodeChildMatchesUnmarshalJSON(t *testing.T) {
 		``,
 		`{"kind":"X","a":1,"a":2}`,
 	} {
-		got, gotErr := decodeChild([]byte(raw))
-		want := &unstructured.Unstructured{}
-		wantErr := want.UnmarshalJSON([]byte(raw))
-		if (gotErr != nil) != (wantErr != nil) {
-			t.Errorf("%s: error %v, UnmarshalJSON's %v", raw, gotErr, wantErr)
-			continue
+		checkDecodeChild(t, []byte(raw))
+	}
+}
+
+// checkDecodeChild fails unless decodeChild gives what
+// Unstructured.UnmarshalJSON gives for raw: the same object, or an error.
+// It reports whether it gave an object.
+func checkDecodeChild(t *testing.T, raw []byte) bool {
+	t.Helper()
+	got, gotErr := decodeChild(raw)
+	want := &unstructured.Unstructured{}
+	wantErr := want.UnmarshalJSON(raw)
+	if (gotErr != nil) != (wantErr != nil) {
+		t.Errorf("%s: error %v, UnmarshalJSON's %v", raw, gotErr, wantErr)
+		return false
+	}
+	if gotErr == nil {
+		if diff := cmp.Diff(want.Object, got.Object); diff != "" {
+			t.Errorf("%s: differs from UnmarshalJSON (-want +got):\n%s", raw, diff)
 		}
-		if gotErr == nil {
-			if diff := cmp.Diff(want.Object, got.Object); diff != "" {
-				t.Errorf("%s: differs from UnmarshalJSON (-want +got):\n%s", raw, diff)
-			}
+	}
+	return gotErr == nil
+}
+
+// TestDecodeChildRandom compares decodeChild with UnmarshalJSON on random
+// children, with and without a kind, and on copies with one byte changed.
+func TestDecodeChildRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	decoded := 0
+	for range 3000 {
+		obj, _ := randomJSON(r, 1).(map[string]any)
+		if obj == nil {
+			obj = map[string]any{"spec": randomJSON(r, 1)}
 		}
+		switch r.IntN(4) {
+		case 0:
+		case 1:
+			obj["kind"] = ""
+		default:
+			obj["apiVersion"], obj["kind"] = "example.setpoint.dev/v1", "Gizmo"
+		}
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if checkDecodeChild(t, raw) {
+			decoded++
+		}
+		i := r.IntN(len(raw))
+		checkDecodeChild(t, append(raw[:i:i], raw[i+1:]...))
+		if t.Failed() {
+			return
+		}
+	}
+	if decoded < 1000 {
+		t.Errorf("only %d of 3000 children decoded", decoded)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -67,7 +68,7 @@ func TestManagerStuckControllerBlocksNoOther(t *testing.T) {
 		return &abi.ReconcileResponse{}, nil
 	}), nil)
 	m.Put(next)
-	eventually(t, 5*time.Second, "the same kind's controller waits for the stuck one", func() bool { return m.WaitsFor("next") == "stuck" })
+	testsupport.Eventually(t, 5*time.Second, "the same kind's controller waits for the stuck one", func() bool { return m.WaitsFor("next") == "stuck" })
 	select {
 	case <-m.Started(next):
 		t.Error("a controller of the stuck one's kind started while it still runs")

@@ -10,10 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
-	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -23,27 +22,14 @@ var (
 )
 
 // dialCRD is a child kind whose spec the server checks: level is at most 10.
-const dialCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: dials.example.setpoint.dev}
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: dials, singular: dial, kind: Dial}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              level: {type: integer, maximum: 10}
-`
+var dialCRD = testsupport.CRD{Kind: "Dial", Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      level: {type: integer, maximum: 10}
+`}
 
 // dialPlugin asks for one Dial per Gauge with the Gauge's spec.level, and
 // counts the failures the controller records against it.
@@ -61,16 +47,8 @@ func (p *dialPlugin) Reconcile(_ context.Context, req *abi.ReconcileRequest) (*a
 // does; a valid child later clears it.
 func TestChildRefusedShowsOnObject(t *testing.T) {
 	svc := newEngine(t)
-	for _, m := range []string{gaugeCRD, dialCRD} {
-		var crd map[string]any
-		if err := yaml.Unmarshal([]byte(m), &crd); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := svc.Create(context.Background(), engine.CRDResource, &unstructured.Unstructured{Object: crd}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, 5*time.Second, "gauges and dials served", func() bool {
+	createCRDs(t, svc, gaugeCRD, dialCRD)
+	testsupport.Eventually(t, 5*time.Second, "gauges and dials served", func() bool {
 		_, g := svc.Resource(gauges)
 		_, d := svc.Resource(dials)
 		return g && d
@@ -86,7 +64,7 @@ func TestChildRefusedShowsOnObject(t *testing.T) {
 		"spec":     map[string]any{"level": int64(99)},
 	}})
 	var st, reason, msg string
-	eventually(t, 10*time.Second, "Ready=False on g1", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "Ready=False on g1", func() bool {
 		st, reason, msg = ready(get(t, svc, gauges, "g1"))
 		return st == "False"
 	})
@@ -98,7 +76,7 @@ func TestChildRefusedShowsOnObject(t *testing.T) {
 	if _, err := svc.Get(context.Background(), dials, "default", "g1-dial", metav1.GetOptions{}); err == nil {
 		t.Errorf("the refused child was stored")
 	}
-	eventually(t, 5*time.Second, "a Warning event", func() bool {
+	testsupport.Eventually(t, 5*time.Second, "a Warning event", func() bool {
 		for _, e := range events(t, svc, controller.ReasonTerminalError) {
 			if e.Object["type"] == "Warning" && strings.Contains(e.Object["message"].(string), "spec.level") {
 				return true
@@ -115,7 +93,7 @@ func TestChildRefusedShowsOnObject(t *testing.T) {
 	if _, err := svc.Update(context.Background(), gauges, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "Ready=True and the child after a valid spec", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "Ready=True and the child after a valid spec", func() bool {
 		st, _, _ := ready(get(t, svc, gauges, "g1"))
 		_, err := svc.Get(context.Background(), dials, "default", "g1-dial", metav1.GetOptions{})
 		return st == "True" && err == nil
