@@ -27,8 +27,8 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/webui"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // chromiumPath finds Debian's chromium ($CHROMIUM overrides). Without it the

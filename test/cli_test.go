@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // widgetCRD is the Widget kind of DESIGN.md, with printer columns (one of

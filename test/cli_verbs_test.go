@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // TestCLIVerbs covers what kubectl users reach for: strict field

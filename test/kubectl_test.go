@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // widgetManifest is a Widget named name.

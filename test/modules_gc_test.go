@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // TestModulesGC runs the module garbage collector with a short grace

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // lifeWidget is a widget for the lifecycle plugin, labelled deny when deny

@@ -8,8 +8,8 @@ import (
 
 	"github.com/setpoint-dev/setpoint/examples/exampletest"
 	"github.com/setpoint-dev/setpoint/host/hosttest"
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // TestReadmeUsingIt runs the `sh` blocks of the README's "Using it" section

@@ -16,11 +16,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
 	"github.com/setpoint-dev/setpoint/store/snapshot"
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // storeAt lists every key of the Badger store in dir at rev (0: current).

@@ -19,8 +19,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // smallReceiveBuffer is a dialer whose sockets take little before they stop

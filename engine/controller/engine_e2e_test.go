@@ -19,8 +19,8 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/workqueue"
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 func engineController(t *testing.T, s *engine.Service, name string, r controller.Reconciler, mod func(*controller.Options)) *controller.Controller {

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/setpoint-dev/setpoint/engine/controller"
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // state returns the status.state the gizmo plugin reported for widget name.

@@ -35,9 +35,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/bench/benchtest"
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 const (

@@ -26,9 +26,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/setpoint-dev/setpoint/internal/testsupport"
 	"github.com/setpoint-dev/setpoint/test/bench/benchtest"
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 var crd = testsupport.CRD{Kind: "Widget", Schema: `{"type":"object","properties":{
