@@ -174,8 +174,8 @@ func (in *extismInstance) describe(ctx context.Context) (int, int32, error) {
 		version = int(int32(rc))
 	}
 	bits := handlerBitsOf(in.pl.FunctionExists(abi.ExportReconcile), in.pl.FunctionExists(abi.ExportAdmit), in.pl.FunctionExists(abi.ExportFinalize))
-	if in.pl.FunctionExists("setpoint_handlers") {
-		rc, _, err := in.pl.CallWithContext(ctx, "setpoint_handlers", nil)
+	if in.pl.FunctionExists(abi.ExportHandlers) {
+		rc, _, err := in.pl.CallWithContext(ctx, abi.ExportHandlers, nil)
 		if err != nil {
 			return 0, 0, err
 		}

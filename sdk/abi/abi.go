@@ -30,6 +30,19 @@ const (
 	ExportAlloc = "setpoint_alloc"
 )
 
+// ExportHandlers is `setpoint_handlers() -> i32`, optional on both ABIs:
+// the Handler bits of the handlers the guest registered, for a guest that
+// exports all three handler functions whatever it registers (as the Go
+// SDK's do). Without it the host goes by the exports.
+const ExportHandlers = "setpoint_handlers"
+
+// Handler bits, as ExportHandlers reports them.
+const (
+	HasReconcile = 1 << iota
+	HasAdmit
+	HasFinalize
+)
+
 // HostModule is the import module name of the native ABI's host functions.
 // Each has the signature `(reqPtr, reqLen, outPtr, outCap i32) -> i32`: the
 // host reads the request document at reqPtr, handles it, and writes the
