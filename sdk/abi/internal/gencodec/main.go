@@ -20,8 +20,9 @@
 //
 // A time.Duration travels as integer milliseconds. The codec calls the
 // encoder and decoder of encode.go and decode.go, which hold the JSON
-// details; what is generated is the per-field code that used to be
-// written, and kept in step, by hand in three or four places.
+// details; what is generated is the per-member code, which names each
+// member three or four times (encoder, decoder, aliased decoder, the
+// reader of a nested object) and so must not be kept in step by hand.
 package main
 
 import (
