@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
@@ -70,7 +69,10 @@ func newExtismRunner(ctx context.Context, p *Plugin, rcfg wazero.RuntimeConfig, 
 	// detection at trace while it makes an instance, before the host can
 	// set the instance's logger, to the standard library's log. log_trace
 	// and get_log_level are served by the host instead (extismtrace.go).
-	extismLogLevel.Do(func() { extism.SetLogLevel(extism.LogLevelDebug) })
+	// The SDK keeps that level in one atomic per process, with no setting
+	// per plugin; every runner stores the same constant, so there is
+	// nothing for the host to own or to set only once.
+	extism.SetLogLevel(extism.LogLevelDebug)
 	compiled, err := extism.NewCompiledPlugin(ctx, manifest, extism.PluginConfig{RuntimeConfig: rcfg, EnableWasi: true}, funcs)
 	if err != nil {
 		if cache != nil {
@@ -114,8 +116,6 @@ var noConfig = map[string]string{}
 
 // maxVarBytes bounds what a guest keeps with var_set, per instance.
 const maxVarBytes = 1 << 20
-
-var extismLogLevel sync.Once
 
 // extismInstance is one Extism plugin instance.
 type extismInstance struct {
@@ -174,8 +174,8 @@ func (in *extismInstance) describe(ctx context.Context) (int, int32, error) {
 		version = int(int32(rc))
 	}
 	bits := handlerBitsOf(in.pl.FunctionExists(abi.ExportReconcile), in.pl.FunctionExists(abi.ExportAdmit), in.pl.FunctionExists(abi.ExportFinalize))
-	if in.pl.FunctionExists("setpoint_handlers") {
-		rc, _, err := in.pl.CallWithContext(ctx, "setpoint_handlers", nil)
+	if in.pl.FunctionExists(abi.ExportHandlers) {
+		rc, _, err := in.pl.CallWithContext(ctx, abi.ExportHandlers, nil)
 		if err != nil {
 			return 0, 0, err
 		}

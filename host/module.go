@@ -14,7 +14,6 @@ import (
 	"sync"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
-	"github.com/setpoint-dev/setpoint/sdk/plugin"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
@@ -224,7 +223,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		p.pool.close()
 		return nil, refuse(ErrUnsupportedABI, "module speaks ABI version %d; this host supports %v", version, supportedVersions)
 	}
-	if handlers&(plugin.HasReconcile|plugin.HasAdmit) == 0 {
+	if handlers&(abi.HasReconcile|abi.HasAdmit) == 0 {
 		p.pool.close()
 		return nil, refuse(ErrMissingExport, "module registers neither a reconcile nor an admit handler")
 	}
@@ -349,7 +348,7 @@ func checkExports(m wazero.CompiledModule, kind ABI) error {
 	case NativeABI:
 		want(abi.ExportVersion, nil, i32x1, true)
 		want(abi.ExportAlloc, i32x1, i32x1, true)
-		want("setpoint_handlers", nil, i32x1, false)
+		want(abi.ExportHandlers, nil, i32x1, false)
 		handlerParams, handlerResults = []api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}
 	case ExtismABI:
 		handlerParams, handlerResults = nil, i32x1

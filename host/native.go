@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
-	"github.com/setpoint-dev/setpoint/sdk/plugin"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -189,7 +188,7 @@ func (in *nativeInstance) describe(ctx context.Context) (version int, handlers i
 		return 0, 0, classify(ctx, err, in.out, in.p.cfg.Limits)
 	}
 	version = int(int32(res[0]))
-	if f := in.mod.ExportedFunction("setpoint_handlers"); f != nil {
+	if f := in.mod.ExportedFunction(abi.ExportHandlers); f != nil {
 		res, err := f.Call(ctx)
 		if err != nil {
 			return 0, 0, classify(ctx, err, in.out, in.p.cfg.Limits)
@@ -202,13 +201,13 @@ func (in *nativeInstance) describe(ctx context.Context) (version int, handlers i
 func handlerBitsOf(reconcile, admit, finalize bool) int32 {
 	var b int32
 	if reconcile {
-		b |= plugin.HasReconcile
+		b |= abi.HasReconcile
 	}
 	if admit {
-		b |= plugin.HasAdmit
+		b |= abi.HasAdmit
 	}
 	if finalize {
-		b |= plugin.HasFinalize
+		b |= abi.HasFinalize
 	}
 	return b
 }

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
-	"github.com/setpoint-dev/setpoint/sdk/plugin"
 )
 
 // Plugin is one loaded version of a plugin module, with its instance pool.
@@ -73,13 +72,13 @@ func (p *Plugin) Digest() string { return p.digest }
 func (p *Plugin) ABI() ABI { return p.abi }
 
 // HasReconcile, HasAdmit and HasFinalize report the handlers it provides.
-func (p *Plugin) HasReconcile() bool { return p.handlers&plugin.HasReconcile != 0 }
+func (p *Plugin) HasReconcile() bool { return p.handlers&abi.HasReconcile != 0 }
 
 // HasAdmit reports whether the plugin provides an admission handler.
-func (p *Plugin) HasAdmit() bool { return p.handlers&plugin.HasAdmit != 0 }
+func (p *Plugin) HasAdmit() bool { return p.handlers&abi.HasAdmit != 0 }
 
 // HasFinalize reports whether the plugin provides a finalize handler.
-func (p *Plugin) HasFinalize() bool { return p.handlers&plugin.HasFinalize != 0 }
+func (p *Plugin) HasFinalize() bool { return p.handlers&abi.HasFinalize != 0 }
 
 // Preemption says how calls are stopped at their deadline: "loop-checks"
 // (the host's own instrumentation, see preempt.go), "wazero"
@@ -139,7 +138,7 @@ func (p *Plugin) Reconcile(ctx context.Context, req *abi.ReconcileRequest) (*abi
 	// The output aliases guest memory until the next call: copy it once and
 	// let the response's members alias the copy.
 	decode := func(out []byte) error { return resp.DecodeOwned(bytes.Clone(out)) }
-	err := p.invoke(ctx, abi.ExportReconcile, plugin.HasReconcile, req.Config, req.AppendJSON, func() abi.ObjectRef { return abi.RefOf(req.Object) }, decode)
+	err := p.invoke(ctx, abi.ExportReconcile, abi.HasReconcile, req.Config, req.AppendJSON, func() abi.ObjectRef { return abi.RefOf(req.Object) }, decode)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +151,7 @@ func (p *Plugin) Admit(ctx context.Context, req *abi.AdmissionRequest) (*abi.Adm
 	ref := func() abi.ObjectRef {
 		return abi.ObjectRef{APIVersion: apiVersion(req.Kind), Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
 	}
-	if err := p.invoke(ctx, abi.ExportAdmit, plugin.HasAdmit, req.Config, req.AppendJSON, ref, resp.UnmarshalJSON); err != nil {
+	if err := p.invoke(ctx, abi.ExportAdmit, abi.HasAdmit, req.Config, req.AppendJSON, ref, resp.UnmarshalJSON); err != nil {
 		return nil, err
 	}
 	return resp, nil
@@ -161,7 +160,7 @@ func (p *Plugin) Admit(ctx context.Context, req *abi.AdmissionRequest) (*abi.Adm
 // Finalize calls the finalize export.
 func (p *Plugin) Finalize(ctx context.Context, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
 	resp := new(abi.FinalizeResponse)
-	err := p.invoke(ctx, abi.ExportFinalize, plugin.HasFinalize, req.Config, req.AppendJSON, func() abi.ObjectRef { return abi.RefOf(req.Object) }, resp.UnmarshalJSON)
+	err := p.invoke(ctx, abi.ExportFinalize, abi.HasFinalize, req.Config, req.AppendJSON, func() abi.ObjectRef { return abi.RefOf(req.Object) }, resp.UnmarshalJSON)
 	if err != nil {
 		return nil, err
 	}

@@ -12,5 +12,5 @@ import "embed"
 // Source is the SDK module: go.mod and every package's files. Test files
 // and testdata are included; writers may leave them out.
 //
-//go:embed go.mod abi extism guest plugin plugintest realhost schema typed
+//go:embed go.mod abi extism guest internal plugin plugintest realhost schema typed
 var Source embed.FS

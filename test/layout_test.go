@@ -100,6 +100,13 @@ func dependencyRules() []rule {
 		{name: "the host never imports the engine or the store",
 			from: under("host"), forbid: under("engine", "store", "cmd"),
 			violation: [2]string{module + "/host", module + "/store"}},
+		// host/bench is excluded: its widget package is plugin code, written
+		// against the SDK as an author writes it, that the benchmark runs
+		// natively as the baseline of the Wasm calls.
+		{name: "the host imports only sdk/abi of the SDK",
+			from:      func(p string) bool { return under("host")(p) && !under("host/bench")(p) },
+			forbid:    func(imp string) bool { return under("sdk")(imp) && !under("sdk/abi")(imp) },
+			violation: [2]string{module + "/host", module + "/sdk/plugin"}},
 		{name: "the engine core does not import its API server",
 			from: func(p string) bool { return under("engine")(p) && !under("engine/apiserver")(p) }, forbid: under("engine/apiserver"),
 			violation: [2]string{module + "/engine/plugins", module + "/engine/apiserver/serving"}},

@@ -30,6 +30,19 @@ const (
 	ExportAlloc = "setpoint_alloc"
 )
 
+// ExportHandlers is `setpoint_handlers() -> i32`, optional on both ABIs:
+// the Handler bits of the handlers the guest registered, for a guest that
+// exports all three handler functions whatever it registers (as the Go
+// SDK's do). Without it the host goes by the exports.
+const ExportHandlers = "setpoint_handlers"
+
+// Handler bits, as ExportHandlers reports them.
+const (
+	HasReconcile = 1 << iota
+	HasAdmit
+	HasFinalize
+)
+
 // HostModule is the import module name of the native ABI's host functions.
 // Each has the signature `(reqPtr, reqLen, outPtr, outCap i32) -> i32`: the
 // host reads the request document at reqPtr, handles it, and writes the
@@ -86,210 +99,257 @@ const (
 )
 
 // ObjectRef names one object.
+//
+//abi:document
 type ObjectRef struct {
-	APIVersion string
-	Kind       string
-	Namespace  string
-	Name       string
-	UID        string
+	APIVersion string `abi:"apiVersion"`
+	Kind       string `abi:"kind"`
+	Namespace  string `abi:"namespace"`
+	Name       string `abi:"name"`
+	UID        string `abi:"uid"`
+}
+
+// RefOf reads the reference of an object document: apiVersion, kind,
+// metadata.namespace, metadata.name and metadata.uid.
+func RefOf(obj RawJSON) ObjectRef {
+	return ObjectRef{
+		APIVersion: obj.String("apiVersion"),
+		Kind:       obj.String("kind"),
+		Namespace:  obj.String("metadata", "namespace"),
+		Name:       obj.String("metadata", "name"),
+		UID:        obj.String("metadata", "uid"),
+	}
 }
 
 // GroupVersionKind names a kind at a version.
 type GroupVersionKind struct {
-	Group   string
-	Version string
-	Kind    string
+	Group   string `abi:"group"`
+	Version string `abi:"version"`
+	Kind    string `abi:"kind"`
 }
 
 // UserInfo is who made an admitted request.
 type UserInfo struct {
-	Username string
-	UID      string
-	Groups   []string
+	Username string   `abi:"username"`
+	UID      string   `abi:"uid"`
+	Groups   []string `abi:"groups"`
 }
 
 // Event is an event a plugin asks the engine to record about its object.
+//
+//abi:document
 type Event struct {
 	// Type is "Normal" or "Warning".
-	Type    string
-	Reason  string
-	Message string
+	Type    string `abi:"type"`
+	Reason  string `abi:"reason"`
+	Message string `abi:"message"`
 }
 
 // ReconcileRequest is the input of the reconcile export.
+//
+//abi:document aliased
 type ReconcileRequest struct {
-	// Object is the object to reconcile, as stored.
-	Object RawJSON
-	// Children are the observed objects the object controls, keyed by kind
-	// as "Kind.group" ("Kind" for the core group).
-	Children map[string][]RawJSON
 	// Attempt counts the consecutive failed attempts before this one; 0 on a
 	// first try.
-	Attempt int
+	Attempt int `abi:"attempt"`
 	// Config is the plugin's configuration from its Plugin object.
-	Config map[string]string
+	Config map[string]string `abi:"config"`
+	// Children are the observed objects the object controls, keyed by kind
+	// as "Kind.group" ("Kind" for the core group).
+	Children map[string][]RawJSON `abi:"children"`
+	// Object is the object to reconcile, as stored.
+	Object RawJSON `abi:"object,last"`
 }
 
 // ReconcileResponse is the output of the reconcile export.
+//
+//abi:document owned
 type ReconcileResponse struct {
 	// Status replaces the object's status when set.
-	Status RawJSON
+	Status RawJSON `abi:"status"`
 	// Children is the complete set of desired children: each a full object
 	// with apiVersion, kind and metadata.name. Children the engine observes
 	// but that are missing here are deleted.
-	Children []RawJSON
+	Children []RawJSON `abi:"children"`
 	// RequeueAfter asks for another reconcile after the delay; 0 means none.
-	RequeueAfter time.Duration
+	RequeueAfter time.Duration `abi:"requeueAfterMs"`
 	// Events are recorded about the object.
-	Events []Event
+	Events []Event `abi:"events"`
 	// Error reports a failure; the engine backs off and retries unless
 	// Terminal is set.
-	Error string
+	Error string `abi:"error"`
 	// Terminal marks Error as not worth retrying until the object changes.
-	Terminal bool
+	Terminal bool `abi:"terminal"`
 }
 
 // AdmissionRequest is the input of the admit export.
+//
+//abi:document aliased
 type AdmissionRequest struct {
 	// UID identifies the request.
-	UID       string
-	Kind      GroupVersionKind
-	Resource  string
-	Namespace string
-	Name      string
-	Operation Operation
-	// Object is the new object (CREATE, UPDATE); empty on DELETE.
-	Object RawJSON
-	// OldObject is the existing object (UPDATE, DELETE).
-	OldObject RawJSON
+	UID       string           `abi:"uid"`
+	Kind      GroupVersionKind `abi:"kind"`
+	Resource  string           `abi:"resource"`
+	Namespace string           `abi:"namespace"`
+	Name      string           `abi:"name"`
+	Operation Operation        `abi:"operation"`
 	// DryRun is true when the request will not be persisted: a plugin must
 	// have no side effects then.
-	DryRun bool
-	User   UserInfo
-	Config map[string]string
+	DryRun bool              `abi:"dryRun"`
+	User   UserInfo          `abi:"userInfo"`
+	Config map[string]string `abi:"config"`
+	// OldObject is the existing object (UPDATE, DELETE).
+	OldObject RawJSON `abi:"oldObject"`
+	// Object is the new object (CREATE, UPDATE); empty on DELETE.
+	Object RawJSON `abi:"object,last"`
 }
 
 // AdmissionResponse is the output of the admit export.
+//
+//abi:document
 type AdmissionResponse struct {
-	Allowed bool
+	Allowed bool `abi:"allowed,always"`
 	// Message explains a denial to the client.
-	Message string
+	Message string `abi:"message"`
 	// Code is the HTTP status of a denial; 0 means 403.
-	Code int
+	Code int `abi:"code"`
 	// Patch is an RFC 6902 JSON patch against Object (mutating plugins).
-	Patch RawJSON
+	Patch RawJSON `abi:"patch"`
 	// Object is the mutated object (mutating plugins), an alternative to
 	// Patch.
-	Object   RawJSON
-	Warnings []string
+	Object   RawJSON  `abi:"object"`
+	Warnings []string `abi:"warnings"`
 }
 
 // FinalizeRequest is the input of the finalize export, called while the
 // object is being deleted and still carries the plugin's finalizer.
+//
+//abi:document aliased
 type FinalizeRequest struct {
-	Object   RawJSON
-	Children map[string][]RawJSON
-	Attempt  int
-	Config   map[string]string
+	Attempt  int                  `abi:"attempt"`
+	Config   map[string]string    `abi:"config"`
+	Children map[string][]RawJSON `abi:"children"`
+	Object   RawJSON              `abi:"object,last"`
 }
 
 // FinalizeResponse is the output of the finalize export.
+//
+//abi:document
 type FinalizeResponse struct {
 	// Done lets the engine remove the finalizer.
-	Done         bool
-	RequeueAfter time.Duration
-	Events       []Event
-	Error        string
-	Terminal     bool
+	Done         bool          `abi:"done,always"`
+	RequeueAfter time.Duration `abi:"requeueAfterMs"`
+	Events       []Event       `abi:"events"`
+	Error        string        `abi:"error"`
+	Terminal     bool          `abi:"terminal"`
 }
 
 // LogRequest is the input of the log host function.
+//
+//abi:document
 type LogRequest struct {
 	// Level is "debug", "info", "warn" or "error".
-	Level   string
-	Message string
-	Attrs   map[string]string
+	Level   string            `abi:"level"`
+	Message string            `abi:"message"`
+	Attrs   map[string]string `abi:"attrs"`
 }
 
 // GetRequest is the input of the get host function.
+//
+//abi:document
 type GetRequest struct {
-	APIVersion string
-	Kind       string
-	Namespace  string
-	Name       string
+	APIVersion string `abi:"apiVersion"`
+	Kind       string `abi:"kind"`
+	Namespace  string `abi:"namespace"`
+	Name       string `abi:"name"`
 }
 
 // GetResponse is the output of the get host function.
+//
+//abi:document
 type GetResponse struct {
-	Object RawJSON
-	Found  bool
-	Error  string
+	Object RawJSON `abi:"object"`
+	Found  bool    `abi:"found,always"`
+	Error  string  `abi:"error"`
 }
 
 // ListRequest is the input of the list host function.
+//
+//abi:document
 type ListRequest struct {
-	APIVersion    string
-	Kind          string
-	Namespace     string
-	LabelSelector string
-	Limit         int
+	APIVersion    string `abi:"apiVersion"`
+	Kind          string `abi:"kind"`
+	Namespace     string `abi:"namespace"`
+	LabelSelector string `abi:"labelSelector"`
+	Limit         int    `abi:"limit"`
 }
 
 // ListResponse is the output of the list host function.
+//
+//abi:document
 type ListResponse struct {
-	Items []RawJSON
-	Error string
+	// Items are written whenever Error is empty, an empty list as [].
+	Items []RawJSON `abi:"items,result"`
+	Error string    `abi:"error"`
 }
 
 // EmitEventRequest is the input of the emit_event host function.
+//
+//abi:document
 type EmitEventRequest struct {
 	Event
 	// Regarding is the object the event is about; empty means the object of
 	// the current call.
-	Regarding ObjectRef
+	Regarding ObjectRef `abi:"regarding"`
 }
 
 // HostResponse is the output of the log and emit_event host functions.
+//
+//abi:document
 type HostResponse struct {
-	Error string
+	Error string `abi:"error"`
 }
 
 // WriteRequest is the input of the create, update, patch and delete host
 // functions.
+//
+//abi:document
 type WriteRequest struct {
+	// APIVersion, Kind, Namespace and Name name the object to patch or
+	// delete.
+	APIVersion string `abi:"apiVersion"`
+	Kind       string `abi:"kind"`
+	Namespace  string `abi:"namespace"`
+	Name       string `abi:"name"`
+	// Subresource is "" for the object or "status" for its status
+	// subresource (update, patch).
+	Subresource string `abi:"subresource"`
+	// UID and ResourceVersion, when set, are preconditions of a delete.
+	UID             string `abi:"uid"`
+	ResourceVersion string `abi:"resourceVersion"`
+	// Patch is a JSON merge patch (RFC 7386) to apply (patch).
+	Patch RawJSON `abi:"patch"`
 	// Object is the whole object to create or update (create, update): it
 	// names itself with apiVersion, kind, metadata.name and, for a
 	// namespaced kind, metadata.namespace ("default" when empty). An update
 	// that carries metadata.resourceVersion fails with Conflict if the
 	// object changed since.
-	Object RawJSON
-	// APIVersion, Kind, Namespace and Name name the object to patch or
-	// delete.
-	APIVersion string
-	Kind       string
-	Namespace  string
-	Name       string
-	// Subresource is "" for the object or "status" for its status
-	// subresource (update, patch).
-	Subresource string
-	// Patch is a JSON merge patch (RFC 7386) to apply (patch).
-	Patch RawJSON
-	// UID and ResourceVersion, when set, are preconditions of a delete.
-	UID             string
-	ResourceVersion string
+	Object RawJSON `abi:"object"`
 }
 
 // WriteResponse is the output of the write host functions.
+//
+//abi:document
 type WriteResponse struct {
 	// Object is the object as stored after a create, update or patch, and
 	// after a delete the object as it was removed or as it now waits for
 	// its finalizers.
-	Object RawJSON
+	Object RawJSON `abi:"object"`
 	// Error says why the write failed; Reason and Code are then the
 	// Kubernetes status reason and HTTP code ("NotFound" 404,
 	// "AlreadyExists" 409, "Conflict" 409, "Invalid" 422, "Forbidden" 403,
 	// ...), so a guest can tell a lost race from a denial.
-	Error  string
-	Reason string
-	Code   int
+	Error  string `abi:"error"`
+	Reason string `abi:"reason"`
+	Code   int    `abi:"code"`
 }

@@ -448,7 +448,8 @@ func TestNullMembers(t *testing.T) {
 	in := []byte(`{"attempt":1,"children":null,"config":null,"object":{"a":1}}`)
 	for _, alias := range []bool{false, true} {
 		var r ReconcileRequest
-		if err := r.decode(in, alias); err != nil || r.Attempt != 1 || string(r.Object) != `{"a":1}` || r.Children != nil || r.Config != nil {
+		d := decoder{b: in, alias: alias}
+		if err := r.decode(&d); err != nil || r.Attempt != 1 || string(r.Object) != `{"a":1}` || r.Children != nil || r.Config != nil {
 			t.Errorf("request (alias %v): %v %#v", alias, err, r)
 		}
 	}

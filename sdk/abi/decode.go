@@ -188,18 +188,6 @@ func (d *decoder) element(first bool) bool {
 	return true
 }
 
-// object reads an object (or null), calling fn with each key; fn consumes the
-// value and returns false to stop early (leaving the decoder on the value
-// after the key).
-func (d *decoder) object(fn func(d *decoder, key []byte) bool) {
-	for first, open := true, d.open('{'); open; first = false {
-		key, ok := d.member(first)
-		if !ok || !fn(d, key) {
-			return
-		}
-	}
-}
-
 // array reads an array (or null), calling fn to consume each element.
 func (d *decoder) array(fn func(d *decoder)) {
 	for first, open := true, d.open('['); open && d.element(first); first = false {

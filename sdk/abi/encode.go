@@ -106,21 +106,6 @@ func (e *encoder) rawListMap(k string, m map[string][]RawJSON) {
 	e.b = append(e.b, '}')
 }
 
-func (e *encoder) events(k string, l []Event) {
-	if len(l) == 0 {
-		return
-	}
-	e.key(k)
-	e.b = append(e.b, '[')
-	for i := range l {
-		if i > 0 {
-			e.b = append(e.b, ',')
-		}
-		e.b = l[i].AppendJSON(e.b)
-	}
-	e.b = append(e.b, ']')
-}
-
 func appendRawList(b []byte, l []RawJSON) []byte {
 	b = append(b, '[')
 	for i, v := range l {

@@ -73,7 +73,8 @@ func hostPatch(offs uint64) uint64
 //go:wasmimport extism:host/user delete
 func hostDelete(offs uint64) uint64
 
-var inBuf, outBuf []byte
+// inBuf holds the input of the call in progress, reused across calls.
+var inBuf []byte
 
 //go:wasmexport setpoint_abi_version
 func abiVersion() int32 { return abi.Version }
@@ -100,8 +101,7 @@ func call(export string) int32 {
 	for ; i < n; i++ {
 		inBuf[i] = byte(inputLoadU8(i))
 	}
-	out, failed := handlers.Dispatch(extismHost, export, inBuf, outBuf[:0])
-	outBuf = out
+	out, failed := module.Call(export, inBuf)
 	offs := store(out)
 	if failed {
 		errorSet(offs)
@@ -150,26 +150,22 @@ func hostCall(fn func(uint64) uint64, req []byte) []byte {
 	return out
 }
 
-// extismHost is the Host of a plugin running under Setpoint: each host function
-// is one call through the module's imports.
-var extismHost = plugin.NewHost(func(fn plugin.HostFunc, req []byte) []byte {
-	switch fn {
-	case plugin.HostLog:
-		return hostCall(hostLog, req)
-	case plugin.HostGet:
-		return hostCall(hostGet, req)
-	case plugin.HostList:
-		return hostCall(hostList, req)
-	case plugin.HostEmitEvent:
-		return hostCall(hostEmitEvent, req)
-	case plugin.HostCreate:
-		return hostCall(hostCreate, req)
-	case plugin.HostUpdate:
-		return hostCall(hostUpdate, req)
-	case plugin.HostPatch:
-		return hostCall(hostPatch, req)
-	case plugin.HostDelete:
-		return hostCall(hostDelete, req)
+// imports are the host functions by plugin.HostFunc.
+var imports = [...]func(offs uint64) uint64{
+	plugin.HostLog:       hostLog,
+	plugin.HostGet:       hostGet,
+	plugin.HostList:      hostList,
+	plugin.HostEmitEvent: hostEmitEvent,
+	plugin.HostCreate:    hostCreate,
+	plugin.HostUpdate:    hostUpdate,
+	plugin.HostPatch:     hostPatch,
+	plugin.HostDelete:    hostDelete,
+}
+
+// callHost makes each host call through the module's imports.
+func callHost(fn plugin.HostFunc, req []byte) []byte {
+	if int(fn) >= len(imports) {
+		return nil
 	}
-	return nil
-})
+	return hostCall(imports[fn], req)
+}

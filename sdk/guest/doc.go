@@ -6,10 +6,13 @@
 // main package also builds natively.
 package guest
 
-import "github.com/setpoint-dev/setpoint/sdk/plugin"
+import (
+	"github.com/setpoint-dev/setpoint/sdk/internal/glue"
+	"github.com/setpoint-dev/setpoint/sdk/plugin"
+)
 
-// handlers are set by Register from an init function and read during calls.
-var handlers plugin.Handlers
+// module is the guest's side of the calls; wasm.go gives it the imports.
+var module = glue.New(callHost)
 
 // Register makes hs the plugin's handlers.
-func Register(hs plugin.Handlers) { handlers = hs }
+func Register(hs plugin.Handlers) { module.Register(hs) }

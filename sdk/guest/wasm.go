@@ -9,11 +9,11 @@ import (
 	"github.com/setpoint-dev/setpoint/sdk/plugin"
 )
 
-// The glue's buffers, reused across calls. The Go heap does not move, so an
-// address handed to the host stays valid while the slice is referenced here.
+// The glue's buffers, reused across calls (module keeps the output). The
+// Go heap does not move, so an address handed to the host stays valid
+// while the slice is referenced here.
 var (
 	inBuf   []byte // input region returned by setpoint_alloc
-	outBuf  []byte // output region of the last export call
 	hostBuf []byte // responses of host calls
 )
 
@@ -21,7 +21,7 @@ var (
 func abiVersion() int32 { return abi.Version }
 
 //go:wasmexport setpoint_handlers
-func handlerBits() int32 { return handlers.Bits() }
+func handlerBits() int32 { return module.Bits() }
 
 //go:wasmexport setpoint_alloc
 func alloc(size int32) unsafe.Pointer {
@@ -49,13 +49,7 @@ func admit(ptr unsafe.Pointer, n int32) int64 { return call(abi.ExportAdmit, ptr
 func finalize(ptr unsafe.Pointer, n int32) int64 { return call(abi.ExportFinalize, ptr, n) }
 
 func call(export string, ptr unsafe.Pointer, n int32) int64 {
-	input := unsafe.Slice((*byte)(ptr), n)
-	out, failed := handlers.Dispatch(wasmHost, export, input, outBuf[:0])
-	outBuf = out
-	if len(out) > abi.MaxDocumentLen {
-		out = append(out[:0], "plugin: output too large"...)
-		failed = true
-	}
+	out, failed := module.Call(export, unsafe.Slice((*byte)(ptr), n))
 	packed := int64(uintptr(unsafe.Pointer(unsafe.SliceData(out))))<<32 | int64(len(out))
 	if failed {
 		packed |= abi.FailureFlag
@@ -108,26 +102,22 @@ func hostCall(fn func(unsafe.Pointer, int32, unsafe.Pointer, int32) int32, req [
 	return hostBuf[:n]
 }
 
-// wasmHost is the Host of a plugin running under Setpoint: each host function
-// is one call through the module's imports.
-var wasmHost = plugin.NewHost(func(fn plugin.HostFunc, req []byte) []byte {
-	switch fn {
-	case plugin.HostLog:
-		return hostCall(hostLog, req)
-	case plugin.HostGet:
-		return hostCall(hostGet, req)
-	case plugin.HostList:
-		return hostCall(hostList, req)
-	case plugin.HostEmitEvent:
-		return hostCall(hostEmitEvent, req)
-	case plugin.HostCreate:
-		return hostCall(hostCreate, req)
-	case plugin.HostUpdate:
-		return hostCall(hostUpdate, req)
-	case plugin.HostPatch:
-		return hostCall(hostPatch, req)
-	case plugin.HostDelete:
-		return hostCall(hostDelete, req)
+// imports are the host functions by plugin.HostFunc.
+var imports = [...]func(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int32) int32{
+	plugin.HostLog:       hostLog,
+	plugin.HostGet:       hostGet,
+	plugin.HostList:      hostList,
+	plugin.HostEmitEvent: hostEmitEvent,
+	plugin.HostCreate:    hostCreate,
+	plugin.HostUpdate:    hostUpdate,
+	plugin.HostPatch:     hostPatch,
+	plugin.HostDelete:    hostDelete,
+}
+
+// callHost makes each host call through the module's imports.
+func callHost(fn plugin.HostFunc, req []byte) []byte {
+	if int(fn) >= len(imports) {
+		return nil
 	}
-	return nil
-})
+	return hostCall(imports[fn], req)
+}

@@ -32,7 +32,7 @@ func TestDispatch(t *testing.T) {
 			return nil, errors.New("nope")
 		},
 	}
-	if got := hs.Bits(); got != plugin.HasReconcile|plugin.HasAdmit {
+	if got := hs.Bits(); got != abi.HasReconcile|abi.HasAdmit {
 		t.Fatalf("Handlers = %b", got)
 	}
 	in := func(mode string) []byte {

@@ -44,24 +44,17 @@ type Handlers struct {
 	}
 }
 
-// Handler bits reported by the setpoint_handlers export.
-const (
-	HasReconcile = 1 << iota
-	HasAdmit
-	HasFinalize
-)
-
-// Bits reports which handlers are set, as Has* bits.
+// Bits reports which handlers are set, as abi.Has* bits.
 func (hs *Handlers) Bits() int32 {
 	var b int32
 	if hs.Reconcile != nil {
-		b |= HasReconcile
+		b |= abi.HasReconcile
 	}
 	if hs.Admit != nil {
-		b |= HasAdmit
+		b |= abi.HasAdmit
 	}
 	if hs.Finalize != nil {
-		b |= HasFinalize
+		b |= abi.HasFinalize
 	}
 	return b
 }

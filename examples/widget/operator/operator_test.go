@@ -154,7 +154,7 @@ func TestFinalize(t *testing.T) {
 func TestDispatch(t *testing.T) {
 	op := &operator.Operator{Now: func() time.Time { return clock }}
 	hs := op.Handlers()
-	if hs.Bits() != plugin.HasReconcile|plugin.HasFinalize {
+	if hs.Bits() != abi.HasReconcile|abi.HasFinalize {
 		t.Fatalf("handlers = %b", hs.Bits())
 	}
 	in := (&abi.ReconcileRequest{Object: widget("small", "")}).AppendJSON(nil)
