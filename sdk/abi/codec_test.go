@@ -498,6 +498,11 @@ func FuzzDecodeAcceptsWhatEncodingJSONAccepts(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// A document is a JSON object. encoding/json also decodes a bare
+		// null into a struct, as a no-op; the ABI refuses it by design.
+		if v := bytes.TrimLeft(b, " \t\r\n"); len(v) == 0 || v[0] != '{' {
+			return
+		}
 		var stdReq struct {
 			Object   json.RawMessage              `json:"object"`
 			Children map[string][]json.RawMessage `json:"children"`
