@@ -100,21 +100,27 @@ func newReplicas(t *testing.T, n int) []*replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startReplicas(t, db, n)
+	t.Cleanup(func() { db.Close() })
+	stores := make([]store.Store, n)
+	for i := range stores {
+		stores[i] = db
+	}
+	return startReplicas(t, stores...)
 }
 
-// startReplicas starts an engine on st for each of n replicas.
-func startReplicas(t *testing.T, st store.Store, n int) []*replica {
+// startReplicas starts a replica on each store, which the caller closes
+// after the test's cleanups.
+func startReplicas(t *testing.T, stores ...store.Store) []*replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var runs sync.WaitGroup
 	t.Cleanup(func() {
 		cancel()
 		runs.Wait()
-		st.Close()
 	})
+	n := len(stores)
 	out := make([]*replica, n)
-	for i := range out {
+	for i, st := range stores {
 		cs := &cutStore{Store: st}
 		svc, err := engine.New(ctx, engine.Options{Store: cs, Logger: quietLogger()})
 		if err != nil {
