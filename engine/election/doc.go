@@ -4,6 +4,9 @@
 // at a time. Each controller has a Lease of its own, so that controllers
 // spread over the replicas.
 //
+// controller.Manager elects its controllers through Leases.Electors; Run
+// runs a single loop, such as the garbage collector, while it leads.
+//
 // Leases are served as a kind through a CustomResourceDefinition with the
 // schema of LeaseSpec (EnsureKind), so `kubectl get leases` shows who leads
 // what. An Elector implements controller.Elector over one Lease, through
@@ -46,5 +49,6 @@
 // until it ends: when the parent context ends (after releasing the lease)
 // or when leadership is lost. A timer of that goroutine (time.AfterFunc)
 // ends leadership. The next Lead of the same Elector waits for the previous
-// leadership goroutine; Leases.Wait waits for all of them.
+// leadership goroutine; Leases.Wait waits for all of them. Run runs its
+// loop in its caller's goroutine, one term after another.
 package election
