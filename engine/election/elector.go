@@ -14,6 +14,7 @@ import (
 // Lease. Its zero value is not usable; call New.
 type Leases struct {
 	opts Options
+	met  *metrics
 	// wg counts the leadership goroutines of every elector (see Wait).
 	wg sync.WaitGroup
 }
@@ -23,7 +24,11 @@ func New(opts Options) (*Leases, error) {
 	if opts.Client == nil || opts.Identity == "" {
 		return nil, errors.New("election: Options.Client and Identity are required")
 	}
-	return &Leases{opts: opts.withDefaults()}, nil
+	met, err := newMetrics(opts.Registerer, opts.Identity)
+	if err != nil {
+		return nil, err
+	}
+	return &Leases{opts: opts.withDefaults(), met: met}, nil
 }
 
 // Identity is this replica's holderIdentity.
@@ -111,6 +116,7 @@ func (e *Elector) Lead(ctx context.Context) (context.Context, error) {
 		return nil, err
 	}
 	e.log.Info("acquired lease", "identity", o.Identity)
+	e.l.met.set(e.name, true)
 	lctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	e.prev = done
@@ -118,6 +124,7 @@ func (e *Elector) Lead(ctx context.Context) (context.Context, error) {
 	go func() {
 		defer e.l.wg.Done()
 		defer close(done)
+		defer e.l.met.set(e.name, false)
 		e.keep(lctx, cancel, start)
 	}()
 	return lctx, nil

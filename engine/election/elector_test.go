@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -240,17 +241,45 @@ func TestReleaseHandsOverAtOnce(t *testing.T) {
 
 // TestLeaseRecord checks the fields a leader writes, as client-go's
 // leader election writes them: renewals advance renewTime and keep
-// acquireTime and leaseTransitions.
+// acquireTime and leaseTransitions; and the leading gauge.
 func TestLeaseRecord(t *testing.T) {
 	rs := newReplicas(t, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	el := newLeases(t, rs[0], "replica-0", short).Elector("record")
+	reg := prometheus.NewPedanticRegistry()
+	el := newLeases(t, rs[0], "replica-0", func(o election.Options) election.Options {
+		o.Registerer = reg
+		return short(o)
+	}).Elector("record")
+	gauge := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "setpoint_leader_election_leading" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["lease"] == "setpoint-record" && labels["identity"] == "replica-0" {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		return -1
+	}
 	if el.Name() != "setpoint-record" {
 		t.Fatalf("lease name %q", el.Name())
 	}
 	if _, err := el.Lead(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if g := gauge(); g != 1 {
+		t.Errorf("leading gauge %v while leading, want 1", g)
 	}
 	first := getLease(t, rs[0], el.Name())
 	if h := ptr.Deref(first.Spec.HolderIdentity, ""); h != "replica-0" {
@@ -277,4 +306,5 @@ func TestLeaseRecord(t *testing.T) {
 	eventually(t, 2*time.Second, "the release", func() bool {
 		return getLease(t, rs[0], el.Name()).Spec.HolderIdentity == nil
 	})
+	eventually(t, 2*time.Second, "the leading gauge at 0", func() bool { return gauge() == 0 })
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -58,6 +60,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger; slog.Default() when nil.
 	Logger *slog.Logger
+	// Registerer, when set, gets setpoint_leader_election_leading{lease},
+	// 1 while this replica leads the lease, labelled with its identity.
+	Registerer prometheus.Registerer
 }
 
 func (o Options) withDefaults() Options {
