@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/controller"
@@ -16,10 +17,13 @@ const retryRun = time.Second
 // that ends when leadership is lost or ctx is done, and the lease is
 // released only after run returned, so that no other replica starts it
 // before this one stopped. When run returns while still leading (it
-// failed), Run gives up the lease and campaigns again a second later. It is
-// how a single loop, such as the garbage collector, runs on one replica at
-// a time.
-func Run(ctx context.Context, el controller.Elector, run func(ctx context.Context) error) error {
+// failed; its error goes to log), Run gives up the lease and campaigns
+// again a second later. It is how a single loop, such as the garbage
+// collector, runs on one replica at a time.
+func Run(ctx context.Context, log *slog.Logger, el controller.Elector, run func(ctx context.Context) error) error {
+	if log == nil {
+		log = slog.Default()
+	}
 	for {
 		// The term's context outlives ctx while run stops, so that
 		// the lease is released after run returned.
@@ -39,12 +43,15 @@ func Run(ctx context.Context, el controller.Elector, run func(ctx context.Contex
 		err = run(rctx)
 		stop()
 		cancel()
-		failed := err != nil && lctx.Err() == nil
+		early := lctx.Err() == nil // run returned on its own
+		if early && err != nil {
+			log.Warn("leader loop failed; campaigning again", "lease", leaseName(el), "err", err)
+		}
 		end() // run returned: release the lease
 		if ctx.Err() != nil {
 			return nil
 		}
-		if failed {
+		if early {
 			select {
 			case <-ctx.Done():
 				return nil
@@ -52,4 +59,12 @@ func Run(ctx context.Context, el controller.Elector, run func(ctx context.Contex
 			}
 		}
 	}
+}
+
+// leaseName names el's lease in logs, when it has one.
+func leaseName(el controller.Elector) string {
+	if e, ok := el.(*Elector); ok {
+		return e.Name()
+	}
+	return ""
 }

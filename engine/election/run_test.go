@@ -2,7 +2,9 @@ package election_test
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,7 +58,7 @@ func TestRun(t *testing.T) {
 		cancels[i] = cancel
 		el := newLeases(t, r, []string{"replica-0", "replica-1"}[i], short).Elector("loop")
 		wg.Go(func() {
-			if err := election.Run(ctx, el, ls.run(i)); err != nil {
+			if err := election.Run(ctx, quietLogger(), el, ls.run(i)); err != nil {
 				t.Errorf("Run: %v", err)
 			}
 		})
@@ -98,5 +100,25 @@ func TestRun(t *testing.T) {
 		t.Errorf("takeover %v after the stop: not by release", d)
 	} else {
 		t.Logf("takeover %v after the stop (the loop stops in 150ms)", d.Round(time.Millisecond))
+	}
+}
+
+// TestRunRetriesAFailedLoop: a loop that fails while leading gives up the
+// term, and Run campaigns again a second later, not in a busy loop.
+func TestRunRetriesAFailedLoop(t *testing.T) {
+	rs := newReplicas(t, 1)
+	el := newLeases(t, rs[0], "replica-0", short).Elector("failing")
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	var runs atomic.Int32
+	err := election.Run(ctx, quietLogger(), el, func(context.Context) error {
+		runs.Add(1)
+		return errors.New("test: the loop failed")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := runs.Load(); n < 2 || n > 4 {
+		t.Fatalf("the failing loop ran %d times in 2.5s, want 2 to 4 (one a second)", n)
 	}
 }
