@@ -17,6 +17,9 @@ type Leases struct {
 	met  *metrics
 	// wg counts the leadership goroutines of every elector (see Wait).
 	wg sync.WaitGroup
+	// mu guards electors, the elector of each name.
+	mu       sync.Mutex
+	electors map[string]*Elector
 }
 
 // New returns the Leases of the replica opts.Identity.
@@ -28,16 +31,24 @@ func New(opts Options) (*Leases, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Leases{opts: opts.withDefaults(), met: met}, nil
+	return &Leases{opts: opts.withDefaults(), met: met, electors: map[string]*Elector{}}, nil
 }
 
 // Identity is this replica's holderIdentity.
 func (l *Leases) Identity() string { return l.opts.Identity }
 
-// Elector returns the elector over the Lease Prefix+name in Namespace. Each
-// call returns a new elector; use one per name in a replica.
+// Elector returns the elector over the Lease Prefix+name in Namespace, the
+// same one for the same name: the replica has one identity, so two electors
+// of one lease could not tell which of them holds it.
 func (l *Leases) Elector(name string) *Elector {
-	return &Elector{l: l, name: l.opts.Prefix + name, log: l.opts.Logger.With("lease", l.opts.Prefix+name)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.electors[name]; e != nil {
+		return e
+	}
+	e := &Elector{l: l, name: l.opts.Prefix + name, log: l.opts.Logger.With("lease", l.opts.Prefix+name), turn: make(chan struct{}, 1)}
+	l.electors[name] = e
+	return e
 }
 
 // Electors adapts Elector to controller.ManagerOptions.Electors.
@@ -57,8 +68,8 @@ type Elector struct {
 		Warn(string, ...any)
 	}
 
-	// mu serializes Lead.
-	mu sync.Mutex
+	// turn serializes Lead: a Lead holds its one token.
+	turn chan struct{}
 	// prev is closed when the leadership goroutine of the last Lead has
 	// ended; nil before the first.
 	prev chan struct{}
@@ -80,11 +91,16 @@ func (e *Elector) Name() string { return e.name }
 // ErrLost). When ctx is done while it leads, the lease is released, so that
 // another replica takes over at once; release ctx only after the work the
 // lease guards has stopped. Lead returns ctx's error when ctx is done before
-// this replica leads. One Lead at a time; a Lead after leadership was lost
-// first waits for the previous leadership goroutine to end.
+// this replica leads. Leads of one elector take turns, and each first waits
+// for the leadership goroutine of the previous one to end (its release
+// included).
 func (e *Elector) Lead(ctx context.Context) (context.Context, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	select {
+	case e.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-e.turn }()
 	if e.prev != nil {
 		select {
 		case <-e.prev:

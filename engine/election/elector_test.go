@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	"github.com/setpoint-dev/setpoint/engine/election"
@@ -307,4 +309,73 @@ func TestLeaseRecord(t *testing.T) {
 		return getLease(t, rs[0], el.Name()).Spec.HolderIdentity == nil
 	})
 	eventually(t, 2*time.Second, "the leading gauge at 0", func() bool { return gauge() == 0 })
+}
+
+// slowRelease is an election.Client whose releases (updates that empty
+// holderIdentity) take a while; it records when one succeeded.
+type slowRelease struct {
+	election.Client
+	released *atomic.Int64 // unix nanoseconds
+}
+
+func (c slowRelease) Update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+	h, _, _ := unstructured.NestedString(obj.Object, "spec", "holderIdentity")
+	if h == "" {
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, err := c.Client.Update(ctx, gvr, obj, opts)
+	if h == "" && err == nil {
+		c.released.Store(time.Now().UnixNano())
+	}
+	return out, err
+}
+
+// TestLeadAgainAfterRelease: a replica that stops leading a lease and at
+// once leads it again (a controller removed and put back) keeps it: the
+// release of the first term, slow here, ends before the second term
+// starts, so that it cannot empty the holder of the second, and the other
+// replica never leads meanwhile.
+func TestLeadAgainAfterRelease(t *testing.T) {
+	rs := newReplicas(t, 2)
+	var released atomic.Int64
+	ls := newLeases(t, rs[0], "replica-0", func(o election.Options) election.Options {
+		o.Client = slowRelease{Client: o.Client, released: &released}
+		return short(o)
+	})
+	other := newLeases(t, rs[1], "replica-1", short).Elector("again")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	term, stop := context.WithCancel(ctx)
+	if _, err := ls.Elector("again").Lead(term); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	last, stop := context.WithCancel(ctx)
+	defer stop()
+	lctx, err := ls.Elector("again").Lead(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if led, rel := time.Now(), released.Load(); rel == 0 || led.UnixNano() < rel {
+		t.Fatalf("the second term began before the first term's release (at %d, released at %d)", led.UnixNano(), rel)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	took := make(chan struct{})
+	wg.Go(func() {
+		if _, err := other.Lead(ctx); err == nil {
+			close(took)
+		}
+	})
+	select {
+	case <-took:
+		t.Fatal("the other replica led while replica-0 leads")
+	case <-lctx.Done():
+		t.Fatalf("replica-0 stopped leading: %v", context.Cause(lctx))
+	case <-time.After(2 * testLeaseDuration):
+	}
+	if h := ptr.Deref(getLease(t, rs[0], "setpoint-again").Spec.HolderIdentity, ""); h != "replica-0" {
+		t.Fatalf("holder %q, want replica-0", h)
+	}
 }
