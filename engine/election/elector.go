@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -63,10 +64,7 @@ func (l *Leases) Wait() { l.wg.Wait() }
 type Elector struct {
 	l    *Leases
 	name string
-	log  interface {
-		Info(string, ...any)
-		Warn(string, ...any)
-	}
+	log  *slog.Logger
 
 	// turn serializes Lead: a Lead holds its one token.
 	turn chan struct{}

@@ -80,13 +80,13 @@ func (e *Elector) tryAcquireOrRenew(ctx context.Context) bool {
 		}
 		out, err := e.write(ctx, l, true)
 		if err != nil {
-			return false
+			return e.failed("create lease", err)
 		}
 		e.rec.set(out)
 		return true
 	}
 	if err != nil {
-		return false
+		return e.failed("read lease", err)
 	}
 	e.rec.set(cur)
 	holder := e.rec.holder()
@@ -103,10 +103,21 @@ func (e *Elector) tryAcquireOrRenew(ctx context.Context) bool {
 	l.Spec.RenewTime = &now
 	out, err := e.write(ctx, l, false)
 	if err != nil {
-		return false
+		return e.failed("acquire lease", err)
 	}
 	e.rec.set(out)
 	return true
+}
+
+// failed logs err, unless it is a race lost to another replica, and
+// returns false.
+func (e *Elector) failed(op string, err error) bool {
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		e.log.Debug(op, "err", err)
+	} else {
+		e.log.Warn(op, "err", err)
+	}
+	return false
 }
 
 // tryRelease empties the lease's holder when it is this replica, so that
