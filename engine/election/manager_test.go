@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,7 @@ spec:
   - name: v1
     served: true
     storage: true
+    subresources: {status: {}}
     schema:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
 `, plural, n)
@@ -145,4 +147,91 @@ func TestControllersSpread(t *testing.T) {
 	b.stop()
 	eventually(t, 5*time.Second, "a takes over c2 and c3", leading(a.m, "c0", "c1", "c2", "c3"))
 	t.Logf("a took b's controllers over %v after b stopped", time.Since(start).Round(time.Millisecond))
+}
+
+// TestControllerFailoverNoOverlap runs one controller on two replicas'
+// managers, each leader cut off from the store in turn: the controller's
+// reconciles (which honour their context) never run on both replicas at
+// once, and both replicas lead in turn.
+func TestControllerFailoverNoOverlap(t *testing.T) {
+	rs := newReplicas(t, 2)
+	kind := thingKind(t, rs[0].svc, 0)
+	for i := range 3 {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "test.setpoint.dev/v1", "kind": "Thing0",
+			"metadata": map[string]any{"name": fmt.Sprintf("t%d", i), "namespace": "default"},
+		}}
+		if _, err := rs[0].svc.Create(context.Background(), kind.Resource, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "replica 1 serves the kind", func() bool {
+		_, ok := rs[1].svc.Resource(kind.Resource)
+		return ok
+	})
+	var overlaps atomic.Int32
+	var active [2]atomic.Int32 // reconciles running on each replica
+	var reconciles [2]atomic.Int32
+	managers := make([]*controller.Manager, 2)
+	for i, r := range rs {
+		ls := newLeases(t, r, fmt.Sprintf("replica-%d", i), short)
+		m := controller.NewManager(controller.ManagerOptions{Logger: quietLogger(), Electors: ls.Electors})
+		c, err := controller.New(controller.Options{
+			Name: "c", Client: r.svc, For: kind, Logger: quietLogger(), Workers: 2,
+			Reconciler: controller.ReconcilerFunc(func(ctx context.Context, _ *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+				active[i].Add(1)
+				defer active[i].Add(-1)
+				if active[1-i].Load() > 0 {
+					overlaps.Add(1)
+				}
+				reconciles[i].Add(1)
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(20 * time.Millisecond):
+				}
+				return &abi.ReconcileResponse{RequeueAfter: 10 * time.Millisecond}, nil
+			}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Put(c)
+		managers[i] = m
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Manager.Run: %v", err)
+			}
+		})
+	}
+	leader := func() int {
+		for i, m := range managers {
+			if slices.Equal(m.Leading(), []string{"c"}) {
+				return i
+			}
+		}
+		return -1
+	}
+	var led [2]bool
+	for range 3 {
+		var l int
+		eventually(t, 5*time.Second, "a replica leads", func() bool { l = leader(); return l >= 0 })
+		led[l] = true
+		n := reconciles[l].Load()
+		eventually(t, 5*time.Second, "the leader reconciles", func() bool { return reconciles[l].Load() > n+5 })
+		rs[l].store.mode.Store(stalled)
+		eventually(t, 5*time.Second, "the other replica takes over", func() bool { return leader() == 1-l })
+		rs[l].store.mode.Store(connected)
+	}
+	if n := overlaps.Load(); n > 0 {
+		t.Fatalf("reconciles ran on both replicas at once %d times", n)
+	}
+	if !led[0] || !led[1] {
+		t.Fatalf("leadership never moved: replica 0 led %v, replica 1 led %v", led[0], led[1])
+	}
+	t.Logf("reconciles: replica 0 %d, replica 1 %d", reconciles[0].Load(), reconciles[1].Load())
 }
