@@ -44,5 +44,7 @@
 // workers copy before changing. The work queue guarantees that one key is
 // reconciled by one worker at a time. Manager.Run starts one goroutine per
 // controller and stops it (and waits) when the controller is removed or
-// replaced, or when leadership is lost.
+// replaced, or when leadership is lost. With ManagerOptions.Electors, each
+// controller name also has a campaign goroutine, owned and waited for by
+// Manager.Run, that follows the leadership of that controller alone.
 package controller

@@ -62,11 +62,14 @@ func (f FinalizerFunc) Finalize(ctx context.Context, req *abi.FinalizeRequest) (
 	return f(ctx, req)
 }
 
-// Elector decides whether this replica runs the controllers.
+// Elector decides whether this replica runs controllers: all of them
+// (ManagerOptions.Elector), or one (ManagerOptions.Electors).
 type Elector interface {
 	// Lead blocks until this replica leads, and returns a context that is
 	// done when leadership is lost or ctx is done. It returns an error when
-	// ctx is done before this replica leads.
+	// ctx is done before this replica leads. An elector that holds a lease
+	// releases it once ctx is done, so the caller ends ctx only after the
+	// work it leads has stopped.
 	Lead(ctx context.Context) (context.Context, error)
 }
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -17,6 +18,13 @@ type ManagerOptions struct {
 	// Elector decides when this replica runs controllers. Default
 	// SingleReplica.
 	Elector Elector
+	// Electors, when set, gives each controller an elector of its own, by
+	// controller name: while Elector leads, a controller runs only while
+	// its own elector leads too, so that the controllers spread over the
+	// replicas. Its leadership outlives a controller replaced by Put under
+	// the same name; the manager ends it once a removed controller has
+	// stopped. Default none: every controller runs while Elector leads.
+	Electors func(name string) Elector
 	// Metrics, when set, loses the series of removed controllers.
 	Metrics *Metrics
 	// Logger receives the manager's logs. Default slog.Default().
@@ -38,12 +46,13 @@ type ManagerOptions struct {
 // by two controllers at once; every other controller starts at once.
 type Manager struct {
 	elector     Elector
+	electors    func(name string) Elector
 	metrics     *Metrics
 	log         *slog.Logger
 	stopTimeout time.Duration
 	changed     chan struct{} // cap 1: wakes Run after Put or Remove
 
-	// mu guards want, started and waiting.
+	// mu guards want, started, waiting, leading and leads.
 	mu   sync.Mutex
 	want map[string]*Controller
 	// started has, for each wanted controller, a channel closed once it
@@ -52,6 +61,11 @@ type Manager struct {
 	// waiting names, for each wanted controller that cannot start yet, the
 	// stopping controller it waits for.
 	waiting map[string]string
+	// leading has, with Electors, the leadership context of each
+	// controller name this replica leads.
+	leading map[string]context.Context
+	// leads is set while Elector leads.
+	leads bool
 }
 
 // NewManager returns a Manager with no controllers.
@@ -67,6 +81,7 @@ func NewManager(opts ManagerOptions) *Manager {
 	}
 	return &Manager{
 		elector:     opts.Elector,
+		electors:    opts.Electors,
 		metrics:     opts.Metrics,
 		log:         opts.Logger,
 		stopTimeout: opts.StopTimeout,
@@ -74,6 +89,7 @@ func NewManager(opts ManagerOptions) *Manager {
 		want:        make(map[string]*Controller),
 		started:     make(map[*Controller]chan struct{}),
 		waiting:     make(map[string]string),
+		leading:     make(map[string]context.Context),
 	}
 }
 
@@ -134,6 +150,25 @@ func (m *Manager) Names() []string {
 	return out
 }
 
+// Leading returns the names of the wanted controllers this replica leads,
+// sorted: with Electors, those whose own elector leads; without, all of them
+// while Elector leads.
+func (m *Manager) Leading() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	if !m.leads {
+		return out
+	}
+	for n := range m.want {
+		if _, ok := m.leading[n]; ok || m.electors == nil {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (m *Manager) poke() {
 	select {
 	case m.changed <- struct{}{}:
@@ -143,8 +178,10 @@ func (m *Manager) poke() {
 
 // instance is one running controller.
 type instance struct {
-	c      *Controller
-	r      *run
+	c *Controller
+	r *run
+	// lead is the leadership it runs under, with Electors.
+	lead   context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
 	// held are the caches a stopping instance keeps for its successor.
@@ -165,7 +202,12 @@ type instance struct {
 // goroutine of its own that Run waits for (up to StopTimeout at the end),
 // and each shared cache in a goroutine that its last controller stops and
 // waits for. A stopping controller has a goroutine that wakes Run once it
-// has stopped, so that what waited for it can start.
+// has stopped, so that what waited for it can start. With Electors, each
+// wanted controller name has a campaign goroutine that asks its elector to
+// lead and wakes Run when leadership starts and ends; Run ends a campaign
+// once its controller is removed and has stopped, so that a lease is
+// released only after the work it guards stopped, and waits for every
+// campaign before it returns.
 func (m *Manager) Run(ctx context.Context) error {
 	for {
 		leadCtx, err := m.elector.Lead(ctx)
@@ -176,7 +218,9 @@ func (m *Manager) Run(ctx context.Context) error {
 			return err
 		}
 		m.log.Info("leading: starting controllers")
+		m.setLeads(true)
 		m.lead(leadCtx)
+		m.setLeads(false)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -189,6 +233,7 @@ func (m *Manager) lead(ctx context.Context) {
 	informers := newSharedInformers(m.log)
 	running := make(map[string]*instance)
 	var stopping []*instance
+	camps := &campaigns{m: m, ctx: context.WithoutCancel(ctx), byName: make(map[string]*campaign)}
 	defer func() {
 		for _, in := range running {
 			in.cancel()
@@ -201,9 +246,10 @@ func (m *Manager) lead(ctx context.Context) {
 		m.waiting = map[string]string{}
 		m.mu.Unlock()
 		m.awaitStopped(stopping)
+		camps.stopAll()
 	}()
 	for {
-		stopping = m.sync(ctx, informers, running, stopping)
+		stopping = m.sync(ctx, informers, running, stopping, camps)
 		select {
 		case <-ctx.Done():
 			return
@@ -243,15 +289,21 @@ func (m *Manager) awaitStopped(instances []*instance) {
 // controllers still stopping. The caches of a stopped controller are held
 // until this sync has started the new ones, so that a replacement reuses
 // them.
-func (m *Manager) sync(ctx context.Context, informers *sharedInformers, running map[string]*instance, stopping []*instance) []*instance {
+func (m *Manager) sync(ctx context.Context, informers *sharedInformers, running map[string]*instance, stopping []*instance, camps *campaigns) []*instance {
 	m.mu.Lock()
-	want := make(map[string]*Controller, len(m.want))
-	for n, c := range m.want {
-		want[n] = c
-	}
+	want := maps.Clone(m.want)
+	leading := maps.Clone(m.leading)
 	m.mu.Unlock()
 	for n, in := range running {
-		if want[n] != in.c {
+		lost := m.electors != nil && leading[n] != in.lead
+		if lost && want[n] == in.c {
+			m.mu.Lock()
+			if ch := m.started[in.c]; ch != nil && isClosed(ch) {
+				m.started[in.c] = make(chan struct{}) // not running any more
+			}
+			m.mu.Unlock()
+		}
+		if want[n] != in.c || lost {
 			in.held = informers.hold(in.c)
 			in.cancel()
 			stopping = append(stopping, in)
@@ -290,13 +342,21 @@ func (m *Manager) sync(ctx context.Context, informers *sharedInformers, running 
 		if _, ok := running[n]; ok {
 			continue
 		}
+		base := ctx
+		if m.electors != nil {
+			lctx := leading[n]
+			if lctx == nil || lctx.Err() != nil {
+				continue // another replica runs it
+			}
+			base = lctx
+		}
 		if b := blocker(stopping, c); b != nil {
 			waiting[n] = b.c.Name()
 			m.log.Info("controller waits for a stopping one", "controller", n, "waits_for", b.c.Name())
 			continue
 		}
-		cctx, cancel := context.WithCancel(c.withUser(ctx))
-		in := &instance{c: c, cancel: cancel, done: make(chan struct{})}
+		cctx, cancel := context.WithCancel(c.withUser(base))
+		in := &instance{c: c, lead: leading[n], cancel: cancel, done: make(chan struct{})}
 		running[n] = in
 		r := c.start(cctx, informers, inherit[n])
 		in.r = r
@@ -319,7 +379,25 @@ func (m *Manager) sync(ctx context.Context, informers *sharedInformers, running 
 	m.mu.Lock()
 	m.waiting = waiting
 	m.mu.Unlock()
+	if m.electors != nil {
+		camps.sync(want, running, stopping)
+	}
 	return stopping
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func (m *Manager) setLeads(leads bool) {
+	m.mu.Lock()
+	m.leads = leads
+	m.mu.Unlock()
 }
 
 // blocker is the stopping instance c must wait for: its predecessor, or a

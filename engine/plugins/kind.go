@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -235,7 +237,10 @@ spec:
 const serverFieldManager = "setpoint-server"
 
 // EnsureKind registers the Plugin kind through svc: it creates its
-// CustomResourceDefinition, or updates one whose spec differs.
+// CustomResourceDefinition, or updates one whose spec differs, and returns
+// once svc serves Plugins. Servers that start together on one store race to
+// create it: the losers find it created and wait for their engine's CRD
+// follower (Service.Run, which must be running) to serve it.
 func EnsureKind(ctx context.Context, svc *engine.Service) error {
 	want := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(pluginCRD), &want.Object); err != nil {
@@ -243,13 +248,30 @@ func EnsureKind(ctx context.Context, svc *engine.Service) error {
 	}
 	sum := sha256.Sum256([]byte(pluginCRD))
 	want.SetAnnotations(map[string]string{crdHashAnnotation: hex.EncodeToString(sum[:8])})
+	for {
+		err := ensureCRD(ctx, svc, want)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		// Another server wrote it meanwhile: look again.
+	}
+	return awaitServed(ctx, svc)
+}
+
+// ensureCRD creates or updates the Plugin CRD. It returns the
+// AlreadyExists or Conflict error of a write that lost a race.
+func ensureCRD(ctx context.Context, svc *engine.Service, want *unstructured.Unstructured) error {
 	cur, err := svc.Get(ctx, engine.CRDResource, "", crdName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		if _, err := svc.Create(ctx, engine.CRDResource, want, metav1.CreateOptions{FieldManager: serverFieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		_, err := svc.Create(ctx, engine.CRDResource, want.DeepCopy(), metav1.CreateOptions{FieldManager: serverFieldManager})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("plugins: register the Plugin kind: %w", err)
 		}
-		return nil
+		return err
 	case err != nil:
 		return fmt.Errorf("plugins: read the Plugin CRD: %w", err)
 	}
@@ -259,7 +281,36 @@ func EnsureKind(ctx context.Context, svc *engine.Service) error {
 	cur.Object["spec"] = want.Object["spec"]
 	cur.SetAnnotations(want.GetAnnotations())
 	if _, err := svc.Update(ctx, engine.CRDResource, cur, metav1.UpdateOptions{FieldManager: serverFieldManager}); err != nil {
+		if apierrors.IsConflict(err) {
+			return err
+		}
 		return fmt.Errorf("plugins: update the Plugin CRD: %w", err)
 	}
 	return nil
+}
+
+// servedTimeout bounds how long EnsureKind waits for a CRD another server
+// wrote to be served.
+const servedTimeout = 30 * time.Second
+
+// awaitServed returns once svc serves Plugins: a list finds the resource.
+func awaitServed(ctx context.Context, svc *engine.Service) error {
+	ctx, cancel := context.WithTimeout(ctx, servedTimeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := svc.List(ctx, Resource, "", metav1.ListOptions{Limit: 1})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("plugins: list Plugins: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("plugins: the Plugin kind is not served: %w", errors.Join(ctx.Err(), err))
+		case <-tick.C:
+		}
+	}
 }
