@@ -10,6 +10,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // grantElector leads when the test grants it, until the test takes the
@@ -124,7 +125,7 @@ func TestManagerElectorsPerController(t *testing.T) {
 	}
 
 	elector("a").grants <- struct{}{}
-	eventually(t, 5*time.Second, "a starts once it leads", func() bool { return isClosed(m.Started(a)) })
+	testsupport.Eventually(t, 5*time.Second, "a starts once it leads", func() bool { return isClosed(m.Started(a)) })
 	if isClosed(m.Started(b)) {
 		t.Error("b started while only a leads")
 	}
@@ -133,12 +134,12 @@ func TestManagerElectorsPerController(t *testing.T) {
 	}
 
 	elector("a").take()
-	eventually(t, 5*time.Second, "a stops once its leadership is lost", func() bool {
+	testsupport.Eventually(t, 5*time.Second, "a stops once its leadership is lost", func() bool {
 		return !isClosed(m.Started(a)) && len(m.Leading()) == 0
 	})
 	elector("b").grants <- struct{}{}
 	elector("a").grants <- struct{}{}
-	eventually(t, 5*time.Second, "a and b run once they lead", func() bool {
+	testsupport.Eventually(t, 5*time.Second, "a and b run once they lead", func() bool {
 		return isClosed(m.Started(a)) && isClosed(m.Started(b))
 	})
 
@@ -149,7 +150,7 @@ func TestManagerElectorsPerController(t *testing.T) {
 		t.Fatal("a never reconciled")
 	}
 	m.Remove("a")
-	eventually(t, 5*time.Second, "a's campaign ends", func() bool { return !elector("a").endedAt().IsZero() })
+	testsupport.Eventually(t, 5*time.Second, "a's campaign ends", func() bool { return !elector("a").endedAt().IsZero() })
 	exitMu.Lock()
 	stopped := exited
 	exitMu.Unlock()

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/setpoint-dev/setpoint/engine/election"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 func getLease(t *testing.T, r *replica, name string) *coordinationv1.Lease {
@@ -294,7 +295,7 @@ func TestLeaseRecord(t *testing.T) {
 		t.Fatalf("missing fields: %+v", first.Spec)
 	}
 	var later *coordinationv1.Lease
-	eventually(t, 2*time.Second, "a renewal", func() bool {
+	testsupport.Eventually(t, 2*time.Second, "a renewal", func() bool {
 		later = getLease(t, rs[0], el.Name())
 		return later.Spec.RenewTime.After(first.Spec.RenewTime.Time)
 	})
@@ -305,10 +306,10 @@ func TestLeaseRecord(t *testing.T) {
 		t.Errorf("leaseTransitions %d after renewals, want 0", *later.Spec.LeaseTransitions)
 	}
 	cancel()
-	eventually(t, 2*time.Second, "the release", func() bool {
+	testsupport.Eventually(t, 2*time.Second, "the release", func() bool {
 		return getLease(t, rs[0], el.Name()).Spec.HolderIdentity == nil
 	})
-	eventually(t, 2*time.Second, "the leading gauge at 0", func() bool { return gauge() == 0 })
+	testsupport.Eventually(t, 2*time.Second, "the leading gauge at 0", func() bool { return gauge() == 0 })
 }
 
 // slowRelease is an election.Client whose releases (updates that empty

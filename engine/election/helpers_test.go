@@ -167,14 +167,3 @@ func newLeases(t *testing.T, r *replica, identity string, mod func(election.Opti
 	t.Cleanup(l.Wait)
 	return l
 }
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

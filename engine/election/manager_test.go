@@ -18,6 +18,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/election"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // thingKind registers a namespaced kind thingN.test.setpoint.dev and
@@ -119,9 +120,9 @@ func TestControllersSpread(t *testing.T) {
 	a := runManager(t, rs[0], "replica-a")
 	a.m.Put(ctl(rs[0], 0))
 	a.m.Put(ctl(rs[0], 1))
-	eventually(t, 5*time.Second, "a leads c0 and c1", leading(a.m, "c0", "c1"))
+	testsupport.Eventually(t, 5*time.Second, "a leads c0 and c1", leading(a.m, "c0", "c1"))
 
-	eventually(t, 5*time.Second, "replica b serves the kinds", func() bool {
+	testsupport.Eventually(t, 5*time.Second, "replica b serves the kinds", func() bool {
 		_, ok := rs[1].svc.Resource(kinds[3].Resource)
 		return ok
 	})
@@ -129,7 +130,7 @@ func TestControllersSpread(t *testing.T) {
 	for n := range 4 {
 		b.m.Put(ctl(rs[1], n))
 	}
-	eventually(t, 5*time.Second, "b leads c2 and c3", leading(b.m, "c2", "c3"))
+	testsupport.Eventually(t, 5*time.Second, "b leads c2 and c3", leading(b.m, "c2", "c3"))
 	a.m.Put(ctl(rs[0], 2))
 	a.m.Put(ctl(rs[0], 3))
 	time.Sleep(300 * time.Millisecond) // six retry periods
@@ -145,7 +146,7 @@ func TestControllersSpread(t *testing.T) {
 
 	start := time.Now()
 	b.stop()
-	eventually(t, 5*time.Second, "a takes over c2 and c3", leading(a.m, "c0", "c1", "c2", "c3"))
+	testsupport.Eventually(t, 5*time.Second, "a takes over c2 and c3", leading(a.m, "c0", "c1", "c2", "c3"))
 	t.Logf("a took b's controllers over %v after b stopped", time.Since(start).Round(time.Millisecond))
 }
 
@@ -165,7 +166,7 @@ func TestControllerFailoverNoOverlap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, "replica 1 serves the kind", func() bool {
+	testsupport.Eventually(t, 5*time.Second, "replica 1 serves the kind", func() bool {
 		_, ok := rs[1].svc.Resource(kind.Resource)
 		return ok
 	})
@@ -219,12 +220,12 @@ func TestControllerFailoverNoOverlap(t *testing.T) {
 	var led [2]bool
 	for range 3 {
 		var l int
-		eventually(t, 5*time.Second, "a replica leads", func() bool { l = leader(); return l >= 0 })
+		testsupport.Eventually(t, 5*time.Second, "a replica leads", func() bool { l = leader(); return l >= 0 })
 		led[l] = true
 		n := reconciles[l].Load()
-		eventually(t, 5*time.Second, "the leader reconciles", func() bool { return reconciles[l].Load() > n+5 })
+		testsupport.Eventually(t, 5*time.Second, "the leader reconciles", func() bool { return reconciles[l].Load() > n+5 })
 		rs[l].store.mode.Store(stalled)
-		eventually(t, 5*time.Second, "the other replica takes over", func() bool { return leader() == 1-l })
+		testsupport.Eventually(t, 5*time.Second, "the other replica takes over", func() bool { return leader() == 1-l })
 		rs[l].store.mode.Store(connected)
 	}
 	if n := overlaps.Load(); n > 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/election"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // loops are the leader-only loops of two replicas, which stop slowly; they
@@ -68,7 +69,7 @@ func TestRun(t *testing.T) {
 	defer cancels[0]()
 
 	first := -1
-	eventually(t, 5*time.Second, "a loop runs", func() bool {
+	testsupport.Eventually(t, 5*time.Second, "a loop runs", func() bool {
 		for i := range 2 {
 			if ls.started(i) > 0 {
 				first = i
@@ -79,12 +80,12 @@ func TestRun(t *testing.T) {
 	})
 	other := 1 - first
 	rs[first].store.mode.Store(failing)
-	eventually(t, 3*testLeaseDuration, "the other replica takes over", func() bool { return ls.started(other) == 1 })
+	testsupport.Eventually(t, 3*testLeaseDuration, "the other replica takes over", func() bool { return ls.started(other) == 1 })
 	rs[first].store.mode.Store(connected)
 	time.Sleep(100 * time.Millisecond)
 	released := time.Now()
 	cancels[other]()
-	eventually(t, 3*time.Second, "the first replica takes over again", func() bool { return ls.started(first) == 2 })
+	testsupport.Eventually(t, 3*time.Second, "the first replica takes over again", func() bool { return ls.started(first) == 2 })
 
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
