@@ -94,8 +94,9 @@ func reservedGroup(crd *apiextensionsv1.CustomResourceDefinition) field.ErrorLis
 		"the group is reserved for the server's own kinds")}
 }
 
-// buildCRD turns a CRD into the resources it serves, one per served version.
-func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) {
+// buildCRD turns a CRD into the resources it serves, one per served version,
+// with the registry's field managers.
+func (r *registry) buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) {
 	names := crd.Status.AcceptedNames
 	if names.Plural == "" {
 		names = crd.Spec.Names
@@ -202,7 +203,7 @@ func buildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*served, error) 
 	if err := read.seal(); err != nil {
 		return nil, err
 	}
-	if err := crdFieldManagers(crd, out); err != nil {
+	if err := r.crdFieldManagers(crd, out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -311,7 +312,6 @@ func (crdHooks) committed(_ context.Context, s *Service, obj, old map[string]any
 	if obj == nil {
 		u := &unstructured.Unstructured{Object: old}
 		s.reg.removeCRD(u.GetName(), revisionOf(u))
-		crdFieldManagersCache.Delete(u.GetName())
 		s.dropReadRecord(context.Background(), u.GetName())
 		return
 	}
@@ -337,7 +337,7 @@ func (s *Service) serveCRD(obj map[string]any, rev int64) {
 		s.reg.removeCRD(crd.Name, rev)
 		return
 	}
-	ss, err := buildCRD(crd)
+	ss, err := s.reg.buildCRD(crd)
 	if err != nil {
 		s.log.Error("serve CustomResourceDefinition", "crd", crd.Name, "err", err)
 		s.reg.removeCRD(crd.Name, rev)

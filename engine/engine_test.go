@@ -37,6 +37,7 @@ func newService(t testing.TB) *Service {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	t.Cleanup(func() { s.Close() })
 	crd := readYAML(t, "../examples/widget/crd.yaml")
 	if _, err := s.Create(context.Background(), CRDResource, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create widget CRD: %v", err)
@@ -58,6 +59,7 @@ func openService(t testing.TB, dir string) (*Service, *badger.DB) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s, db
 }
 

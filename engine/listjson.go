@@ -129,8 +129,8 @@ func servedJSON(sv *served, stored []byte, rev int64) []byte {
 const ListJSONPageSize = 500
 
 // listJSONPageBytes is about how many bytes of objects ListJSONPages reads
-// at a time: a page of 500 objects of 1.5 MiB would be 750 MiB.
-var listJSONPageBytes int64 = 4 << 20 // a variable for tests
+// at a time by default: a page of 500 objects of 1.5 MiB would be 750 MiB.
+const listJSONPageBytes int64 = 4 << 20
 
 // ListJSONPages is ListJSON for a list the caller writes out as it goes: it
 // reads the list in pages at the revision of the first and hands each to fn,
@@ -176,7 +176,7 @@ func (s *Service) ListJSONPages(ctx context.Context, gvr schema.GroupVersionReso
 		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = next, "", ""
 		opts.Limit = pageSize
 		if items > 0 && bytes > 0 {
-			opts.Limit = min(pageSize, max(1, listJSONPageBytes*items/bytes))
+			opts.Limit = min(pageSize, max(1, s.listPageBytes*items/bytes))
 		}
 	}
 }

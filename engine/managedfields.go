@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -126,11 +125,11 @@ func newFieldManagers(sv *served, tc managedfields.TypeConverter, conv runtime.O
 // conditions, the collector's Terminating), and building the type
 // converter is most of the cost of that (1.35 of 3.4 ms for the Widget
 // CRD). The field managers depend only on what crdFieldManagersKey hashes,
-// so they are kept per CRD name with that hash and reused while it is the
-// same.
-func crdFieldManagers(crd *apiextensionsv1.CustomResourceDefinition, ss []*served) error {
+// so the registry keeps them per CRD name with that hash and reuses them
+// while it is the same.
+func (r *registry) crdFieldManagers(crd *apiextensionsv1.CustomResourceDefinition, ss []*served) error {
 	key, keyErr := crdFieldManagersKey(crd, ss)
-	if c, ok := crdFieldManagersCache.Load(crd.Name); ok && keyErr == nil {
+	if c, ok := r.fieldManagers.Load(crd.Name); ok && keyErr == nil {
 		if c := c.(*crdFieldManagersEntry); c.key == key && reuseFieldManagers(c, ss) {
 			return nil
 		}
@@ -160,17 +159,10 @@ func crdFieldManagers(crd *apiextensionsv1.CustomResourceDefinition, ss []*serve
 		entry.byVersion[sv.GVR.Version] = m
 	}
 	if keyErr == nil {
-		crdFieldManagersCache.Store(crd.Name, entry)
+		r.fieldManagers.Store(crd.Name, entry)
 	}
 	return nil
 }
-
-// crdFieldManagersCache holds the field managers last built for each CRD
-// name (*crdFieldManagersEntry). They hold no per-object or per-Service
-// state, so Services in one process may share them; an entry is checked
-// against its key before use, so sharing a name with other content only
-// costs a rebuild.
-var crdFieldManagersCache sync.Map
 
 type crdFieldManagersEntry struct {
 	key       [sha256.Size]byte
@@ -244,27 +236,22 @@ func crdTypeConverter(crd *apiextensionsv1.CustomResourceDefinition) (managedfie
 	return managedfields.NewTypeConverter(merged.Components.Schemas, crd.Spec.PreserveUnknownFields)
 }
 
-// builtinFieldManagers are the field managers of the built-in kinds, made
-// once: their objects are unstructured here, so they get the deduced type
-// converter (maps merge key by key, lists are atomic) rather than their
-// typed schemas.
-var builtinFieldManagers sync.Map // schema.GroupVersionResource -> *fieldManagers
-
-// managedFor returns the field managers of sv, nil when it has none.
+// managedFor returns the field managers of sv, nil when it has none. Those
+// of a built-in kind are made on first use: its objects are unstructured
+// here, so they get the deduced type converter (maps merge key by key,
+// lists are atomic) rather than their typed schemas.
 func managedFor(sv *served) *fieldManagers {
-	if sv.managed != nil || !sv.Builtin {
+	if !sv.Builtin {
 		return sv.managed
 	}
-	if m, ok := builtinFieldManagers.Load(sv.GVR); ok {
-		return m.(*fieldManagers)
-	}
-	m, err := newFieldManagers(sv, managedfields.NewDeducedTypeConverter(),
-		relabelConverter{versions: map[schema.GroupVersion]bool{sv.GVR.GroupVersion(): true}}, structuralDefaulter{})
-	if err != nil {
-		return nil
-	}
-	actual, _ := builtinFieldManagers.LoadOrStore(sv.GVR, m)
-	return actual.(*fieldManagers)
+	sv.builtinManaged.Do(func() {
+		m, err := newFieldManagers(sv, managedfields.NewDeducedTypeConverter(),
+			relabelConverter{versions: map[schema.GroupVersion]bool{sv.GVR.GroupVersion(): true}}, structuralDefaulter{})
+		if err == nil {
+			sv.managed = m
+		}
+	})
+	return sv.managed
 }
 
 // relabelConverter converts an unstructured object between the versions of

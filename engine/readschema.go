@@ -44,8 +44,8 @@ type readSchemas struct {
 	// defaults are byVersion's defaultingSchema, made by seal.
 	defaults map[string]*structuralschema.Structural
 	// settled is set once no write can still hold the CRD's previous
-	// schemas (readRecordSettle after a change): only then is the revision
-	// stored, so that a crash while such a write is in flight restarts
+	// schemas (a while after a change, see recordRead): only then is the
+	// revision stored, so that a crash while such a write is in flight restarts
 	// from the conservative revision.
 	settled atomic.Bool
 	// superseded is closed when the CRD's schemas change: watches opened
@@ -54,11 +54,11 @@ type readSchemas struct {
 	superseded chan struct{}
 }
 
-// readRecordSettle is how long after a schema change the revision is
+// defaultReadRecordSettle is how long after a schema change the revision is
 // stored: longer than a write that took the previous schemas can take to
 // commit (admission calls included). A write that commits later still raises
 // the revision, in memory and in the record.
-var readRecordSettle = 2 * time.Minute
+const defaultReadRecordSettle = 2 * time.Minute
 
 // newReadSchemas returns the read schemas of crd, given the structural
 // schemas of its versions; since is set when the registry takes them.
@@ -236,13 +236,15 @@ func (s *Service) noteWrite(ctx context.Context, sv *served, rev int64) {
 }
 
 // recordRead stores the revision of the CRD's new read schemas rs: at once
-// when settled, else after readRecordSettle, if they are still the CRD's.
+// when settled, else after readSettle, if they are still the CRD's. A save
+// still pending when the Service stops is dropped: the record then keeps
+// the earlier, conservative revision.
 func (s *Service) recordRead(crd string, rs *readSchemas) {
 	if rs.settled.Load() {
 		s.saveReadRecord(context.Background(), crd, rs)
 		return
 	}
-	time.AfterFunc(readRecordSettle, func() {
+	s.delayed.after(s.readSettle, func() {
 		cur := s.reg.readOf(crd)
 		if cur == nil || cur.fp != rs.fp {
 			return // changed again, or gone: the newer change records itself

@@ -79,12 +79,10 @@ func doodadSpec(t *testing.T, u *unstructured.Unstructured) map[string]any {
 }
 
 func TestSchemaChangeAppliesOnRead(t *testing.T) {
-	settle := readRecordSettle
-	readRecordSettle = 50 * time.Millisecond
-	t.Cleanup(func() { readRecordSettle = settle })
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, db := openService(t, dir)
+	s.readSettle = 50 * time.Millisecond
 	if _, err := s.Create(ctx, CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +253,7 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	// revision (the stored record), not since the CRD's last write.
 	sinceBefore := since
 	// The revision is stored once writes that took the old schemas are
-	// done (readRecordSettle, shortened by this test).
+	// done (readSettle, shortened by this test).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		rec := s.loadReadRecord(ctx, "doodads.test.setpoint.dev")

@@ -93,8 +93,10 @@ type served struct {
 	// with (readschema.go); nil for built-in kinds.
 	read *readSchemas
 	// managed are the kind's field managers (managedfields.go), built with
-	// a CRD's kinds; nil for built-in kinds, whose are made on first use.
-	managed *fieldManagers
+	// a CRD's kinds; those of a built-in kind are made on first use, under
+	// builtinManaged.
+	managed        *fieldManagers
+	builtinManaged sync.Once
 }
 
 // kindHooks lets a built-in kind take part in writes.
@@ -124,6 +126,11 @@ type registry struct {
 	read map[string]*readSchemas
 	// generation counts changes, so that callers can cache derived documents.
 	generation int64
+
+	// fieldManagers holds the field managers last built for each CRD name
+	// (*crdFieldManagersEntry), reused while the CRD's schemas are the same
+	// (crdFieldManagers). It has a lock of its own.
+	fieldManagers sync.Map
 }
 
 func newRegistry() *registry {
@@ -165,7 +172,7 @@ func (r *registry) add(ss ...*served) {
 // one, everything stored so far is read through the schemas. setCRD returns
 // the read schemas whose revision is new, for the caller to record: at once
 // when settled, or once writes that took the previous schemas are done (see
-// readRecordSettle).
+// Service.recordRead).
 func (r *registry) setCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*served, rev int64, rec *readRecord, current func() int64) *readSchemas {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -253,6 +260,7 @@ func (r *registry) removeCRD(name string, rev int64) {
 		r.crdRev[name] = rev
 	}
 	delete(r.read, name)
+	r.fieldManagers.Delete(name)
 	r.removeLocked(name)
 	r.generation++
 }

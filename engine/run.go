@@ -23,6 +23,10 @@ func (s *Service) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer s.running.Store(false)
+	// Saves of read-schema records still waiting are dropped when Run
+	// returns (the records keep the conservative revision): the store may
+	// be closed next.
+	defer s.delayed.stop()
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -34,6 +38,15 @@ func (s *Service) Run(ctx context.Context) error {
 		s.runGC(ctx)
 	}()
 	wg.Wait()
+	return nil
+}
+
+// Close stops the work the Service still has pending outside Run (delayed
+// saves of CRDs' read-schema records) and waits for what is running, so
+// that the store can be closed after it; later writes schedule none. Close
+// is idempotent; it does not stop a Run, whose context does.
+func (s *Service) Close() error {
+	s.delayed.close()
 	return nil
 }
 

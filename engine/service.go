@@ -66,6 +66,15 @@ type Service struct {
 	initial initialLists
 	// readRecordMu serializes the saves of CRDs' read-schema records.
 	readRecordMu sync.Mutex
+	// readSettle is how long after a schema change the revision of the
+	// CRD's read schemas is stored (recordRead).
+	readSettle time.Duration
+	// delayed runs the delayed saves of read-schema records; Run stops it
+	// when it returns, and Close for good.
+	delayed delayedWork
+	// listPageBytes is about how many bytes of objects ListJSONPages reads
+	// at a time (listJSONPageBytes).
+	listPageBytes int64
 }
 
 type admitterBox struct{ a Admitter }
@@ -100,7 +109,9 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		reg:   newRegistry(),
 		opts:  opts,
 
-		watchDecode: newDecodeCache(),
+		watchDecode:   newDecodeCache(),
+		readSettle:    defaultReadRecordSettle,
+		listPageBytes: listJSONPageBytes,
 	}
 	s.gc = newCollector(s)
 	s.SetAdmitter(opts.Admitter)
