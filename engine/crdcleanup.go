@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -34,7 +35,7 @@ func (s *Service) cleanupCRDs(ctx context.Context, all []*gcObject) bool {
 	var crds []*gcObject
 	for _, o := range all {
 		switch {
-		case o.sv.GVR == CRDResource:
+		case o.sv.GVR == kinds.CRDResource:
 			if o.obj.GetDeletionTimestamp() != nil && slices.Contains(o.obj.GetFinalizers(), apiextensionsv1.CustomResourceCleanupFinalizer) {
 				crds = append(crds, o)
 			}
@@ -58,14 +59,14 @@ func (s *Service) cleanupCRDs(ctx context.Context, all []*gcObject) bool {
 // removes its finalizer when none is left.
 func (s *Service) cleanupCRD(ctx context.Context, c *gcObject, objsOf func(context.Context, schema.GroupResource) ([]*gcObject, error)) (bool, error) {
 	// The collector knows metadata only: read the whole CRD.
-	cur, err := s.Get(ctx, CRDResource, "", c.obj.GetName(), metav1.GetOptions{})
+	cur, err := s.Get(ctx, kinds.CRDResource, "", c.obj.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return false, err
 	}
 	if cur.GetUID() != c.obj.GetUID() {
 		return false, nil
 	}
-	crd, err := crdFromMap(cur.Object)
+	crd, err := kinds.CRDFromMap(cur.Object)
 	if err != nil {
 		return false, err
 	}
@@ -127,21 +128,14 @@ func (s *Service) cleanupCRD(ctx context.Context, c *gcObject, objsOf func(conte
 
 // servesCRD tells whether the registry serves a resource of the CRD name.
 func (s *Service) servesCRD(name string) bool {
-	s.reg.mu.RLock()
-	defer s.reg.mu.RUnlock()
-	for _, sv := range s.reg.byGVR {
-		if sv.CRD == name {
-			return true
-		}
-	}
-	return false
+	return s.reg.ServesCRD(name)
 }
 
 // setCRDTerminating sets the Terminating condition of the stored CRD c
 // through its status, retrying conflicts.
 func (s *Service) setCRDTerminating(ctx context.Context, c *gcObject, status apiextensionsv1.ConditionStatus, reason, message string) error {
 	for attempt := 1; ; attempt++ {
-		cur, err := s.Get(ctx, CRDResource, "", c.obj.GetName(), metav1.GetOptions{})
+		cur, err := s.Get(ctx, kinds.CRDResource, "", c.obj.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -151,7 +145,7 @@ func (s *Service) setCRDTerminating(ctx context.Context, c *gcObject, status api
 		if err := setCRDCondition(cur.Object, apiextensionsv1.Terminating, status, reason, message, s.opts.Now()); err != nil {
 			return apierrors.NewInternalError(err)
 		}
-		_, err = s.UpdateStatus(ctx, CRDResource, cur, metav1.UpdateOptions{FieldManager: gcFieldManager})
+		_, err = s.UpdateStatus(ctx, kinds.CRDResource, cur, metav1.UpdateOptions{FieldManager: gcFieldManager})
 		if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -92,7 +93,7 @@ func (s *Service) sweepRounds(ctx context.Context) {
 }
 
 type gcObject struct {
-	sv  *served
+	sv  *kinds.Kind
 	obj *unstructured.Unstructured
 }
 
@@ -102,7 +103,7 @@ func (s *Service) sweep(ctx context.Context) (bool, error) {
 	byUID := map[types.UID]*gcObject{}
 	var all []*gcObject
 	namespaces := map[string]*nsState{}
-	for _, sv := range s.reg.groupResources() {
+	for _, sv := range s.reg.GroupResources() {
 		opts := store.ListOptions{Limit: 1000}
 		for {
 			res, err := s.store.List(ctx, store.ResourcePrefix(sv.GVR.Group, sv.GVR.Resource, ""), opts)
@@ -117,7 +118,7 @@ func (s *Service) sweep(ctx context.Context) (bool, error) {
 				o := &gcObject{sv: sv, obj: u}
 				byUID[u.GetUID()] = o
 				all = append(all, o)
-				if sv.GVR == NamespaceResource {
+				if sv.GVR == kinds.NamespaceResource {
 					st := namespaces[u.GetName()]
 					if st == nil {
 						st = &nsState{}
@@ -167,9 +168,9 @@ func (s *Service) collect(ctx context.Context, o *gcObject, byUID map[types.UID]
 	obj, sv := o.obj, o.sv
 	gvr, ns, name := sv.GVR, obj.GetNamespace(), obj.GetName()
 	// A terminating namespace goes once it is empty.
-	if sv.GVR == NamespaceResource {
+	if sv.GVR == kinds.NamespaceResource {
 		if st := namespaces[name]; st != nil && st.terminating && st.contents == 0 {
-			return true, s.removeFinalizer(ctx, o, NamespaceFinalizer)
+			return true, s.removeFinalizer(ctx, o, kinds.NamespaceFinalizer)
 		}
 	}
 	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
@@ -179,7 +180,7 @@ func (s *Service) collect(ctx context.Context, o *gcObject, byUID map[types.UID]
 	if handled, changed, err := s.collectInNamespace(ctx, o, st != nil && st.obj != nil, st != nil && st.terminating); handled {
 		return changed, err
 	}
-	if sv.GVR == EventResource && s.eventExpired(obj) {
+	if sv.GVR == kinds.EventResource && s.eventExpired(obj) {
 		background := metav1.DeletePropagationBackground
 		_, _, err := s.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{PropagationPolicy: &background})
 		return err == nil, err
@@ -197,7 +198,7 @@ func (s *Service) collectInNamespace(ctx context.Context, o *gcObject, nsPresent
 		return false, false, nil
 	}
 	if !nsPresent {
-		if _, err := s.store.Get(ctx, store.ObjectKey("", NamespaceResource.Resource, "", ns), store.GetOptions{}); !apierrors.IsNotFound(storeError(err, NamespaceResource.GroupResource(), ns)) {
+		if _, err := s.store.Get(ctx, store.ObjectKey("", kinds.NamespaceResource.Resource, "", ns), store.GetOptions{}); !apierrors.IsNotFound(storeError(err, kinds.NamespaceResource.GroupResource(), ns)) {
 			return true, false, nil // created since it was found missing
 		}
 	}
@@ -302,7 +303,7 @@ func sameOwnerUIDs(a, b []metav1.OwnerReference) bool {
 // does at once; a crash between that write and its delete leaves the
 // object so. The delete is conditional on the revision read, so a write
 // that adds a finalizer meanwhile keeps the object.
-func (s *Service) finishDeletion(ctx context.Context, sv *served, ns, name string, uid types.UID) error {
+func (s *Service) finishDeletion(ctx context.Context, sv *kinds.Kind, ns, name string, uid types.UID) error {
 	k := key(sv, ns, name)
 	kv, err := s.store.Get(ctx, k, store.GetOptions{})
 	if err != nil {
@@ -311,7 +312,7 @@ func (s *Service) finishDeletion(ctx context.Context, sv *served, ns, name strin
 		}
 		return storeError(err, sv.GVR.GroupResource(), name)
 	}
-	obj, err := decode(sv, kv)
+	obj, err := sv.Decode(kv)
 	if err != nil {
 		return err
 	}
@@ -325,8 +326,8 @@ func (s *Service) finishDeletion(ctx context.Context, sv *served, ns, name strin
 		return storeError(err, sv.GVR.GroupResource(), name)
 	}
 	s.log.Info("garbage collection finished a deletion left without finalizers", "kind", sv.Kind, "namespace", ns, "name", name)
-	if sv.hooks != nil {
-		sv.hooks.committed(ctx, s, nil, obj.Object)
+	if h := hooksOf(sv); h != nil {
+		h.committed(ctx, s, nil, obj.Object)
 	}
 	return nil
 }
@@ -339,7 +340,7 @@ func (s *Service) ownerGone(ctx context.Context, ns string, r metav1.OwnerRefere
 	if err != nil {
 		return false
 	}
-	sv, ok := s.reg.byKind(gv.WithKind(r.Kind))
+	sv, ok := s.reg.ByKind(gv.WithKind(r.Kind))
 	if !ok {
 		return false
 	}
@@ -350,7 +351,7 @@ func (s *Service) ownerGone(ctx context.Context, ns string, r metav1.OwnerRefere
 	if err != nil {
 		return apierrors.IsNotFound(storeError(err, sv.GVR.GroupResource(), r.Name))
 	}
-	cur, err := decode(sv, kv)
+	cur, err := sv.Decode(kv)
 	return err == nil && cur.GetUID() != r.UID
 }
 
@@ -449,13 +450,13 @@ func gcDocOf(b []byte) (map[string]any, error) {
 		return d.Skip()
 	}) && d.Done()
 	if !walked {
-		return decodeMap(b)
+		return kinds.DecodeMap(b)
 	}
 	doc := make(map[string]any, len(raw))
 	for k, v := range raw {
 		var x any
 		if v[0] == '{' {
-			m, err := decodeMap(v)
+			m, err := kinds.DecodeMap(v)
 			if err != nil {
 				return nil, err
 			}

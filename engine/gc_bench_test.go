@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
@@ -83,7 +84,7 @@ func benchGCDelete(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Create(ctx, CRDResource, readYAML(b, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, readYAML(b, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	fillWidgets(b, db, "unrelated", n, nil)
@@ -178,7 +179,7 @@ func BenchmarkGCGraphMemory(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := s.Create(ctx, CRDResource, readYAML(b, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+			if _, err := s.Create(ctx, kinds.CRDResource, readYAML(b, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			var ref *metav1.OwnerReference

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 func TestFinalizersAndGC(t *testing.T) {
@@ -114,7 +116,7 @@ func TestFinalizersAndGC(t *testing.T) {
 		}
 	})
 	t.Run("default namespace is kept", func(t *testing.T) {
-		if err := s.Delete(ctx, NamespaceResource, "", "default", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		if err := s.Delete(ctx, kinds.NamespaceResource, "", "default", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("delete default = %v, want Forbidden", err)
 		}
 	})

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/engine/workqueue"
 	"github.com/setpoint-dev/setpoint/store"
 )
@@ -127,7 +128,7 @@ func (c *collector) follow(ctx context.Context) {
 func (c *collector) relist(ctx context.Context) (int64, error) {
 	g := newGCGraph()
 	var rev int64
-	for _, sv := range c.s.reg.groupResources() {
+	for _, sv := range c.s.reg.GroupResources() {
 		gr := sv.GVR.GroupResource()
 		opts := store.ListOptions{Limit: 1000, Revision: rev}
 		for {
@@ -347,12 +348,12 @@ func (c *collector) attempt(ctx context.Context, uid types.UID) error {
 		return s.finishDeletion(ctx, sv, n.namespace, n.name, n.uid)
 	}
 	o := gcObjectOf(sv, n)
-	if sv.GVR == CRDResource && n.acting() && n.flags&gcCRDCleanupFin != 0 {
+	if sv.GVR == kinds.CRDResource && n.acting() && n.flags&gcCRDCleanupFin != 0 {
 		if _, err := s.cleanupCRD(ctx, o, s.listGROf); err != nil {
 			return err
 		}
 	}
-	if sv.GVR == NamespaceResource && n.deleting() {
+	if sv.GVR == kinds.NamespaceResource && n.deleting() {
 		if done, err := s.emptyNamespace(ctx, o); done || err != nil {
 			return err
 		}
@@ -371,7 +372,7 @@ func (c *collector) attempt(ctx context.Context, uid types.UID) error {
 }
 
 // gcObjectOf builds the object a node stands for, metadata only.
-func gcObjectOf(sv *served, n *gcNode) *gcObject {
+func gcObjectOf(sv *kinds.Kind, n *gcNode) *gcObject {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetUID(n.uid)
 	u.SetName(n.name)
@@ -387,7 +388,7 @@ func gcObjectOf(sv *served, n *gcNode) *gcObject {
 		flag uint8
 		name string
 	}{{gcOrphanFin, metav1.FinalizerOrphanDependents}, {gcForegroundFin, metav1.FinalizerDeleteDependents},
-		{gcNamespaceFin, NamespaceFinalizer}, {gcCRDCleanupFin, apiextensionsv1.CustomResourceCleanupFinalizer}} {
+		{gcNamespaceFin, kinds.NamespaceFinalizer}, {gcCRDCleanupFin, apiextensionsv1.CustomResourceCleanupFinalizer}} {
 		if n.flags&f.flag != 0 {
 			fins = append(fins, f.name)
 		}
@@ -408,20 +409,12 @@ func gcObjectOf(sv *served, n *gcNode) *gcObject {
 
 // servedGR returns the served version of gr the sweep would walk (the first
 // by GroupVersionResource string), nil when gr is not served.
-func (s *Service) servedGR(gr schema.GroupResource) *served {
-	s.reg.mu.RLock()
-	defer s.reg.mu.RUnlock()
-	var out *served
-	for gvr, sv := range s.reg.byGVR {
-		if gvr.GroupResource() == gr && (out == nil || gvr.String() < out.GVR.String()) {
-			out = sv
-		}
-	}
-	return out
+func (s *Service) servedGR(gr schema.GroupResource) *kinds.Kind {
+	return s.reg.ByGroupResource(gr)
 }
 
 // listGC lists the objects under prefix of sv's resource, metadata only.
-func (s *Service) listGC(ctx context.Context, sv *served, prefix string) ([]*gcObject, error) {
+func (s *Service) listGC(ctx context.Context, sv *kinds.Kind, prefix string) ([]*gcObject, error) {
 	var out []*gcObject
 	opts := store.ListOptions{Limit: 1000}
 	for {
@@ -460,7 +453,7 @@ func (s *Service) emptyNamespace(ctx context.Context, o *gcObject) (done bool, e
 	ns := o.obj.GetName()
 	background := metav1.DeletePropagationBackground
 	var content nsContent
-	for _, sv := range s.reg.groupResources() {
+	for _, sv := range s.reg.GroupResources() {
 		if !sv.Namespaced {
 			continue
 		}
@@ -498,7 +491,7 @@ func (s *Service) emptyNamespace(ctx context.Context, o *gcObject) (done bool, e
 	if !final {
 		return false, nil // the deletes of its content queue it again
 	}
-	return true, s.removeFinalizer(ctx, o, NamespaceFinalizer)
+	return true, s.removeFinalizer(ctx, o, kinds.NamespaceFinalizer)
 }
 
 // nsContent is what emptyNamespace found left in a namespace.
@@ -587,20 +580,20 @@ func (c *nsContent) conditions() map[corev1.NamespaceConditionType]corev1.Namesp
 // written for nobody to read.
 func (s *Service) setNamespaceConditions(ctx context.Context, o *gcObject, conds map[corev1.NamespaceConditionType]corev1.NamespaceCondition, final bool) error {
 	for attempt := 1; ; attempt++ {
-		cur, err := s.Get(ctx, NamespaceResource, "", o.obj.GetName(), metav1.GetOptions{})
+		cur, err := s.Get(ctx, kinds.NamespaceResource, "", o.obj.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		if cur.GetUID() != o.obj.GetUID() || cur.GetDeletionTimestamp() == nil {
 			return nil
 		}
-		if fins := cur.GetFinalizers(); final && len(fins) == 1 && fins[0] == NamespaceFinalizer {
+		if fins := cur.GetFinalizers(); final && len(fins) == 1 && fins[0] == kinds.NamespaceFinalizer {
 			return nil
 		}
 		if !mergeNamespaceConditions(cur.Object, conds, metav1.NewTime(s.opts.Now())) {
 			return nil
 		}
-		_, err = s.UpdateStatus(ctx, NamespaceResource, cur, metav1.UpdateOptions{FieldManager: gcFieldManager})
+		_, err = s.UpdateStatus(ctx, kinds.NamespaceResource, cur, metav1.UpdateOptions{FieldManager: gcFieldManager})
 		if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
 			continue
 		}
@@ -656,11 +649,11 @@ func mergeNamespaceConditions(ns map[string]any, conds map[corev1.NamespaceCondi
 
 // expireEvents deletes the Events last updated more than EventTTL ago.
 func (s *Service) expireEvents(ctx context.Context) error {
-	sv := s.servedGR(EventResource.GroupResource())
+	sv := s.servedGR(kinds.EventResource.GroupResource())
 	if sv == nil {
 		return nil
 	}
-	evs, err := s.listGC(ctx, sv, store.ResourcePrefix(EventResource.Group, EventResource.Resource, ""))
+	evs, err := s.listGC(ctx, sv, store.ResourcePrefix(kinds.EventResource.Group, kinds.EventResource.Resource, ""))
 	if err != nil {
 		return err
 	}
@@ -670,7 +663,7 @@ func (s *Service) expireEvents(ctx context.Context) error {
 			continue
 		}
 		uid := ev.obj.GetUID()
-		_, _, err := s.DeleteObject(ctx, EventResource, ev.obj.GetNamespace(), ev.obj.GetName(), metav1.DeleteOptions{
+		_, _, err := s.DeleteObject(ctx, kinds.EventResource, ev.obj.GetNamespace(), ev.obj.GetName(), metav1.DeleteOptions{
 			PropagationPolicy: &background,
 			Preconditions:     &metav1.Preconditions{UID: &uid},
 		})

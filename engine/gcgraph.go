@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -160,7 +161,7 @@ func (g *gcGraph) node(gr schema.GroupResource, m *gcMeta) *gcNode {
 			n.flags |= gcOrphanFin
 		case metav1.FinalizerDeleteDependents:
 			n.flags |= gcForegroundFin
-		case NamespaceFinalizer:
+		case kinds.NamespaceFinalizer:
 			n.flags |= gcNamespaceFin
 		case apiextensionsv1.CustomResourceCleanupFinalizer:
 			n.flags |= gcCRDCleanupFin
@@ -186,9 +187,9 @@ func (g *gcGraph) put(n *gcNode) *gcNode {
 		d[n] = struct{}{}
 	}
 	switch n.res.gr {
-	case NamespaceResource.GroupResource():
+	case kinds.NamespaceResource.GroupResource():
 		g.namespaces[n.name] = n
-	case CRDResource.GroupResource():
+	case kinds.CRDResource.GroupResource():
 		g.crds[n.name] = n
 	}
 	return old
@@ -214,11 +215,11 @@ func (g *gcGraph) unlink(n *gcNode) {
 		}
 	}
 	switch n.res.gr {
-	case NamespaceResource.GroupResource():
+	case kinds.NamespaceResource.GroupResource():
 		if g.namespaces[n.name] == n {
 			delete(g.namespaces, n.name)
 		}
-	case CRDResource.GroupResource():
+	case kinds.CRDResource.GroupResource():
 		if g.crds[n.name] == n {
 			delete(g.crds, n.name)
 		}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // The collector's watch decodes the metadata of every write in the store,
@@ -42,7 +43,7 @@ func decodeGCMeta(b []byte) (gcMeta, bool) {
 // fields: a custom resource that keeps unknown fields may hold a "METADATA"
 // of the user's, which must not pass for the object's own.
 func exactGCMeta(b []byte) (gcMeta, bool) {
-	doc, err := decodeMap(b)
+	doc, err := kinds.DecodeMap(b)
 	if err != nil {
 		return gcMeta{}, false
 	}

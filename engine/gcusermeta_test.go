@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 const freeFormCRD = `
@@ -39,7 +41,7 @@ spec:
 func TestGCIgnoresUserDataThatLooksLikeMetadata(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newGCService(t, true)
-	if _, err := s.Create(ctx, CRDResource, fromYAML(t, freeFormCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, freeFormCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	notes := schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "notes"}

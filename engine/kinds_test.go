@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/warning"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // gadgetCRD is cluster-scoped, served at two versions with conversion None,
@@ -61,7 +63,7 @@ var (
 func TestClusterScopedVersionsAndScale(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, CRDResource, fromYAML(t, gadgetCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, gadgetCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	g := fromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Gadget\nmetadata: {name: g1}\nspec:\n  replicas: 2\n  extra: {anything: [1, 2]}\n")
@@ -114,7 +116,7 @@ func TestEventsAndNamespaces(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	ns := fromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n")
-	out, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{})
+	out, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +128,11 @@ func TestEventsAndNamespaces(t *testing.T) {
 	mustCreate(t, s, w)
 	for _, name := range []string{"e1", "e2"} {
 		ev := fromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: team}\ninvolvedObject: {kind: Widget, name: "+name+"-target, namespace: team}\nreason: Provisioned\ntype: Normal\nmessage: done\n")
-		if _, err := s.Create(ctx, EventResource, ev, metav1.CreateOptions{}); err != nil {
+		if _, err := s.Create(ctx, kinds.EventResource, ev, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l, err := s.List(ctx, EventResource, "team", metav1.ListOptions{FieldSelector: "involvedObject.name=e2-target,involvedObject.kind=Widget"})
+	l, err := s.List(ctx, kinds.EventResource, "team", metav1.ListOptions{FieldSelector: "involvedObject.name=e2-target,involvedObject.kind=Widget"})
 	if err != nil || len(l.Items) != 1 || l.Items[0].GetName() != "e2" {
 		t.Fatalf("events by involved object = %v, %v", l, err)
 	}
@@ -139,10 +141,10 @@ func TestEventsAndNamespaces(t *testing.T) {
 	held.SetNamespace("team")
 	held.SetFinalizers([]string{"example.setpoint.dev/hold"})
 	mustCreate(t, s, held)
-	if err := s.Delete(ctx, NamespaceResource, "", "team", metav1.DeleteOptions{}); err != nil {
+	if err := s.Delete(ctx, kinds.NamespaceResource, "", "team", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Get(ctx, NamespaceResource, "", "team", metav1.GetOptions{})
+	got, err := s.Get(ctx, kinds.NamespaceResource, "", "team", metav1.GetOptions{})
 	if p, _, _ := unstructured.NestedString(got.Object, "status", "phase"); err != nil || p != "Terminating" {
 		t.Fatalf("deleted namespace: phase %q, %v; want Terminating", p, err)
 	}
@@ -155,14 +157,14 @@ func TestEventsAndNamespaces(t *testing.T) {
 		_, err := s.Get(ctx, widgets, "team", "w", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	if _, err := s.Get(ctx, NamespaceResource, "", "team", metav1.GetOptions{}); err != nil {
+	if _, err := s.Get(ctx, kinds.NamespaceResource, "", "team", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the namespace went while a widget in it waits for its finalizer: %v", err)
 	}
 	if _, err := s.Patch(ctx, widgets, "team", "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the namespace gone", func() bool {
-		_, err := s.Get(ctx, NamespaceResource, "", "team", metav1.GetOptions{})
+		_, err := s.Get(ctx, kinds.NamespaceResource, "", "team", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
 }
@@ -259,10 +261,10 @@ func TestBuiltinUnknownFields(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
 	ns := fromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: strict}\nbogus: 1\n")
-	if _, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{FieldValidation: "Strict"}); !apierrors.IsBadRequest(err) {
+	if _, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{FieldValidation: "Strict"}); !apierrors.IsBadRequest(err) {
 		t.Fatalf("strict create with an unknown field = %v, want BadRequest", err)
 	}
-	out, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{})
+	out, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +296,7 @@ func TestEventTTL(t *testing.T) {
 	s.opts.Now = func() time.Time { return now }
 	for _, name := range []string{"old", "fresh"} {
 		ev := fromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: default}\ninvolvedObject: {kind: Widget, name: x}\nreason: R\nmessage: m\n")
-		if _, err := s.Create(ctx, EventResource, ev, metav1.CreateOptions{}); err != nil {
+		if _, err := s.Create(ctx, kinds.EventResource, ev, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if name == "old" {
@@ -304,7 +306,7 @@ func TestEventTTL(t *testing.T) {
 	if _, err := s.sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.List(ctx, EventResource, "default", metav1.ListOptions{})
+	l, err := s.List(ctx, kinds.EventResource, "default", metav1.ListOptions{})
 	if err != nil || len(l.Items) != 1 || l.Items[0].GetName() != "fresh" {
 		t.Fatalf("events after the sweep = %v, %v; want only fresh", l, err)
 	}

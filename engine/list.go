@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -31,7 +32,7 @@ type selector struct {
 	// store filter then decodes whole documents and reads them as reads do
 	// (sv's read schemas), since a selectable field may be defaulted.
 	attrs func(runtime.Object) (labels.Set, fields.Set, error)
-	sv    *served
+	sv    *kinds.Kind
 }
 
 // attrsGetter is the part of the custom resource strategy that gives the
@@ -44,8 +45,8 @@ type attrsGetter interface {
 // besides metadata ones: the selectable fields (jsonPath without the leading
 // dot) its CRD declares for the served version, nil for other kinds. It asks
 // the strategy for the fields of an empty object, which has every one.
-func selectableFields(sv *served) (attrsGetter, map[string]bool) {
-	g, ok := sv.strategy.(attrsGetter)
+func selectableFields(sv *kinds.Kind) (attrsGetter, map[string]bool) {
+	g, ok := sv.Strategy("").(attrsGetter)
 	if !ok {
 		return nil, nil
 	}
@@ -84,7 +85,7 @@ var eventFields = map[string][]string{
 // sv. Field selectors may read metadata.name and metadata.namespace of every
 // kind, the fields Kubernetes allows for Events and Namespaces, and the
 // selectable fields a CRD declares for the served version of its kind.
-func parseSelector(sv *served, labelSel, fieldSel string) (*selector, error) {
+func parseSelector(sv *kinds.Kind, labelSel, fieldSel string) (*selector, error) {
 	gvr := sv.GVR
 	ls, err := labels.Parse(labelSel)
 	if err != nil {
@@ -102,9 +103,9 @@ func parseSelector(sv *served, labelSel, fieldSel string) (*selector, error) {
 		switch {
 		case r.Field == "metadata.name" || r.Field == "metadata.namespace":
 			continue
-		case gvr == EventResource && eventFields[r.Field] != nil:
+		case gvr == kinds.EventResource && eventFields[r.Field] != nil:
 			path = eventFields[r.Field]
-		case gvr == NamespaceResource && r.Field == "status.phase":
+		case gvr == kinds.NamespaceResource && r.Field == "status.phase":
 			// As Kubernetes' field label conversions for namespaces allow.
 			path = []string{"status", "phase"}
 		default:
@@ -181,15 +182,15 @@ func (sel *selector) filter() func(string, []byte) bool {
 	}
 	return func(_ string, value []byte) bool {
 		if sel.deep() {
-			m, err := decodeMap(value)
+			m, err := kinds.DecodeMap(value)
 			if err != nil {
 				return false
 			}
-			if sel.attrs != nil && sel.sv.read != nil {
-				// As decode reads a document stored before a schema
+			if sel.attrs != nil {
+				// As Decode reads a document stored before a schema
 				// change (which may default a selectable field); a
 				// document written since reads the same.
-				sel.sv.read.apply(sel.sv, m)
+				sel.sv.ApplyReadSchema(m)
 			}
 			return sel.matches(m)
 		}
@@ -250,7 +251,7 @@ func (s *Service) List(ctx context.Context, gvr schema.GroupVersionResource, nam
 	list.SetContinue(res.Continue)
 	list.Items = make([]unstructured.Unstructured, 0, len(res.Items))
 	for i := range res.Items {
-		u, err := decode(sv, &res.Items[i])
+		u, err := sv.Decode(&res.Items[i])
 		if err != nil {
 			return nil, err
 		}
@@ -260,7 +261,7 @@ func (s *Service) List(ctx context.Context, gvr schema.GroupVersionResource, nam
 }
 
 // listStored reads the stored documents List returns.
-func (s *Service) listStored(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*served, *store.ListResult, error) {
+func (s *Service) listStored(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*kinds.Kind, *store.ListResult, error) {
 	sv, err := s.lookup(gvr, namespace, true)
 	if err != nil {
 		return nil, nil, err

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -50,7 +51,7 @@ func (s *Service) Close() error {
 	return nil
 }
 
-var crdPrefix = store.ResourcePrefix(CRDResource.Group, CRDResource.Resource, "")
+var crdPrefix = store.ResourcePrefix(kinds.CRDResource.Group, kinds.CRDResource.Resource, "")
 
 // loadCRDs serves every stored CRD and returns the revision it read at.
 func (s *Service) loadCRDs(ctx context.Context) (int64, error) {
@@ -64,7 +65,7 @@ func (s *Service) loadCRDs(ctx context.Context) (int64, error) {
 		}
 		rev = res.Revision
 		for _, kv := range res.Items {
-			u, err := decodeMap(kv.Value)
+			u, err := kinds.DecodeMap(kv.Value)
 			if err != nil {
 				s.log.Error("decode stored CustomResourceDefinition", "key", kv.Key, "err", err)
 				continue
@@ -77,9 +78,9 @@ func (s *Service) loadCRDs(ctx context.Context) (int64, error) {
 		}
 		opts.Continue = res.Continue
 	}
-	for _, c := range s.reg.allCRDs() {
+	for _, c := range s.reg.CRDs() {
 		if !seen[c.Name] {
-			s.reg.removeCRD(c.Name, rev)
+			s.reg.RemoveCRD(c.Name, rev)
 		}
 	}
 	return rev, nil
@@ -110,12 +111,12 @@ func (s *Service) watchCRDs(ctx context.Context, rev int64) error {
 	}
 	defer w.Stop()
 	for ev := range w.Events() {
-		u, err := decodeMap(ev.Object.Value)
+		u, err := kinds.DecodeMap(ev.Object.Value)
 		if err != nil {
 			continue
 		}
 		if ev.Type == store.Deleted {
-			s.reg.removeCRD((&unstructured.Unstructured{Object: u}).GetName(), ev.Revision())
+			s.reg.RemoveCRD((&unstructured.Unstructured{Object: u}).GetName(), ev.Revision())
 			continue
 		}
 		s.serveCRD(u, ev.Revision())

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -66,7 +66,7 @@ func TestChildRefusedShowsOnObject(t *testing.T) {
 		if err := yaml.Unmarshal([]byte(m), &crd); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.Create(context.Background(), engine.CRDResource, &unstructured.Unstructured{Object: crd}, metav1.CreateOptions{}); err != nil {
+		if _, err := svc.Create(context.Background(), kinds.CRDResource, &unstructured.Unstructured{Object: crd}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

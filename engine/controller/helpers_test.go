@@ -25,6 +25,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
@@ -236,7 +237,7 @@ func openEngine(t testing.TB, dir string, register bool) (s *engine.Service, db 
 		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Create(ctx, engine.CRDResource, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{}); err != nil {
+		if _, err := s.Create(ctx, kinds.CRDResource, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create CRD: %v", err)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -91,7 +91,7 @@ func TestStatusRefusedShowsOnObject(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(gaugeCRD), &crd); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Create(context.Background(), engine.CRDResource, &unstructured.Unstructured{Object: crd}, metav1.CreateOptions{}); err != nil {
+	if _, err := svc.Create(context.Background(), kinds.CRDResource, &unstructured.Unstructured{Object: crd}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "gauges served", func() bool { _, ok := svc.Resource(gauges); return ok })

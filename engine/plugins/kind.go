@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // Group and Version of the Plugin kind.
@@ -243,10 +244,10 @@ func EnsureKind(ctx context.Context, svc *engine.Service) error {
 	}
 	sum := sha256.Sum256([]byte(pluginCRD))
 	want.SetAnnotations(map[string]string{crdHashAnnotation: hex.EncodeToString(sum[:8])})
-	cur, err := svc.Get(ctx, engine.CRDResource, "", crdName, metav1.GetOptions{})
+	cur, err := svc.Get(ctx, kinds.CRDResource, "", crdName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		if _, err := svc.Create(ctx, engine.CRDResource, want, metav1.CreateOptions{FieldManager: serverFieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := svc.Create(ctx, kinds.CRDResource, want, metav1.CreateOptions{FieldManager: serverFieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("plugins: register the Plugin kind: %w", err)
 		}
 		return nil
@@ -258,7 +259,7 @@ func EnsureKind(ctx context.Context, svc *engine.Service) error {
 	}
 	cur.Object["spec"] = want.Object["spec"]
 	cur.SetAnnotations(want.GetAnnotations())
-	if _, err := svc.Update(ctx, engine.CRDResource, cur, metav1.UpdateOptions{FieldManager: serverFieldManager}); err != nil {
+	if _, err := svc.Update(ctx, kinds.CRDResource, cur, metav1.UpdateOptions{FieldManager: serverFieldManager}); err != nil {
 		return fmt.Errorf("plugins: update the Plugin CRD: %w", err)
 	}
 	return nil

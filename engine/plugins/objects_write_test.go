@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -38,7 +39,7 @@ func newWriteService(t *testing.T) *engine.Service {
 	if err := crd.UnmarshalJSON([]byte(noteCRD)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Create(context.Background(), engine.CRDResource, crd, metav1.CreateOptions{}); err != nil {
+	if _, err := svc.Create(context.Background(), kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return svc

@@ -16,6 +16,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/store"
 )
@@ -112,7 +113,7 @@ func startReconcileHost(t *testing.T, db store.Store, h *reconcileHost) *reconci
 		if err := crd.UnmarshalJSON([]byte(def)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.Create(ctx, engine.CRDResource, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := svc.Create(ctx, kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}

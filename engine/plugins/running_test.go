@@ -12,6 +12,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -56,7 +57,7 @@ func TestPluginReportsControllerNotStarted(t *testing.T) {
 		if err := crd.UnmarshalJSON([]byte(def)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.Create(ctx, engine.CRDResource, crd, metav1.CreateOptions{}); err != nil {
+		if _, err := svc.Create(ctx, kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -76,7 +77,7 @@ func newUpgradeEnv(t *testing.T) *upgradeEnv {
 		if err := crd.UnmarshalJSON([]byte(def)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.Create(ctx, engine.CRDResource, crd, metav1.CreateOptions{}); err != nil {
+		if _, err := svc.Create(ctx, kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

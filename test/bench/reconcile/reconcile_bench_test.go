@@ -43,6 +43,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/examples/widget/operator"
 	"github.com/setpoint-dev/setpoint/host"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
@@ -84,7 +85,7 @@ func newEngine(b *testing.B) *engine.Service {
 		if err := yaml.Unmarshal(raw, &m); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Create(ctx, engine.CRDResource, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{}); err != nil {
+		if _, err := s.Create(ctx, kinds.CRDResource, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
