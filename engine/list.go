@@ -35,58 +35,14 @@ type selector struct {
 	sv    *kinds.Kind
 }
 
-// attrsGetter is the part of the custom resource strategy that gives the
-// selectable fields of an object.
-type attrsGetter interface {
-	GetAttrs(runtime.Object) (labels.Set, fields.Set, error)
-}
-
-// selectableFields returns the field labels sv's strategy can select on
-// besides metadata ones: the selectable fields (jsonPath without the leading
-// dot) its CRD declares for the served version, nil for other kinds. It asks
-// the strategy for the fields of an empty object, which has every one.
-func selectableFields(sv *kinds.Kind) (attrsGetter, map[string]bool) {
-	g, ok := sv.Strategy("").(attrsGetter)
-	if !ok {
-		return nil, nil
-	}
-	_, fs, err := g.GetAttrs(&unstructured.Unstructured{Object: map[string]any{}})
-	if err != nil {
-		return nil, nil
-	}
-	out := map[string]bool{}
-	for f := range fs {
-		if f != "metadata.name" && f != "metadata.namespace" {
-			out[f] = true
-		}
-	}
-	return g, out
-}
-
 // deep tells whether the selector reads more of an object than metadata.
 func (sel *selector) deep() bool { return sel.paths != nil || sel.attrs != nil }
-
-// eventFields are the field selectors Events take besides metadata ones,
-// as `kubectl describe` uses them.
-var eventFields = map[string][]string{
-	"involvedObject.kind":            {"involvedObject", "kind"},
-	"involvedObject.namespace":       {"involvedObject", "namespace"},
-	"involvedObject.name":            {"involvedObject", "name"},
-	"involvedObject.uid":             {"involvedObject", "uid"},
-	"involvedObject.apiVersion":      {"involvedObject", "apiVersion"},
-	"involvedObject.resourceVersion": {"involvedObject", "resourceVersion"},
-	"involvedObject.fieldPath":       {"involvedObject", "fieldPath"},
-	"reason":                         {"reason"},
-	"type":                           {"type"},
-	"source":                         {"source", "component"},
-}
 
 // parseSelector parses the label and field selectors of a list or watch of
 // sv. Field selectors may read metadata.name and metadata.namespace of every
 // kind, the fields Kubernetes allows for Events and Namespaces, and the
 // selectable fields a CRD declares for the served version of its kind.
 func parseSelector(sv *kinds.Kind, labelSel, fieldSel string) (*selector, error) {
-	gvr := sv.GVR
 	ls, err := labels.Parse(labelSel)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid label selector %q: %v", labelSel, err))
@@ -96,26 +52,16 @@ func parseSelector(sv *kinds.Kind, labelSel, fieldSel string) (*selector, error)
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector %q: %v", fieldSel, err))
 	}
 	sel := &selector{labels: ls, fields: fs, sv: sv}
-	var declared map[string]bool
-	var getter attrsGetter
 	for _, r := range fs.Requirements() {
-		var path []string
-		switch {
-		case r.Field == "metadata.name" || r.Field == "metadata.namespace":
+		if r.Field == "metadata.name" || r.Field == "metadata.namespace" {
 			continue
-		case gvr == kinds.EventResource && eventFields[r.Field] != nil:
-			path = eventFields[r.Field]
-		case gvr == kinds.NamespaceResource && r.Field == "status.phase":
-			// As Kubernetes' field label conversions for namespaces allow.
-			path = []string{"status", "phase"}
-		default:
-			if declared == nil && !sv.Builtin {
-				getter, declared = selectableFields(sv)
-			}
-			if !declared[r.Field] {
-				return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
-			}
-			sel.attrs = getter.GetAttrs
+		}
+		path, attrs, ok := sv.FieldLabel(r.Field)
+		if !ok {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
+		}
+		if attrs != nil {
+			sel.attrs = attrs
 			continue
 		}
 		if sel.paths == nil {
