@@ -64,15 +64,15 @@ func (m *fieldManagers) forSub(sub string) *managedfields.FieldManager {
 
 // FieldManager returns the library's field manager of the kind's
 // subresource sub ("", "status" or "scale"); nil when the kind has none.
-func (sv *Kind) FieldManager(sub string) *managedfields.FieldManager {
-	return managedFor(sv).forSub(sub)
+func (k *Kind) FieldManager(sub string) *managedfields.FieldManager {
+	return managedFor(k).forSub(sub)
 }
 
 // TypeConverter is the type converter of the kind's field managers: what
 // types an applied configuration (to tell the client's errors from the
 // server's). Nil when the kind has no field managers.
-func (sv *Kind) TypeConverter() managedfields.TypeConverter {
-	if m := managedFor(sv); m != nil {
+func (k *Kind) TypeConverter() managedfields.TypeConverter {
+	if m := managedFor(k); m != nil {
 		return m.tc
 	}
 	return nil
@@ -338,9 +338,9 @@ func (unstructuredCreater) New(gvk schema.GroupVersionKind) (runtime.Object, err
 }
 
 // EmptyObject is the live object of an object that does not exist yet.
-func (sv *Kind) EmptyObject() *unstructured.Unstructured {
+func (k *Kind) EmptyObject() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
-	u.SetGroupVersionKind(sv.GVK())
+	u.SetGroupVersionKind(k.GVK())
 	return u
 }
 
@@ -374,8 +374,8 @@ func ResetsManagedFields(obj *unstructured.Unstructured) bool {
 // the client sent out. Tracking every write would cost more than the rest
 // of a create (docs/RATIONALE.md); Kubernetes itself stops tracking the
 // updates of an object whose managedFields are empty.
-func (sv *Kind) TrackUpdate(sub string, old, obj *unstructured.Unstructured, manager string, reset bool) *unstructured.Unstructured {
-	fm := managedFor(sv).forSub(sub)
+func (k *Kind) TrackUpdate(sub string, old, obj *unstructured.Unstructured, manager string, reset bool) *unstructured.Unstructured {
+	fm := managedFor(k).forSub(sub)
 	if fm == nil || old == nil || !hasManagedFields(old) {
 		obj.SetManagedFields(nil)
 		return obj
@@ -383,7 +383,7 @@ func (sv *Kind) TrackUpdate(sub string, old, obj *unstructured.Unstructured, man
 	if reset {
 		obj.SetManagedFields([]metav1.ManagedFieldsEntry{})
 	}
-	out, ok := fm.UpdateNoErrors(sv.PrunedLive(old), obj, manager).(*unstructured.Unstructured)
+	out, ok := fm.UpdateNoErrors(k.PrunedLive(old), obj, manager).(*unstructured.Unstructured)
 	if !ok {
 		return obj
 	}
@@ -391,17 +391,17 @@ func (sv *Kind) TrackUpdate(sub string, old, obj *unstructured.Unstructured, man
 }
 
 // PrunedLive is the live object old as the field managers must see it:
-// pruned by sv's structural schema, as kube-apiserver's custom resource
+// pruned by k's structural schema, as kube-apiserver's custom resource
 // decoder gives it. Stored objects are not pruned on read, so after a CRD
 // drops a field from its schema they still carry it, and the type
 // converter, built from the new schema, refuses them: apply failed, and
 // tracked updates were silently not recorded. old is not changed.
-func (sv *Kind) PrunedLive(old *unstructured.Unstructured) *unstructured.Unstructured {
-	if sv.structural == nil || sv.preserveUnknown {
+func (k *Kind) PrunedLive(old *unstructured.Unstructured) *unstructured.Unstructured {
+	if k.structural == nil || k.preserveUnknown {
 		return old
 	}
 	live := old.DeepCopy()
-	structuralpruning.Prune(live.Object, sv.structural, true)
+	structuralpruning.Prune(live.Object, k.structural, true)
 	return live
 }
 

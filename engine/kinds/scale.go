@@ -9,12 +9,12 @@ import (
 func scalePath(p string) []string { return strings.Split(strings.TrimPrefix(p, "."), ".") }
 
 // ScaleOf renders the autoscaling/v1 Scale of obj.
-func (sv *Kind) ScaleOf(obj *unstructured.Unstructured) *unstructured.Unstructured {
-	spec, _, _ := unstructured.NestedInt64(obj.Object, scalePath(sv.scale.SpecReplicasPath)...)
-	status, _, _ := unstructured.NestedInt64(obj.Object, scalePath(sv.scale.StatusReplicasPath)...)
+func (k *Kind) ScaleOf(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	spec, _, _ := unstructured.NestedInt64(obj.Object, scalePath(k.scale.SpecReplicasPath)...)
+	status, _, _ := unstructured.NestedInt64(obj.Object, scalePath(k.scale.StatusReplicasPath)...)
 	sel := ""
-	if sv.scale.LabelSelectorPath != nil {
-		sel, _, _ = unstructured.NestedString(obj.Object, scalePath(*sv.scale.LabelSelectorPath)...)
+	if k.scale.LabelSelectorPath != nil {
+		sel, _, _ = unstructured.NestedString(obj.Object, scalePath(*k.scale.LabelSelectorPath)...)
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "autoscaling/v1",
@@ -36,10 +36,10 @@ func (sv *Kind) ScaleOf(obj *unstructured.Unstructured) *unstructured.Unstructur
 }
 
 // ServesScale reports whether the kind serves the scale subresource.
-func (sv *Kind) ServesScale() bool { return sv.Scale && sv.scale != nil }
+func (k *Kind) ServesScale() bool { return k.Scale && k.scale != nil }
 
 // SetScaleReplicas sets the replicas of obj, an object of a kind that
 // serves the scale subresource, as a write through it does.
-func (sv *Kind) SetScaleReplicas(obj *unstructured.Unstructured, replicas int64) error {
-	return unstructured.SetNestedField(obj.Object, replicas, scalePath(sv.scale.SpecReplicasPath)...)
+func (k *Kind) SetScaleReplicas(obj *unstructured.Unstructured, replicas int64) error {
+	return unstructured.SetNestedField(obj.Object, replicas, scalePath(k.scale.SpecReplicasPath)...)
 }

@@ -19,17 +19,17 @@ import (
 )
 
 // CheckType fills an object's apiVersion and kind, or rejects a mismatch.
-func (sv *Kind) CheckType(obj *unstructured.Unstructured) error {
-	gv := sv.GVR.GroupVersion().String()
+func (k *Kind) CheckType(obj *unstructured.Unstructured) error {
+	gv := k.GVR.GroupVersion().String()
 	if av := obj.GetAPIVersion(); av == "" {
 		obj.SetAPIVersion(gv)
 	} else if av != gv {
 		return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", av, gv))
 	}
-	if k := obj.GetKind(); k == "" {
-		obj.SetKind(sv.Kind)
-	} else if k != sv.Kind {
-		return apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", k, sv.Kind))
+	if kind := obj.GetKind(); kind == "" {
+		obj.SetKind(k.Kind)
+	} else if kind != k.Kind {
+		return apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", kind, k.Kind))
 	}
 	return nil
 }
@@ -37,33 +37,33 @@ func (sv *Kind) CheckType(obj *unstructured.Unstructured) error {
 // Coerce defaults and prunes obj by its kind's structural schema, as the
 // Kubernetes decoder does, and returns the paths of the unknown fields it
 // dropped.
-func (sv *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
+func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 	apiVersion, kind := obj.GetAPIVersion(), obj.GetKind()
 	canonical, meta, found, unknown, err := objectMeta(obj.Object)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 	}
-	if sv.structural == nil {
-		for k := range obj.Object {
-			if sv.fields != nil && !sv.fields[k] {
-				delete(obj.Object, k)
-				unknown = append(unknown, k)
+	if k.structural == nil {
+		for f := range obj.Object {
+			if k.fields != nil && !k.fields[f] {
+				delete(obj.Object, f)
+				unknown = append(unknown, f)
 			}
 		}
 		return unknown, nil
 	}
-	if sv.defaultsBuilt {
-		structuraldefaulting.Default(obj.Object, sv.defaults)
+	if k.defaultsBuilt {
+		structuraldefaulting.Default(obj.Object, k.defaults)
 	} else {
-		structuraldefaulting.Default(obj.Object, sv.structural)
+		structuraldefaulting.Default(obj.Object, k.structural)
 	}
-	if !sv.preserveUnknown {
-		unknown = append(unknown, structuralpruning.PruneWithOptions(obj.Object, sv.structural, true,
+	if !k.preserveUnknown {
+		unknown = append(unknown, structuralpruning.PruneWithOptions(obj.Object, k.structural, true,
 			structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
-		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, sv.structural)
+		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, k.structural)
 	}
-	if !sv.noEmbedded { // only embedded resources are coerced below the root
-		ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, obj.Object, sv.structural, false,
+	if !k.noEmbedded { // only embedded resources are coerced below the root
+		ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, obj.Object, k.structural, false,
 			schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: true})
 		if ferr != nil {
 			return nil, apierrors.NewBadRequest(ferr.Error())
@@ -81,7 +81,7 @@ func (sv *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 // StrictFields applies fieldValidation to the unknown fields found: Strict
 // rejects them, Warn (the default) reports each as a warning through the
 // context's warning recorder, Ignore drops them silently.
-func (sv *Kind) StrictFields(ctx context.Context, fieldValidation string, unknown []string) error {
+func (k *Kind) StrictFields(ctx context.Context, fieldValidation string, unknown []string) error {
 	if len(unknown) == 0 || fieldValidation == metav1.FieldValidationIgnore {
 		return nil
 	}
@@ -101,65 +101,65 @@ func (sv *Kind) StrictFields(ctx context.Context, fieldValidation string, unknow
 		msgs = append(msgs, fmt.Sprintf("and %d more unknown fields", more))
 	}
 	return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s",
-		sv.Kind, sv.GVR.Version, sv.Kind, strings.Join(msgs, ", ")))
+		k.Kind, k.GVR.Version, k.Kind, strings.Join(msgs, ", ")))
 }
 
 // ValidateCreate runs the kind's create validation.
-func (sv *Kind) ValidateCreate(ctx context.Context, obj *unstructured.Unstructured) field.ErrorList {
-	if sv.createValidation != nil {
-		return sv.createValidation.validate(ctx, obj)
+func (k *Kind) ValidateCreate(ctx context.Context, obj *unstructured.Unstructured) field.ErrorList {
+	if k.createValidation != nil {
+		return k.createValidation.validate(ctx, obj)
 	}
-	return sv.strategy.Validate(ctx, obj)
+	return k.strategy.Validate(ctx, obj)
 }
 
 // ValidateUpdate runs the kind's update validation (of the status
 // subresource when sub is "status").
-func (sv *Kind) ValidateUpdate(ctx context.Context, sub string, obj, old *unstructured.Unstructured) field.ErrorList {
+func (k *Kind) ValidateUpdate(ctx context.Context, sub string, obj, old *unstructured.Unstructured) field.ErrorList {
 	switch {
-	case sv.createValidation == nil:
+	case k.createValidation == nil:
 	case sub == "status":
-		return sv.createValidation.validateStatusUpdate(ctx, obj, old)
+		return k.createValidation.validateStatusUpdate(ctx, obj, old)
 	default:
-		return sv.createValidation.validateUpdate(ctx, obj, old)
+		return k.createValidation.validateUpdate(ctx, obj, old)
 	}
 	if sub == "status" {
-		return sv.statusStrategy.ValidateUpdate(ctx, obj, old)
+		return k.statusStrategy.ValidateUpdate(ctx, obj, old)
 	}
-	return sv.strategy.ValidateUpdate(ctx, obj, old)
+	return k.strategy.ValidateUpdate(ctx, obj, old)
 }
 
 // Invalid is the 422 Invalid answer for errs (nil when there are none),
 // bounded as newInvalid says.
-func (sv *Kind) Invalid(name string, errs field.ErrorList) error {
+func (k *Kind) Invalid(name string, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return newInvalid(sv.GVK().GroupKind(), name, errs)
+	return newInvalid(k.GVK().GroupKind(), name, errs)
 }
 
 // AllowsUnconditionalUpdate says whether an update without a resourceVersion
 // may replace whatever is stored: the strategy's answer where it has one (the
 // custom resource strategy says no), else yes for the built-in namespaces and
 // events and no for CustomResourceDefinitions, as Kubernetes' strategies say.
-func (sv *Kind) AllowsUnconditionalUpdate() bool {
-	if u, ok := sv.strategy.(interface{ AllowUnconditionalUpdate(context.Context) bool }); ok {
+func (k *Kind) AllowsUnconditionalUpdate() bool {
+	if u, ok := k.strategy.(interface{ AllowUnconditionalUpdate(context.Context) bool }); ok {
 		return u.AllowUnconditionalUpdate(context.Background())
 	}
-	return sv.Builtin && sv.GVR != CRDResource
+	return k.Builtin && k.GVR != CRDResource
 }
 
 // PrepareForCreate runs the strategy's PrepareForCreate.
-func (sv *Kind) PrepareForCreate(ctx context.Context, obj *unstructured.Unstructured) {
-	sv.strategy.PrepareForCreate(ctx, obj)
+func (k *Kind) PrepareForCreate(ctx context.Context, obj *unstructured.Unstructured) {
+	k.strategy.PrepareForCreate(ctx, obj)
 }
 
 // Strategy returns the kind's strategy, that of its status subresource
 // when sub is "status".
-func (sv *Kind) Strategy(sub string) Strategy {
+func (k *Kind) Strategy(sub string) Strategy {
 	if sub == "status" {
-		return sv.statusStrategy
+		return k.statusStrategy
 	}
-	return sv.strategy
+	return k.strategy
 }
 
 // SchemaValidated reports whether the kind's objects are validated by
@@ -167,18 +167,18 @@ func (sv *Kind) Strategy(sub string) Strategy {
 // custom resources without a scale subresource. Their updates other than
 // of status are prepared by the caller, as the custom resource strategy
 // prepares them.
-func (sv *Kind) SchemaValidated() bool { return sv.createValidation != nil }
+func (k *Kind) SchemaValidated() bool { return k.createValidation != nil }
 
 // Terminating reports whether the kind's CRD is being deleted: its objects
 // are being deleted, and creates are refused.
-func (sv *Kind) Terminating() bool { return sv.terminating }
+func (k *Kind) Terminating() bool { return k.terminating }
 
 // StrategicPatchType is the typed object strategic merge patches are
 // computed against; nil when the kind only takes merge and JSON patches.
-func (sv *Kind) StrategicPatchType() any { return sv.strategicPatch }
+func (k *Kind) StrategicPatchType() any { return k.strategicPatch }
 
 // ConvertToTable renders obj (an object or a list of the kind) as a meta/v1
 // Table with the kind's printer columns.
-func (sv *Kind) ConvertToTable(ctx context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
-	return sv.table.ConvertToTable(ctx, obj, opts)
+func (k *Kind) ConvertToTable(ctx context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
+	return k.table.ConvertToTable(ctx, obj, opts)
 }
