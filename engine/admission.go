@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // Operation is the kind of write admission sees.
@@ -55,7 +57,7 @@ func (s *Service) admitter() Admitter {
 	return nil
 }
 
-func newAdmissionRequest(ctx context.Context, op Operation, sv *served, sub string, obj, old *unstructured.Unstructured, dry bool) *AdmissionRequest {
+func newAdmissionRequest(ctx context.Context, op Operation, sv *kinds.Kind, sub string, obj, old *unstructured.Unstructured, dry bool) *AdmissionRequest {
 	req := &AdmissionRequest{
 		Operation: op, Resource: sv.GVR, Kind: sv.GVK(), Subresource: sub,
 		Object: obj, OldObject: old, DryRun: dry,

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 
 	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -50,8 +51,7 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 	default:
 		return nil, false, notServed(gvr)
 	}
-	managed := managedFor(sv)
-	fm := managed.forSub(sub)
+	fm := sv.FieldManager(sub)
 	if fm == nil {
 		return nil, false, unsupportedPatch(types.ApplyPatchType, sv)
 	}
@@ -78,15 +78,15 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 		}
 		var old *unstructured.Unstructured
 		if notFound {
-			old = emptyObject(sv)
-		} else if old, err = decode(sv, kv); err != nil {
+			old = sv.EmptyObject()
+		} else if old, err = sv.Decode(kv); err != nil {
 			return nil, false, err
 		}
 		live := old
 		if !notFound {
-			live = prunedLive(sv, old)
+			live = sv.PrunedLive(old)
 		}
-		obj, err := applyTo(fm, managed.tc, live, applied, opts.FieldManager, force)
+		obj, err := applyTo(fm, sv.TypeConverter(), live, applied, opts.FieldManager, force)
 		if err != nil {
 			return nil, false, err
 		}
@@ -127,7 +127,7 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 }
 
 // applyTo merges the applied configuration into a copy of old (the live
-// object as prunedLive gives it) with fm, whose type converter is tc.
+// object as Kind.PrunedLive gives it) with fm, whose type converter is tc.
 func applyTo(fm *managedfields.FieldManager, tc managedfields.TypeConverter, old *unstructured.Unstructured, applied map[string]any, manager string, force bool) (*unstructured.Unstructured, error) {
 	patch := &unstructured.Unstructured{Object: deepCopyMap(applied)}
 	res, err := fm.Apply(old, patch, manager, force)
@@ -158,7 +158,7 @@ func applyTo(fm *managedfields.FieldManager, tc managedfields.TypeConverter, old
 
 // checkApplied checks that the applied object is the one the request
 // names, in its namespace.
-func checkApplied(sv *served, obj *unstructured.Unstructured, namespace, name string) error {
+func checkApplied(sv *kinds.Kind, obj *unstructured.Unstructured, namespace, name string) error {
 	if n := obj.GetName(); n != name {
 		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", n, name))
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestApplyErrorStatus(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, CRDResource, fromYAML(t, thingCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, thingCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Apply(ctx, things, "default", "t1", appliedThing(`{"a":"1"}`), applyOpts("m1", false)); err != nil {
@@ -31,18 +32,18 @@ func TestApplyErrorStatus(t *testing.T) {
 		t.Errorf("applied configuration with an undeclared field = %v, want 400", err)
 	}
 	// Stored data the schema does not type (written behind the API's back).
-	sv := s.servedGR(things.GroupResource())
+	sv := s.reg.ByGroupResource(things.GroupResource())
 	k := key(sv, "default", "t1")
 	kv, err := s.store.Get(ctx, k, store.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := decode(sv, kv)
+	live, err := sv.Decode(kv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = unstructured.SetNestedField(live.Object, int64(5), "spec", "a")
-	b, err := encode(sv, live)
+	b, err := sv.Encode(live)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // thingCRD declares spec.a and spec.b (both strings).
@@ -50,7 +52,7 @@ func appliedThing(spec string) []byte {
 func TestApplyAfterSchemaChange(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, CRDResource, fromYAML(t, thingCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, thingCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Apply(ctx, things, "default", "t1", appliedThing(`{"a":"1","b":"2"}`), applyOpts("m1", false)); err != nil {

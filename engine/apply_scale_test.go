@@ -11,13 +11,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // Finding 11: /scale writes are recorded with the subresource "scale".
 func TestScaleRecordedAsSubresource(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, CRDResource, fromYAML(t, gadgetCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, gadgetCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := []byte(`{"apiVersion":"test.setpoint.dev/v1","kind":"Gadget","metadata":{"name":"g1"},"spec":{"replicas":2}}`)

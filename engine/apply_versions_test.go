@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // twoVersionCRD serves v1beta1 and v1 (conversion None).
@@ -55,7 +57,7 @@ func appliedGizmo(v, spec string) []byte {
 func setVersions(t *testing.T, s *Service, name string, edit func(vs []any)) {
 	t.Helper()
 	ctx := context.Background()
-	crd, err := s.Get(ctx, CRDResource, "", name, metav1.GetOptions{})
+	crd, err := s.Get(ctx, kinds.CRDResource, "", name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func setVersions(t *testing.T, s *Service, name string, edit func(vs []any)) {
 	if err := unstructured.SetNestedSlice(crd.Object, vs, "spec", "versions"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Update(ctx, CRDResource, crd, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Update(ctx, kinds.CRDResource, crd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -74,7 +76,7 @@ func setVersions(t *testing.T, s *Service, name string, edit func(vs []any)) {
 func TestApplyAfterVersionUnserved(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, CRDResource, fromYAML(t, twoVersionCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, twoVersionCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Apply(ctx, gizmos("v1beta1"), "default", "g", appliedGizmo("v1beta1", `{"a":"1"}`), applyOpts("old-client", false)); err != nil {
@@ -108,12 +110,12 @@ func TestApplyAfterVersionUnserved(t *testing.T) {
 
 	// A version the CRD no longer lists: its managers are dropped.
 	// (status.storedVersions holds v1 only.)
-	crd, _ := s.Get(ctx, CRDResource, "", "gizmos.example.setpoint.dev", metav1.GetOptions{})
+	crd, _ := s.Get(ctx, kinds.CRDResource, "", "gizmos.example.setpoint.dev", metav1.GetOptions{})
 	vs, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	if err := unstructured.SetNestedSlice(crd.Object, vs[1:], "spec", "versions"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Update(ctx, CRDResource, crd, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Update(ctx, kinds.CRDResource, crd, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("drop v1beta1 from spec.versions: %v", err)
 	}
 	o, _, err = s.Apply(ctx, gizmos("v1"), "default", "g", appliedGizmo("v1", `{"b":"3"}`), applyOpts("new-client", false))

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
@@ -28,7 +29,7 @@ func TestBookmarksFollowTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Create(ctx, CRDResource, readYAML(t, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, readYAML(t, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	a := mustCreate(t, s, widget("a", "small", nil))
@@ -40,7 +41,7 @@ func TestBookmarksFollowTheStore(t *testing.T) {
 
 	// The store moves on in another namespace.
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "other"}}}
-	if _, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var cur int64

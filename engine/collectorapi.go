@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -19,9 +20,9 @@ import (
 // GroupResources returns one served version of every served group/resource,
 // sorted by GroupVersionResource string: what a walk over every stored
 // object lists.
-func (s *Service) GroupResources() []Resource {
-	svs := s.reg.groupResources()
-	out := make([]Resource, len(svs))
+func (s *Service) GroupResources() []kinds.Resource {
+	svs := s.reg.GroupResources()
+	out := make([]kinds.Resource, len(svs))
 	for i, sv := range svs {
 		out[i] = sv.Resource
 	}
@@ -31,26 +32,12 @@ func (s *Service) GroupResources() []Resource {
 // ServedResource returns the version of gr that GroupResources lists (the
 // first served one by GroupVersionResource string); false when gr is not
 // served.
-func (s *Service) ServedResource(gr schema.GroupResource) (Resource, bool) {
-	sv := s.servedGR(gr)
+func (s *Service) ServedResource(gr schema.GroupResource) (kinds.Resource, bool) {
+	sv := s.reg.ByGroupResource(gr)
 	if sv == nil {
-		return Resource{}, false
+		return kinds.Resource{}, false
 	}
 	return sv.Resource, true
-}
-
-// servedGR returns the served version of gr that GroupResources lists, nil
-// when gr is not served.
-func (s *Service) servedGR(gr schema.GroupResource) *served {
-	s.reg.mu.RLock()
-	defer s.reg.mu.RUnlock()
-	var out *served
-	for gvr, sv := range s.reg.byGVR {
-		if gvr.GroupResource() == gr && (out == nil || gvr.String() < out.GVR.String()) {
-			out = sv
-		}
-	}
-	return out
 }
 
 // FinishDeletion deletes the object uid of gvr when it is still deleting
@@ -72,7 +59,7 @@ func (s *Service) FinishDeletion(ctx context.Context, gvr schema.GroupVersionRes
 		}
 		return false, storeError(err, sv.GVR.GroupResource(), name)
 	}
-	obj, err := decode(sv, kv)
+	obj, err := sv.Decode(kv)
 	if err != nil {
 		return false, err
 	}
@@ -85,8 +72,8 @@ func (s *Service) FinishDeletion(ctx context.Context, gvr schema.GroupVersionRes
 		}
 		return false, storeError(err, sv.GVR.GroupResource(), name)
 	}
-	if sv.hooks != nil {
-		sv.hooks.committed(ctx, s, nil, obj.Object)
+	if h := hooksOf(sv); h != nil {
+		h.committed(ctx, s, nil, obj.Object)
 	}
 	return true, nil
 }
@@ -99,7 +86,3 @@ func (s *Service) FinishDeletion(ctx context.Context, gvr schema.GroupVersionRes
 func (s *Service) PurgeResource(ctx context.Context, gr schema.GroupResource) error {
 	return s.purgeResource(ctx, gr.Group, gr.Resource)
 }
-
-// DecodeStored decodes a stored document as the engine reads it: a JSON
-// object, keys matched exactly, the last of duplicate keys kept.
-func DecodeStored(b []byte) (map[string]any, error) { return decodeMap(b) }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -31,7 +32,7 @@ func TestGroupResources(t *testing.T) {
 			t.Errorf("ServedResource(%s) = %v, %v; want %v", gr, got.GVR, ok, r.GVR)
 		}
 	}
-	for _, gvr := range []schema.GroupVersionResource{widgets, NamespaceResource, EventResource, CRDResource} {
+	for _, gvr := range []schema.GroupVersionResource{widgets, kinds.NamespaceResource, kinds.EventResource, kinds.CRDResource} {
 		if !seen[gvr.GroupResource()] {
 			t.Errorf("%s not listed", gvr.GroupResource())
 		}
@@ -131,13 +132,13 @@ func TestSetCRDCondition(t *testing.T) {
 	s := newService(t)
 	s.opts.Now = func() time.Time { return now }
 	const name = "widgets.example.setpoint.dev"
-	crd, err := s.Get(ctx, CRDResource, "", name, metav1.GetOptions{})
+	crd, err := s.Get(ctx, kinds.CRDResource, "", name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cond := func() map[string]any {
 		t.Helper()
-		cur, err := s.Get(ctx, CRDResource, "", name, metav1.GetOptions{})
+		cur, err := s.Get(ctx, kinds.CRDResource, "", name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,11 +7,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 func crdCondition(t *testing.T, s *Service, name, typ string) string {
 	t.Helper()
-	crd, err := s.Get(context.Background(), CRDResource, "", name, metav1.GetOptions{})
+	crd, err := s.Get(context.Background(), kinds.CRDResource, "", name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +30,7 @@ func TestCRDUpdateAndConflicts(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
 	// Widen the enum and add a served version: both take effect at once.
-	crd, err := s.Get(ctx, CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{})
+	crd, err := s.Get(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func TestCRDUpdateAndConflicts(t *testing.T) {
 	v2c := v2.DeepCopy().Object
 	v2c["name"], v2c["storage"] = "v2", false
 	_ = unstructured.SetNestedSlice(crd.Object, []any{v1, v2c}, "spec", "versions")
-	if _, err := s.Update(ctx, CRDResource, crd, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Update(ctx, kinds.CRDResource, crd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Create(ctx, widgets, widget("big", "huge", nil), metav1.CreateOptions{}); err != nil {
@@ -68,7 +70,7 @@ spec:
     storage: true
     schema: {openAPIV3Schema: {type: object}}
 `)
-	if _, err := s.Create(ctx, CRDResource, clash, metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, clash, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := crdCondition(t, s, "otherwidgets.example.setpoint.dev", "NamesAccepted"); got != "False" {
@@ -79,7 +81,7 @@ spec:
 	}
 	// An invalid CRD is rejected with the apiextensions validation.
 	bad := fromYAML(t, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: wrong.example.setpoint.dev}\nspec:\n  group: example.setpoint.dev\n  scope: Namespaced\n  names: {plural: things, kind: Thing}\n  versions: []\n")
-	if _, err := s.Create(ctx, CRDResource, bad, metav1.CreateOptions{}); err == nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, bad, metav1.CreateOptions{}); err == nil {
 		t.Error("an invalid CRD was accepted")
 	}
 }
@@ -88,7 +90,7 @@ func TestCRDDryRunDeleteKeepsServing(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
 	mustCreate(t, s, widget("stays", "small", nil))
-	if err := s.Delete(ctx, CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+	if err := s.Delete(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := s.Resource(widgets); !ok {

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // SetCRDCondition sets the condition of cond's type, status, reason and
@@ -19,7 +21,7 @@ import (
 // clock gives the new one). A CRD that is gone or replaced is left alone.
 func (s *Service) SetCRDCondition(ctx context.Context, name string, uid types.UID, cond apiextensionsv1.CustomResourceDefinitionCondition, opts metav1.UpdateOptions) error {
 	for attempt := 1; ; attempt++ {
-		cur, err := s.Get(ctx, CRDResource, "", name, metav1.GetOptions{})
+		cur, err := s.Get(ctx, kinds.CRDResource, "", name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -29,7 +31,7 @@ func (s *Service) SetCRDCondition(ctx context.Context, name string, uid types.UI
 		if err := setCRDCondition(cur.Object, cond.Type, cond.Status, cond.Reason, cond.Message, s.opts.Now()); err != nil {
 			return apierrors.NewInternalError(err)
 		}
-		_, err = s.UpdateStatus(ctx, CRDResource, cur, opts)
+		_, err = s.UpdateStatus(ctx, kinds.CRDResource, cur, opts)
 		if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
 			continue
 		}

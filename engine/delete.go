@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -59,7 +60,7 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 		if err != nil {
 			return nil, false, storeError(err, gr, name)
 		}
-		cur, err := decode(sv, kv)
+		cur, err := sv.Decode(kv)
 		if err != nil {
 			return nil, false, err
 		}
@@ -75,8 +76,8 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 		if err := s.validateAdmission(ctx, req); err != nil {
 			return nil, false, err
 		}
-		if sv.hooks != nil {
-			if err := sv.hooks.deleting(ctx, s, cur.Object, dry); err != nil {
+		if h := hooksOf(sv); h != nil {
+			if err := h.deleting(ctx, s, cur.Object, dry); err != nil {
 				return nil, false, err
 			}
 		}
@@ -87,12 +88,12 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 		upd := cur.DeepCopy()
 		fins := upd.GetFinalizers()
 		switch gvr {
-		case NamespaceResource:
-			fins = addFinalizer(fins, NamespaceFinalizer)
+		case kinds.NamespaceResource:
+			fins = addFinalizer(fins, kinds.NamespaceFinalizer)
 			if err := unstructured.SetNestedField(upd.Object, string(corev1.NamespaceTerminating), "status", "phase"); err != nil {
 				return nil, false, apierrors.NewInternalError(err)
 			}
-		case CRDResource:
+		case kinds.CRDResource:
 			if cur.GetDeletionTimestamp() == nil {
 				fins = addFinalizer(fins, apiextensionsv1.CustomResourceCleanupFinalizer)
 				if err := setCRDCondition(upd.Object, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionPending",
@@ -118,8 +119,8 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 				return nil, false, storeError(err, gr, name)
 			}
 			cur.SetResourceVersion(fmt.Sprint(rev))
-			if sv.hooks != nil {
-				sv.hooks.committed(ctx, s, nil, cur.Object)
+			if h := hooksOf(sv); h != nil {
+				h.committed(ctx, s, nil, cur.Object)
 			}
 			return cur, true, nil
 		}
@@ -133,7 +134,7 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 			zero := int64(0)
 			upd.SetDeletionGracePeriodSeconds(&zero)
 		}
-		b, err := encode(sv, upd)
+		b, err := sv.Encode(upd)
 		if err != nil {
 			return nil, false, err
 		}
@@ -148,8 +149,8 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 			return nil, false, storeError(err, gr, name)
 		}
 		upd.SetResourceVersion(fmt.Sprint(rev))
-		if sv.hooks != nil {
-			sv.hooks.committed(ctx, s, upd.Object, cur.Object)
+		if h := hooksOf(sv); h != nil {
+			h.committed(ctx, s, upd.Object, cur.Object)
 		}
 		return upd, false, nil
 	}
@@ -165,7 +166,7 @@ func addFinalizer(fins []string, f string) []string {
 // DeleteCollection deletes every object the list options select and returns
 // them as deleted or as waiting for finalizers.
 func (s *Service) DeleteCollection(ctx context.Context, gvr schema.GroupVersionResource, namespace string, del metav1.DeleteOptions, list metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	if gvr == NamespaceResource {
+	if gvr == kinds.NamespaceResource {
 		// Kubernetes serves no deletecollection for namespaces: its router
 		// answers the method with this 405.
 		return nil, apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "405: Method Not Allowed", 0, false)

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/yaml"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
@@ -37,8 +39,9 @@ func newService(t testing.TB) *Service {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	t.Cleanup(func() { s.Close() })
 	crd := readYAML(t, "../examples/widget/crd.yaml")
-	if _, err := s.Create(context.Background(), CRDResource, crd, metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(context.Background(), kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create widget CRD: %v", err)
 	}
 	return s
@@ -58,6 +61,7 @@ func openService(t testing.TB, dir string) (*Service, *badger.DB) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s, db
 }
 
@@ -80,16 +84,7 @@ func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
 }
 
 func widget(name, size string, labels map[string]string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "example.setpoint.dev/v1",
-		"kind":       "Widget",
-		"metadata":   map[string]any{"name": name, "namespace": "default"},
-		"spec":       map[string]any{"name": "W " + name, "size": size},
-	}}
-	if labels != nil {
-		u.SetLabels(labels)
-	}
-	return u
+	return kindstest.Widget(name, size, labels)
 }
 
 func mustCreate(t *testing.T, s *Service, obj *unstructured.Unstructured) *unstructured.Unstructured {
@@ -298,21 +293,21 @@ func TestUpdateSemantics(t *testing.T) {
 	if _, err := s.UpdateStatus(ctx, widgets, blind, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
 		t.Errorf("status update without resourceVersion = %v, want Invalid", err)
 	}
-	crd, err := s.Get(ctx, CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{})
+	crd, err := s.Get(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	crd.SetResourceVersion("")
-	if _, err := s.Update(ctx, CRDResource, crd, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+	if _, err := s.Update(ctx, kinds.CRDResource, crd, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
 		t.Errorf("CRD update without resourceVersion = %v, want Invalid", err)
 	}
-	ns, err := s.Get(ctx, NamespaceResource, "", "default", metav1.GetOptions{})
+	ns, err := s.Get(ctx, kinds.NamespaceResource, "", "default", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ns.SetResourceVersion("")
 	ns.SetLabels(map[string]string{"team": "a"})
-	if out, err := s.Update(ctx, NamespaceResource, ns, metav1.UpdateOptions{}); err != nil || out.GetLabels()["team"] != "a" {
+	if out, err := s.Update(ctx, kinds.NamespaceResource, ns, metav1.UpdateOptions{}); err != nil || out.GetLabels()["team"] != "a" {
 		t.Errorf("namespace update without resourceVersion = %v, %v; want it applied", out, err)
 	}
 }
@@ -386,7 +381,7 @@ func TestPatch(t *testing.T) {
 		})
 	}
 	// Namespaces take strategic merge patches.
-	if _, err := s.Patch(ctx, NamespaceResource, "", "default", types.StrategicMergePatchType, []byte(`{"metadata":{"labels":{"a":"b"}}}`), metav1.PatchOptions{}); err != nil {
+	if _, err := s.Patch(ctx, kinds.NamespaceResource, "", "default", types.StrategicMergePatchType, []byte(`{"metadata":{"labels":{"a":"b"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Errorf("strategic patch of a namespace: %v", err)
 	}
 }
@@ -561,7 +556,7 @@ func TestRestartKeepsKinds(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, db := openService(t, dir)
-	if _, err := s.Create(ctx, CRDResource, readYAML(t, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, readYAML(t, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, s, widget("kept", "small", nil))

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/warning"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // gadgetCRD is cluster-scoped, served at two versions with conversion None,
@@ -60,7 +62,7 @@ var (
 func TestClusterScopedVersionsAndScale(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, CRDResource, fromYAML(t, gadgetCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, gadgetCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	g := fromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Gadget\nmetadata: {name: g1}\nspec:\n  replicas: 2\n  extra: {anything: [1, 2]}\n")
@@ -187,10 +189,10 @@ func TestBuiltinUnknownFields(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
 	ns := fromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: strict}\nbogus: 1\n")
-	if _, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{FieldValidation: "Strict"}); !apierrors.IsBadRequest(err) {
+	if _, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{FieldValidation: "Strict"}); !apierrors.IsBadRequest(err) {
 		t.Fatalf("strict create with an unknown field = %v, want BadRequest", err)
 	}
-	out, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{})
+	out, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -31,61 +32,17 @@ type selector struct {
 	// store filter then decodes whole documents and reads them as reads do
 	// (sv's read schemas), since a selectable field may be defaulted.
 	attrs func(runtime.Object) (labels.Set, fields.Set, error)
-	sv    *served
-}
-
-// attrsGetter is the part of the custom resource strategy that gives the
-// selectable fields of an object.
-type attrsGetter interface {
-	GetAttrs(runtime.Object) (labels.Set, fields.Set, error)
-}
-
-// selectableFields returns the field labels sv's strategy can select on
-// besides metadata ones: the selectable fields (jsonPath without the leading
-// dot) its CRD declares for the served version, nil for other kinds. It asks
-// the strategy for the fields of an empty object, which has every one.
-func selectableFields(sv *served) (attrsGetter, map[string]bool) {
-	g, ok := sv.strategy.(attrsGetter)
-	if !ok {
-		return nil, nil
-	}
-	_, fs, err := g.GetAttrs(&unstructured.Unstructured{Object: map[string]any{}})
-	if err != nil {
-		return nil, nil
-	}
-	out := map[string]bool{}
-	for f := range fs {
-		if f != "metadata.name" && f != "metadata.namespace" {
-			out[f] = true
-		}
-	}
-	return g, out
+	sv    *kinds.Kind
 }
 
 // deep tells whether the selector reads more of an object than metadata.
 func (sel *selector) deep() bool { return sel.paths != nil || sel.attrs != nil }
 
-// eventFields are the field selectors Events take besides metadata ones,
-// as `kubectl describe` uses them.
-var eventFields = map[string][]string{
-	"involvedObject.kind":            {"involvedObject", "kind"},
-	"involvedObject.namespace":       {"involvedObject", "namespace"},
-	"involvedObject.name":            {"involvedObject", "name"},
-	"involvedObject.uid":             {"involvedObject", "uid"},
-	"involvedObject.apiVersion":      {"involvedObject", "apiVersion"},
-	"involvedObject.resourceVersion": {"involvedObject", "resourceVersion"},
-	"involvedObject.fieldPath":       {"involvedObject", "fieldPath"},
-	"reason":                         {"reason"},
-	"type":                           {"type"},
-	"source":                         {"source", "component"},
-}
-
 // parseSelector parses the label and field selectors of a list or watch of
 // sv. Field selectors may read metadata.name and metadata.namespace of every
 // kind, the fields Kubernetes allows for Events and Namespaces, and the
 // selectable fields a CRD declares for the served version of its kind.
-func parseSelector(sv *served, labelSel, fieldSel string) (*selector, error) {
-	gvr := sv.GVR
+func parseSelector(sv *kinds.Kind, labelSel, fieldSel string) (*selector, error) {
 	ls, err := labels.Parse(labelSel)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid label selector %q: %v", labelSel, err))
@@ -95,26 +52,16 @@ func parseSelector(sv *served, labelSel, fieldSel string) (*selector, error) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector %q: %v", fieldSel, err))
 	}
 	sel := &selector{labels: ls, fields: fs, sv: sv}
-	var declared map[string]bool
-	var getter attrsGetter
 	for _, r := range fs.Requirements() {
-		var path []string
-		switch {
-		case r.Field == "metadata.name" || r.Field == "metadata.namespace":
+		if r.Field == "metadata.name" || r.Field == "metadata.namespace" {
 			continue
-		case gvr == EventResource && eventFields[r.Field] != nil:
-			path = eventFields[r.Field]
-		case gvr == NamespaceResource && r.Field == "status.phase":
-			// As Kubernetes' field label conversions for namespaces allow.
-			path = []string{"status", "phase"}
-		default:
-			if declared == nil && !sv.Builtin {
-				getter, declared = selectableFields(sv)
-			}
-			if !declared[r.Field] {
-				return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
-			}
-			sel.attrs = getter.GetAttrs
+		}
+		path, attrs, ok := sv.FieldLabel(r.Field)
+		if !ok {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
+		}
+		if attrs != nil {
+			sel.attrs = attrs
 			continue
 		}
 		if sel.paths == nil {
@@ -181,15 +128,15 @@ func (sel *selector) filter() func(string, []byte) bool {
 	}
 	return func(_ string, value []byte) bool {
 		if sel.deep() {
-			m, err := decodeMap(value)
+			m, err := kinds.DecodeMap(value)
 			if err != nil {
 				return false
 			}
-			if sel.attrs != nil && sel.sv.read != nil {
-				// As decode reads a document stored before a schema
+			if sel.attrs != nil {
+				// As Decode reads a document stored before a schema
 				// change (which may default a selectable field); a
 				// document written since reads the same.
-				sel.sv.read.apply(sel.sv, m)
+				sel.sv.ApplyReadSchema(m)
 			}
 			return sel.matches(m)
 		}
@@ -250,7 +197,7 @@ func (s *Service) List(ctx context.Context, gvr schema.GroupVersionResource, nam
 	list.SetContinue(res.Continue)
 	list.Items = make([]unstructured.Unstructured, 0, len(res.Items))
 	for i := range res.Items {
-		u, err := decode(sv, &res.Items[i])
+		u, err := sv.Decode(&res.Items[i])
 		if err != nil {
 			return nil, err
 		}
@@ -260,7 +207,7 @@ func (s *Service) List(ctx context.Context, gvr schema.GroupVersionResource, nam
 }
 
 // listStored reads the stored documents List returns.
-func (s *Service) listStored(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*served, *store.ListResult, error) {
+func (s *Service) listStored(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*kinds.Kind, *store.ListResult, error) {
 	sv, err := s.lookup(gvr, namespace, true)
 	if err != nil {
 		return nil, nil, err

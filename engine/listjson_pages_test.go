@@ -22,8 +22,6 @@ func TestListJSONPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := listJSONPageBytes
-	defer func() { listJSONPageBytes = old }()
 	for _, tc := range []struct {
 		name      string
 		budget    int64
@@ -33,7 +31,7 @@ func TestListJSONPages(t *testing.T) {
 		{name: "by bytes", budget: 1, wantSizes: []int{3, 1, 1, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			listJSONPageBytes = tc.budget
+			s.listPageBytes = tc.budget
 			var sizes []int
 			var items [][]byte
 			rvs := map[string]bool{}

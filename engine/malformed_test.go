@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // malformedObjects are bodies a client may send; each must be refused or
@@ -92,7 +94,7 @@ func TestMalformedBuiltinsDoNotPanic(t *testing.T) {
 			if _, ok := c.Object["kind"].(string); ok {
 				c.Object["kind"] = target.kind
 			}
-			gvr := map[string]schemaGVR{"Namespace": NamespaceResource, "Event": EventResource, "CustomResourceDefinition": CRDResource}[target.kind]
+			gvr := map[string]schemaGVR{"Namespace": kinds.NamespaceResource, "Event": kinds.EventResource, "CustomResourceDefinition": kinds.CRDResource}[target.kind]
 			if target.kind == "Event" {
 				c.Object["metadata"] = withNamespace(c.Object["metadata"])
 			}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
@@ -37,13 +38,13 @@ func TestNamespaceNameLabel(t *testing.T) {
 			t.Errorf("%s: label %s = %q, want %q (labels %v)", u.GetName(), corev1.LabelMetadataName, got, name, u.GetLabels())
 		}
 	}
-	def, err := s.Get(ctx, NamespaceResource, "", DefaultNamespace, metav1.GetOptions{})
+	def, err := s.Get(ctx, kinds.NamespaceResource, "", kinds.DefaultNamespace, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want(def, DefaultNamespace)
+	want(def, kinds.DefaultNamespace)
 
-	ns, err := s.Create(ctx, NamespaceResource, namespaceObj("qa", map[string]string{corev1.LabelMetadataName: "other", "team": "a"}), metav1.CreateOptions{})
+	ns, err := s.Create(ctx, kinds.NamespaceResource, namespaceObj("qa", map[string]string{corev1.LabelMetadataName: "other", "team": "a"}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,14 +52,14 @@ func TestNamespaceNameLabel(t *testing.T) {
 	if ns.GetLabels()["team"] != "a" {
 		t.Errorf("labels = %v, want team=a kept", ns.GetLabels())
 	}
-	dry, err := s.Create(ctx, NamespaceResource, namespaceObj("qa-dry", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	dry, err := s.Create(ctx, kinds.NamespaceResource, namespaceObj("qa-dry", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want(dry, "qa-dry")
 	gen := namespaceObj("", nil)
 	gen.SetGenerateName("gen-")
-	g, err := s.Create(ctx, NamespaceResource, gen, metav1.CreateOptions{})
+	g, err := s.Create(ctx, kinds.NamespaceResource, gen, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,24 +67,24 @@ func TestNamespaceNameLabel(t *testing.T) {
 
 	// An update that drops or changes it gets it back.
 	ns.SetLabels(map[string]string{"team": "b"})
-	ns, err = s.Update(ctx, NamespaceResource, ns, metav1.UpdateOptions{})
+	ns, err = s.Update(ctx, kinds.NamespaceResource, ns, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want(ns, "qa")
 	ns.SetLabels(map[string]string{corev1.LabelMetadataName: "x"})
-	ns, err = s.Update(ctx, NamespaceResource, ns, metav1.UpdateOptions{})
+	ns, err = s.Update(ctx, kinds.NamespaceResource, ns, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want(ns, "qa")
-	stored, err := s.Get(ctx, NamespaceResource, "", "qa", metav1.GetOptions{})
+	stored, err := s.Get(ctx, kinds.NamespaceResource, "", "qa", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want(stored, "qa")
 
-	l, err := s.List(ctx, NamespaceResource, "", metav1.ListOptions{LabelSelector: corev1.LabelMetadataName + "=qa"})
+	l, err := s.List(ctx, kinds.NamespaceResource, "", metav1.ListOptions{LabelSelector: corev1.LabelMetadataName + "=qa"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestNamespaceNameLabelOnStored(t *testing.T) {
 	}
 	t.Cleanup(func() { db.Close() })
 	// What an older server stored: default and one more, without the label.
-	for _, name := range []string{DefaultNamespace, "old"} {
+	for _, name := range []string{kinds.DefaultNamespace, "old"} {
 		doc := `{"apiVersion":"v1","kind":"Namespace","metadata":{"creationTimestamp":"2026-01-01T00:00:00Z","finalizers":["kubernetes"],"labels":{"team":"a"},"name":"` +
 			name + `","uid":"uid-` + name + `"},"spec":{},"status":{"phase":"Active"}}`
 		if _, err := db.Create(ctx, store.ObjectKey("", "namespaces", "", name), []byte(doc)); err != nil {
@@ -113,8 +114,8 @@ func TestNamespaceNameLabelOnStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{DefaultNamespace, "old"} {
-		ns, err := s.Get(ctx, NamespaceResource, "", name, metav1.GetOptions{})
+	for _, name := range []string{kinds.DefaultNamespace, "old"} {
+		ns, err := s.Get(ctx, kinds.NamespaceResource, "", name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +126,7 @@ func TestNamespaceNameLabelOnStored(t *testing.T) {
 			t.Errorf("%s: uid = %s, want the stored one", name, ns.GetUID())
 		}
 	}
-	l, err := s.List(ctx, NamespaceResource, "", metav1.ListOptions{LabelSelector: corev1.LabelMetadataName + "=old"})
+	l, err := s.List(ctx, kinds.NamespaceResource, "", metav1.ListOptions{LabelSelector: corev1.LabelMetadataName + "=old"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,11 +149,11 @@ func TestNamespaceFieldSelectorPhase(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
 	for _, n := range []string{"ns-a", "ns-b"} {
-		if _, err := s.Create(ctx, NamespaceResource, namespaceObj(n, nil), metav1.CreateOptions{}); err != nil {
+		if _, err := s.Create(ctx, kinds.NamespaceResource, namespaceObj(n, nil), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	w, err := s.Watch(ctx, NamespaceResource, "", metav1.ListOptions{FieldSelector: "status.phase=Active,metadata.name!=default"})
+	w, err := s.Watch(ctx, kinds.NamespaceResource, "", metav1.ListOptions{FieldSelector: "status.phase=Active,metadata.name!=default"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestNamespaceFieldSelectorPhase(t *testing.T) {
 		}
 	}
 	// No collector runs here: a deleted namespace stays Terminating.
-	if err := s.Delete(ctx, NamespaceResource, "", "ns-b", metav1.DeleteOptions{}); err != nil {
+	if err := s.Delete(ctx, kinds.NamespaceResource, "", "ns-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if ev := nextEvent(t, w); ev.Type != watch.Deleted || ev.Object.(*unstructured.Unstructured).GetName() != "ns-b" {
@@ -176,7 +177,7 @@ func TestNamespaceFieldSelectorPhase(t *testing.T) {
 		{"status.phase=Active,metadata.name=ns-a", "[ns-a]"},
 		{"metadata.name=ns-b", "[ns-b]"},
 	} {
-		l, err := s.List(ctx, NamespaceResource, "", metav1.ListOptions{FieldSelector: tc.sel})
+		l, err := s.List(ctx, kinds.NamespaceResource, "", metav1.ListOptions{FieldSelector: tc.sel})
 		if err != nil {
 			t.Errorf("%s: %v", tc.sel, err)
 			continue
@@ -184,7 +185,7 @@ func TestNamespaceFieldSelectorPhase(t *testing.T) {
 		if got := fmt.Sprint(namesOf(l)); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.sel, got, tc.want)
 		}
-		j, err := s.ListJSON(ctx, NamespaceResource, "", metav1.ListOptions{FieldSelector: tc.sel, Limit: 1})
+		j, err := s.ListJSON(ctx, kinds.NamespaceResource, "", metav1.ListOptions{FieldSelector: tc.sel, Limit: 1})
 		if err != nil || len(j.Items) != 1 {
 			t.Errorf("%s: ListJSON limit 1: %d items, %v", tc.sel, len(j.Items), err)
 		}
@@ -193,7 +194,7 @@ func TestNamespaceFieldSelectorPhase(t *testing.T) {
 	for _, tc := range []struct {
 		gvr schema.GroupVersionResource
 		sel string
-	}{{NamespaceResource, "spec.finalizers=kubernetes"}, {widgets, "status.phase=Active"}} {
+	}{{kinds.NamespaceResource, "spec.finalizers=kubernetes"}, {widgets, "status.phase=Active"}} {
 		_, err := s.List(ctx, tc.gvr, "", metav1.ListOptions{FieldSelector: tc.sel})
 		if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "field label not supported: "+strings.Split(tc.sel, "=")[0]) {
 			t.Errorf("%s %s: %v, want 400 field label not supported", tc.gvr.Resource, tc.sel, err)

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // DefaultMaxObjectBytes is the default bound on the size of a stored object:
@@ -36,7 +38,7 @@ func (s *Service) MaxObjectBytes() int { return s.maxObjectBytes() }
 // still be marked deleted, lose its finalizers, shrink. Deletion itself (the
 // deletionTimestamp a delete sets) is not held to the limit: an object must
 // always be deletable.
-func (s *Service) fitObject(sv *served, obj *unstructured.Unstructured, b []byte, applied bool, stored int) ([]byte, error) {
+func (s *Service) fitObject(sv *kinds.Kind, obj *unstructured.Unstructured, b []byte, applied bool, stored int) ([]byte, error) {
 	limit := max(s.maxObjectBytes(), stored)
 	if len(b) <= limit {
 		return b, nil
@@ -44,7 +46,7 @@ func (s *Service) fitObject(sv *served, obj *unstructured.Unstructured, b []byte
 	md, _ := obj.Object["metadata"].(map[string]any)
 	if mf, ok := md["managedFields"].([]any); ok && len(mf) > 0 && !applied {
 		obj.SetManagedFields(nil)
-		nb, err := encode(sv, obj)
+		nb, err := sv.Encode(obj)
 		if err != nil {
 			return nil, err
 		}

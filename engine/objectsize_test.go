@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
@@ -29,7 +31,7 @@ func newServiceLimit(t *testing.T, limit int) *Service {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	if _, err := s.Create(context.Background(), CRDResource, readYAML(t, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(context.Background(), kinds.CRDResource, readYAML(t, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create widget CRD: %v", err)
 	}
 	return s
@@ -187,9 +189,9 @@ func TestObjectSizeLimit(t *testing.T) {
 	})
 }
 
-func mustServed(t *testing.T, s *Service) *served {
+func mustServed(t *testing.T, s *Service) *kinds.Kind {
 	t.Helper()
-	sv, ok := s.reg.get(widgets)
+	sv, ok := s.reg.Get(widgets)
 	if !ok {
 		t.Fatal("widgets not served")
 	}
@@ -211,10 +213,10 @@ func TestDefaultObjectSizeLimit(t *testing.T) {
 			"spec":     map[string]any{"data": strings.Repeat("x", n)},
 		}}
 	}
-	if _, err := s.Create(context.Background(), boxes, box("fits", 1500<<10), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(context.Background(), kindstest.Boxes, box("fits", 1500<<10), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create of 1.46 MiB: %v", err)
 	}
-	_, err := s.Create(context.Background(), boxes, box("big", 1572864), metav1.CreateOptions{})
+	_, err := s.Create(context.Background(), kindstest.Boxes, box("big", 1572864), metav1.CreateOptions{})
 	tooLarge(t, fmt.Sprintf("create of %d bytes", 1572864), err)
 }
 

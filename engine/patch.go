@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -76,7 +77,7 @@ func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, na
 		if err != nil {
 			return nil, storeError(err, gvr.GroupResource(), name)
 		}
-		old, err := decode(sv, kv)
+		old, err := sv.Decode(kv)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +107,7 @@ func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, na
 
 // applyPatch returns old with the patch applied, unless the result is
 // larger than max bytes.
-func applyPatch(sv *served, old *unstructured.Unstructured, pt types.PatchType, data []byte, max int) (*unstructured.Unstructured, error) {
+func applyPatch(sv *kinds.Kind, old *unstructured.Unstructured, pt types.PatchType, data []byte, max int) (*unstructured.Unstructured, error) {
 	cur, err := old.MarshalJSON()
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -137,10 +138,10 @@ func applyPatch(sv *served, old *unstructured.Unstructured, pt types.PatchType, 
 			}})
 		}
 	case types.StrategicMergePatchType:
-		if sv.strategicPatch == nil {
+		if sv.StrategicPatchType() == nil {
 			return nil, unsupportedPatch(pt, sv)
 		}
-		patched, err = strategicpatch.StrategicMergePatch(cur, data, sv.strategicPatch)
+		patched, err = strategicpatch.StrategicMergePatch(cur, data, sv.StrategicPatchType())
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid strategic merge patch: %v", err))
 		}
@@ -157,7 +158,7 @@ func applyPatch(sv *served, old *unstructured.Unstructured, pt types.PatchType, 
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
-func unsupportedPatch(pt types.PatchType, sv *served) error {
+func unsupportedPatch(pt types.PatchType, sv *kinds.Kind) error {
 	return apierrors.NewGenericServerResponse(415, "patch", sv.GVR.GroupResource(), "",
 		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json (got %s)", pt), 0, false)
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // BenchmarkListJSONReadSchemas lists 3,000 Doodads as JSON when they read as
@@ -16,7 +18,7 @@ import (
 func BenchmarkListJSONReadSchemas(b *testing.B) {
 	ctx := context.Background()
 	s, _ := openService(b, b.TempDir())
-	if _, err := s.Create(ctx, CRDResource, fromYAML(b, doodadCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(b, doodadCRD), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	for i := range 3000 {
@@ -36,8 +38,8 @@ func BenchmarkListJSONReadSchemas(b *testing.B) {
 		}
 	}
 	b.Run("as stored", list)
-	sv, _ := s.reg.get(doodads)
+	sv, _ := s.reg.Get(doodads)
 	cur, _ := s.store.CurrentRevision(ctx)
-	sv.read.raise(cur + 1) // as a schema change would: every object predates it
+	sv.ReadSchemas().Raise(cur + 1) // as a schema change would: every object predates it
 	b.Run("through the schemas", list)
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -62,12 +63,12 @@ var (
 func replaceCRD(t *testing.T, s *Service, doc string) {
 	t.Helper()
 	ctx := context.Background()
-	cur, err := s.Get(ctx, CRDResource, "", "doodads.test.setpoint.dev", metav1.GetOptions{})
+	cur, err := s.Get(ctx, kinds.CRDResource, "", "doodads.test.setpoint.dev", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cur.Object["spec"] = fromYAML(t, doc).Object["spec"]
-	if _, err := s.Update(ctx, CRDResource, cur, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Update(ctx, kinds.CRDResource, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update CRD: %v", err)
 	}
 }
@@ -79,13 +80,11 @@ func doodadSpec(t *testing.T, u *unstructured.Unstructured) map[string]any {
 }
 
 func TestSchemaChangeAppliesOnRead(t *testing.T) {
-	settle := readRecordSettle
-	readRecordSettle = 50 * time.Millisecond
-	t.Cleanup(func() { readRecordSettle = settle })
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, db := openService(t, dir)
-	if _, err := s.Create(ctx, CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
+	s.readSettle = 50 * time.Millisecond
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	old, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: old}\nspec: {name: a, legacy: x}\n"), metav1.CreateOptions{})
@@ -234,20 +233,20 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 
 	// A CRD write that leaves the schemas alone keeps the revision objects
 	// are read as stored from; one that changes them moves it.
-	sv, _ := s.reg.get(doodads)
-	since := sv.read.since.Load()
-	crd, err := s.Get(ctx, CRDResource, "", "doodads.test.setpoint.dev", metav1.GetOptions{})
+	sv, _ := s.reg.Get(doodads)
+	since := sv.ReadSchemas().Since()
+	crd, err := s.Get(ctx, kinds.CRDResource, "", "doodads.test.setpoint.dev", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	crd.SetLabels(map[string]string{"team": "doodad"})
-	if _, err := s.Update(ctx, CRDResource, crd, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Update(ctx, kinds.CRDResource, crd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if sv, _ := s.reg.get(doodads); sv.read.since.Load() != since {
-		t.Errorf("a label on the CRD moved the read revision from %d to %d", since, sv.read.since.Load())
+	if sv, _ := s.reg.Get(doodads); sv.ReadSchemas().Since() != since {
+		t.Errorf("a label on the CRD moved the read revision from %d to %d", since, sv.ReadSchemas().Since())
 	}
-	if sv, _ := s.reg.get(doodads); sv.read.stale(revisionOf(newer)) {
+	if sv, _ := s.reg.Get(doodads); sv.ReadSchemas().Stale(revisionOf(newer)) {
 		t.Error("an object written after the schema change is read through the schema")
 	}
 
@@ -255,11 +254,11 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	// revision (the stored record), not since the CRD's last write.
 	sinceBefore := since
 	// The revision is stored once writes that took the old schemas are
-	// done (readRecordSettle, shortened by this test).
+	// done (readSettle, shortened by this test).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		rec := s.loadReadRecord(ctx, "doodads.test.setpoint.dev")
-		if sv, _ := s.reg.get(doodads); rec != nil && rec.Fingerprint == sv.read.fp && rec.Since == sinceBefore {
+		if sv, _ := s.reg.Get(doodads); rec != nil && rec.Fingerprint == sv.ReadSchemas().Fingerprint() && rec.Since == sinceBefore {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -272,8 +271,8 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	}
 	s, db = openService(t, dir)
 	readAll(s)
-	if sv, _ := s.reg.get(doodads); sv.read.since.Load() != sinceBefore {
-		t.Errorf("after a restart objects are read as stored since %d, want %d as before", sv.read.since.Load(), sinceBefore)
+	if sv, _ := s.reg.Get(doodads); sv.ReadSchemas().Since() != sinceBefore {
+		t.Errorf("after a restart objects are read as stored since %d, want %d as before", sv.ReadSchemas().Since(), sinceBefore)
 	}
 }
 
@@ -283,7 +282,7 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 func TestSchemaChangeRacingWrites(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openService(t, t.TempDir())
-	if _, err := s.Create(ctx, CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -331,7 +330,7 @@ func TestReservedGroup(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
 	crd := fromYAML(t, strings.ReplaceAll(strings.ReplaceAll(doodadCRD, "test.setpoint.dev", "setpoint.dev"), "doodads.setpoint.dev", "modules.setpoint.dev"))
-	_, err := s.Create(ctx, CRDResource, crd, metav1.CreateOptions{})
+	_, err := s.Create(ctx, kinds.CRDResource, crd, metav1.CreateOptions{})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "reserved") {
 		t.Fatalf("CRD in the reserved group: %v, want Invalid", err)
 	}
@@ -349,7 +348,7 @@ func TestSchemaChangeCrashBeforeSettled(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, db := openService(t, dir)
-	if _, err := s.Create(ctx, CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	w, err := s.Watch(ctx, doodads, "", metav1.ListOptions{})

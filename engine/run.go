@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -22,11 +23,24 @@ func (s *Service) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer s.running.Store(false)
+	// Saves of read-schema records still waiting are dropped when Run
+	// returns (the records keep the conservative revision): the store may
+	// be closed next.
+	defer s.delayed.stop()
 	s.followCRDs(ctx)
 	return nil
 }
 
-var crdPrefix = store.ResourcePrefix(CRDResource.Group, CRDResource.Resource, "")
+// Close stops the work the Service still has pending outside Run (delayed
+// saves of CRDs' read-schema records) and waits for what is running, so
+// that the store can be closed after it; later writes schedule none. Close
+// is idempotent; it does not stop a Run, whose context does.
+func (s *Service) Close() error {
+	s.delayed.close()
+	return nil
+}
+
+var crdPrefix = store.ResourcePrefix(kinds.CRDResource.Group, kinds.CRDResource.Resource, "")
 
 // loadCRDs serves every stored CRD and returns the revision it read at.
 func (s *Service) loadCRDs(ctx context.Context) (int64, error) {
@@ -40,7 +54,7 @@ func (s *Service) loadCRDs(ctx context.Context) (int64, error) {
 		}
 		rev = res.Revision
 		for _, kv := range res.Items {
-			u, err := decodeMap(kv.Value)
+			u, err := kinds.DecodeMap(kv.Value)
 			if err != nil {
 				s.log.Error("decode stored CustomResourceDefinition", "key", kv.Key, "err", err)
 				continue
@@ -53,9 +67,9 @@ func (s *Service) loadCRDs(ctx context.Context) (int64, error) {
 		}
 		opts.Continue = res.Continue
 	}
-	for _, c := range s.reg.allCRDs() {
+	for _, c := range s.reg.CRDs() {
 		if !seen[c.Name] {
-			s.reg.removeCRD(c.Name, rev)
+			s.reg.RemoveCRD(c.Name, rev)
 		}
 	}
 	return rev, nil
@@ -86,12 +100,12 @@ func (s *Service) watchCRDs(ctx context.Context, rev int64) error {
 	}
 	defer w.Stop()
 	for ev := range w.Events() {
-		u, err := decodeMap(ev.Object.Value)
+		u, err := kinds.DecodeMap(ev.Object.Value)
 		if err != nil {
 			continue
 		}
 		if ev.Type == store.Deleted {
-			s.reg.removeCRD((&unstructured.Unstructured{Object: u}).GetName(), ev.Revision())
+			s.reg.RemoveCRD((&unstructured.Unstructured{Object: u}).GetName(), ev.Revision())
 			continue
 		}
 		s.serveCRD(u, ev.Revision())

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,44 +10,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
-func scalePath(p string) []string { return strings.Split(strings.TrimPrefix(p, "."), ".") }
-
-// scaleOf renders the autoscaling/v1 Scale of obj.
-func scaleOf(sv *served, obj *unstructured.Unstructured) *unstructured.Unstructured {
-	spec, _, _ := unstructured.NestedInt64(obj.Object, scalePath(sv.scale.SpecReplicasPath)...)
-	status, _, _ := unstructured.NestedInt64(obj.Object, scalePath(sv.scale.StatusReplicasPath)...)
-	sel := ""
-	if sv.scale.LabelSelectorPath != nil {
-		sel, _, _ = unstructured.NestedString(obj.Object, scalePath(*sv.scale.LabelSelectorPath)...)
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "autoscaling/v1",
-		"kind":       "Scale",
-		"metadata": map[string]any{
-			"name": obj.GetName(), "namespace": obj.GetNamespace(), "uid": string(obj.GetUID()),
-			"resourceVersion": obj.GetResourceVersion(), "creationTimestamp": obj.GetCreationTimestamp().UTC().Format("2006-01-02T15:04:05Z"),
-		},
-		"spec":   map[string]any{"replicas": spec},
-		"status": map[string]any{"replicas": status},
-	}}
-	if sel != "" {
-		_ = unstructured.SetNestedField(u.Object, sel, "status", "selector")
-	}
-	if obj.GetNamespace() == "" {
-		unstructured.RemoveNestedField(u.Object, "metadata", "namespace")
-	}
-	return u
-}
-
-func (s *Service) scaleResource(gvr schema.GroupVersionResource, namespace string) (*served, error) {
+func (s *Service) scaleResource(gvr schema.GroupVersionResource, namespace string) (*kinds.Kind, error) {
 	sv, err := s.lookup(gvr, namespace, false)
 	if err != nil {
 		return nil, err
 	}
-	if !sv.Scale || sv.scale == nil {
+	if !sv.ServesScale() {
 		return nil, notServed(gvr)
 	}
 	return sv, nil
@@ -65,7 +36,7 @@ func (s *Service) GetScale(ctx context.Context, gvr schema.GroupVersionResource,
 	if err != nil {
 		return nil, err
 	}
-	return scaleOf(sv, obj), nil
+	return sv.ScaleOf(obj), nil
 }
 
 // UpdateScale sets the replicas of an object from an autoscaling/v1 Scale.
@@ -83,7 +54,7 @@ func (s *Service) UpdateScale(ctx context.Context, gvr schema.GroupVersionResour
 	if err != nil {
 		return nil, storeError(err, gvr.GroupResource(), name)
 	}
-	old, err := decode(sv, kv)
+	old, err := sv.Decode(kv)
 	if err != nil {
 		return nil, err
 	}
@@ -91,21 +62,21 @@ func (s *Service) UpdateScale(ctx context.Context, gvr schema.GroupVersionResour
 		return nil, apierrors.NewConflict(gvr.GroupResource(), name, fmt.Errorf("%s", conflictMessage))
 	}
 	obj := old.DeepCopy()
-	if err := unstructured.SetNestedField(obj.Object, replicas, scalePath(sv.scale.SpecReplicasPath)...); err != nil {
+	if err := sv.SetScaleReplicas(obj, replicas); err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	// Recorded in managedFields as kube-apiserver records a write through
 	// /scale: an Update with the subresource "scale". The update pipeline
 	// then takes the managedFields as set (as it does an apply's).
-	obj = trackUpdate(sv, "scale", old, obj, opts.FieldManager, false)
+	obj = sv.TrackUpdate("scale", old, obj, opts.FieldManager, false)
 	out, _, err := s.applyUpdate(ctx, sv, old, kv, obj, opts, "", true)
 	if err != nil {
 		return nil, err
 	}
-	return scaleOf(sv, out), nil
+	return sv.ScaleOf(out), nil
 }
 
-func (s *Service) patchScale(ctx context.Context, sv *served, namespace, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*unstructured.Unstructured, error) {
+func (s *Service) patchScale(ctx context.Context, sv *kinds.Kind, namespace, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*unstructured.Unstructured, error) {
 	cur, err := s.GetScale(ctx, sv.GVR, namespace, name)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 var sfGadgets = schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "gadgets"}
@@ -62,7 +64,7 @@ func sfGadget(name, color string, count int64, on bool, labels map[string]string
 func TestSelectableFields(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, CRDResource, fromYAML(t, sfGadgetCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, sfGadgetCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	create := func(u *unstructured.Unstructured) *unstructured.Unstructured {
@@ -172,13 +174,13 @@ func TestSelectableFieldDefaultedOnRead(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
 	crd := fromYAML(t, sfGadgetCRD)
-	if _, err := s.Create(ctx, CRDResource, crd, metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Create(ctx, sfGadgets, sfGadget("old", "c1", 1, true, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	crd, err := s.Get(ctx, CRDResource, "", crd.GetName(), metav1.GetOptions{})
+	crd, err := s.Get(ctx, kinds.CRDResource, "", crd.GetName(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +188,7 @@ func TestSelectableFieldDefaultedOnRead(t *testing.T) {
 	v["selectableFields"] = append(v["selectableFields"].([]any), map[string]any{"jsonPath": ".spec.tier"})
 	props := v["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)["properties"].(map[string]any)["spec"].(map[string]any)["properties"].(map[string]any)
 	props["tier"] = map[string]any{"type": "string", "default": "gold"}
-	if _, err := s.Update(ctx, CRDResource, crd, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Update(ctx, kinds.CRDResource, crd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Create(ctx, sfGadgets, sfGadget("new", "c1", 1, true, nil), metav1.CreateOptions{}); err != nil {

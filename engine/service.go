@@ -16,9 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
-	"k8s.io/apiserver/pkg/registry/rest"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -44,18 +43,27 @@ type Options struct {
 type Service struct {
 	store store.Store
 	log   *slog.Logger
-	reg   *registry
+	reg   *kinds.Registry
 	adm   atomic.Pointer[admitterBox]
 	opts  Options
 
 	// running is set while Run runs: its loop belongs to one run at a time.
 	running atomic.Bool
 	// watchDecode decodes each store event once for all watches.
-	watchDecode *decodeCache
+	watchDecode *kinds.DecodeCache
 	// initial shares the initial lists of watches that start together.
 	initial initialLists
 	// readRecordMu serializes the saves of CRDs' read-schema records.
 	readRecordMu sync.Mutex
+	// readSettle is how long after a schema change the revision of the
+	// CRD's read schemas is stored (recordRead).
+	readSettle time.Duration
+	// delayed runs the delayed saves of read-schema records; Run stops it
+	// when it returns, and Close for good.
+	delayed delayedWork
+	// listPageBytes is about how many bytes of objects ListJSONPages reads
+	// at a time (listJSONPageBytes).
+	listPageBytes int64
 }
 
 type admitterBox struct{ a Admitter }
@@ -81,21 +89,22 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	s := &Service{
 		store: opts.Store,
 		log:   opts.Logger,
-		reg:   newRegistry(),
+		reg:   kinds.NewRegistry(),
 		opts:  opts,
 
-		watchDecode: newDecodeCache(),
+		watchDecode:   kinds.NewDecodeCache(),
+		readSettle:    defaultReadRecordSettle,
+		listPageBytes: listJSONPageBytes,
 	}
 	s.setAdmitter(opts.Admitter)
-	s.reg.add(builtins()...)
 	if _, err := s.loadCRDs(ctx); err != nil {
 		return nil, err
 	}
 	ns := &unstructured.Unstructured{}
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")
-	ns.SetName(DefaultNamespace)
-	if _, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	ns.SetName(kinds.DefaultNamespace)
+	if _, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("engine: create default namespace: %w", err)
 	}
 	if err := s.labelNamespaces(ctx); err != nil {
@@ -113,42 +122,41 @@ func (s *Service) setAdmitter(a Admitter) {
 
 // Resources returns every served resource version, sorted by group, resource
 // and version priority.
-func (s *Service) Resources() []Resource { return s.reg.resources() }
+func (s *Service) Resources() []kinds.Resource { return s.reg.Resources() }
 
 // Resource returns the served resource gvr.
-func (s *Service) Resource(gvr schema.GroupVersionResource) (Resource, bool) {
-	sv, ok := s.reg.get(gvr)
+func (s *Service) Resource(gvr schema.GroupVersionResource) (kinds.Resource, bool) {
+	sv, ok := s.reg.Get(gvr)
 	if !ok {
-		return Resource{}, false
+		return kinds.Resource{}, false
 	}
 	return sv.Resource, true
 }
 
 // ResourceForKind returns the served resource of a kind.
-func (s *Service) ResourceForKind(gvk schema.GroupVersionKind) (Resource, bool) {
-	sv, ok := s.reg.byKind(gvk)
+func (s *Service) ResourceForKind(gvk schema.GroupVersionKind) (kinds.Resource, bool) {
+	sv, ok := s.reg.ByKind(gvk)
 	if !ok {
-		return Resource{}, false
+		return kinds.Resource{}, false
 	}
 	return sv.Resource, true
 }
 
 // CRDs returns the CustomResourceDefinitions being served.
-func (s *Service) CRDs() []*apiextensionsv1.CustomResourceDefinition { return s.reg.allCRDs() }
+func (s *Service) CRDs() []*apiextensionsv1.CustomResourceDefinition { return s.reg.CRDs() }
 
 // Generation changes whenever the set of served resources changes, so that
 // callers can cache documents derived from it (discovery, OpenAPI).
-func (s *Service) Generation() int64 { return s.reg.gen() }
+func (s *Service) Generation() int64 { return s.reg.Generation() }
 
 // ConvertToTable renders obj (an object or a list) of gvr as a meta/v1 Table
 // with the kind's printer columns.
 func (s *Service) ConvertToTable(ctx context.Context, gvr schema.GroupVersionResource, obj runtime.Object, opts *metav1.TableOptions) (*metav1.Table, error) {
-	sv, ok := s.reg.get(gvr)
+	sv, ok := s.reg.Get(gvr)
 	if !ok {
 		return nil, notServed(gvr)
 	}
-	var tc rest.TableConvertor = sv.table
-	t, err := tc.ConvertToTable(ctx, obj, opts)
+	t, err := sv.ConvertToTable(ctx, obj, opts)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("table of %s: %w", gvr.Resource, err))
 	}
@@ -157,8 +165,8 @@ func (s *Service) ConvertToTable(ctx context.Context, gvr schema.GroupVersionRes
 
 // lookup finds a served resource and checks the namespace against its scope.
 // all allows an empty namespace for a namespaced resource (list and watch).
-func (s *Service) lookup(gvr schema.GroupVersionResource, namespace string, all bool) (*served, error) {
-	sv, ok := s.reg.get(gvr)
+func (s *Service) lookup(gvr schema.GroupVersionResource, namespace string, all bool) (*kinds.Kind, error) {
+	sv, ok := s.reg.Get(gvr)
 	if !ok {
 		return nil, notServed(gvr)
 	}
@@ -171,61 +179,8 @@ func (s *Service) lookup(gvr schema.GroupVersionResource, namespace string, all 
 	return sv, nil
 }
 
-func key(sv *served, namespace, name string) string {
+func key(sv *kinds.Kind, namespace, name string) string {
 	return store.ObjectKey(sv.GVR.Group, sv.GVR.Resource, namespace, name)
-}
-
-// decode turns a stored document into the object served at sv's version.
-func decode(sv *served, kv *store.KeyValue) (*unstructured.Unstructured, error) {
-	return decodeWritten(sv, kv, kv.ModRevision)
-}
-
-// decodeWritten is decode for a document written at revision written, which
-// differs from kv.ModRevision in a delete event (the revision of the delete
-// on the document as it was).
-func decodeWritten(sv *served, kv *store.KeyValue, written int64) (*unstructured.Unstructured, error) {
-	m, err := decodeMap(kv.Value)
-	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: %w", kv.Key, err))
-	}
-	if sv.read.stale(written) {
-		sv.read.apply(sv, m)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetAPIVersion(sv.GVR.GroupVersion().String())
-	u.SetKind(sv.Kind)
-	u.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
-	return u, nil
-}
-
-// encode returns the stored form of obj, an object of sv's kind: JSON
-// without resourceVersion (and without selfLink, which it drops from obj),
-// at the kind's storage version. Versions of a CRD convert with strategy
-// None, so converting is setting the apiVersion; like Kubernetes, the store
-// then holds every object at a version the CRD's status.storedVersions lists.
-func encode(sv *served, obj *unstructured.Unstructured) ([]byte, error) {
-	rv := obj.GetResourceVersion()
-	obj.SetResourceVersion("")
-	obj.SetSelfLink("")
-	av := obj.GetAPIVersion()
-	if sv.storage != "" && av != sv.storage {
-		// Converting to the storage version prunes with its schema, as
-		// Kubernetes' storage converter does, and reading defaults with it:
-		// the object is stored as it will read.
-		sv.read.applyVersion(sv.storage, obj.Object)
-		obj.SetAPIVersion(sv.storage)
-	}
-	b, ok := marshalObject(obj.Object)
-	var err error
-	if !ok {
-		b, err = obj.MarshalJSON()
-	}
-	obj.SetAPIVersion(av)
-	obj.SetResourceVersion(rv)
-	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
-	}
-	return b, nil
 }
 
 // parseRV parses a resourceVersion; "" and "0" give 0.
@@ -285,21 +240,5 @@ func (s *Service) Get(ctx context.Context, gvr schema.GroupVersionResource, name
 	if err != nil {
 		return nil, storeError(err, gvr.GroupResource(), name)
 	}
-	return decode(sv, kv)
-}
-
-// decodeMap decodes a stored document into its map, as the API decodes
-// bodies: the reflection-free decoder, utiljson for what it leaves.
-func decodeMap(b []byte) (map[string]any, error) {
-	if m, ok := DecodeJSONObject(b); ok {
-		return m, nil
-	}
-	var m map[string]any
-	if err := utiljson.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return nil, errors.New("engine: stored document is not an object")
-	}
-	return m, nil
+	return sv.Decode(kv)
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // A garbage collector's watch decodes the metadata of every write in the
@@ -49,7 +50,7 @@ func DecodeStoredMeta(b []byte) (StoredMeta, bool) {
 // fields: a custom resource that keeps unknown fields may hold a "METADATA"
 // of the user's, which must not pass for the object's own.
 func exactStoredMeta(b []byte) (StoredMeta, bool) {
-	doc, err := decodeMap(b)
+	doc, err := kinds.DecodeMap(b)
 	if err != nil {
 		return StoredMeta{}, false
 	}

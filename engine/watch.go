@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -143,7 +144,7 @@ func (w *objectWatch) Stop() {
 	<-w.done
 }
 
-func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.Watcher, sel *selector,
+func (w *objectWatch) run(ctx context.Context, s *Service, sv *kinds.Kind, sw store.Watcher, sel *selector,
 	initial *initialList, rev int64, opts metav1.ListOptions, endMarker bool) {
 	var out sink // set by Deliver
 	defer close(w.done)
@@ -235,10 +236,7 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 		}
 	}
 	done := ctx.Done()
-	var superseded <-chan struct{}
-	if sv.read != nil {
-		superseded = sv.read.superseded
-	}
+	superseded := sv.ReadSchemas().Superseded()
 	for {
 		select {
 		case <-done:
@@ -274,14 +272,14 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *served, sw store.
 
 // convertEvent turns a store event into the watch event a client with sel
 // sees, if any.
-func convertEvent(dc *decodeCache, sv *served, sel *selector, ev store.Event) (watch.Event, bool) {
+func convertEvent(dc *kinds.DecodeCache, sv *kinds.Kind, sel *selector, ev store.Event) (watch.Event, bool) {
 	// A delete event carries the document as it was, written at Prev's
 	// revision: what decides whether it reads as stored.
 	written := ev.Object.ModRevision
 	if ev.Type == store.Deleted && ev.Prev != nil {
 		written = ev.Prev.ModRevision
 	}
-	obj, err := dc.decode(sv, &ev.Object, written)
+	obj, err := dc.Decode(sv, &ev.Object, written)
 	if err != nil {
 		st := err.(apierrors.APIStatus).Status()
 		return watch.Event{Type: watch.Error, Object: &st}, true
@@ -289,7 +287,7 @@ func convertEvent(dc *decodeCache, sv *served, sel *selector, ev store.Event) (w
 	now := sel.matches(obj.Object)
 	was := false
 	if ev.Prev != nil && !sel.empty() {
-		if prev, err := dc.decode(sv, ev.Prev, ev.Prev.ModRevision); err == nil {
+		if prev, err := dc.Decode(sv, ev.Prev, ev.Prev.ModRevision); err == nil {
 			was = sel.matches(prev.Object)
 		}
 	} else {

@@ -9,6 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // initialLists shares the initial lists of watches: watches of the same
@@ -28,7 +30,7 @@ type initialLists struct {
 
 // initialKey is what a watch's initial list depends on besides the revision.
 type initialKey struct {
-	sv                *served
+	sv                *kinds.Kind
 	namespace         string
 	labels, fieldsSel string
 }
@@ -114,7 +116,7 @@ func (c *initialLists) read(ctx context.Context, key initialKey, cur int64, read
 
 // initialListOf returns the shared initial list of a watch of sv: one at
 // least as recent as the store, or, with anyRev, any one a watch holds.
-func (s *Service) initialListOf(ctx context.Context, sv *served, namespace string, opts metav1.ListOptions, anyRev bool) (*initialList, error) {
+func (s *Service) initialListOf(ctx context.Context, sv *kinds.Kind, namespace string, opts metav1.ListOptions, anyRev bool) (*initialList, error) {
 	cur, err := s.store.CurrentRevision(ctx)
 	if err != nil {
 		return nil, storeError(err, sv.GVR.GroupResource(), "")

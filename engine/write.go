@@ -6,13 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
-	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
-	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
-	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/storage/names"
-	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -34,162 +29,6 @@ func dryRun(values []string) (bool, error) {
 		}
 	}
 	return len(values) > 0, nil
-}
-
-// checkType fills an object's apiVersion and kind, or rejects a mismatch.
-func checkType(sv *served, obj *unstructured.Unstructured) error {
-	gv := sv.GVR.GroupVersion().String()
-	if av := obj.GetAPIVersion(); av == "" {
-		obj.SetAPIVersion(gv)
-	} else if av != gv {
-		return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", av, gv))
-	}
-	if k := obj.GetKind(); k == "" {
-		obj.SetKind(sv.Kind)
-	} else if k != sv.Kind {
-		return apierrors.NewBadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", k, sv.Kind))
-	}
-	return nil
-}
-
-// coerce defaults and prunes obj by its kind's structural schema, as the
-// Kubernetes decoder does, and returns the paths of the unknown fields it
-// dropped.
-func coerce(sv *served, obj *unstructured.Unstructured) ([]string, error) {
-	apiVersion, kind := obj.GetAPIVersion(), obj.GetKind()
-	canonical, meta, found, unknown, err := objectMeta(obj.Object)
-	if err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
-	}
-	if sv.structural == nil {
-		for k := range obj.Object {
-			if sv.fields != nil && !sv.fields[k] {
-				delete(obj.Object, k)
-				unknown = append(unknown, k)
-			}
-		}
-		return unknown, nil
-	}
-	if sv.defaultsBuilt {
-		structuraldefaulting.Default(obj.Object, sv.defaults)
-	} else {
-		structuraldefaulting.Default(obj.Object, sv.structural)
-	}
-	if !sv.preserveUnknown {
-		unknown = append(unknown, structuralpruning.PruneWithOptions(obj.Object, sv.structural, true,
-			structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
-		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, sv.structural)
-	}
-	if !sv.noEmbedded { // only embedded resources are coerced below the root
-		ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, obj.Object, sv.structural, false,
-			schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: true})
-		if ferr != nil {
-			return nil, apierrors.NewBadRequest(ferr.Error())
-		}
-		unknown = append(unknown, paths...)
-	}
-	obj.SetAPIVersion(apiVersion)
-	obj.SetKind(kind)
-	if err := setObjectMeta(obj.Object, canonical, meta, found); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
-	}
-	return unknown, nil
-}
-
-// strictFields applies fieldValidation to the unknown fields found: Strict
-// rejects them, Warn (the default) reports each as a warning through the
-// context's warning recorder, Ignore drops them silently.
-func strictFields(ctx context.Context, sv *served, fieldValidation string, unknown []string) error {
-	if len(unknown) == 0 || fieldValidation == metav1.FieldValidationIgnore {
-		return nil
-	}
-	if fieldValidation != metav1.FieldValidationStrict {
-		for _, p := range unknown {
-			warning.AddWarning(ctx, "", fmt.Sprintf("unknown field %q", p))
-		}
-		return nil
-	}
-	// The fields are listed as Kubernetes lists them, up to
-	// MaxValidationErrors: an object may have many thousands.
-	msgs := make([]string, 0, min(len(unknown), MaxValidationErrors+1))
-	for _, p := range unknown[:min(len(unknown), MaxValidationErrors)] {
-		msgs = append(msgs, fmt.Sprintf("unknown field %q", p))
-	}
-	if more := len(unknown) - MaxValidationErrors; more > 0 {
-		msgs = append(msgs, fmt.Sprintf("and %d more unknown fields", more))
-	}
-	return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s",
-		sv.Kind, sv.GVR.Version, sv.Kind, strings.Join(msgs, ", ")))
-}
-
-// validateCreate runs the kind's create validation.
-func (sv *served) validateCreate(ctx context.Context, obj *unstructured.Unstructured) field.ErrorList {
-	if sv.createValidation != nil {
-		return sv.createValidation.validate(ctx, obj)
-	}
-	return sv.strategy.Validate(ctx, obj)
-}
-
-// prepareForUpdate runs the strategy's PrepareForUpdate (of the status
-// subresource when sub is "status"). For custom resources other than their
-// status it is done here, as the custom resource strategy does it: status
-// is kept as stored when the kind has a status subresource, and generation
-// goes up when anything but metadata changed, compared without reflection.
-func (sv *served) prepareForUpdate(ctx context.Context, sub string, obj, old *unstructured.Unstructured) {
-	switch {
-	case sub == "status":
-		sv.statusStrategy.PrepareForUpdate(ctx, obj, old)
-		return
-	case sv.createValidation == nil:
-		sv.strategy.PrepareForUpdate(ctx, obj, old)
-		return
-	}
-	if sv.Status {
-		if st, ok := old.Object["status"]; ok {
-			obj.Object["status"] = st
-		} else {
-			delete(obj.Object, "status")
-		}
-	}
-	if !objjson.SemanticEqual(withoutMetadata(obj.Object), withoutMetadata(old.Object)) {
-		obj.SetGeneration(old.GetGeneration() + 1)
-	}
-}
-
-// withoutMetadata returns a copy of obj's top level without metadata.
-func withoutMetadata(obj map[string]any) map[string]any {
-	out := make(map[string]any, len(obj))
-	for k, v := range obj {
-		if k != "metadata" {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// validateUpdate runs the kind's update validation (of the status
-// subresource when sub is "status").
-func (sv *served) validateUpdate(ctx context.Context, sub string, obj, old *unstructured.Unstructured) field.ErrorList {
-	switch {
-	case sv.createValidation == nil:
-	case sub == "status":
-		return sv.createValidation.validateStatusUpdate(ctx, obj, old)
-	default:
-		return sv.createValidation.validateUpdate(ctx, obj, old)
-	}
-	if sub == "status" {
-		return sv.statusStrategy.ValidateUpdate(ctx, obj, old)
-	}
-	return sv.strategy.ValidateUpdate(ctx, obj, old)
-}
-
-// invalid is the 422 Invalid answer for errs (nil when there are none),
-// bounded as newInvalid says.
-func invalid(sv *served, name string, errs field.ErrorList) error {
-	if len(errs) == 0 {
-		return nil
-	}
-	return newInvalid(sv.GVK().GroupKind(), name, errs)
 }
 
 func validFieldValidation(v string) error {
@@ -231,7 +70,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err != nil {
 		return nil, nil, err
 	}
-	if sv.terminating {
+	if sv.Terminating() {
 		err := apierrors.NewMethodNotSupported(gvr.GroupResource(), "create")
 		err.ErrStatus.Message = "create not allowed while custom resource definition is terminating"
 		return nil, nil, err
@@ -243,21 +82,21 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err := validFieldValidation(opts.FieldValidation); err != nil {
 		return nil, nil, err
 	}
-	if err := validFieldManager("CreateOptions", opts.FieldManager); err != nil {
+	if err := kinds.ValidFieldManager("CreateOptions", opts.FieldManager); err != nil {
 		return nil, nil, err
 	}
 	if !owned {
 		obj = obj.DeepCopy()
 	}
 	objjson.NormalizeNumbers(obj.Object)
-	if err := checkType(sv, obj); err != nil {
+	if err := sv.CheckType(obj); err != nil {
 		return nil, nil, err
 	}
 	ns := obj.GetNamespace()
 	if sv.Namespaced {
 		kv, err := s.store.Get(ctx, store.ObjectKey("", "namespaces", "", ns), store.GetOptions{})
 		if err != nil {
-			return nil, nil, storeError(err, NamespaceResource.GroupResource(), ns)
+			return nil, nil, storeError(err, kinds.NamespaceResource.GroupResource(), ns)
 		}
 		if terminating(kv.Value) {
 			return nil, nil, namespaceTerminatingError(gvr.GroupResource(), obj.GetName(), ns)
@@ -274,12 +113,12 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	obj.SetDeletionGracePeriodSeconds(nil)
 	obj.SetSelfLink("")
 
-	unknown, err := coerce(sv, obj)
+	unknown, err := sv.Coerce(obj)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !applied {
-		// A create records no Update entry (see trackUpdate), and clients
+		// A create records no Update entry (see Kind.TrackUpdate), and clients
 		// may not set managedFields.
 		obj.SetManagedFields(nil)
 	}
@@ -287,19 +126,19 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
 		return nil, nil, err
 	}
-	sv.strategy.PrepareForCreate(ctx, obj)
-	if sv.hooks != nil {
-		if err := sv.hooks.prepare(ctx, s, obj.Object, nil); err != nil {
+	sv.PrepareForCreate(ctx, obj)
+	if h := hooksOf(sv); h != nil {
+		if err := h.prepare(ctx, s, obj.Object, nil); err != nil {
 			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	}
 	if obj.GetName() == "" {
-		return nil, nil, invalid(sv, "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
+		return nil, nil, sv.Invalid("", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
 	}
-	if err := invalid(sv, obj.GetName(), sv.validateCreate(ctx, obj)); err != nil {
+	if err := sv.Invalid(obj.GetName(), sv.ValidateCreate(ctx, obj)); err != nil {
 		return nil, nil, err
 	}
-	if err := strictFields(ctx, sv, opts.FieldValidation, unknown); err != nil {
+	if err := sv.StrictFields(ctx, opts.FieldValidation, unknown); err != nil {
 		return nil, nil, err
 	}
 	if err := s.validateAdmission(ctx, req); err != nil {
@@ -314,7 +153,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	}
 	var body []byte
 	for attempt := 0; ; attempt++ {
-		b, err := encode(sv, obj)
+		b, err := sv.Encode(obj)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -333,11 +172,11 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 			return nil, nil, storeError(err, gvr.GroupResource(), obj.GetName())
 		}
 		obj.SetResourceVersion(strconv.FormatInt(rev, 10))
-		body = servedJSON(sv, b, rev)
+		body = sv.ServedJSON(b, rev)
 		break
 	}
-	if sv.hooks != nil {
-		sv.hooks.committed(ctx, s, obj.Object, nil)
+	if h := hooksOf(sv); h != nil {
+		h.committed(ctx, s, obj.Object, nil)
 	}
 	return obj, body, nil
 }
@@ -400,19 +239,19 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 	}
 	obj = obj.DeepCopy()
 	objjson.NormalizeNumbers(obj.Object)
-	if err := checkType(sv, obj); err != nil {
+	if err := sv.CheckType(obj); err != nil {
 		return nil, nil, err
 	}
 	kv, err := s.store.Get(ctx, key(sv, obj.GetNamespace(), obj.GetName()), store.GetOptions{})
 	if err != nil {
 		return nil, nil, storeError(err, gvr.GroupResource(), obj.GetName())
 	}
-	old, err := decode(sv, kv)
+	old, err := sv.Decode(kv)
 	if err != nil {
 		return nil, nil, err
 	}
 	switch rv := obj.GetResourceVersion(); {
-	case rv == "" && !allowsUnconditionalUpdate(sv):
+	case rv == "" && !sv.AllowsUnconditionalUpdate():
 		return nil, nil, apierrors.NewInvalid(schema.GroupKind{Group: gvr.Group, Kind: sv.Kind}, obj.GetName(), field.ErrorList{
 			field.Invalid(field.NewPath("metadata", "resourceVersion"), rv, "must be specified for an update")})
 	case rv != "" && rv != old.GetResourceVersion():
@@ -422,11 +261,11 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 }
 
 // applyUpdate runs the update pipeline of obj over old (stored as stored). It
-// returns the object and, when it wrote one, its JSON as servedJSON makes it.
+// returns the object and, when it wrote one, its JSON as Kind.ServedJSON makes it.
 // applied says obj is the result of a server-side apply, whose managedFields
 // the field manager has already set; otherwise the write is recorded in them
 // as an Update by opts.FieldManager.
-func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured.Unstructured, stored *store.KeyValue, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string, applied bool) (*unstructured.Unstructured, []byte, error) {
+func (s *Service) applyUpdate(ctx context.Context, sv *kinds.Kind, old *unstructured.Unstructured, stored *store.KeyValue, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string, applied bool) (*unstructured.Unstructured, []byte, error) {
 	rev := stored.ModRevision
 	dry, err := dryRun(opts.DryRun)
 	if err != nil {
@@ -435,7 +274,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	if err := validFieldValidation(opts.FieldValidation); err != nil {
 		return nil, nil, err
 	}
-	if err := validFieldManager("UpdateOptions", opts.FieldManager); err != nil {
+	if err := kinds.ValidFieldManager("UpdateOptions", opts.FieldManager); err != nil {
 		return nil, nil, err
 	}
 	if obj.GetName() != old.GetName() {
@@ -454,39 +293,39 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 	obj.SetSelfLink("")
 	obj.SetResourceVersion(old.GetResourceVersion())
 
-	reset := !applied && resetsManagedFields(obj)
-	unknown, err := coerce(sv, obj)
+	reset := !applied && kinds.ResetsManagedFields(obj)
+	unknown, err := sv.Coerce(obj)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !applied {
-		obj = trackUpdate(sv, sub, old, obj, opts.FieldManager, reset)
+		obj = sv.TrackUpdate(sub, old, obj, opts.FieldManager, reset)
 	}
 	req := newAdmissionRequest(ctx, OpUpdate, sv, sub, obj, old, dry)
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
 		return nil, nil, err
 	}
-	sv.prepareForUpdate(ctx, sub, obj, old)
+	sv.PrepareForUpdate(ctx, sub, obj, old)
 	obj.SetResourceVersion(old.GetResourceVersion())
-	if sv.hooks != nil {
-		if err := sv.hooks.prepare(ctx, s, obj.Object, old.Object); err != nil {
+	if h := hooksOf(sv); h != nil {
+		if err := h.prepare(ctx, s, obj.Object, old.Object); err != nil {
 			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	}
-	if err := invalid(sv, obj.GetName(), sv.validateUpdate(ctx, sub, obj, old)); err != nil {
+	if err := sv.Invalid(obj.GetName(), sv.ValidateUpdate(ctx, sub, obj, old)); err != nil {
 		return nil, nil, err
 	}
-	if err := strictFields(ctx, sv, opts.FieldValidation, unknown); err != nil {
+	if err := sv.StrictFields(ctx, opts.FieldValidation, unknown); err != nil {
 		return nil, nil, err
 	}
 	if err := s.validateAdmission(ctx, req); err != nil {
 		return nil, nil, err
 	}
-	obj = ignoreManagedFieldsTimestamps(ctx, obj, old)
+	obj = kinds.IgnoreManagedFieldsTimestamps(ctx, obj, old)
 	if objjson.SemanticEqual(obj.Object, old.Object) || dry {
 		return obj, nil, nil // nothing to write: the resourceVersion stays
 	}
-	b, err := encode(sv, obj)
+	b, err := sv.Encode(obj)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -502,9 +341,9 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 		return nil, nil, storeError(err, sv.GVR.GroupResource(), obj.GetName())
 	}
 	obj.SetResourceVersion(strconv.FormatInt(newRev, 10))
-	body := servedJSON(sv, b, newRev)
-	if sv.hooks != nil {
-		sv.hooks.committed(ctx, s, obj.Object, old.Object)
+	body := sv.ServedJSON(b, newRev)
+	if h := hooksOf(sv); h != nil {
+		h.committed(ctx, s, obj.Object, old.Object)
 	}
 	if obj.GetDeletionTimestamp() != nil {
 		if len(obj.GetFinalizers()) == 0 {
@@ -514,8 +353,8 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 			// up); should it not happen at all (a crash in between), the
 			// garbage collector finishes the deletion (finishDeletion).
 			if _, _, err := s.store.Delete(context.WithoutCancel(ctx), k, newRev); err == nil {
-				if sv.hooks != nil {
-					sv.hooks.committed(ctx, s, nil, obj.Object)
+				if h := hooksOf(sv); h != nil {
+					h.committed(ctx, s, nil, obj.Object)
 				}
 			} else if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
 				return nil, nil, storeError(err, sv.GVR.GroupResource(), obj.GetName())
@@ -530,7 +369,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *served, old *unstructured
 // (already coerced by the caller), defaults and prunes what it returned.
 // The check is exact (objjson.DeepEqual, so an int64 turned into a float64 counts
 // as a change) and costs a copy of obj, a fraction of a coercion.
-func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *AdmissionRequest, obj *unstructured.Unstructured) error {
+func (s *Service) mutateAndCoerce(ctx context.Context, sv *kinds.Kind, req *AdmissionRequest, obj *unstructured.Unstructured) error {
 	if s.admitter() == nil {
 		return nil
 	}
@@ -548,12 +387,12 @@ func (s *Service) mutateAndCoerce(ctx context.Context, sv *served, req *Admissio
 		return nil // unchanged: already coerced
 	}
 	objjson.NormalizeNumbers(obj.Object)
-	_, err := coerce(sv, obj)
+	_, err := sv.Coerce(obj)
 	return err
 }
 
 // terminating tells whether a stored document carries a deletionTimestamp.
-// Documents are written by encode, whose metadata has only known keys
+// Documents are written by Kind.Encode, whose metadata has only known keys
 // spelled as they are and no escaped letters: one without the key needs no
 // decoding.
 func terminating(doc []byte) bool {
@@ -566,15 +405,4 @@ func terminating(doc []byte) bool {
 		m, _ = exactStoredMeta(doc)
 	}
 	return m.Deleting()
-}
-
-// allowsUnconditionalUpdate says whether an update without a resourceVersion
-// may replace whatever is stored: the strategy's answer where it has one (the
-// custom resource strategy says no), else yes for the built-in namespaces and
-// events and no for CustomResourceDefinitions, as Kubernetes' strategies say.
-func allowsUnconditionalUpdate(sv *served) bool {
-	if u, ok := sv.strategy.(interface{ AllowUnconditionalUpdate(context.Context) bool }); ok {
-		return u.AllowUnconditionalUpdate(context.Background())
-	}
-	return sv.Builtin && sv.GVR != CRDResource
 }

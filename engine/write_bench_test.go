@@ -135,11 +135,11 @@ func BenchmarkEncode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sv, _ := s.reg.get(widgets)
+	sv, _ := s.reg.Get(widgets)
 	b.ReportAllocs()
 	defer reportCPU(b)()
 	for range b.N {
-		if _, err := encode(sv, obj); err != nil {
+		if _, err := sv.Encode(obj); err != nil {
 			b.Fatal(err)
 		}
 	}

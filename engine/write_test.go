@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // sameJSON fails unless body is the JSON of obj (keys in any order).
@@ -88,26 +90,6 @@ func TestWriteJSONIsTheObject(t *testing.T) {
 	}
 }
 
-func TestServedJSONOtherDocuments(t *testing.T) {
-	sv := &served{Resource: Resource{GVR: widgets, Kind: "Widget"}}
-	for _, tc := range []struct {
-		name, doc, want string
-	}{
-		{"stored form", `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"a"},"spec":{}}` + "\n",
-			`{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"resourceVersion":"7","name":"a"},"spec":{}}`},
-		{"empty metadata", `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{}}`,
-			`{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"resourceVersion":"7"}}`},
-		{"other version", `{"apiVersion":"example.setpoint.dev/v2","kind":"Widget","metadata":{"name":"a"}}`, ""},
-		{"no metadata", `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","spec":{}}`, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := string(servedJSON(sv, []byte(tc.doc), 7)); got != tc.want {
-				t.Errorf("servedJSON = %s, want %s", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestCreateInTerminatingOrMissingNamespace(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
@@ -115,7 +97,7 @@ func TestCreateInTerminatingOrMissingNamespace(t *testing.T) {
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")
 	ns.SetName("doomed")
-	if _, err := s.Create(ctx, NamespaceResource, ns, metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	w := widget("w", "small", nil)
@@ -123,10 +105,10 @@ func TestCreateInTerminatingOrMissingNamespace(t *testing.T) {
 	if _, err := s.Create(ctx, widgets, w, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create in an active namespace: %v", err)
 	}
-	if err := s.Delete(ctx, NamespaceResource, "", "doomed", metav1.DeleteOptions{}); err != nil {
+	if err := s.Delete(ctx, kinds.NamespaceResource, "", "doomed", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Get(ctx, NamespaceResource, "", "doomed", metav1.GetOptions{})
+	got, err := s.Get(ctx, kinds.NamespaceResource, "", "doomed", metav1.GetOptions{})
 	if err != nil || got.GetDeletionTimestamp() == nil {
 		t.Fatalf("namespace after delete: %v, %v; want it terminating", got, err)
 	}

@@ -36,7 +36,8 @@
 //   - pluginAPI.Run, which runs the engine's loops, the plugin manager, the
 //     controllers of reconcile bindings and the expiry of the version the
 //     last upload checked (checkedVersion), waits for all of them, then
-//     closes every plugin version and the host;
+//     closes the engine (ending its delayed writes), every plugin version
+//     and the host;
 //   - with --examples, the loader of the example kinds and plugins.
 //
 // The loops get what is left of --shutdown-timeout, at least minLoopsStop;

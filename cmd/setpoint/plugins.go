@@ -325,8 +325,9 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 
 // Run runs the engine's loops, the garbage collector, the plugin manager, the
 // controllers and the expiry of the checked version until ctx is done, and
-// waits for each of them to stop; then it closes every plugin version and
-// the host. A part that fails stops the others.
+// waits for each of them to stop; then it closes the engine (its delayed
+// writes end before the store is closed), every plugin version and the host.
+// A part that fails stops the others.
 func (p *pluginAPI) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -357,6 +358,11 @@ func (p *pluginAPI) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	// Nothing writes through the engine any more: end its delayed writes,
+	// which would otherwise reach a store closed after Run returns.
+	if err := p.svc.Close(); err != nil {
+		p.log.Warn("close engine", "err", err)
+	}
 	// The controllers and the manager have stopped: no call can start.
 	_ = p.registry.Close()
 	if err := p.host.Close(); err != nil {

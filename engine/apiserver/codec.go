@@ -21,6 +21,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // writeJSON writes v as JSON with code. Unstructured objects and lists are
@@ -31,7 +32,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	var err error
 	switch o := v.(type) {
 	case *unstructured.Unstructured:
-		b, err = engine.MarshalJSON(o)
+		b, err = kinds.MarshalJSON(o)
 	case *unstructured.UnstructuredList:
 		b, err = o.MarshalJSON()
 	default:
@@ -308,7 +309,7 @@ func decodeObject(r *http.Request, body []byte) (*unstructured.Unstructured, err
 	if err != nil {
 		return nil, err
 	}
-	if m, ok := engine.DecodeJSONObject(j); ok {
+	if m, ok := kinds.DecodeJSONObject(j); ok {
 		return &unstructured.Unstructured{Object: m}, nil
 	}
 	var m map[string]any

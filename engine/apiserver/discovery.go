@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
-	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // aggregatedType is the media type of aggregated discovery documents.
@@ -26,8 +26,8 @@ var (
 var namespaceVerbs = metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
 
 // discoveryVerbs returns the verbs discovery lists for res.
-func discoveryVerbs(res engine.Resource) metav1.Verbs {
-	if res.GVR == engine.NamespaceResource {
+func discoveryVerbs(res kinds.Resource) metav1.Verbs {
+	if res.GVR == kinds.NamespaceResource {
 		return namespaceVerbs
 	}
 	return verbsOf(res)
@@ -41,9 +41,9 @@ func wantsAggregated(r *http.Request) bool {
 
 // groupVersions returns the served groups, each with its versions in
 // priority order (the preferred first) and their resources.
-func (s *Server) groupVersions() (groups []string, versions map[string][]string, resources map[schema.GroupVersion][]engine.Resource) {
+func (s *Server) groupVersions() (groups []string, versions map[string][]string, resources map[schema.GroupVersion][]kinds.Resource) {
 	versions = map[string][]string{}
-	resources = map[schema.GroupVersion][]engine.Resource{}
+	resources = map[schema.GroupVersion][]kinds.Resource{}
 	for _, res := range append(s.eng.Resources(), reviewResources...) {
 		gv := res.GVR.GroupVersion()
 		if _, ok := resources[gv]; !ok {

@@ -16,13 +16,13 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apiserver/pkg/warning"
 
-	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // target is what a resource path names.
 type target struct {
-	res       engine.Resource
+	res       kinds.Resource
 	namespace string
 	name      string
 	sub       string
@@ -393,7 +393,7 @@ func fieldManager(r *http.Request, param string) string {
 	if param != "" {
 		return param
 	}
-	return engine.ManagerFromUserAgent(r.UserAgent())
+	return kinds.ManagerFromUserAgent(r.UserAgent())
 }
 
 // deleteOptions reads DeleteOptions from the body, or else the query.

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	endpointsrequest "k8s.io/apiserver/pkg/endpoints/request"
 
-	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // The self-review APIs let a client ask who it is and what it may do:
@@ -28,7 +28,7 @@ import (
 // group (none authenticates today) is allowed nothing.
 
 // reviewResources are the self-review resources, served beside the engine's.
-var reviewResources = []engine.Resource{
+var reviewResources = []kinds.Resource{
 	{GVR: authenticationv1.SchemeGroupVersion.WithResource("selfsubjectreviews"), Kind: "SelfSubjectReview", Singular: "selfsubjectreview"},
 	{GVR: authorizationv1.SchemeGroupVersion.WithResource("selfsubjectaccessreviews"), Kind: "SelfSubjectAccessReview", Singular: "selfsubjectaccessreview"},
 	{GVR: authorizationv1.SchemeGroupVersion.WithResource("selfsubjectrulesreviews"), Kind: "SelfSubjectRulesReview", Singular: "selfsubjectrulesreview"},
@@ -38,7 +38,7 @@ var reviewResources = []engine.Resource{
 var createOnly = metav1.Verbs{"create"}
 
 // verbsOf returns the discovery verbs of res.
-func verbsOf(res engine.Resource) metav1.Verbs {
+func verbsOf(res kinds.Resource) metav1.Verbs {
 	if isReview(res.GVR) {
 		return createOnly
 	}
@@ -46,7 +46,7 @@ func verbsOf(res engine.Resource) metav1.Verbs {
 }
 
 func isReview(gvr schema.GroupVersionResource) bool {
-	return slices.ContainsFunc(reviewResources, func(r engine.Resource) bool { return r.GVR == gvr })
+	return slices.ContainsFunc(reviewResources, func(r kinds.Resource) bool { return r.GVR == gvr })
 }
 
 // reviewHandlers maps the path of each review resource to its handler,
@@ -79,7 +79,7 @@ func mayDoEverything(u user.Info) bool {
 // readReview decodes a review of the type of into from the request body,
 // refusing one of another kind.
 func (s *Server) readReview(w http.ResponseWriter, r *http.Request, kind string, into runtime.Object) (user.Info, error) {
-	i := slices.IndexFunc(reviewResources, func(res engine.Resource) bool { return res.Kind == kind })
+	i := slices.IndexFunc(reviewResources, func(res kinds.Resource) bool { return res.Kind == kind })
 	res := reviewResources[i]
 	u, ok := endpointsrequest.UserFrom(r.Context())
 	if !ok {

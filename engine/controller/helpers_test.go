@@ -24,6 +24,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/gc"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/store/badger"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
@@ -196,6 +197,7 @@ func openEngine(t testing.TB, dir string, register bool) (s *engine.Service, db 
 		once.Do(func() {
 			cancel()
 			loops.Wait()
+			s.Close()
 			db.Close()
 		})
 	}
@@ -216,7 +218,7 @@ func openEngine(t testing.TB, dir string, register bool) (s *engine.Service, db 
 func createCRDs(t testing.TB, s *engine.Service, crds ...testsupport.CRD) {
 	t.Helper()
 	for _, c := range crds {
-		if _, err := s.Create(context.Background(), engine.CRDResource, c.Unstructured(), metav1.CreateOptions{}); err != nil {
+		if _, err := s.Create(context.Background(), kinds.CRDResource, c.Unstructured(), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create CRD %s: %v", c.Name(), err)
 		}
 	}

@@ -114,12 +114,17 @@ func startReplicas(t *testing.T, stores ...store.Store) []*replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var runs sync.WaitGroup
+	n := len(stores)
+	out := make([]*replica, n)
 	t.Cleanup(func() {
 		cancel()
 		runs.Wait()
+		for _, r := range out {
+			if r != nil {
+				r.svc.Close()
+			}
+		}
 	})
-	n := len(stores)
-	out := make([]*replica, n)
 	for i, st := range stores {
 		cs := &cutStore{Store: st}
 		svc, err := engine.New(ctx, engine.Options{Store: cs, Logger: quietLogger()})

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // Resource is the resource of Leases, coordination.k8s.io/v1.
@@ -126,10 +127,10 @@ func EnsureKind(ctx context.Context, svc *engine.Service) error {
 }
 
 func ensureCRD(ctx context.Context, svc *engine.Service, want *unstructured.Unstructured) error {
-	cur, err := svc.Get(ctx, engine.CRDResource, "", crdName, metav1.GetOptions{})
+	cur, err := svc.Get(ctx, kinds.CRDResource, "", crdName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		_, err := svc.Create(ctx, engine.CRDResource, want.DeepCopy(), metav1.CreateOptions{FieldManager: serverFieldManager})
+		_, err := svc.Create(ctx, kinds.CRDResource, want.DeepCopy(), metav1.CreateOptions{FieldManager: serverFieldManager})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("election: register the Lease kind: %w", err)
 		}
@@ -142,7 +143,7 @@ func ensureCRD(ctx context.Context, svc *engine.Service, want *unstructured.Unst
 	}
 	cur.Object["spec"] = want.Object["spec"]
 	cur.SetAnnotations(want.GetAnnotations())
-	if _, err := svc.Update(ctx, engine.CRDResource, cur, metav1.UpdateOptions{FieldManager: serverFieldManager}); err != nil {
+	if _, err := svc.Update(ctx, kinds.CRDResource, cur, metav1.UpdateOptions{FieldManager: serverFieldManager}); err != nil {
 		if apierrors.IsConflict(err) {
 			return err
 		}

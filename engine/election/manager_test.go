@@ -17,6 +17,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/election"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
@@ -45,7 +46,7 @@ spec:
 	if err := yaml.Unmarshal([]byte(y), &crd.Object); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Create(context.Background(), engine.CRDResource, crd, metav1.CreateOptions{}); err != nil {
+	if _, err := svc.Create(context.Background(), kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return controller.Kind{Resource: schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1", Resource: plural}, Kind: fmt.Sprintf("Thing%d", n), Namespaced: true}

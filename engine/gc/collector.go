@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/engine/workqueue"
 	"github.com/setpoint-dev/setpoint/store"
 )
@@ -297,12 +298,12 @@ func (c *Collector) attempt(ctx context.Context, uid types.UID) error {
 		return c.finishDeletion(ctx, r, n.namespace, n.name, n.uid)
 	}
 	o := gcObjectOf(r, n)
-	if r.GVR == engine.CRDResource && n.acting() && n.flags&gcCRDCleanupFin != 0 {
+	if r.GVR == kinds.CRDResource && n.acting() && n.flags&gcCRDCleanupFin != 0 {
 		if _, err := c.cleanupCRD(ctx, o, c.listGROf); err != nil {
 			return err
 		}
 	}
-	if r.GVR == engine.NamespaceResource && n.deleting() {
+	if r.GVR == kinds.NamespaceResource && n.deleting() {
 		if done, err := c.emptyNamespace(ctx, o); done || err != nil {
 			return err
 		}
@@ -321,7 +322,7 @@ func (c *Collector) attempt(ctx context.Context, uid types.UID) error {
 }
 
 // gcObjectOf builds the object a node stands for, metadata only.
-func gcObjectOf(r engine.Resource, n *gcNode) *gcObject {
+func gcObjectOf(r kinds.Resource, n *gcNode) *gcObject {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetUID(n.uid)
 	u.SetName(n.name)
@@ -337,7 +338,7 @@ func gcObjectOf(r engine.Resource, n *gcNode) *gcObject {
 		flag uint8
 		name string
 	}{{gcOrphanFin, metav1.FinalizerOrphanDependents}, {gcForegroundFin, metav1.FinalizerDeleteDependents},
-		{gcNamespaceFin, engine.NamespaceFinalizer}, {gcCRDCleanupFin, apiextensionsv1.CustomResourceCleanupFinalizer}} {
+		{gcNamespaceFin, kinds.NamespaceFinalizer}, {gcCRDCleanupFin, apiextensionsv1.CustomResourceCleanupFinalizer}} {
 		if n.flags&f.flag != 0 {
 			fins = append(fins, f.name)
 		}
@@ -357,7 +358,7 @@ func gcObjectOf(r engine.Resource, n *gcNode) *gcObject {
 }
 
 // listGC lists the objects of r under prefix, metadata only.
-func (c *Collector) listGC(ctx context.Context, r engine.Resource, prefix string) ([]*gcObject, error) {
+func (c *Collector) listGC(ctx context.Context, r kinds.Resource, prefix string) ([]*gcObject, error) {
 	var out []*gcObject
 	opts := store.ListOptions{Limit: 1000}
 	for {

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -34,7 +34,7 @@ func (c *Collector) cleanupCRDs(ctx context.Context, all []*gcObject) bool {
 	var crds []*gcObject
 	for _, o := range all {
 		switch {
-		case o.res.GVR == engine.CRDResource:
+		case o.res.GVR == kinds.CRDResource:
 			if o.obj.GetDeletionTimestamp() != nil && slices.Contains(o.obj.GetFinalizers(), apiextensionsv1.CustomResourceCleanupFinalizer) {
 				crds = append(crds, o)
 			}
@@ -58,7 +58,7 @@ func (c *Collector) cleanupCRDs(ctx context.Context, all []*gcObject) bool {
 // removes its finalizer when none is left.
 func (c *Collector) cleanupCRD(ctx context.Context, o *gcObject, objsOf func(context.Context, schema.GroupResource) ([]*gcObject, error)) (bool, error) {
 	// The collector knows metadata only: read the whole CRD.
-	cur, err := c.svc.Get(ctx, engine.CRDResource, "", o.obj.GetName(), metav1.GetOptions{})
+	cur, err := c.svc.Get(ctx, kinds.CRDResource, "", o.obj.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return false, err
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 func TestCRDServesAndStops(t *testing.T) {
@@ -22,7 +23,7 @@ func TestCRDServesAndStops(t *testing.T) {
 	if _, ok := s.Resource(widgets); !ok {
 		t.Fatal("widgets not served after the CRD was created")
 	}
-	crd, err := s.Get(ctx, engine.CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{})
+	crd, err := s.Get(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestCRDServesAndStops(t *testing.T) {
 		t.Errorf("conditions = %v, want Established and NamesAccepted True", got)
 	}
 	mustCreate(t, s, widget("a", "small", nil))
-	if err := s.Delete(ctx, engine.CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{}); err != nil {
+	if err := s.Delete(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	settle(t, c)
@@ -44,7 +45,7 @@ func TestCRDServesAndStops(t *testing.T) {
 		t.Fatal("widgets still served after the CRD was deleted")
 	}
 	// Registering it again serves an empty resource: the objects went with it.
-	if _, err := s.Create(ctx, engine.CRDResource, readYAML(t, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, readYAML(t, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	l, err := s.List(ctx, widgets, "", metav1.ListOptions{})
@@ -55,7 +56,7 @@ func TestCRDServesAndStops(t *testing.T) {
 
 func crdConditionOf(t *testing.T, s *engine.Service, name, typ string) (status, reason string) {
 	t.Helper()
-	crd, err := s.Get(context.Background(), engine.CRDResource, "", name, metav1.GetOptions{})
+	crd, err := s.Get(context.Background(), kinds.CRDResource, "", name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,10 +78,10 @@ func TestCRDDeletionWaitsForObjectFinalizers(t *testing.T) {
 	held.SetFinalizers([]string{"example.setpoint.dev/hold"})
 	mustCreate(t, s, held)
 
-	if err := s.Delete(ctx, engine.CRDResource, "", name, metav1.DeleteOptions{}); err != nil {
+	if err := s.Delete(ctx, kinds.CRDResource, "", name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	crd, err := s.Get(ctx, engine.CRDResource, "", name, metav1.GetOptions{})
+	crd, err := s.Get(ctx, kinds.CRDResource, "", name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("CRD gone at once: %v", err)
 	}
@@ -126,7 +127,7 @@ func TestCRDDeletionWaitsForObjectFinalizers(t *testing.T) {
 		t.Fatalf("remove the finalizer while terminating: %v", err)
 	}
 	settle(t, c)
-	if _, err := s.Get(ctx, engine.CRDResource, "", name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := s.Get(ctx, kinds.CRDResource, "", name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("CRD after its last object went: %v, want NotFound", err)
 	}
 	if _, ok := s.Resource(widgets); ok {
@@ -151,7 +152,7 @@ func TestCRDDeletionSeenByAnotherServer(t *testing.T) {
 	if _, err := s.Create(ctx, widgets, held, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, engine.CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{}); err != nil {
+	if err := s.Delete(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The other server follows the CRD: it keeps serving the kind and
@@ -190,7 +191,7 @@ func TestCRDDeletionSeenByAnotherServer(t *testing.T) {
 	}
 	for {
 		if _, ok := other.Resource(widgets); !ok {
-			if _, err := s.Get(ctx, engine.CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			if _, err := s.Get(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{}); apierrors.IsNotFound(err) {
 				break
 			}
 		}

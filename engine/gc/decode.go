@@ -6,8 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
-	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -51,13 +51,13 @@ func gcDocOf(b []byte) (map[string]any, error) {
 		return d.Skip()
 	}) && d.Done()
 	if !walked {
-		return engine.DecodeStored(b)
+		return kinds.DecodeMap(b)
 	}
 	doc := make(map[string]any, len(raw))
 	for k, v := range raw {
 		var x any
 		if v[0] == '{' {
-			m, err := engine.DecodeStored(v)
+			m, err := kinds.DecodeMap(v)
 			if err != nil {
 				return nil, err
 			}

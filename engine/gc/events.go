@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -34,11 +34,11 @@ func (c *Collector) eventExpired(ev *unstructured.Unstructured) bool {
 
 // expireEvents deletes the Events last updated more than EventTTL ago.
 func (c *Collector) expireEvents(ctx context.Context) error {
-	r, ok := c.svc.ServedResource(engine.EventResource.GroupResource())
+	r, ok := c.svc.ServedResource(kinds.EventResource.GroupResource())
 	if !ok {
 		return nil
 	}
-	evs, err := c.listGC(ctx, r, store.ResourcePrefix(engine.EventResource.Group, engine.EventResource.Resource, ""))
+	evs, err := c.listGC(ctx, r, store.ResourcePrefix(kinds.EventResource.Group, kinds.EventResource.Resource, ""))
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func (c *Collector) expireEvents(ctx context.Context) error {
 			continue
 		}
 		uid := ev.obj.GetUID()
-		_, _, err := c.svc.DeleteObject(ctx, engine.EventResource, ev.obj.GetNamespace(), ev.obj.GetName(), metav1.DeleteOptions{
+		_, _, err := c.svc.DeleteObject(ctx, kinds.EventResource, ev.obj.GetNamespace(), ev.obj.GetName(), metav1.DeleteOptions{
 			PropagationPolicy: &background,
 			Preconditions:     &metav1.Preconditions{UID: &uid},
 		})

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
@@ -32,7 +33,7 @@ func TestEventTTL(t *testing.T) {
 	}
 	for _, name := range []string{"old", "fresh"} {
 		ev := fromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: default}\ninvolvedObject: {kind: Widget, name: x}\nreason: R\nmessage: m\n")
-		if _, err := s.Create(ctx, engine.EventResource, ev, metav1.CreateOptions{}); err != nil {
+		if _, err := s.Create(ctx, kinds.EventResource, ev, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if name == "old" {
@@ -42,7 +43,7 @@ func TestEventTTL(t *testing.T) {
 	if _, err := c.sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.List(ctx, engine.EventResource, "default", metav1.ListOptions{})
+	l, err := s.List(ctx, kinds.EventResource, "default", metav1.ListOptions{})
 	if err != nil || len(l.Items) != 1 || l.Items[0].GetName() != "fresh" {
 		t.Fatalf("events after the sweep = %v, %v; want only fresh", l, err)
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
@@ -84,7 +85,7 @@ func benchGCDelete(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Create(ctx, engine.CRDResource, readYAML(b, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, readYAML(b, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	c, err := New(s, Options{Store: db, SweepInterval: time.Hour, Logger: quiet})
@@ -193,7 +194,7 @@ func BenchmarkGCGraphMemory(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := s.Create(ctx, engine.CRDResource, readYAML(b, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+			if _, err := s.Create(ctx, kinds.CRDResource, readYAML(b, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			var ref *metav1.OwnerReference

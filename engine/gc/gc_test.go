@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 func TestFinalizersAndGC(t *testing.T) {
@@ -113,7 +114,7 @@ func TestFinalizersAndGC(t *testing.T) {
 		}
 	})
 	t.Run("default namespace is kept", func(t *testing.T) {
-		if err := s.Delete(ctx, engine.NamespaceResource, "", "default", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		if err := s.Delete(ctx, kinds.NamespaceResource, "", "default", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("delete default = %v, want Forbidden", err)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -161,7 +162,7 @@ func (g *gcGraph) node(gr schema.GroupResource, m *engine.StoredMeta) *gcNode {
 			n.flags |= gcOrphanFin
 		case metav1.FinalizerDeleteDependents:
 			n.flags |= gcForegroundFin
-		case engine.NamespaceFinalizer:
+		case kinds.NamespaceFinalizer:
 			n.flags |= gcNamespaceFin
 		case apiextensionsv1.CustomResourceCleanupFinalizer:
 			n.flags |= gcCRDCleanupFin
@@ -187,9 +188,9 @@ func (g *gcGraph) put(n *gcNode) *gcNode {
 		d[n] = struct{}{}
 	}
 	switch n.res.gr {
-	case engine.NamespaceResource.GroupResource():
+	case kinds.NamespaceResource.GroupResource():
 		g.namespaces[n.name] = n
-	case engine.CRDResource.GroupResource():
+	case kinds.CRDResource.GroupResource():
 		g.crds[n.name] = n
 	}
 	return old
@@ -215,11 +216,11 @@ func (g *gcGraph) unlink(n *gcNode) {
 		}
 	}
 	switch n.res.gr {
-	case engine.NamespaceResource.GroupResource():
+	case kinds.NamespaceResource.GroupResource():
 		if g.namespaces[n.name] == n {
 			delete(g.namespaces, n.name)
 		}
-	case engine.CRDResource.GroupResource():
+	case kinds.CRDResource.GroupResource():
 		if g.crds[n.name] == n {
 			delete(g.crds, n.name)
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -139,7 +140,7 @@ func TestGCUnknownOwnerIsLookedUp(t *testing.T) {
 	c.mu.Lock()
 	m := engine.StoredMeta{UID: dep.GetUID(), Name: dep.GetName(), Namespace: "default", OwnerReferences: dep.GetOwnerReferences()}
 	c.g.put(c.g.node(widgets.GroupResource(), &m))
-	c.g.put(c.g.node(engine.NamespaceResource.GroupResource(), &engine.StoredMeta{UID: "ns-uid", Name: "default"}))
+	c.g.put(c.g.node(kinds.NamespaceResource.GroupResource(), &engine.StoredMeta{UID: "ns-uid", Name: "default"}))
 	c.mu.Unlock()
 	if err := c.attempt(ctx, dep.GetUID()); err != nil {
 		t.Fatal(err)
@@ -164,7 +165,7 @@ func TestGCNamespaceEmptied(t *testing.T) {
 	ctx := context.Background()
 	s, _, _ := newGCService(t, true)
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "gcns"}}}
-	if _, err := s.Create(ctx, engine.NamespaceResource, ns, metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -177,21 +178,21 @@ func TestGCNamespaceEmptied(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Delete(ctx, engine.NamespaceResource, "", "gcns", metav1.DeleteOptions{}); err != nil {
+	if err := s.Delete(ctx, kinds.NamespaceResource, "", "gcns", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "w1 and w2 deleted, w0 terminating", func() bool {
 		l, err := s.List(ctx, widgets, "gcns", metav1.ListOptions{})
 		return err == nil && len(l.Items) == 1 && l.Items[0].GetDeletionTimestamp() != nil
 	})
-	if n, err := s.Get(ctx, engine.NamespaceResource, "", "gcns", metav1.GetOptions{}); err != nil || n.GetDeletionTimestamp() == nil {
+	if n, err := s.Get(ctx, kinds.NamespaceResource, "", "gcns", metav1.GetOptions{}); err != nil || n.GetDeletionTimestamp() == nil {
 		t.Fatalf("namespace with content left = %v, %v; want it Terminating", n, err)
 	}
 	if _, err := s.Patch(ctx, widgets, "gcns", "w0", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "namespace gone", func() bool {
-		_, err := s.Get(ctx, engine.NamespaceResource, "", "gcns", metav1.GetOptions{})
+		_, err := s.Get(ctx, kinds.NamespaceResource, "", "gcns", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
 }
@@ -203,11 +204,11 @@ func TestGCCRDCleanup(t *testing.T) {
 	for i := range 5 {
 		mustCreate(t, s, widget(fmt.Sprintf("c%d", i), "small", nil))
 	}
-	if err := s.Delete(ctx, engine.CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{}); err != nil {
+	if err := s.Delete(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "CRD gone", func() bool {
-		_, err := s.Get(ctx, engine.CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{})
+		_, err := s.Get(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
 	res, err := st.List(ctx, store.ResourcePrefix(widgets.Group, widgets.Resource, ""), store.ListOptions{})

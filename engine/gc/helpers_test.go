@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
@@ -139,7 +140,8 @@ func newGCService(t testing.TB, run bool) (*engine.Service, *Collector, *gcTestS
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Create(context.Background(), engine.CRDResource, readYAML(t, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Create(context.Background(), kinds.CRDResource, readYAML(t, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c := newCollector(t, s, st)
@@ -160,13 +162,14 @@ func newCollector(t testing.TB, s *engine.Service, st store.Store) *Collector {
 	return c
 }
 
-// runService runs s and its collector c until the test ends.
+// runService runs s and its collector c until the test ends, and then
+// closes s.
 func runService(t testing.TB, s *engine.Service, c *Collector) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.Run(ctx) })
 	wg.Go(func() { _ = c.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() { cancel(); wg.Wait(); s.Close() })
 }
 
 // eventually waits up to 10 seconds for cond.

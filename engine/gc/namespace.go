@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -28,7 +28,7 @@ func (c *Collector) collectInNamespace(ctx context.Context, o *gcObject, nsPrese
 		return false, false, nil
 	}
 	if !nsPresent {
-		if _, err := c.st.Get(ctx, store.ObjectKey("", engine.NamespaceResource.Resource, "", ns), store.GetOptions{}); !errors.Is(err, store.ErrNotFound) {
+		if _, err := c.st.Get(ctx, store.ObjectKey("", kinds.NamespaceResource.Resource, "", ns), store.GetOptions{}); !errors.Is(err, store.ErrNotFound) {
 			return true, false, nil // created since it was found missing
 		}
 	}
@@ -84,7 +84,7 @@ func (c *Collector) emptyNamespace(ctx context.Context, o *gcObject) (done bool,
 	if !final {
 		return false, nil // the deletes of its content queue it again
 	}
-	return true, c.removeFinalizer(ctx, o, engine.NamespaceFinalizer)
+	return true, c.removeFinalizer(ctx, o, kinds.NamespaceFinalizer)
 }
 
 // nsContent is what emptyNamespace found left in a namespace.
@@ -173,20 +173,20 @@ func (c *nsContent) conditions() map[corev1.NamespaceConditionType]corev1.Namesp
 // written for nobody to read.
 func (c *Collector) setNamespaceConditions(ctx context.Context, o *gcObject, conds map[corev1.NamespaceConditionType]corev1.NamespaceCondition, final bool) error {
 	for attempt := 1; ; attempt++ {
-		cur, err := c.svc.Get(ctx, engine.NamespaceResource, "", o.obj.GetName(), metav1.GetOptions{})
+		cur, err := c.svc.Get(ctx, kinds.NamespaceResource, "", o.obj.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		if cur.GetUID() != o.obj.GetUID() || cur.GetDeletionTimestamp() == nil {
 			return nil
 		}
-		if fins := cur.GetFinalizers(); final && len(fins) == 1 && fins[0] == engine.NamespaceFinalizer {
+		if fins := cur.GetFinalizers(); final && len(fins) == 1 && fins[0] == kinds.NamespaceFinalizer {
 			return nil
 		}
 		if !mergeNamespaceConditions(cur.Object, conds, metav1.NewTime(c.opts.Now())) {
 			return nil
 		}
-		_, err = c.svc.UpdateStatus(ctx, engine.NamespaceResource, cur, metav1.UpdateOptions{FieldManager: FieldManager})
+		_, err = c.svc.UpdateStatus(ctx, kinds.NamespaceResource, cur, metav1.UpdateOptions{FieldManager: FieldManager})
 		if apierrors.IsConflict(err) && attempt < maxConflictRetries {
 			continue
 		}

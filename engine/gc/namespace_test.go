@@ -13,13 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // nsConditions returns the status conditions of namespace name by type, as
 // "status reason: message".
 func nsConditions(t *testing.T, s *engine.Service, name string) (map[string]string, *unstructured.Unstructured) {
 	t.Helper()
-	ns, err := s.Get(context.Background(), engine.NamespaceResource, "", name, metav1.GetOptions{})
+	ns, err := s.Get(context.Background(), kinds.NamespaceResource, "", name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestNamespaceConditionsWhileTerminating(t *testing.T) {
 	ns := namespaceObj("qa2")
 	// A finalizer of its own keeps the namespace once its content is gone.
 	ns.SetFinalizers([]string{"example.setpoint.dev/keep"})
-	if _, err := s.Create(ctx, engine.NamespaceResource, ns, metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	held := widget("held", "small", nil)
@@ -54,7 +55,7 @@ func TestNamespaceConditionsWhileTerminating(t *testing.T) {
 	if conds, _ := nsConditions(t, s, "qa2"); len(conds) != 0 {
 		t.Fatalf("conditions of an active namespace: %v, want none", conds)
 	}
-	if err := s.Delete(ctx, engine.NamespaceResource, "", "qa2", metav1.DeleteOptions{}); err != nil {
+	if err := s.Delete(ctx, kinds.NamespaceResource, "", "qa2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -146,7 +147,7 @@ func TestEventsAndNamespaces(t *testing.T) {
 	s, _, _ := newGCService(t, true)
 
 	ns := fromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n")
-	out, err := s.Create(ctx, engine.NamespaceResource, ns, metav1.CreateOptions{})
+	out, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,11 +159,11 @@ func TestEventsAndNamespaces(t *testing.T) {
 	mustCreate(t, s, w)
 	for _, name := range []string{"e1", "e2"} {
 		ev := fromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: team}\ninvolvedObject: {kind: Widget, name: "+name+"-target, namespace: team}\nreason: Provisioned\ntype: Normal\nmessage: done\n")
-		if _, err := s.Create(ctx, engine.EventResource, ev, metav1.CreateOptions{}); err != nil {
+		if _, err := s.Create(ctx, kinds.EventResource, ev, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l, err := s.List(ctx, engine.EventResource, "team", metav1.ListOptions{FieldSelector: "involvedObject.name=e2-target,involvedObject.kind=Widget"})
+	l, err := s.List(ctx, kinds.EventResource, "team", metav1.ListOptions{FieldSelector: "involvedObject.name=e2-target,involvedObject.kind=Widget"})
 	if err != nil || len(l.Items) != 1 || l.Items[0].GetName() != "e2" {
 		t.Fatalf("events by involved object = %v, %v", l, err)
 	}
@@ -171,10 +172,10 @@ func TestEventsAndNamespaces(t *testing.T) {
 	held.SetNamespace("team")
 	held.SetFinalizers([]string{"example.setpoint.dev/hold"})
 	mustCreate(t, s, held)
-	if err := s.Delete(ctx, engine.NamespaceResource, "", "team", metav1.DeleteOptions{}); err != nil {
+	if err := s.Delete(ctx, kinds.NamespaceResource, "", "team", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Get(ctx, engine.NamespaceResource, "", "team", metav1.GetOptions{})
+	got, err := s.Get(ctx, kinds.NamespaceResource, "", "team", metav1.GetOptions{})
 	if p, _, _ := unstructured.NestedString(got.Object, "status", "phase"); err != nil || p != "Terminating" {
 		t.Fatalf("deleted namespace: phase %q, %v; want Terminating", p, err)
 	}
@@ -187,14 +188,14 @@ func TestEventsAndNamespaces(t *testing.T) {
 		_, err := s.Get(ctx, widgets, "team", "w", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	if _, err := s.Get(ctx, engine.NamespaceResource, "", "team", metav1.GetOptions{}); err != nil {
+	if _, err := s.Get(ctx, kinds.NamespaceResource, "", "team", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the namespace went while a widget in it waits for its finalizer: %v", err)
 	}
 	if _, err := s.Patch(ctx, widgets, "team", "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the namespace gone", func() bool {
-		_, err := s.Get(ctx, engine.NamespaceResource, "", "team", metav1.GetOptions{})
+		_, err := s.Get(ctx, kinds.NamespaceResource, "", "team", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
 }

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -109,7 +109,7 @@ func sameOwnerUIDs(a, b []metav1.OwnerReference) bool {
 
 // finishDeletion deletes the object uid when it is still deleting with no
 // finalizer left (engine.Service.FinishDeletion).
-func (c *Collector) finishDeletion(ctx context.Context, r engine.Resource, ns, name string, uid types.UID) error {
+func (c *Collector) finishDeletion(ctx context.Context, r kinds.Resource, ns, name string, uid types.UID) error {
 	done, err := c.svc.FinishDeletion(ctx, r.GVR, ns, name, uid)
 	if done {
 		c.log.Info("garbage collection finished a deletion left without finalizers", "kind", r.Kind, "namespace", ns, "name", name)
@@ -136,7 +136,7 @@ func (c *Collector) ownerGone(ctx context.Context, ns string, ref metav1.OwnerRe
 	if err != nil {
 		return errors.Is(err, store.ErrNotFound)
 	}
-	cur, err := engine.DecodeStored(kv.Value)
+	cur, err := kinds.DecodeMap(kv.Value)
 	return err == nil && (&unstructured.Unstructured{Object: cur}).GetUID() != ref.UID
 }
 

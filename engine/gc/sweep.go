@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
 
@@ -31,7 +31,7 @@ func (c *Collector) sweepRounds(ctx context.Context) {
 // gcObject is an object the collector works on: its resource, and its
 // metadata (decodeForGC) or, for a node of the graph, what the graph keeps.
 type gcObject struct {
-	res engine.Resource
+	res kinds.Resource
 	obj *unstructured.Unstructured
 }
 
@@ -56,7 +56,7 @@ func (c *Collector) sweep(ctx context.Context) (bool, error) {
 				o := &gcObject{res: r, obj: u}
 				byUID[u.GetUID()] = o
 				all = append(all, o)
-				if r.GVR == engine.NamespaceResource {
+				if r.GVR == kinds.NamespaceResource {
 					st := namespaces[u.GetName()]
 					if st == nil {
 						st = &nsState{}
@@ -107,9 +107,9 @@ func (c *Collector) collect(ctx context.Context, o *gcObject, byUID map[types.UI
 	obj, r := o.obj, o.res
 	gvr, ns, name := r.GVR, obj.GetNamespace(), obj.GetName()
 	// A terminating namespace goes once it is empty.
-	if r.GVR == engine.NamespaceResource {
+	if r.GVR == kinds.NamespaceResource {
 		if st := namespaces[name]; st != nil && st.terminating && st.contents == 0 {
-			return true, c.removeFinalizer(ctx, o, engine.NamespaceFinalizer)
+			return true, c.removeFinalizer(ctx, o, kinds.NamespaceFinalizer)
 		}
 	}
 	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
@@ -119,7 +119,7 @@ func (c *Collector) collect(ctx context.Context, o *gcObject, byUID map[types.UI
 	if handled, changed, err := c.collectInNamespace(ctx, o, st != nil && st.obj != nil, st != nil && st.terminating); handled {
 		return changed, err
 	}
-	if r.GVR == engine.EventResource && c.eventExpired(obj) {
+	if r.GVR == kinds.EventResource && c.eventExpired(obj) {
 		background := metav1.DeletePropagationBackground
 		_, _, err := c.svc.DeleteObject(ctx, gvr, ns, name, metav1.DeleteOptions{PropagationPolicy: &background})
 		return err == nil, err

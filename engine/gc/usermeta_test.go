@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 const freeFormCRD = `
@@ -41,7 +42,7 @@ spec:
 func TestGCIgnoresUserDataThatLooksLikeMetadata(t *testing.T) {
 	ctx := context.Background()
 	s, c, _ := newGCService(t, true)
-	if _, err := s.Create(ctx, engine.CRDResource, fromYAML(t, freeFormCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, freeFormCRD), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	notes := schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "notes"}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // DefaultStartupWait bounds how long a write waits for the admission
@@ -29,7 +30,7 @@ type startupGate struct {
 func (g *startupGate) holds(req *engine.AdmissionRequest) bool {
 	gr := req.Resource.GroupResource()
 	switch gr {
-	case engine.CRDResource.GroupResource(), engine.EventResource.GroupResource(), engine.NamespaceResource.GroupResource():
+	case kinds.CRDResource.GroupResource(), kinds.EventResource.GroupResource(), kinds.NamespaceResource.GroupResource():
 		return false // the server's own bookkeeping
 	}
 	return slices.Contains(g.resources, "*") || slices.Contains(g.resources, gr.String())

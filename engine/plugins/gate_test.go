@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 func TestStartupGate(t *testing.T) {
 	crd := widgetRequest(engine.OpCreate)
-	crd.Resource = engine.CRDResource
+	crd.Resource = kinds.CRDResource
 	gadget := widgetRequest(engine.OpCreate)
 	gadget.Resource.Resource = "gadgets"
 	tests := []struct {

@@ -46,6 +46,9 @@ func TestEnsureKindRace(t *testing.T) {
 		ensure.Wait()
 		cancel()
 		runs.Wait()
+		for _, svc := range svcs {
+			svc.Close()
+		}
 		for i, err := range errs {
 			if err != nil {
 				t.Fatalf("round %d, replica %d: %v", round, i, err)

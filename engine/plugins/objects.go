@@ -21,6 +21,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -53,14 +54,14 @@ func NewObjects(svc *engine.Service, log *slog.Logger) *Objects {
 	return &Objects{svc: svc, log: log, events: controller.NewEventAggregator()}
 }
 
-func (o *Objects) resource(apiVersion, kind string) (engine.Resource, error) {
+func (o *Objects) resource(apiVersion, kind string) (kinds.Resource, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
-		return engine.Resource{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+		return kinds.Resource{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
 	}
 	r, ok := o.svc.ResourceForKind(gv.WithKind(kind))
 	if !ok {
-		return engine.Resource{}, fmt.Errorf("%w: kind %s of %s", ErrNotServed, kind, apiVersion)
+		return kinds.Resource{}, fmt.Errorf("%w: kind %s of %s", ErrNotServed, kind, apiVersion)
 	}
 	return r, nil
 }
@@ -120,7 +121,7 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 	}
 	ns := regarding.Namespace
 	if ns == "" {
-		ns = engine.DefaultNamespace
+		ns = kinds.DefaultNamespace
 	}
 	typ := ev.Type
 	if typ != corev1.EventTypeWarning {
@@ -157,7 +158,7 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 	u := &unstructured.Unstructured{Object: m}
 	u.SetAPIVersion("v1")
 	u.SetKind("Event")
-	stored, err := o.svc.Create(ctx, engine.EventResource, u, metav1.CreateOptions{})
+	stored, err := o.svc.Create(ctx, kinds.EventResource, u, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("plugins: record event: %w", err)
 	}
@@ -227,7 +228,7 @@ func (o *Objects) write(ctx context.Context, plugin, fn string, req abi.WriteReq
 	case !r.Namespaced:
 		ref.Namespace = ""
 	case ref.Namespace == "":
-		ref.Namespace = engine.DefaultNamespace
+		ref.Namespace = kinds.DefaultNamespace
 	}
 	if u != nil {
 		u.SetNamespace(ref.Namespace)

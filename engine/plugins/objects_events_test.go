@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -36,7 +36,7 @@ func TestRecordEventAggregates(t *testing.T) {
 	record("q", w, checked)
 	record("q", w, checked)
 
-	list, err := svc.List(ctx, engine.EventResource, "default", metav1.ListOptions{})
+	list, err := svc.List(ctx, kinds.EventResource, "default", metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,12 +74,12 @@ func TestRecordEventAggregates(t *testing.T) {
 
 	// An aggregated Event deleted meanwhile is recorded anew.
 	for _, e := range list.Items {
-		if err := svc.Delete(ctx, engine.EventResource, "default", e.GetName(), metav1.DeleteOptions{}); err != nil {
+		if err := svc.Delete(ctx, kinds.EventResource, "default", e.GetName(), metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	record("p", w, checked)
-	list, err = svc.List(ctx, engine.EventResource, "default", metav1.ListOptions{})
+	list, err = svc.List(ctx, kinds.EventResource, "default", metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
@@ -44,7 +45,7 @@ func newAdmittedWriteService(t *testing.T, adm engine.Admitter) *engine.Service 
 func createCRDs(t *testing.T, svc *engine.Service, crds ...testsupport.CRD) {
 	t.Helper()
 	for _, c := range crds {
-		if _, err := svc.Create(context.Background(), engine.CRDResource, c.Unstructured(), metav1.CreateOptions{}); err != nil {
+		if _, err := svc.Create(context.Background(), kinds.CRDResource, c.Unstructured(), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create CRD %s: %v", c.Name(), err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
@@ -102,7 +103,7 @@ func startReconcileHost(t *testing.T, db store.Store, h *reconcileHost) *reconci
 		t.Fatal(err)
 	}
 	for _, crd := range []testsupport.CRD{noteCRD, gizmoCRD} {
-		if _, err := svc.Create(ctx, engine.CRDResource, crd.Unstructured(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := svc.Create(ctx, kinds.CRDResource, crd.Unstructured(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}

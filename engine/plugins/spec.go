@@ -11,6 +11,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // Spec is a Plugin's spec.
@@ -147,18 +148,18 @@ func groupKind(gk schema.GroupKind) string {
 
 // resolve finds the served resource named "plural.group" ("plural" for the
 // core group), at its preferred version.
-func resolve(svc *engine.Service, name string) (engine.Resource, error) {
+func resolve(svc *engine.Service, name string) (kinds.Resource, error) {
 	gr := schema.ParseGroupResource(name)
 	for _, r := range svc.Resources() { // preferred version first
 		if r.GVR.GroupResource() == gr {
 			return r, nil
 		}
 	}
-	return engine.Resource{}, fmt.Errorf("%w: %q", ErrNotServed, name)
+	return kinds.Resource{}, fmt.Errorf("%w: %q", ErrNotServed, name)
 }
 
 // controllerKind is the controller.Kind of a served resource.
-func controllerKind(r engine.Resource) controller.Kind {
+func controllerKind(r kinds.Resource) controller.Kind {
 	return controller.Kind{Resource: r.GVR, Kind: r.Kind, Namespaced: r.Namespaced}
 }
 

@@ -43,6 +43,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/examples/widget/operator"
 	"github.com/setpoint-dev/setpoint/host"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
@@ -75,7 +76,7 @@ func newEngine(b *testing.B) *engine.Service {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done; db.Close() })
+	b.Cleanup(func() { cancel(); <-done; s.Close(); db.Close() })
 	for _, f := range []string{"crd.yaml", "provision-crd.yaml"} {
 		raw, err := os.ReadFile(filepath.Join(testserver.ModuleRoot(b), "examples", "widget", f))
 		if err != nil {
@@ -85,7 +86,7 @@ func newEngine(b *testing.B) *engine.Service {
 		if err := yaml.Unmarshal(raw, &m); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Create(ctx, engine.CRDResource, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{}); err != nil {
+		if _, err := s.Create(ctx, kinds.CRDResource, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,31 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
+)
+
+// serveBoxes creates kindstest.BoxCRD with openAPIV3Schema and returns what
+// the registry serves for boxes.
+func serveBoxes(t testing.TB, s *Service, openAPIV3Schema string) (*kinds.Kind, bool) {
+	t.Helper()
+	if _, err := s.Create(context.Background(), kinds.CRDResource, kindstest.BoxCRD(t, openAPIV3Schema), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return s.reg.Get(kindstest.Boxes)
+}
+
+// serveEnumBoxes serves boxes of kindstest.EnumBoxSchema(enum).
+func serveEnumBoxes(t testing.TB, s *Service, enum int) *kinds.Kind {
+	t.Helper()
+	sv, ok := serveBoxes(t, s, kindstest.EnumBoxSchema(enum))
+	if !ok {
+		t.Fatal("boxes not served")
+	}
+	return sv
+}

@@ -1,0 +1,74 @@
+package kinds
+
+import (
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestFieldLabel checks which field labels each kind takes: the Event and
+// Namespace fields Kubernetes allows, by path; a CRD's selectable fields,
+// through the strategy's attributes; nothing else.
+func TestFieldLabel(t *testing.T) {
+	r := NewRegistry()
+	serveCRD(t, r, fromYAML(t, `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gizmos.example.setpoint.dev}
+spec:
+  group: example.setpoint.dev
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    selectableFields: [{jsonPath: .spec.tier}]
+    schema:
+      openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {tier: {type: string}, size: {type: string}}}}}
+`))
+	events, _ := r.Get(EventResource)
+	namespaces, _ := r.Get(NamespaceResource)
+	gizmos, ok := r.Get(widgets.GroupVersion().WithResource("gizmos"))
+	if !ok {
+		t.Fatal("gizmos not served")
+	}
+	for _, tc := range []struct {
+		name  string
+		kind  *Kind
+		label string
+		path  []string
+		attrs bool
+	}{
+		{"event reason", events, "reason", []string{"reason"}, false},
+		{"event source", events, "source", []string{"source", "component"}, false},
+		{"event involved object", events, "involvedObject.uid", []string{"involvedObject", "uid"}, false},
+		{"namespace phase", namespaces, "status.phase", []string{"status", "phase"}, false},
+		{"selectable field", gizmos, "spec.tier", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, attrs, ok := tc.kind.FieldLabel(tc.label)
+			if !ok || !slices.Equal(path, tc.path) || (attrs != nil) != tc.attrs {
+				t.Fatalf("FieldLabel(%q) = %v, attrs %v, %v; want %v, attrs %v", tc.label, path, attrs != nil, ok, tc.path, tc.attrs)
+			}
+			if attrs == nil {
+				return
+			}
+			g := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"tier": "gold"}}}
+			if _, fs, err := attrs(g); err != nil || fs.Get("spec.tier") != "gold" {
+				t.Errorf("attrs = %v, %v; want spec.tier gold", fs, err)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		kind  *Kind
+		label string
+	}{
+		{namespaces, "reason"}, {events, "status.phase"}, {gizmos, "spec.size"}, {gizmos, "status.phase"},
+	} {
+		if _, _, ok := tc.kind.FieldLabel(tc.label); ok {
+			t.Errorf("%s takes the field label %q", tc.kind.Kind, tc.label)
+		}
+	}
+}

@@ -1,0 +1,371 @@
+package kinds
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/registry/rest"
+)
+
+// Resource describes one served resource at one version: what routing,
+// discovery and kubectl need to know about it.
+type Resource struct {
+	GVR        schema.GroupVersionResource
+	Kind       string
+	ListKind   string
+	Singular   string
+	ShortNames []string
+	Categories []string
+	Namespaced bool
+	// Status and Scale say which subresources the resource serves.
+	Status bool
+	Scale  bool
+	// Builtin is true for the kinds Setpoint serves without a CRD.
+	Builtin bool
+	// CRD is the name of the CustomResourceDefinition that registered the
+	// resource; empty for built-in kinds.
+	CRD string
+	// DeprecationWarning is the warning every request to a version the CRD
+	// marks deprecated gets; empty when the version is not deprecated.
+	DeprecationWarning string
+}
+
+// GVK returns the resource's kind at its version.
+func (r Resource) GVK() schema.GroupVersionKind {
+	return r.GVR.GroupVersion().WithKind(r.Kind)
+}
+
+// Strategy is the part of a Kubernetes REST strategy the engine calls. The
+// custom resource strategies of k8s.io/apiextensions-apiserver implement it,
+// and so do the strategies of the built-in kinds.
+type Strategy interface {
+	PrepareForCreate(ctx context.Context, obj runtime.Object)
+	PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
+	Validate(ctx context.Context, obj runtime.Object) field.ErrorList
+	ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList
+}
+
+// Kind is a served Resource with everything needed to serve it: its
+// strategies, schemas, field managers and stored encoding.
+type Kind struct {
+	Resource
+	strategy       Strategy
+	statusStrategy Strategy
+	// structural is the version's structural schema, nil when it has none.
+	structural *structuralschema.Structural
+	// defaults is the part of structural that defaulting needs
+	// (defaultingSchema), when defaultsBuilt; else structural is used.
+	defaults        *structuralschema.Structural
+	defaultsBuilt   bool
+	preserveUnknown bool
+	table           rest.TableConvertor
+	scale           *apiextensionsv1.CustomResourceSubresourceScale
+	// strategicPatch is the typed object strategic merge patches are computed
+	// against; nil when the kind only takes merge and JSON patches.
+	strategicPatch any
+	// fields are the top-level fields of a built-in kind; others are dropped
+	// (and reported to fieldValidation), as typed decoding would.
+	fields map[string]bool
+	// noEmbedded is set when the structural schema was found to have no
+	// x-kubernetes-embedded-resource: coercion has nothing to do there.
+	noEmbedded bool
+	// createValidation, when set, validates creates in place of
+	// strategy.Validate (custom resources without a scale subresource).
+	createValidation *createValidation
+	// prefix is how documents encode stores at this version begin
+	// (storedPrefix), nil in served values built by hand.
+	prefix []byte
+	// terminating is set when the kind's CRD is being deleted: its objects
+	// are being deleted, and creates are refused.
+	terminating bool
+	// storage is the apiVersion objects of a custom resource are stored at
+	// (the CRD's storage version); "" for built-in kinds, which have one.
+	storage string
+	// read are the schemas stored objects of a custom resource are read
+	// with (readschema.go); nil for built-in kinds.
+	read *ReadSchemas
+	// managed are the kind's field managers (managedfields.go), built with
+	// a CRD's kinds; those of a built-in kind are made on first use, under
+	// builtinManaged.
+	managed        *fieldManagers
+	builtinManaged sync.Once
+}
+
+// Registry is the set of served resources. It is safe for concurrent use.
+type Registry struct {
+	mu sync.RWMutex // guards everything below
+	// byGVR holds every served resource version.
+	byGVR map[schema.GroupVersionResource]*Kind
+	// crds holds the CRDs that registered resources, by name.
+	crds map[string]*apiextensionsv1.CustomResourceDefinition
+	// crdRev is the store revision of the last write applied per CRD name
+	// (a delete leaves its revision), so that a late, older write never
+	// replaces a newer one.
+	crdRev map[string]int64
+	// read holds the read schemas last registered per CRD name, whose
+	// revision carries over to a write that leaves them unchanged.
+	read map[string]*ReadSchemas
+	// generation counts changes, so that callers can cache derived documents.
+	generation int64
+
+	// fieldManagers holds the field managers last built for each CRD name
+	// (*crdFieldManagersEntry), reused while the CRD's schemas are the same
+	// (crdFieldManagers). It has a lock of its own.
+	fieldManagers sync.Map
+}
+
+// NewRegistry returns a registry that serves the built-in kinds.
+func NewRegistry() *Registry {
+	r := &Registry{
+		byGVR:  map[schema.GroupVersionResource]*Kind{},
+		crds:   map[string]*apiextensionsv1.CustomResourceDefinition{},
+		crdRev: map[string]int64{},
+		read:   map[string]*ReadSchemas{},
+	}
+	r.add(builtins()...)
+	return r
+}
+
+// Get returns the kind served as gvr.
+func (r *Registry) Get(gvr schema.GroupVersionResource) (*Kind, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.byGVR[gvr]
+	return s, ok
+}
+
+// add serves kinds that no CRD registers.
+func (r *Registry) add(ss ...*Kind) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range ss {
+		r.byGVR[s.GVR] = s
+	}
+	r.generation++
+}
+
+// SetCRD replaces the resources registered by the CRD named crd.Name, as
+// stored at revision rev, unless a newer write was applied already. current
+// returns the store's current revision.
+//
+// When the CRD's schemas change, every object written up to the store's
+// current revision is read through the new ones: writes that took the old
+// schemas before the switch and committed meanwhile are among them, and
+// those that commit after it raise the revision themselves (WroteWith).
+//
+// A CRD new to this registry (created, or loaded at start) takes the
+// revision of rec, the stored record, when it is of the same schemas; without
+// one, everything stored so far is read through the schemas. SetCRD returns
+// the read schemas whose revision is new, for the caller to record: at once
+// when settled, or once writes that took the previous schemas are done (see
+// ReadSchemas.Settle).
+func (r *Registry) SetCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*Kind, rev int64, rec *ReadRecord, current func() int64) *ReadSchemas {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rev < r.crdRev[crd.Name] {
+		return nil
+	}
+	r.crdRev[crd.Name] = rev
+	var changed *ReadSchemas
+	if len(ss) > 0 && ss[0].read != nil {
+		rs := ss[0].read
+		switch prev := r.read[crd.Name]; {
+		case prev == nil && rec != nil && rec.Fingerprint == rs.fp:
+			rs.since.Store(rec.Since)
+			rs.settled.Store(true)
+		case prev == nil:
+			// Created, or loaded without a record of these schemas: no
+			// write can hold other schemas of it.
+			rs.since.Store(max(rev, current()+1))
+			rs.settled.Store(true)
+			changed = rs
+		case sameSchemas(prev, rs):
+			rs.since.Store(prev.since.Load())
+			rs.settled.Store(prev.settled.Load())
+			rs.superseded = prev.superseded
+		default:
+			rs.since.Store(max(rev, current()+1))
+			close(prev.superseded)
+			changed = rs
+		}
+		r.read[crd.Name] = rs
+	}
+	r.removeLocked(crd.Name)
+	r.crds[crd.Name] = crd
+	for _, s := range ss {
+		r.byGVR[s.GVR] = s
+	}
+	r.generation++
+	return changed
+}
+
+// HasRead reports whether the registry holds read schemas of the CRD name.
+func (r *Registry) HasRead(name string) bool { return r.ReadOf(name) != nil }
+
+// ReadOf returns the read schemas of the CRD name, nil when it has none.
+func (r *Registry) ReadOf(name string) *ReadSchemas {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.read[name]
+}
+
+// WroteWith notes that an object of sv's kind was written at revision rev
+// with sv's read schemas: when the CRD has other schemas by now (the write
+// took sv before a CRD change and committed after it), objects written up to
+// rev are read through the current ones.
+// It returns the current read schemas when it raised their revision, for the
+// caller to record.
+func (r *Registry) WroteWith(sv *Kind, rev int64) *ReadSchemas {
+	if sv.read == nil {
+		return nil
+	}
+	select {
+	case <-sv.read.superseded: // the schemas changed since sv was taken
+	default:
+		return nil // the common case, every write: no lock
+	}
+	r.mu.RLock()
+	cur := r.read[sv.CRD]
+	r.mu.RUnlock()
+	if cur != nil && cur != sv.read && !sameSchemas(cur, sv.read) {
+		cur.Raise(rev + 1)
+		return cur
+	}
+	return nil
+}
+
+// RemoveCRD stops serving the resources registered by the CRD name, deleted
+// (or found unservable) at revision rev; rev 0 removes unconditionally.
+func (r *Registry) RemoveCRD(name string, rev int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rev != 0 {
+		if rev < r.crdRev[name] {
+			return
+		}
+		r.crdRev[name] = rev
+	}
+	delete(r.read, name)
+	r.fieldManagers.Delete(name)
+	r.removeLocked(name)
+	r.generation++
+}
+
+func (r *Registry) removeLocked(name string) {
+	delete(r.crds, name)
+	for gvr, s := range r.byGVR {
+		if s.CRD == name {
+			delete(r.byGVR, gvr)
+		}
+	}
+}
+
+// Resources returns every served resource, sorted by group, resource and
+// version priority (the preferred version first within a resource).
+func (r *Registry) Resources() []Resource {
+	r.mu.RLock()
+	out := make([]Resource, 0, len(r.byGVR))
+	for _, s := range r.byGVR {
+		out = append(out, s.Resource)
+	}
+	r.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].GVR, out[j].GVR
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Resource != b.Resource {
+			return a.Resource < b.Resource
+		}
+		return version.CompareKubeAwareVersionStrings(a.Version, b.Version) > 0
+	})
+	return out
+}
+
+// ByKind finds the served resource of a group/version/kind.
+func (r *Registry) ByKind(gvk schema.GroupVersionKind) (*Kind, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, s := range r.byGVR {
+		if s.GVR.Group == gvk.Group && s.GVR.Version == gvk.Version && s.Kind == gvk.Kind {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
+// GroupResources returns one served version of every group/resource: what a
+// sweep over all stored objects walks.
+func (r *Registry) GroupResources() []*Kind {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	seen := map[schema.GroupResource]bool{}
+	var out []*Kind
+	for _, s := range r.byGVR {
+		gr := s.GVR.GroupResource()
+		if !seen[gr] {
+			seen[gr] = true
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GVR.String() < out[j].GVR.String() })
+	return out
+}
+
+// Generation changes whenever the set of served kinds changes, so that
+// callers can cache what they derive from it.
+func (r *Registry) Generation() int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.generation
+}
+
+// CRDs returns the CRDs whose kinds are served, by name.
+func (r *Registry) CRDs() []*apiextensionsv1.CustomResourceDefinition {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(r.crds))
+	for _, c := range r.crds {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ByGroupResource returns the served version of gr that a sweep over all
+// stored objects walks (the first by GroupVersionResource string, as
+// GroupResources orders them), nil when gr is not served.
+func (r *Registry) ByGroupResource(gr schema.GroupResource) *Kind {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out *Kind
+	for gvr, sv := range r.byGVR {
+		if gvr.GroupResource() == gr && (out == nil || gvr.String() < out.GVR.String()) {
+			out = sv
+		}
+	}
+	return out
+}
+
+// ServesCRD reports whether the registry serves a resource of the CRD name.
+func (r *Registry) ServesCRD(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, sv := range r.byGVR {
+		if sv.CRD == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadSchemas returns the schemas stored objects of k are read with; nil
+// for built-in kinds.
+func (k *Kind) ReadSchemas() *ReadSchemas { return k.read }
