@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"path"
 	"strings"
 	"testing"
 )
@@ -77,6 +78,14 @@ func exactly(names ...string) func(string) bool {
 	}
 }
 
+// harness reports whether p exists for tests: the packages under test/ and
+// those named for the package they test (host/hosttest,
+// examples/exampletest). go list's Imports leaves out test files, so a
+// package outside these that imports a test fixture is one the binary links.
+func harness(p string) bool {
+	return under("test")(p) || strings.HasSuffix(path.Base(p), "test") && path.Base(p) != "test"
+}
+
 func ours(p string) bool { return p == module || strings.HasPrefix(p, module+"/") }
 
 // dependencyRules are the arrows of DESIGN.md's package map. Each carries one
@@ -125,6 +134,9 @@ func dependencyRules() []rule {
 		{name: "engine/kinds does not import the plugin manager",
 			from: under("engine/kinds"), forbid: under("engine/plugins"),
 			violation: [2]string{module + "/engine/kinds", module + "/engine/plugins"}},
+		{name: "only tests and test harnesses import test/testsupport and test/testserver",
+			from: func(p string) bool { return !harness(p) }, forbid: exactly("test/testsupport", "test/testserver"),
+			violation: [2]string{module + "/engine/apiserver", module + "/test/testsupport"}},
 		{name: "nothing imports cmd",
 			from: func(p string) bool { return !under("cmd")(p) }, forbid: under("cmd"),
 			violation: [2]string{module + "/test/testserver", module + "/cmd/setpoint"}},
@@ -178,5 +190,8 @@ func TestRuleCatchesViolations(t *testing.T) {
 	}
 	if !exactly("store")(module+"/store") || exactly("store")(module+"/store/badger") {
 		t.Error("exactly(store) is wrong")
+	}
+	if !harness(module+"/examples/exampletest") || !harness(module+"/test/bench/api") || harness(module+"/engine/apiserver") {
+		t.Error("harness is wrong")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/plugins"
 	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // testToken is the admin token of newTestServerHandler's handler.
@@ -57,8 +58,7 @@ func newTestServerHandler(t *testing.T) *httptest.Server {
 		}
 	})
 	// The plugin manager registers the Plugin kind once it runs.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testsupport.Poll(t, 10*time.Second, "GET "+plugins.PluginsPath+" to answer 200 once the plugin manager runs", func() (bool, string) {
 		req, _ := http.NewRequest("GET", hs.URL+plugins.PluginsPath, nil)
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		resp, err := hs.Client().Do(req)
@@ -66,14 +66,9 @@ func newTestServerHandler(t *testing.T) *httptest.Server {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			return hs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s = %d after 10s, want 200 once the plugin manager runs", plugins.PluginsPath, resp.StatusCode)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	return hs
 }
 
 // TestModuleUploadPassesServingLayers: a module upload goes through the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // TestReadyzFailsOnDamagedStore damages a table file under a running
@@ -73,14 +74,10 @@ func TestReadyzFailsOnDamagedStore(t *testing.T) {
 	_, _ = f.WriteAt(b, size(tables[0])/3)
 	f.Close()
 
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if code, _, _ := ts.do(t, request{path: "/readyz"}); code == http.StatusInternalServerError {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("/readyz still passes 10 s after a table file was damaged")
-		}
-	}
+	testsupport.Poll(t, 10*time.Second, "/readyz to fail after a table file was damaged", func() (bool, string) {
+		code, b, _ := ts.do(t, request{path: "/readyz"})
+		return code == http.StatusInternalServerError, fmt.Sprintf("%d %s", code, b)
+	})
 	if b := ts.mustDo(t, http.StatusInternalServerError, request{path: "/readyz/store"}); !strings.Contains(string(b), "[-]store failed") {
 		t.Errorf("/readyz/store = %q", b)
 	}

@@ -1,8 +1,13 @@
 package apiserver
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"k8s.io/apiserver/pkg/server/healthz"
 )
 
 // TestHealthEndpoints checks /healthz, /readyz and /livez as kube-apiserver
@@ -33,4 +38,62 @@ func TestHealthEndpoints(t *testing.T) {
 		t.Errorf("/readyz with the store closed = %q, want %q", b, want)
 	}
 	ts.mustDo(t, http.StatusOK, request{path: "/livez/ping"})
+}
+
+// TestHealthEndpointsMatchLibrary serves the same checks through
+// k8s.io/apiserver's healthz handlers, which kube-apiserver serves, and
+// compares code, body and content type on every endpoint, with the store
+// up and closed. One answer differs on purpose and stays out: a single
+// failing check (/readyz/store) shows its error there, and Setpoint's
+// health endpoints, which need no token, withhold it. (A single check's
+// answer also carries X-Content-Type-Options here, which the library sets
+// only on the checks together; that header is compared only there.)
+func TestHealthEndpointsMatchLibrary(t *testing.T) {
+	ts := newTestServer(t)
+	mux := http.NewServeMux()
+	store := healthz.NamedCheck("store", func(r *http.Request) error { return ts.eng.CheckStore(r.Context()) })
+	for _, ep := range []string{"healthz", "readyz", "livez"} {
+		healthz.InstallPathHandler(mux, "/"+ep, healthz.PingHealthz, store)
+	}
+	lib := httptest.NewServer(mux)
+	defer lib.Close()
+	get := func(t *testing.T, base, path string) (int, string, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		ct := resp.Header.Get("Content-Type")
+		if strings.Count(path, "/") == 1 { // the checks together
+			ct += ", " + resp.Header.Get("X-Content-Type-Options")
+		}
+		return resp.StatusCode, string(b), ct
+	}
+	compared := 0
+	for _, storeUp := range []bool{true, false} {
+		if !storeUp {
+			if err := ts.db.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, ep := range []string{"healthz", "readyz", "livez"} {
+			for _, path := range []string{"", "?verbose", "?verbose=1", "/ping", "/ping?verbose", "/store", "/store?verbose"} {
+				if !storeUp && (path == "/store" || path == "/store?verbose") {
+					continue
+				}
+				p := "/" + ep + path
+				code, body, ct := get(t, ts.URL, p)
+				wcode, wbody, wct := get(t, lib.URL, p)
+				if code != wcode || body != wbody || ct != wct {
+					t.Errorf("store up %v: GET %s = %d %q (%s), k8s.io/apiserver %d %q (%s)", storeUp, p, code, body, ct, wcode, wbody, wct)
+				}
+				compared++
+			}
+		}
+	}
+	if compared < 30 {
+		t.Fatalf("%d answers compared", compared)
+	}
 }

@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/warning"
 
@@ -272,7 +272,9 @@ func recordWarnings(next http.Handler) http.Handler {
 }
 
 // headerWarnings adds warnings as RFC 7234 Warning headers, as Kubernetes
-// does; it keeps at most maxWarnings.
+// does (apimachinery's NewWarningHeader, which client-go parses); it keeps
+// at most maxWarnings, and drops a text no header can carry, as
+// kube-apiserver's recorder does.
 type headerWarnings struct {
 	mu   sync.Mutex
 	h    http.Header
@@ -282,6 +284,10 @@ type headerWarnings struct {
 const maxWarnings = 50
 
 func (hw *headerWarnings) AddWarning(_, text string) {
+	header, err := utilnet.NewWarningHeader(299, "-", text)
+	if err != nil || text == "" {
+		return
+	}
 	hw.mu.Lock()
 	defer hw.mu.Unlock()
 	if hw.seen == nil {
@@ -291,5 +297,5 @@ func (hw *headerWarnings) AddWarning(_, text string) {
 		return
 	}
 	hw.seen[text] = true
-	hw.h.Add("Warning", "299 - "+strconv.Quote(text))
+	hw.h.Add("Warning", header)
 }

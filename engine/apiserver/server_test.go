@@ -22,6 +22,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/gc"
 	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // testServer is the API on a real Badger store, served over plain HTTP on
@@ -283,7 +284,7 @@ func TestDiscovery(t *testing.T) {
 	if code != http.StatusMethodNotAllowed || !strings.Contains(string(b), "terminating") {
 		t.Errorf("create while the CRD is terminating = %d %s, want 405", code, b)
 	}
-	waitFor(t, "the object to be deleting", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "the object to be deleting", func() bool {
 		b := ts.mustDo(t, 200, request{path: widgetsPath + "/held"})
 		return strings.Contains(string(b), `"deletionTimestamp"`)
 	})
@@ -291,7 +292,7 @@ func TestDiscovery(t *testing.T) {
 	ts.mustDo(t, 200, request{method: "PATCH", path: widgetsPath + "/held", contentType: "application/merge-patch+json",
 		body: `{"metadata":{"finalizers":null}}`})
 	// Then the CRD goes, and the kind with it.
-	waitFor(t, "the kind to stop being served", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "the kind to stop being served", func() bool {
 		code, _, _ := ts.do(t, request{path: widgetsPath})
 		return code == http.StatusNotFound
 	})
@@ -527,17 +528,5 @@ func TestKubectlApplyWatchWait(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("kubectl get -w saw %v, want ADDED, MODIFIED and DELETED", seen)
 		}
-	}
-}
-
-// waitFor polls cond for up to 10 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // TestSlowHTTPWatcherIsCutOff opens a plain HTTP watch whose client never
@@ -71,14 +72,10 @@ const blobsPath = "/apis/test.setpoint.dev/v1/namespaces/default/blobs"
 // for tests that need objects of a chosen size.
 func (ts *testServer) registerBlobs(t *testing.T) {
 	t.Helper()
-	ts.mustDo(t, http.StatusCreated, request{method: "POST", path: crdPath, body: `{
-"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
-"metadata":{"name":"blobs.test.setpoint.dev"},
-"spec":{"group":"test.setpoint.dev","scope":"Namespaced",
- "names":{"plural":"blobs","singular":"blob","kind":"Blob","listKind":"BlobList"},
- "versions":[{"name":"v1","served":true,"storage":true,
-  "schema":{"openAPIV3Schema":{"type":"object","properties":{"data":{"type":"string"}}}}}]}}`})
-	waitFor(t, "blobs to be served", func() bool {
+	crd := testsupport.CRD{Group: "test.setpoint.dev", Kind: "Blob",
+		Schema: `{"type":"object","properties":{"data":{"type":"string"}}}`}
+	ts.mustDo(t, http.StatusCreated, request{method: "POST", path: crdPath, body: crd.String()})
+	testsupport.Eventually(t, 10*time.Second, "blobs to be served", func() bool {
 		code, _, _ := ts.do(t, request{path: blobsPath})
 		return code == http.StatusOK
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // damageOptions flush to table files after a few hundred writes.
@@ -380,18 +381,15 @@ func settledTables(t *testing.T, dir string) []string {
 	t.Helper()
 	var last []string
 	stable := time.Now()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	testsupport.Poll(t, 20*time.Second, "the table files to stay the same for a second", func() (bool, string) {
 		now, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
 		if !slices.Equal(now, last) {
 			last, stable = now, time.Now()
-			continue
+			return false, fmt.Sprint("still changing: ", now)
 		}
-		if time.Since(stable) >= time.Second {
-			return last
-		}
-	}
-	t.Fatal("the table files kept changing for 20s")
-	return nil
+		return time.Since(stable) >= time.Second, ""
+	})
+	return last
 }
 
 // TestListFindsDamageWithoutScrub damages a table file under an open store

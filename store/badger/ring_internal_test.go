@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // The ring keeps at most EventRingBytes of documents (and always its newest
@@ -36,14 +38,12 @@ func TestEventRingBytesBound(t *testing.T) {
 	// The notifier publishes after the commit: wait for it.
 	var held int
 	var low, notified int64
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	testsupport.Poll(t, 10*time.Second, fmt.Sprint("the notifier to publish revision ", rev), func() (bool, string) {
 		db.hub.mu.Lock()
 		held, low, notified = db.hub.bytes, db.hub.low, db.hub.notified
 		db.hub.mu.Unlock()
-		if notified >= rev || time.Now().After(deadline) {
-			break
-		}
-	}
+		return notified >= rev, fmt.Sprint("published up to ", notified)
+	})
 	if low != notified || held < len(huge) || held > len(huge)+64 {
 		t.Errorf("after a 64 KiB document the ring holds revisions %d..%d, %d bytes; want only the newest event", low, notified, held)
 	}

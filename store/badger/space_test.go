@@ -3,6 +3,7 @@ package badger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
 	"github.com/setpoint-dev/setpoint/store/storetest"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 func spaceOptions() badger.Options {
@@ -173,17 +175,13 @@ func TestOpenReadOnlyWhenDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err = db.Create(ctx, damageKey(200), []byte(`{"n":1}`))
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, store.ErrNoSpace) || time.Now().After(deadline) {
+	testsupport.Poll(t, 10*time.Second, "a Create to succeed after space was freed", func() (bool, string) {
+		_, err := db.Create(ctx, damageKey(200), []byte(`{"n":1}`))
+		if err != nil && !errors.Is(err, store.ErrNoSpace) {
 			t.Fatalf("Create after space was freed: %v", err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 	res, err = db.List(ctx, "/widgets/", store.ListOptions{})
 	if err != nil || len(res.Items) != 201 {
 		t.Fatalf("List after reopening writable: %d items, %v; want 201", len(res.Items), err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // TestWatcherBufferBeyondChannel checks a live watcher that falls behind by
@@ -56,11 +57,7 @@ func TestWatcherBufferBeyondChannel(t *testing.T) {
 			// catch-up goroutine may run late on a loaded machine: still
 			// catching up, it would take the writes from the ring at its own
 			// pace and never be cut off.
-			for deadline := time.Now().Add(10 * time.Second); !badger.WatcherLive(db, w); time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the watcher did not go live")
-				}
-			}
+			testsupport.Eventually(t, 10*time.Second, "the watcher to go live", func() bool { return badger.WatcherLive(db, w) })
 			rev := from
 			for i := range tc.writes {
 				if rev, err = db.Update(ctx, k, fmt.Appendf(nil, `{"v":%d}`, i+1), rev); err != nil {
@@ -140,17 +137,10 @@ func TestWatcherProgress(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if p, ok := w.Progress(); ok && p >= last {
-			break
-		}
-		if time.Now().After(deadline) {
-			p, ok := w.Progress()
-			t.Fatalf("Progress = %d, %v; want at least %d", p, ok, last)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testsupport.Poll(t, 10*time.Second, fmt.Sprint("Progress ", last, " or more"), func() (bool, string) {
+		p, ok := w.Progress()
+		return ok && p >= last, fmt.Sprintf("Progress = %d, %v", p, ok)
+	})
 	select {
 	case ev := <-w.Events():
 		t.Fatalf("event %s of another prefix", ev.Object.Key)

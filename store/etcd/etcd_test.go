@@ -16,6 +16,7 @@ import (
 	"github.com/setpoint-dev/setpoint/store/etcd"
 	"github.com/setpoint-dev/setpoint/store/etcd/etcdtest"
 	"github.com/setpoint-dev/setpoint/store/storetest"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // prefixes numbers the prefixes of the stores one etcd holds.
@@ -193,17 +194,10 @@ func testProgress(t *testing.T, db *etcd.DB) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if p, ok := w.Progress(); ok && p >= last {
-			break
-		}
-		if time.Now().After(deadline) {
-			p, ok := w.Progress()
-			t.Fatalf("Progress %d, %v after 10 s; want %d or more", p, ok, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testsupport.Poll(t, 10*time.Second, fmt.Sprint("Progress ", last, " or more"), func() (bool, string) {
+		p, ok := w.Progress()
+		return ok && p >= last, fmt.Sprintf("Progress %d, %v", p, ok)
+	})
 	select {
 	case ev := <-w.Events():
 		t.Errorf("quiet watch got %+v", ev)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // syncBuffer is a log sink the server's goroutines may write concurrently.
@@ -211,11 +213,9 @@ func TestWrappedWriterKeepsFlusherAndHijacker(t *testing.T) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(10 * time.Second); !logged(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("hijacked request not logged with 101:\n%s", logs)
-		}
-	}
+	testsupport.Poll(t, 10*time.Second, "the hijacked request logged with 101", func() (bool, string) {
+		return logged(), "the log:\n" + logs.String()
+	})
 }
 
 // TestHandlerHammer sends concurrent requests through every layer (run it

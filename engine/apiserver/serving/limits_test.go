@@ -18,6 +18,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -194,7 +196,10 @@ func TestConnectionLimits(t *testing.T) {
 			}
 			raws = append(raws, c)
 		}
-		waitFor(t, func() bool { return cl.Open() == total }, "the listener to hold %d connections", total)
+		testsupport.Poll(t, 10*time.Second, fmt.Sprintf("the listener to hold %d connections", total), func() (bool, string) {
+			n := cl.Open()
+			return n == total, fmt.Sprint(n, " open")
+		})
 	}
 	flood(3 * total)
 
@@ -283,19 +288,13 @@ func TestConnectionLimitPerAddress(t *testing.T) {
 		}
 		defer c.Close()
 	}
-	waitFor(t, func() bool { return cl.Open() == 3 }, "3 connections from 127.0.0.1")
+	testsupport.Poll(t, 10*time.Second, "3 connections from 127.0.0.1", func() (bool, string) {
+		n := cl.Open()
+		return n == 3, fmt.Sprint(n, " open")
+	})
 	time.Sleep(50 * time.Millisecond)
 	if got := cl.Open(); got != 3 {
 		t.Errorf("%d connections open from one address, want 3", got)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool, what string, args ...any) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for "+what, args...)
-		}
 	}
 }
 
