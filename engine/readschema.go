@@ -96,9 +96,8 @@ type readRecord struct {
 	Fingerprint string `json:"fingerprint"`
 }
 
-// readRecordPrefix holds the records, outside the API's resources: no
-// resource key can begin with it ("~" is in no API group's name).
-const readRecordPrefix = "/~setpoint/crdreadschemas/"
+// readRecordPrefix holds the records among the server's private keys.
+const readRecordPrefix = store.PrivatePrefix + "crdreadschemas/"
 
 func readRecordKey(crd string) string { return readRecordPrefix + crd }
 

@@ -62,7 +62,7 @@ func TestSaveUnderLoadRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	secret := snapshot.SecretPrefix + "security/ca.key"
+	secret := store.PrivatePrefix + "security/ca.key"
 	if _, err := src.Create(ctx, secret, []byte("PRIVATE")); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestSaveUnderLoadRestore(t *testing.T) {
 func TestSaveIncludesSecretsWhenAsked(t *testing.T) {
 	ctx := context.Background()
 	src := openStore(t, t.TempDir())
-	for _, k := range []string{snapshot.SecretPrefix + "security/token", snapshot.SecretPrefix + "crdreadschemas/x", "/core/namespaces/default"} {
+	for _, k := range []string{store.PrivatePrefix + "security/token", store.PrivatePrefix + "crdreadschemas/x", "/core/namespaces/default"} {
 		if _, err := src.Create(ctx, k, []byte("v")); err != nil {
 			t.Fatal(err)
 		}
