@@ -239,3 +239,25 @@ func TestVerifyDetectsDamage(t *testing.T) {
 		t.Fatalf("Verify of the good file: %v", err)
 	}
 }
+
+// TestIsSecret: among the server's private keys only those naming security
+// material are secret; uploaded modules, their chunks and read-schema
+// records are always in a snapshot, and no resource key is secret.
+func TestIsSecret(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		want bool
+	}{
+		{store.PrivateKey("identity"), true},
+		{store.PrivateKey("security/ca.key"), true},
+		{store.PrivateKey("modules/0123abcd"), false},
+		{store.PrivateKey("modulechunks/0123abcd/000000"), false},
+		{store.PrivateKey("crdreadschemas/widgets.example.setpoint.dev"), false},
+		{store.PrivateKey("identityx"), false},
+		{store.ObjectKey("setpoint.dev", "identity", "", "x"), false},
+	} {
+		if got := snapshot.IsSecret(tc.key); got != tc.want {
+			t.Errorf("IsSecret(%q) = %v, want %v", tc.key, got, tc.want)
+		}
+	}
+}
