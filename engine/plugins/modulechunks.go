@@ -21,15 +21,16 @@ import (
 // moduleChunkSize: etcd refuses requests over its --max-request-bytes (1.5
 // MiB by default) and modules are several MiB. A module's manifest lives
 // under moduleKey(digest) and names the chunk count, the size and the
-// digest; its chunks live under chunkPrefix(digest), apart from the
+// digest; its chunks live under modulesAt.chunkPrefix(digest), apart from the
 // manifests, so that listing modules (keys only, or manifests) never meets
 // a chunk. The manifest is written after every chunk and deleted before
 // them, so a manifest never names a missing chunk; a crash in between
 // leaves orphan chunks, which the ModuleGC removes.
 //
-// Modules stored whole under moduleKey by earlier versions are still read:
-// a value that is not a manifest is a whole module (Wasm starts with
-// "\x00asm", never with a JSON object).
+// A value under moduleKey that is not a manifest is a whole module, as
+// earlier versions stored them (Wasm starts with "\x00asm", never with a
+// JSON object): MigrateModules stores in chunks the ones it moves, and
+// copies a corrupt one as it is.
 
 // moduleChunkSize is the size of every chunk but the last: a third of
 // etcd's default request limit, leaving room for the key and the request's
@@ -95,10 +96,6 @@ type moduleManifest struct {
 	ChunkSize int    `json:"chunkSize"`
 	Chunks    int    `json:"chunks"`
 }
-
-func chunkPrefix(digest string) string { return modulesAt.chunkPrefix(digest) }
-
-func chunkKey(digest string, i int) string { return modulesAt.chunkKey(digest, i) }
 
 // parseManifest returns the manifest in value, or ok false when value is a
 // module stored whole by an earlier version.

@@ -297,3 +297,9 @@ func TestMigrateModulesEtcd(t *testing.T) {
 		})
 	}
 }
+
+// chunkPrefix is the prefix of digest's chunks where modules live.
+func chunkPrefix(digest string) string { return modulesAt.chunkPrefix(digest) }
+
+// chunkKey is the key of digest's chunk i where modules live.
+func chunkKey(digest string, i int) string { return modulesAt.chunkKey(digest, i) }
