@@ -18,10 +18,9 @@ import (
 // memory and in the record.
 const defaultReadRecordSettle = 2 * time.Minute
 
-// readRecordPrefix holds the records of CRDs' read schemas, outside the
-// API's resources: no resource key can begin with it ("~" is in no API
-// group's name).
-const readRecordPrefix = "/~setpoint/crdreadschemas/"
+// readRecordPrefix holds the records of CRDs' read schemas among the
+// server's private keys.
+const readRecordPrefix = store.PrivatePrefix + "crdreadschemas/"
 
 func readRecordKey(crd string) string { return readRecordPrefix + crd }
 

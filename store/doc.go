@@ -7,7 +7,10 @@
 // revision still kept and then follows live writes in revision order.
 //
 // Keys are paths built by ObjectKey and ResourcePrefix, so that a List or Watch
-// over a prefix selects one resource, optionally within one namespace.
+// over a prefix selects one resource, optionally within one namespace. What the
+// server keeps for itself and never serves (uploaded modules, read-schema
+// records, its identity) lives under PrivatePrefix, built by PrivateKey, which
+// no resource key can begin with.
 //
 // This package owns the contract, its errors and its event types. It imports
 // nothing of Setpoint's: backends live in store/badger and store/etcd, and the one

@@ -158,7 +158,7 @@ func TestServerOnEtcdModules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	resp, err := cli.Get(ctx, "/mods/setpoint.dev/modulechunks/", clientv3.WithPrefix())
+	resp, err := cli.Get(ctx, "/mods/~setpoint/modulechunks/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}

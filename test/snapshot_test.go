@@ -104,7 +104,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 		t.Fatalf("snapshot status: %v\n%s%s", err, out, errOut)
 	}
 	m := regexp.MustCompile(`Revision:\s+(\d+)`).FindStringSubmatch(out)
-	if m == nil || !strings.Contains(out, "(verified)") || !strings.Contains(out, "setpoint.dev/plugins") || !strings.Contains(out, "setpoint.dev/modules") {
+	if m == nil || !strings.Contains(out, "(verified)") || !strings.Contains(out, "setpoint.dev/plugins") || !strings.Contains(out, "~setpoint/modules") {
 		t.Fatalf("snapshot status output:\n%s", out)
 	}
 	rev, _ := strconv.ParseInt(m[1], 10, 64)

@@ -284,6 +284,14 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	reg := host.NewRegistry(h)
 	checked := &checkedVersion{}
 	adapter := hostAdapter{h: h, reg: reg, checked: checked}
+	// A store an earlier version wrote may hold modules where modules no
+	// longer live; they move before anything reads one.
+	if n, err := plugins.MigrateModules(ctx, o.store); err != nil {
+		_ = h.Close()
+		return nil, err
+	} else if n > 0 {
+		log.Info("moved modules to their current keys", "modules", n)
+	}
 	modules := plugins.NewModules(o.store)
 	ctrlMetrics, err := controller.NewMetrics(promReg)
 	if err != nil {

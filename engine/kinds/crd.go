@@ -53,9 +53,6 @@ func validateCRD(ctx context.Context, obj, old *unstructured.Unstructured) field
 	if err != nil {
 		return field.ErrorList{field.Invalid(field.NewPath("spec"), nil, err.Error())}
 	}
-	if errs := reservedGroup(crd); len(errs) > 0 {
-		return errs
-	}
 	if old == nil {
 		if errs := crdSchemaBounds(crd, nil); len(errs) > 0 {
 			return errs
@@ -74,23 +71,6 @@ func validateCRD(ctx context.Context, obj, old *unstructured.Unstructured) field
 		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
 	}
 	return extvalidation.ValidateCustomResourceDefinitionUpdate(ctx, in, oldIn)
-}
-
-// ReservedGroup is the API group of Setpoint's own kinds: the server keeps
-// state under keys of its resources (uploaded modules), so only the CRDs the
-// server installs (SystemCRDs) may use it, as Kubernetes reserves its own
-// groups.
-const ReservedGroup = "setpoint.dev"
-
-// SystemCRDs are the CRDs the server installs in ReservedGroup.
-var SystemCRDs = map[string]bool{"plugins.setpoint.dev": true}
-
-func reservedGroup(crd *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
-	if crd.Spec.Group != ReservedGroup || SystemCRDs[crd.Name] {
-		return nil
-	}
-	return field.ErrorList{field.Invalid(field.NewPath("spec", "group"), crd.Spec.Group,
-		"the group is reserved for the server's own kinds")}
 }
 
 // BuildCRD turns a CRD into the kinds it serves, one per served version,

@@ -106,6 +106,11 @@ func (a *Admitter) admit(ctx context.Context, req *engine.AdmissionRequest, muta
 	if err := a.checkPrivileged(req); err != nil {
 		return err
 	}
+	if !mutating {
+		if err := reservedGroup(req); err != nil {
+			return err
+		}
+	}
 	if req.Resource.GroupResource() == Resource.GroupResource() {
 		return nil
 	}

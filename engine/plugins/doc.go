@@ -39,7 +39,14 @@
 // Modules no Plugin uses (in spec.module.digest or status.loadedDigest) are
 // deleted after a grace period by the ModuleGC; GET ModulesPath lists the
 // stored modules and their users, DELETE ModulesPath/sha256:... deletes an
-// unused one at once.
+// unused one at once. Modules live among the server's private store keys
+// (store.PrivatePrefix), out of every resource's reach; MigrateModules,
+// which the server runs on start, moves those an earlier version kept under
+// keys shaped like resources of setpoint.dev.
+//
+// The group setpoint.dev is the server's own, as Kubernetes keeps its
+// groups: the Admitter refuses every other CustomResourceDefinition in it
+// but the Plugin kind's.
 //
 // # Threads
 //

@@ -186,7 +186,8 @@ func TestModuleChunksCorrupt(t *testing.T) {
 }
 
 // TestModuleStoredWhole: a module stored whole by an earlier version, in a
-// Badger data directory, is read, listed, served and deleted by this one.
+// Badger data directory, is read, listed, served and deleted by this one
+// once migrated (MigrateModules), and bytes stored whole are still read.
 func TestModuleStoredWhole(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -208,6 +209,9 @@ func TestModuleStoredWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	if _, err := MigrateModules(ctx, db); err != nil {
+		t.Fatal(err)
+	}
 	m := NewModules(db)
 	if got, err := m.Get(ctx, d); err != nil || !bytes.Equal(got, wasm) {
 		t.Fatalf("Get: %d bytes, %v", len(got), err)

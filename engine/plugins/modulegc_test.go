@@ -452,7 +452,7 @@ type listCounter struct {
 }
 
 func (c *listCounter) List(ctx context.Context, prefix string, opts store.ListOptions) (*store.ListResult, error) {
-	if strings.HasPrefix(prefix, modulePrefix) && !opts.KeysOnly {
+	if strings.HasPrefix(prefix, modulesAt.modules) && !opts.KeysOnly {
 		c.valueLists.Add(1)
 	}
 	return c.Store.List(ctx, prefix, opts)

@@ -5,16 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/setpoint-dev/setpoint/store"
 )
-
-// modulePrefix is where module bytes live in the store, keyed by the hex
-// digest. No served resource has this prefix, so neither the API nor the
-// garbage collector sees modules as objects.
-var modulePrefix = store.ResourcePrefix(Group, "modules", "")
 
 // Modules is the content-addressed module store: module bytes kept in the
 // object store under their sha256 digest, in chunks (modulechunks.go), so a
@@ -37,15 +31,7 @@ type Modules struct {
 // NewModules returns the module store over st.
 func NewModules(st store.Store) *Modules { return &Modules{st: st, marks: map[string]uint64{}} }
 
-func moduleKey(digest string) string {
-	return modulePrefix + strings.TrimPrefix(digest, "sha256:")
-}
-
-// digestOfKey is the digest of the module stored under key (moduleKey's
-// inverse).
-func digestOfKey(key string) string {
-	return "sha256:" + strings.TrimPrefix(key, modulePrefix)
-}
+func moduleKey(digest string) string { return modulesAt.key(digest) }
 
 // Put stores wasm under digest, which the caller computed from wasm, in
 // chunks (see modulechunks.go). It reports whether the module was new;
@@ -125,11 +111,11 @@ func (m *Modules) List(ctx context.Context) ([]StoredModule, error) {
 		if man, ok := parseManifest(value); ok {
 			size = man.Size
 		}
-		out = append(out, StoredModule{Digest: digestOfKey(key), Size: size})
+		out = append(out, StoredModule{Digest: modulesAt.digestOf(key), Size: size})
 		return false
 	}}
 	for {
-		res, err := m.st.List(ctx, modulePrefix, opts)
+		res, err := m.st.List(ctx, modulesAt.modules, opts)
 		if err != nil {
 			return nil, fmt.Errorf("plugins: list modules: %w", err)
 		}
@@ -148,12 +134,12 @@ func (m *Modules) Digests(ctx context.Context) ([]string, error) {
 	var out []string
 	opts := store.ListOptions{KeysOnly: true}
 	for {
-		res, err := m.st.List(ctx, modulePrefix, opts)
+		res, err := m.st.List(ctx, modulesAt.modules, opts)
 		if err != nil {
 			return nil, fmt.Errorf("plugins: list modules: %w", err)
 		}
 		for _, kv := range res.Items {
-			out = append(out, digestOfKey(kv.Key))
+			out = append(out, modulesAt.digestOf(kv.Key))
 		}
 		if res.Continue == "" {
 			break

@@ -51,8 +51,8 @@ type Header struct {
 }
 
 // Resource names the resource a key belongs to: its first two segments,
-// "group/resource" ("core/namespaces", "setpoint.dev/modules",
-// "~setpoint/crdreadschemas").
+// "group/resource" ("core/namespaces", "setpoint.dev/plugins",
+// "~setpoint/modules").
 func Resource(key string) string {
 	parts := strings.SplitN(strings.TrimPrefix(key, "/"), "/", 3)
 	if len(parts) < 2 {

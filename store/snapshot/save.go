@@ -10,20 +10,16 @@ import (
 	"github.com/setpoint-dev/setpoint/store"
 )
 
-// SecretPrefix is where the server keeps its private keys; SecretNames are
-// the entries under it that hold security material (the CA, the serving
-// key, the admin token, signing keys). Keys under SecretPrefix+name+"/" or
-// equal to SecretPrefix+name are left out of a snapshot unless
-// SaveOptions.Secrets is set; every other key is always in it.
-const SecretPrefix = "/~setpoint/"
-
-// SecretNames are the first segments under SecretPrefix that hold security
-// material.
+// SecretNames are the private records (store.PrivateKey) that hold security
+// material: the CA, the serving key, the admin token, signing keys. Keys
+// equal to store.PrivateKey(name) or under store.PrivateKey(name+"/") are
+// left out of a snapshot unless SaveOptions.Secrets is set; every other key,
+// private or not (uploaded modules, read-schema records), is always in it.
 var SecretNames = []string{"security", "secrets", "pki", "ca", "tls", "keys", "tokens", "token", "identity"}
 
 // IsSecret reports whether key holds security material.
 func IsSecret(key string) bool {
-	rest, ok := strings.CutPrefix(key, SecretPrefix)
+	rest, ok := strings.CutPrefix(key, store.PrivatePrefix)
 	if !ok {
 		return false
 	}

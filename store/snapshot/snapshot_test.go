@@ -62,7 +62,7 @@ func TestSaveUnderLoadRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	secret := snapshot.SecretPrefix + "security/ca.key"
+	secret := store.PrivatePrefix + "security/ca.key"
 	if _, err := src.Create(ctx, secret, []byte("PRIVATE")); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestSaveUnderLoadRestore(t *testing.T) {
 func TestSaveIncludesSecretsWhenAsked(t *testing.T) {
 	ctx := context.Background()
 	src := openStore(t, t.TempDir())
-	for _, k := range []string{snapshot.SecretPrefix + "security/token", snapshot.SecretPrefix + "crdreadschemas/x", "/core/namespaces/default"} {
+	for _, k := range []string{store.PrivatePrefix + "security/token", store.PrivatePrefix + "crdreadschemas/x", "/core/namespaces/default"} {
 		if _, err := src.Create(ctx, k, []byte("v")); err != nil {
 			t.Fatal(err)
 		}
@@ -237,5 +237,27 @@ func TestVerifyDetectsDamage(t *testing.T) {
 	}
 	if _, _, err := snapshot.Verify(bytes.NewReader(good)); err != nil {
 		t.Fatalf("Verify of the good file: %v", err)
+	}
+}
+
+// TestIsSecret: among the server's private keys only those naming security
+// material are secret; uploaded modules, their chunks and read-schema
+// records are always in a snapshot, and no resource key is secret.
+func TestIsSecret(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		want bool
+	}{
+		{store.PrivateKey("identity"), true},
+		{store.PrivateKey("security/ca.key"), true},
+		{store.PrivateKey("modules/0123abcd"), false},
+		{store.PrivateKey("modulechunks/0123abcd/000000"), false},
+		{store.PrivateKey("crdreadschemas/widgets.example.setpoint.dev"), false},
+		{store.PrivateKey("identityx"), false},
+		{store.ObjectKey("setpoint.dev", "identity", "", "x"), false},
+	} {
+		if got := snapshot.IsSecret(tc.key); got != tc.want {
+			t.Errorf("IsSecret(%q) = %v, want %v", tc.key, got, tc.want)
+		}
 	}
 }

@@ -18,9 +18,9 @@ import (
 )
 
 // IdentityKey is the store key of the server's identity: the CA, the serving
-// certificate and the admin token. No resource key can begin with "/~setpoint/"
-// ("~" is in no API group's name), so the API never serves it.
-const IdentityKey = "/~setpoint/identity"
+// certificate and the admin token. It is a private key (store.PrivatePrefix), so
+// the API never serves it.
+const IdentityKey = store.PrivatePrefix + "identity"
 
 // identityVersion is the format of the stored identity record.
 const identityVersion = 1
