@@ -194,7 +194,8 @@ func watchProvisions(ctx context.Context, t *testing.T, s *testserver.Server) *p
 	return ev
 }
 
-// TestReplicasFailover: three replicas on one etcd, with short leases.
+// TestReplicasFailover: three replicas on a three-member etcd cluster, with
+// short leases.
 // Widgets are created through the two replicas that do not run the widget
 // plugin's controller; the one that does is killed with SIGKILL while they
 // converge. Another replica takes the plugin's lease over within 5 s (the
@@ -204,8 +205,8 @@ func watchProvisions(ctx context.Context, t *testing.T, s *testserver.Server) *p
 func TestReplicasFailover(t *testing.T) {
 	const n = 300
 	wasm := wasmModule(t, "widget-plugin")
-	e := etcdtest.Start(t, etcdtest.Options{})
-	args := []string{"--store", "etcd", "--etcd-servers", e.Endpoint, "--etcd-prefix", "/failover",
+	e := etcdtest.StartCluster(t, 3, etcdtest.Options{})
+	args := []string{"--store", "etcd", "--etcd-servers", strings.Join(e.Endpoints, ","), "--etcd-prefix", "/failover",
 		"--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms", "--leader-elect-retry-period", "300ms"}
 	servers := make([]*testserver.Server, 3)
 	var wg sync.WaitGroup
