@@ -374,6 +374,9 @@ func runPluginDescribe(ctx context.Context, o *clientOptions, name string, stdou
 	field("Errors", orNone(get("status", "errors")))
 	field("Last error", orNone(get("status", "lastError")))
 	field("Created", duration.HumanDuration(now.Sub(obj.GetCreationTimestamp().Time))+" ago")
+	if get("spec", "reconcile", "for") != "" {
+		field("Leader", reconcileLeader(ctx, c, name, now))
+	}
 	fmt.Fprintf(&b, "%s\n", pal.bold("Bindings:"))
 	bound := false
 	if f := get("spec", "reconcile", "for"); f != "" {
@@ -439,6 +442,34 @@ func runPluginDescribe(ctx context.Context, o *clientOptions, name string, stdou
 	}
 	_, err = io.WriteString(stdout, b.String())
 	return err
+}
+
+// leaseGVR is the resource of the Leases that elect the replica running
+// each plugin's reconcile controller.
+var leaseGVR = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+
+// reconcileLeader says which replica runs the plugin name's reconcile
+// controller: the holder of its Lease, default/setpoint-plugin.NAME, and
+// when it last renewed it.
+func reconcileLeader(ctx context.Context, c *client, name string, now time.Time) string {
+	l, err := c.dynamic.Resource(leaseGVR).Namespace("default").Get(ctx, "setpoint-plugin."+name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "<none> (no lease: the server runs without --leader-elect, or no replica has campaigned yet)"
+	case err != nil:
+		return "<unknown> (read lease default/setpoint-plugin." + name + ": " + err.Error() + ")"
+	}
+	holder, _, _ := unstructured.NestedString(l.Object, "spec", "holderIdentity")
+	if holder == "" {
+		return "<none> (lease default/setpoint-plugin." + name + " released)"
+	}
+	out := holder + " (lease default/setpoint-plugin." + name
+	if rt, _, _ := unstructured.NestedString(l.Object, "spec", "renewTime"); rt != "" {
+		if t, err := time.Parse(time.RFC3339Nano, rt); err == nil {
+			out += ", renewed " + duration.HumanDuration(now.Sub(t)) + " ago"
+		}
+	}
+	return out + ")"
 }
 
 func listOf(obj *unstructured.Unstructured, path ...string) string {

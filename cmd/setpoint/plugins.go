@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver"
 	"github.com/setpoint-dev/setpoint/engine/controller"
+	"github.com/setpoint-dev/setpoint/engine/election"
 	"github.com/setpoint-dev/setpoint/engine/gc"
 	"github.com/setpoint-dev/setpoint/engine/plugins"
 	"github.com/setpoint-dev/setpoint/host"
@@ -193,6 +195,12 @@ type pluginAPI struct {
 	manager      *plugins.Manager
 	ctrls        *controller.Manager
 	log          *slog.Logger
+	// leases elect the controllers, the garbage collector and the writer
+	// of the Plugins' call counters; nil when this server runs them all.
+	leases *election.Leases
+	// reportsCounters is set while this replica writes the Plugins' call
+	// counters (it holds pluginStatusLease, or runs alone).
+	reportsCounters atomic.Bool
 }
 
 // pluginAPIOptions configures newPluginAPI. Zero values get defaults.
@@ -222,6 +230,11 @@ type pluginAPIOptions struct {
 	// maxObjectBytes bounds every stored object
 	// (engine.DefaultMaxObjectBytes when zero).
 	maxObjectBytes int
+	// election, when set, elects each plugin's reconcile controller, the
+	// garbage collector and the writer of the Plugins' call counters over
+	// Leases, so that each runs on one replica at a time; when nil, this
+	// server runs them all.
+	election *electionOptions
 }
 
 // newPluginAPI builds the parts of the server's object layer and wires them
@@ -298,12 +311,28 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		_ = h.Close()
 		return nil, err
 	}
-	ctrls := controller.NewManager(controller.ManagerOptions{Metrics: ctrlMetrics, Logger: log.With("component", "controllers")})
+	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log}
+	ctrlOpts := controller.ManagerOptions{Metrics: ctrlMetrics, Logger: log.With("component", "controllers")}
+	if e := o.election; e != nil {
+		p.leases, err = election.New(election.Options{
+			Client: svc, Identity: e.identity,
+			LeaseDuration: e.leaseDuration, RenewDeadline: e.renewDeadline, RetryPeriod: e.retryPeriod,
+			Logger: log.With("component", "election"), Registerer: promReg,
+		})
+		if err != nil {
+			_ = h.Close()
+			return nil, err
+		}
+		ctrlOpts.Electors = func(name string) controller.Elector { return p.leases.Elector(pluginLeasePrefix + name) }
+	} else {
+		p.reportsCounters.Store(true)
+	}
+	ctrls := controller.NewManager(ctrlOpts)
 	mgr, err := plugins.New(plugins.Options{
 		Service: svc, Modules: modules, Host: adapter, Controllers: ctrls,
 		Metrics: ctrlMetrics, Registerer: promReg,
 		StatusInterval: o.statusInterval, ModuleGCGrace: o.moduleGCGrace, Logger: log.With("component", "plugins"),
-		Writes: writes, Logs: logs, Admitter: admitter,
+		Writes: writes, Logs: logs, Admitter: admitter, ReportsCounters: p.reportsCounters.Load,
 	})
 	if err != nil {
 		_ = h.Close()
@@ -325,33 +354,61 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		_ = h.Close()
 		return nil, err
 	}
-	return &pluginAPI{
-		Handler: api, svc: svc, gc: collector,
-		host: h, registry: reg, checked: checked, manager: mgr, ctrls: ctrls, log: log,
-	}, nil
+	p.Handler, p.manager, p.ctrls = api, mgr, ctrls
+	return p, nil
 }
 
-// Run runs the engine's loops, the garbage collector, the plugin manager, the
-// controllers and the expiry of the checked version until ctx is done, and
-// waits for each of them to stop; then it closes the engine (its delayed
-// writes end before the store is closed), every plugin version and the host.
-// A part that fails stops the others.
+// Run runs the engine's loops, serves the Lease kind, and runs the garbage
+// collector, the plugin manager, the controllers and the expiry of the
+// checked version until ctx is done, and waits for each of them to stop;
+// then it closes the engine (its delayed writes end before the store is
+// closed), every plugin version and the host. A part that fails stops the
+// others. With leader election, the garbage collector and each plugin's
+// controller run only while this replica leads their Lease, and the leases
+// are released once the work they guard has stopped, before the engine's
+// loops stop, so that another replica takes over at once.
 func (p *pluginAPI) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	// The engine's loops outlive the other parts, whose last writes (the
+	// leases' release) go through the engine.
+	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEngine()
+	engineErr := make(chan error, 1)
+	go func() {
+		err := p.svc.Run(engineCtx)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("engine loops: %w", err)
+		} else if engineCtx.Err() == nil {
+			err = errors.New("engine loops stopped unexpectedly")
+		} else {
+			err = nil
+		}
+		if err != nil {
+			cancel(err)
+		}
+		engineErr <- err
+	}()
+	// Every server serves Leases, those of leader election among them.
+	if err := election.EnsureKind(ctx, p.svc); err != nil && ctx.Err() == nil {
+		cancel(fmt.Errorf("serve Leases: %w", err))
+	}
 	var wg sync.WaitGroup
 	parts := []struct {
 		name string
 		run  func(context.Context) error
 	}{
-		{"engine loops", p.svc.Run},
-		{"garbage collector", p.gc.Run},
+		{"garbage collector", p.runGC},
 		{"plugin manager", p.manager.Run},
 		{"controllers", p.ctrls.Run},
 		{"checked versions", p.checked.run},
+		{"plugin status", p.runCountersReport},
 	}
 	errs := make([]error, len(parts))
 	for i, part := range parts {
+		if ctx.Err() != nil {
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -366,6 +423,12 @@ func (p *pluginAPI) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	if p.leases != nil {
+		// Each release follows the stop of the work it guards.
+		p.leases.Wait()
+	}
+	stopEngine()
+	<-engineErr
 	// Nothing writes through the engine any more: end its delayed writes,
 	// which would otherwise reach a store closed after Run returns.
 	if err := p.svc.Close(); err != nil {
@@ -380,4 +443,28 @@ func (p *pluginAPI) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// runGC runs the garbage collector: while this replica leads its Lease,
+// with leader election.
+func (p *pluginAPI) runGC(ctx context.Context) error {
+	if p.leases == nil {
+		return p.gc.Run(ctx)
+	}
+	return election.Run(ctx, p.log.With("component", "gc"), p.leases.Elector(gcLease), p.gc.Run)
+}
+
+// runCountersReport sets reportsCounters while this replica leads
+// pluginStatusLease, with leader election; without, it is always set.
+func (p *pluginAPI) runCountersReport(ctx context.Context) error {
+	if p.leases == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return election.Run(ctx, p.log.With("component", "plugins"), p.leases.Elector(pluginStatusLease), func(ctx context.Context) error {
+		p.reportsCounters.Store(true)
+		defer p.reportsCounters.Store(false)
+		<-ctx.Done()
+		return nil
+	})
 }

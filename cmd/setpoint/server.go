@@ -51,6 +51,7 @@ type serverOptions struct {
 	storeEtcd                 etcdFlags
 	maxObjectBytes            int
 	limits                    limitFlags
+	leaderElect               leaderElectFlags
 }
 
 func newServerCommand() *cobra.Command {
@@ -84,6 +85,7 @@ signal exits at once.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
+			o.leaderElect.set = cmd.Flags().Changed("leader-elect")
 			return runServer(ctx, stop, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -110,6 +112,7 @@ signal exits at once.`,
 	o.addEtcdFlags(cmd)
 	f.IntVar(&o.maxObjectBytes, "max-object-size", engine.DefaultMaxObjectBytes, "the largest object, in bytes as stored (JSON), that any write may store (clients, patches, apply, plugins); etcd's default request limit. Request bodies may be twice as large")
 	o.limits.register(f)
+	o.addLeaderElectFlags(cmd)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -201,6 +204,12 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		return err
 	}
 	metrics := serving.NewMetrics()
+	identity := replicaIdentity()
+	if err := registerReplicaInfo(metrics.Registry(), identity, o.leaderElect.enabled); err != nil {
+		return err
+	}
+	log.Info("replica", "identity", identity, "leader_elect", o.leaderElect.enabled,
+		"lease_duration", o.leaderElect.leaseDuration, "renew_deadline", o.leaderElect.renewDeadline, "retry_period", o.leaderElect.retryPeriod)
 	st, err := o.openStore(log, metrics.Registry())
 	if err != nil {
 		return err
@@ -230,6 +239,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		store: st, log: log, dataDir: o.dataDir, allowedOrigins: o.allowedOrigins,
 		statusInterval: o.pluginStatusInterval, moduleGCGrace: o.moduleGCGrace, registerer: metrics.Registry(),
 		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
+		election: o.leaderElect.options(identity),
 	})
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
@@ -384,6 +394,9 @@ func (o *serverOptions) validate() error {
 		return fmt.Errorf("--module-gc-grace %v: want a positive duration", o.moduleGCGrace)
 	}
 	if err := o.pluginLimits.validate(); err != nil {
+		return err
+	}
+	if err := o.resolveLeaderElect(); err != nil {
 		return err
 	}
 	return o.limits.validate()

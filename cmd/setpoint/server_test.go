@@ -134,6 +134,12 @@ func TestServerFlagsValidate(t *testing.T) {
 		{name: "zero plugin status interval", args: []string{"--plugin-status-interval", "0s"}, wantErr: "--plugin-status-interval 0s: want a positive duration"},
 		{name: "short module gc grace", args: []string{"--module-gc-grace", "1s"}},
 		{name: "zero module gc grace", args: []string{"--module-gc-grace", "0s"}, wantErr: "--module-gc-grace 0s: want a positive duration"},
+		{name: "short leases", args: []string{"--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms", "--leader-elect-retry-period", "300ms"}},
+		{name: "renew deadline not under lease duration", args: []string{"--leader-elect-lease-duration", "10s", "--leader-elect-renew-deadline", "10s"},
+			wantErr: "--leader-elect-renew-deadline 10s must be less than --leader-elect-lease-duration 10s"},
+		{name: "retry period not under renew deadline", args: []string{"--leader-elect-retry-period", "10s"},
+			wantErr: "--leader-elect-retry-period 10s must be less than --leader-elect-renew-deadline 10s"},
+		{name: "zero lease duration", args: []string{"--leader-elect-lease-duration", "0s"}, wantErr: "--leader-elect-lease-duration 0s: want a positive duration"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,6 +154,9 @@ func TestServerFlagsValidate(t *testing.T) {
 				o.historyCompactionInterval, _ = c.Flags().GetDuration("history-compaction-interval")
 				o.pluginStatusInterval, _ = c.Flags().GetDuration("plugin-status-interval")
 				o.moduleGCGrace, _ = c.Flags().GetDuration("module-gc-grace")
+				o.leaderElect.leaseDuration, _ = c.Flags().GetDuration("leader-elect-lease-duration")
+				o.leaderElect.renewDeadline, _ = c.Flags().GetDuration("leader-elect-renew-deadline")
+				o.leaderElect.retryPeriod, _ = c.Flags().GetDuration("leader-elect-retry-period")
 				return nil
 			}
 			cmd.SetArgs(append([]string{"--data-dir", t.TempDir()}, tc.args...))
@@ -165,5 +174,42 @@ func TestServerFlagsValidate(t *testing.T) {
 				t.Fatalf("origins %q, want %q", o.allowedOrigins, tc.origins)
 			}
 		})
+	}
+}
+
+// TestServerLeaderElectDefault: leader election is on with etcd, where
+// replicas share a store, and off with Badger, unless --leader-elect says.
+func TestServerLeaderElectDefault(t *testing.T) {
+	tests := []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"--store", "etcd"}, true},
+		{[]string{"--store", "etcd", "--leader-elect=false"}, false},
+		{[]string{"--leader-elect"}, true},
+	}
+	for _, tc := range tests {
+		var got bool
+		cmd := newServerCommand()
+		cmd.RunE = func(c *cobra.Command, _ []string) error {
+			var o serverOptions
+			o.storeEtcd.kind, _ = c.Flags().GetString("store")
+			o.leaderElect.enabled, _ = c.Flags().GetBool("leader-elect")
+			o.leaderElect.set = c.Flags().Changed("leader-elect")
+			o.leaderElect.leaseDuration, o.leaderElect.renewDeadline, o.leaderElect.retryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
+			err := o.resolveLeaderElect()
+			got = o.leaderElect.enabled
+			return err
+		}
+		cmd.SetArgs(append([]string{"--data-dir", t.TempDir()}, tc.args...))
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if got != tc.want {
+			t.Errorf("%q: leader election %t, want %t", tc.args, got, tc.want)
+		}
 	}
 }

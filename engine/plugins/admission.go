@@ -26,7 +26,9 @@ import (
 // resource and operation: mutating plugins from Mutate (before schema
 // validation), validating ones from Validate (after it), each in plugin name
 // order. Plugin objects themselves are never admitted by plugins, so a
-// failing plugin can always be fixed or removed.
+// failing plugin can always be fixed or removed; nor are the
+// coordination.k8s.io Leases that elect the controllers, so that a failing
+// plugin bound to "*" cannot stop every replica from renewing its leases.
 type Admitter struct {
 	log      *slog.Logger
 	bindings atomic.Pointer[[]*admissionBinding]
@@ -37,6 +39,10 @@ type Admitter struct {
 }
 
 var _ engine.Admitter = (*Admitter)(nil)
+
+// leases are the coordination.k8s.io Leases of leader election, which no
+// plugin admits and the startup gate does not hold.
+var leases = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
 
 // admissionBinding is one admission rule of one loaded plugin.
 type admissionBinding struct {
@@ -111,7 +117,7 @@ func (a *Admitter) admit(ctx context.Context, req *engine.AdmissionRequest, muta
 			return err
 		}
 	}
-	if req.Resource.GroupResource() == Resource.GroupResource() {
+	if gr := req.Resource.GroupResource(); gr == Resource.GroupResource() || gr == leases {
 		return nil
 	}
 	if err := a.hold(ctx, req); err != nil {

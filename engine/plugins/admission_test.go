@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,6 +44,34 @@ func widgetRequest(op engine.Operation) *engine.AdmissionRequest {
 	return &engine.AdmissionRequest{
 		Operation: op, Resource: widgets, Kind: widgets.GroupVersion().WithKind("Widget"),
 		Namespace: "default", Name: "w", Object: obj,
+	}
+}
+
+// leaseRequest is the update of a leader election's Lease.
+func leaseRequest() *engine.AdmissionRequest {
+	gvr := schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+		"metadata": map[string]any{"name": "setpoint-plugin.widget", "namespace": "default"},
+		"spec":     map[string]any{"holderIdentity": "a", "leaseDurationSeconds": int64(15)},
+	}}
+	return &engine.AdmissionRequest{
+		Operation: engine.OpUpdate, Resource: gvr, Kind: gvr.GroupVersion().WithKind("Lease"),
+		Namespace: "default", Name: "setpoint-plugin.widget", Object: obj,
+	}
+}
+
+// TestAdmitterLeasesPassTheStartupGate: a Lease write is not held while the
+// stored Plugins load, so that a replica starting up renews its leases.
+func TestAdmitterLeasesPassTheStartupGate(t *testing.T) {
+	a := NewAdmitter(quietLogger()) // its gate stays shut
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := a.Validate(ctx, leaseRequest()); err != nil {
+		t.Fatalf("lease write held or refused: %v", err)
+	}
+	if err := a.Validate(ctx, widgetRequest(engine.OpCreate)); err == nil {
+		t.Fatal("a Widget write passed the shut startup gate; the test proves nothing")
 	}
 }
 
@@ -96,6 +125,10 @@ func TestAdmitter(t *testing.T) {
 			}()},
 		{name: "Plugin objects are never admitted by plugins", binding: admissionBinding{caller: deny(422), resources: []string{"*", "plugins.setpoint.dev"}},
 			req: func() *engine.AdmissionRequest { r := widgetRequest(engine.OpCreate); r.Resource = Resource; return r }()},
+		{name: "Leases are never admitted by plugins", binding: admissionBinding{caller: trap, resources: []string{"*", "leases.coordination.k8s.io"}},
+			req: leaseRequest()},
+		{name: "Leases are never mutated by plugins", binding: admissionBinding{caller: trap, resources: []string{"*", "leases.coordination.k8s.io"}, mutating: true, privileged: true},
+			req: leaseRequest(), mutating: true},
 		{name: "failure with Fail denies", binding: admissionBinding{caller: trap, resources: []string{"*"}},
 			req: widgetRequest(engine.OpCreate), wantCode: 500, wantMsg: `admission plugin "p" failed (failurePolicy Fail): plugin "p" admit: host: timeout`},
 		{name: "failure with Ignore allows", binding: admissionBinding{caller: trap, resources: []string{"*"}, ignore: true},

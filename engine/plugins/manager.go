@@ -62,6 +62,12 @@ type Options struct {
 	// StatusInterval is how often a Plugin's call counters are written to
 	// its status (only when they changed). Default 10s.
 	StatusInterval time.Duration
+	// ReportsCounters, when set, says whether this replica writes its call
+	// counters (calls, errors, lastError) to the Plugins' status. When it
+	// says no, the status keeps the counters it has, so that replicas that
+	// share a store do not overwrite one another's counts; the rest of the
+	// status is the same on every replica. Default: always.
+	ReportsCounters func() bool
 	// ModuleGCGrace is how long a module no Plugin uses stays stored (see
 	// ModuleGC). Default DefaultModuleGCGrace.
 	ModuleGCGrace time.Duration

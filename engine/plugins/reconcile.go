@@ -32,6 +32,7 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	cur := m.plugins[name]
 	m.mu.Unlock()
 	st := newStatus(obj, cur)
+	st.reportsCounters = m.opts.ReportsCounters == nil || m.opts.ReportsCounters()
 
 	sp, err := specOf(obj)
 	if err != nil {
@@ -193,6 +194,9 @@ type status struct {
 	cur          *loaded
 	loadedDigest string
 	generation   int64
+	// reportsCounters: the status gets this replica's call counters, else
+	// keeps those it has.
+	reportsCounters bool
 }
 
 func newStatus(obj *unstructured.Unstructured, cur *loaded) *status {
@@ -289,7 +293,14 @@ func (st *status) doc(phase string, cs metav1.ConditionStatus, reason, msg strin
 	if st.cur != nil && st.cur.exports.Preemption != "" {
 		out["preemption"] = st.cur.exports.Preemption
 	}
-	if st.cur != nil {
+	switch {
+	case !st.reportsCounters:
+		for _, k := range []string{"calls", "errors", "lastError"} {
+			if v, ok := st.observed[k]; ok {
+				out[k] = v
+			}
+		}
+	case st.cur != nil:
 		out["calls"] = st.cur.counters.calls.Load()
 		out["errors"] = st.cur.counters.errors.Load()
 		if e := st.cur.counters.lastError.Load(); e != nil {

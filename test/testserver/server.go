@@ -240,6 +240,15 @@ func (s *Server) kill() {
 	<-done
 }
 
+// Kill kills the server with SIGKILL, as a machine that dies would, and
+// waits for it to exit. It is not started again; Stop then returns nil.
+func (s *Server) Kill() {
+	s.kill()
+	s.mu.Lock()
+	s.cmd = nil
+	s.mu.Unlock()
+}
+
 // Signal sends sig to the server process.
 func (s *Server) Signal(sig os.Signal) error {
 	s.mu.Lock()

@@ -1,6 +1,6 @@
-// Package etcdtest starts real etcd servers for tests: one member on
-// loopback, on free ports, in a temporary directory, killed when the test
-// ends. It runs the etcd binary named by $SETPOINT_ETCD, or etcd on the
+// Package etcdtest starts real etcd servers for tests: one member
+// (Start) or a cluster of several (StartCluster) on loopback, on free
+// ports, in temporary directories, killed when the test ends. It runs the etcd binary named by $SETPOINT_ETCD, or etcd on the
 // PATH (Debian's etcd-server; .ci/install-deps installs it); a missing
 // binary fails the test rather than skipping it.
 package etcdtest
@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -136,6 +137,14 @@ func (s *Server) Restart(timeout time.Duration) error {
 }
 
 func (s *Server) start(timeout time.Duration) error {
+	if err := s.launch(); err != nil {
+		return err
+	}
+	return s.waitHealthy(timeout)
+}
+
+// launch runs the etcd process.
+func (s *Server) launch() error {
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -152,6 +161,15 @@ func (s *Server) start(timeout time.Duration) error {
 	go func() { _ = cmd.Wait(); close(done) }()
 	s.mu.Lock()
 	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	return nil
+}
+
+// waitHealthy returns once the member answers healthy (it has a leader),
+// or stops it and says why not.
+func (s *Server) waitHealthy(timeout time.Duration) error {
+	s.mu.Lock()
+	done := s.done
 	s.mu.Unlock()
 	deadline := time.Now().Add(timeout)
 	hc := &http.Client{Timeout: time.Second}
@@ -218,4 +236,77 @@ func freePort(t testing.TB) string {
 	defer ln.Close()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return port
+}
+
+// Cluster is a running etcd cluster of several members.
+type Cluster struct {
+	// Members are its members, in the order of Endpoints.
+	Members []*Server
+	// Endpoints are the members' client URLs.
+	Endpoints []string
+}
+
+// StartCluster starts an etcd cluster of n members (plain HTTP; opts.TLS
+// is not supported) and returns once every member answers healthy; the
+// test's cleanup kills them.
+func StartCluster(t testing.TB, n int, opts Options) *Cluster {
+	t.Helper()
+	if opts.TLS {
+		t.Fatal("etcdtest.StartCluster: TLS is not supported")
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 30 * time.Second
+	}
+	bin := Binary(t)
+	dir := t.TempDir()
+	c := &Cluster{}
+	var initial []string
+	peers := make([]string, n)
+	for i := range n {
+		client := freePort(t)
+		peers[i] = "http://127.0.0.1:" + freePort(t)
+		name := fmt.Sprintf("m%d", i)
+		initial = append(initial, name+"="+peers[i])
+		c.Members = append(c.Members, &Server{
+			Endpoint: "http://127.0.0.1:" + client,
+			Dir:      filepath.Join(dir, name),
+			t:        t,
+			bin:      bin,
+			log:      filepath.Join(dir, name+".log"),
+		})
+		c.Endpoints = append(c.Endpoints, c.Members[i].Endpoint)
+	}
+	for i, s := range c.Members {
+		s.args = []string{
+			"--name", fmt.Sprintf("m%d", i),
+			"--data-dir", s.Dir,
+			"--listen-client-urls", s.Endpoint,
+			"--advertise-client-urls", s.Endpoint,
+			"--listen-peer-urls", peers[i],
+			"--initial-advertise-peer-urls", peers[i],
+			"--initial-cluster", strings.Join(initial, ","),
+			"--initial-cluster-state", "new",
+			"--initial-cluster-token", "etcdtest",
+			"--log-level", "warn",
+			"--logger", "zap",
+		}
+		if opts.MaxRequestBytes > 0 {
+			s.args = append(s.args, "--max-request-bytes", strconv.Itoa(opts.MaxRequestBytes))
+		}
+		if opts.ProgressNotifyInterval > 0 {
+			s.args = append(s.args, "--experimental-watch-progress-notify-interval", opts.ProgressNotifyInterval.String())
+		}
+		t.Cleanup(s.Stop)
+		// The members wait for one another to elect a leader: start all,
+		// then wait.
+		if err := s.launch(); err != nil {
+			t.Fatalf("start etcd member %d: %v", i, err)
+		}
+	}
+	for i, s := range c.Members {
+		if err := s.waitHealthy(opts.StartTimeout); err != nil {
+			t.Fatalf("etcd member %d: %v", i, err)
+		}
+	}
+	return c
 }
