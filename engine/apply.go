@@ -102,7 +102,7 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 				return nil, false, apierrors.NewConflict(gvr.GroupResource(), name, errors.New(conflictMessage))
 			}
 			copts := metav1.CreateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation}
-			out, _, err := s.create(ctx, gvr, obj, copts, true, true)
+			out, _, err := s.create(ctx, gvr, obj, copts, true)
 			if apierrors.IsAlreadyExists(err) && attempt < maxPatchAttempts {
 				continue // created meanwhile: apply to it
 			}

@@ -41,9 +41,10 @@ func validFieldValidation(v string) error {
 
 // Create stores a new object. Its namespace is the object's; server-owned
 // metadata (uid, creationTimestamp, resourceVersion, generation, deletion
-// fields) is set by the server whatever the client sent.
+// fields) is set by the server whatever the client sent. It leaves obj as
+// it is: it is CreateJSON on a copy.
 func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.create(ctx, gvr, obj, opts, false, false)
+	out, _, err := s.CreateJSON(ctx, gvr, obj.DeepCopy(), opts)
 	return out, err
 }
 
@@ -55,14 +56,13 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 // the caller must not use obj afterwards (the API hands it a freshly decoded
 // request body).
 func (s *Service) CreateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, []byte, error) {
-	return s.create(ctx, gvr, obj, opts, true, false)
+	return s.create(ctx, gvr, obj, opts, false)
 }
 
-// create runs Create; owned says the caller gave obj up, so no copy is made.
-// applied says obj is the result of a server-side apply, whose
-// managedFields the field manager has already set; otherwise the create is
-// recorded in them as an Update by opts.FieldManager.
-func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions, owned, applied bool) (*unstructured.Unstructured, []byte, error) {
+// create runs CreateJSON. applied says obj is the result of a server-side
+// apply, whose managedFields the field manager has already set; otherwise
+// the create is recorded in them as an Update by opts.FieldManager.
+func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions, applied bool) (*unstructured.Unstructured, []byte, error) {
 	if obj == nil || obj.Object == nil {
 		return nil, nil, apierrors.NewBadRequest("no object to create")
 	}
@@ -84,9 +84,6 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	}
 	if err := kinds.ValidFieldManager("CreateOptions", opts.FieldManager); err != nil {
 		return nil, nil, err
-	}
-	if !owned {
-		obj = obj.DeepCopy()
 	}
 	objjson.NormalizeNumbers(obj.Object)
 	if err := sv.CheckType(obj); err != nil {
@@ -202,13 +199,14 @@ func namespaceTerminatingError(gr schema.GroupResource, name, ns string) error {
 // that a client cannot overwrite a change it has not seen. Patches need none.
 // When the kind has a status subresource, status is kept as stored.
 func (s *Service) Update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.update(ctx, gvr, obj, opts, "")
+	out, _, err := s.UpdateJSON(ctx, gvr, obj, opts)
 	return out, err
 }
 
 // UpdateJSON is Update that also returns the object as JSON, made from the
 // document written to the store (see CreateJSON); the JSON is nil when
-// nothing was written (a dry run, or no change).
+// nothing was written (a dry run, or no change). Update is UpdateJSON with
+// the JSON dropped. Both leave obj as it is.
 func (s *Service) UpdateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, []byte, error) {
 	return s.update(ctx, gvr, obj, opts, "")
 }
@@ -216,12 +214,12 @@ func (s *Service) UpdateJSON(ctx context.Context, gvr schema.GroupVersionResourc
 // UpdateStatus replaces the status of an object through its /status
 // subresource; everything else is kept as stored.
 func (s *Service) UpdateStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.update(ctx, gvr, obj, opts, "status")
+	out, _, err := s.UpdateStatusJSON(ctx, gvr, obj, opts)
 	return out, err
 }
 
 // UpdateStatusJSON is UpdateStatus that also returns the object as JSON (see
-// UpdateJSON).
+// UpdateJSON); UpdateStatus is UpdateStatusJSON with the JSON dropped.
 func (s *Service) UpdateStatusJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, []byte, error) {
 	return s.update(ctx, gvr, obj, opts, "status")
 }
