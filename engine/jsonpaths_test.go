@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
@@ -47,7 +49,14 @@ func twinServices(t *testing.T) (a, b *Service) {
 			t.Fatalf("New: %v", err)
 		}
 		t.Cleanup(func() { s.Close() })
-		crd := readYAML(t, "../examples/widget/crd.yaml")
+		def, err := os.ReadFile("../examples/widget/crd.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(def, &crd.Object); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := s.Create(context.Background(), kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create widget CRD: %v", err)
 		}
