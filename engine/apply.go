@@ -102,7 +102,7 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 				return nil, false, apierrors.NewConflict(gvr.GroupResource(), name, errors.New(conflictMessage))
 			}
 			copts := metav1.CreateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation}
-			out, _, err := s.create(ctx, gvr, obj, copts, true, true)
+			out, _, err := s.create(ctx, gvr, obj, copts, tracked)
 			if apierrors.IsAlreadyExists(err) && attempt < maxPatchAttempts {
 				continue // created meanwhile: apply to it
 			}
@@ -111,7 +111,7 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 		if preconditioned && obj.GetResourceVersion() != old.GetResourceVersion() {
 			return nil, false, apierrors.NewConflict(gvr.GroupResource(), name, errors.New(conflictMessage))
 		}
-		out, _, err := s.applyUpdate(ctx, sv, old, kv, obj, uopts, sub, true)
+		out, _, err := s.writeUpdate(ctx, storedUpdate{kind: sv, stored: kv, old: old, obj: obj, sub: sub, opts: uopts, fields: tracked})
 		if apierrors.IsConflict(err) && !preconditioned && attempt < maxPatchAttempts {
 			continue // written meanwhile: apply to what is there now
 		}

@@ -8,11 +8,12 @@
 // schemas, field managers, stored and served encoding) is package
 // engine/kinds; the engine adds the per-kind hooks that need the service
 // (hooks.go: namespaces, CRDs), keeps the registry in step with stored CRDs
-// (crd.go, run.go) and stores the records of CRDs' read schemas
-// (readrecord.go). It also runs the admission seam and finalizers. The
-// garbage collector is a controller over the Service (package engine/gc,
-// started beside it by the server's wiring); engine never imports it, and
-// gives it what no client may do (collectorapi.go).
+// (crd.go, run.go), stores the records of CRDs' read schemas
+// (readrecord.go) and creates the CRDs of kinds the server itself relies on,
+// Plugins and Leases (systemcrd.go). It also runs the admission seam and
+// finalizers. The garbage collector is a controller over the Service
+// (package engine/gc, started beside it by the server's wiring); engine
+// never imports it, and gives it what no client may do (collectorapi.go).
 //
 // Objects are unstructured and stored as JSON through the store contract
 // (package store) only: engine never imports a concrete backend. Errors are

@@ -31,20 +31,20 @@ func (s *Service) MaxObjectBytes() int { return s.maxObjectBytes() }
 // written, on every create and update (from clients, patches, apply,
 // plugins' statuses and children, host calls): like kube-apiserver when
 // etcd refuses a request as too large, it drops the object's managedFields
-// (unless the write is an apply, whose field ownership is the point) and
+// (unless the caller set them, as an apply does: see managedFields) and
 // encodes it again, and answers as kube-apiserver does when even that is too
 // large. An update to an object stored with stored bytes may always keep it
 // that large: an object at the limit (or stored under a larger one) can
 // still be marked deleted, lose its finalizers, shrink. Deletion itself (the
 // deletionTimestamp a delete sets) is not held to the limit: an object must
 // always be deletable.
-func (s *Service) fitObject(sv *kinds.Kind, obj *unstructured.Unstructured, b []byte, applied bool, stored int) ([]byte, error) {
+func (s *Service) fitObject(sv *kinds.Kind, obj *unstructured.Unstructured, b []byte, fields managedFields, stored int) ([]byte, error) {
 	limit := max(s.maxObjectBytes(), stored)
 	if len(b) <= limit {
 		return b, nil
 	}
 	md, _ := obj.Object["metadata"].(map[string]any)
-	if mf, ok := md["managedFields"].([]any); ok && len(mf) > 0 && !applied {
+	if mf, ok := md["managedFields"].([]any); ok && len(mf) > 0 && fields == trackWrite {
 		obj.SetManagedFields(nil)
 		nb, err := sv.Encode(obj)
 		if err != nil {

@@ -97,7 +97,7 @@ func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, na
 		if pinned && rv != "" {
 			return nil, apierrors.NewConflict(gvr.GroupResource(), name, errors.New(conflictMessage))
 		}
-		out, _, err := s.applyUpdate(ctx, sv, old, kv, obj, uopts, sub, false)
+		out, _, err := s.writeUpdate(ctx, storedUpdate{kind: sv, stored: kv, old: old, obj: obj, sub: sub, opts: uopts})
 		if apierrors.IsConflict(err) && !pinned && attempt < maxPatchAttempts {
 			continue
 		}

@@ -67,9 +67,9 @@ func (s *Service) UpdateScale(ctx context.Context, gvr schema.GroupVersionResour
 	}
 	// Recorded in managedFields as kube-apiserver records a write through
 	// /scale: an Update with the subresource "scale". The update pipeline
-	// then takes the managedFields as set (as it does an apply's).
+	// then takes the managedFields as set (as it does an apply's: tracked).
 	obj = sv.TrackUpdate("scale", old, obj, opts.FieldManager, false)
-	out, _, err := s.applyUpdate(ctx, sv, old, kv, obj, opts, "", true)
+	out, _, err := s.writeUpdate(ctx, storedUpdate{kind: sv, stored: kv, old: old, obj: obj, opts: opts, fields: tracked})
 	if err != nil {
 		return nil, err
 	}

@@ -98,8 +98,18 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 		sinkCh: make(chan sink),
 		cancel: cancel,
 		done:   make(chan struct{}),
+
+		decode:    s.watchDecode,
+		kind:      sv,
+		events:    w,
+		sel:       sel,
+		initial:   initialItems,
+		rev:       from,
+		bookmarks: opts.AllowWatchBookmarks,
+		endMarker: initial && opts.SendInitialEvents != nil,
+		interval:  s.opts.BookmarkInterval,
 	}
-	go ow.run(ctx, s, sv, w, sel, initialItems, from, opts, initial && opts.SendInitialEvents != nil)
+	go ow.run(ctx)
 	return ow, nil
 }
 
@@ -112,6 +122,17 @@ type objectWatch struct {
 	sinkCh chan sink // Deliver's hand-over to the goroutine
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// What Watch set up; the goroutine's own once it runs.
+	decode    *kinds.DecodeCache // the Service's, shared by its watches
+	kind      *kinds.Kind
+	events    store.Watcher
+	sel       *selector
+	initial   *initialList // the initial events; nil without
+	rev       int64        // the revision the watch is at
+	bookmarks bool         // send bookmarks (allowWatchBookmarks)
+	endMarker bool         // end the initial events with a bookmark (sendInitialEvents)
+	interval  time.Duration
 }
 
 // sink is where a watch in sink mode sends its events; see Deliver.
@@ -144,8 +165,10 @@ func (w *objectWatch) Stop() {
 	<-w.done
 }
 
-func (w *objectWatch) run(ctx context.Context, s *Service, sv *kinds.Kind, sw store.Watcher, sel *selector,
-	initial *initialList, rev int64, opts metav1.ListOptions, endMarker bool) {
+// run sends the watch's events until it ends: the initial events, then one
+// for each store event the selectors let through, and bookmarks.
+func (w *objectWatch) run(ctx context.Context) {
+	sv, sw, sel, rev := w.kind, w.events, w.sel, w.rev
 	var out sink // set by Deliver
 	defer close(w.done)
 	defer func() {
@@ -172,33 +195,23 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *kinds.Kind, sw st
 			return false
 		}
 	}
-	bookmark := func(rev int64, end bool) watch.Event {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(sv.GVR.GroupVersion().String())
-		u.SetKind(sv.Kind)
-		u.SetResourceVersion(strconv.FormatInt(rev, 10))
-		if end {
-			u.SetAnnotations(map[string]string{InitialEventsEndAnnotation: "true"})
-		}
-		return watch.Event{Type: watch.Bookmark, Object: u}
-	}
-	if initial != nil {
-		for i := range initial.items {
-			if !send(watch.Event{Type: watch.Added, Object: &initial.items[i]}) {
+	if w.initial != nil {
+		for i := range w.initial.items {
+			if !send(watch.Event{Type: watch.Added, Object: &w.initial.items[i]}) {
 				return
 			}
 		}
 		// Sent: the list may go once no other watch holds it.
-		initial = nil
+		w.initial = nil
 	}
-	if endMarker && opts.AllowWatchBookmarks {
-		if !send(bookmark(rev, true)) {
+	if w.endMarker && w.bookmarks {
+		if !send(bookmark(sv, rev, true)) {
 			return
 		}
 	}
 	var tick <-chan time.Time
-	if opts.AllowWatchBookmarks {
-		t := time.NewTicker(s.opts.BookmarkInterval)
+	if w.bookmarks {
+		t := time.NewTicker(w.interval)
 		defer t.Stop()
 		tick = t.C
 	}
@@ -217,7 +230,7 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *kinds.Kind, sw st
 			return false
 		}
 		rev = ev.Revision()
-		wev, ok := convertEvent(s.watchDecode, sv, sel, ev)
+		wev, ok := convertEvent(w.decode, sv, sel, ev)
 		return !ok || send(wev)
 	}
 	// drain handles the events already waiting, one by one: a receive alone
@@ -259,7 +272,7 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *kinds.Kind, sw st
 				}
 				rev = max(rev, p)
 			}
-			if !send(bookmark(rev, false)) {
+			if !send(bookmark(sv, rev, false)) {
 				return
 			}
 		case ev, ok := <-events:
@@ -268,6 +281,19 @@ func (w *objectWatch) run(ctx context.Context, s *Service, sv *kinds.Kind, sw st
 			}
 		}
 	}
+}
+
+// bookmark is a BOOKMARK event of sv's kind at rev; end marks the end of
+// the initial events.
+func bookmark(sv *kinds.Kind, rev int64, end bool) watch.Event {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(sv.GVR.GroupVersion().String())
+	u.SetKind(sv.Kind)
+	u.SetResourceVersion(strconv.FormatInt(rev, 10))
+	if end {
+		u.SetAnnotations(map[string]string{InitialEventsEndAnnotation: "true"})
+	}
+	return watch.Event{Type: watch.Bookmark, Object: u}
 }
 
 // convertEvent turns a store event into the watch event a client with sel

@@ -41,9 +41,10 @@ func validFieldValidation(v string) error {
 
 // Create stores a new object. Its namespace is the object's; server-owned
 // metadata (uid, creationTimestamp, resourceVersion, generation, deletion
-// fields) is set by the server whatever the client sent.
+// fields) is set by the server whatever the client sent. It leaves obj as
+// it is: it is CreateJSON on a copy.
 func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.create(ctx, gvr, obj, opts, false, false)
+	out, _, err := s.CreateJSON(ctx, gvr, obj.DeepCopy(), opts)
 	return out, err
 }
 
@@ -55,14 +56,27 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 // the caller must not use obj afterwards (the API hands it a freshly decoded
 // request body).
 func (s *Service) CreateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, []byte, error) {
-	return s.create(ctx, gvr, obj, opts, true, false)
+	return s.create(ctx, gvr, obj, opts, trackWrite)
 }
 
-// create runs Create; owned says the caller gave obj up, so no copy is made.
-// applied says obj is the result of a server-side apply, whose
-// managedFields the field manager has already set; otherwise the create is
-// recorded in them as an Update by opts.FieldManager.
-func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions, owned, applied bool) (*unstructured.Unstructured, []byte, error) {
+// managedFields says who records a write in metadata.managedFields.
+type managedFields int
+
+const (
+	// trackWrite: the write pipeline does. An update is recorded as an
+	// Update by the options' field manager; a create records none, and
+	// clients may not set them. fitObject may drop them to fit the size
+	// bound.
+	trackWrite managedFields = iota
+	// tracked: the caller has set them (server-side apply's field manager,
+	// or a write through /scale recording itself), and they are stored as
+	// they are: field ownership is the point of such a write.
+	tracked
+)
+
+// create runs the create pipeline on obj, which it takes over; fields says
+// who records the create in managedFields.
+func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions, fields managedFields) (*unstructured.Unstructured, []byte, error) {
 	if obj == nil || obj.Object == nil {
 		return nil, nil, apierrors.NewBadRequest("no object to create")
 	}
@@ -84,9 +98,6 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	}
 	if err := kinds.ValidFieldManager("CreateOptions", opts.FieldManager); err != nil {
 		return nil, nil, err
-	}
-	if !owned {
-		obj = obj.DeepCopy()
 	}
 	objjson.NormalizeNumbers(obj.Object)
 	if err := sv.CheckType(obj); err != nil {
@@ -117,7 +128,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err != nil {
 		return nil, nil, err
 	}
-	if !applied {
+	if fields == trackWrite {
 		// A create records no Update entry (see Kind.TrackUpdate), and clients
 		// may not set managedFields.
 		obj.SetManagedFields(nil)
@@ -157,7 +168,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 		if err != nil {
 			return nil, nil, err
 		}
-		if b, err = s.fitObject(sv, obj, b, applied, 0); err != nil {
+		if b, err = s.fitObject(sv, obj, b, fields, 0); err != nil {
 			return nil, nil, err
 		}
 		rev, err := s.store.Create(ctx, key(sv, ns, obj.GetName()), b)
@@ -202,13 +213,14 @@ func namespaceTerminatingError(gr schema.GroupResource, name, ns string) error {
 // that a client cannot overwrite a change it has not seen. Patches need none.
 // When the kind has a status subresource, status is kept as stored.
 func (s *Service) Update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.update(ctx, gvr, obj, opts, "")
+	out, _, err := s.UpdateJSON(ctx, gvr, obj, opts)
 	return out, err
 }
 
 // UpdateJSON is Update that also returns the object as JSON, made from the
 // document written to the store (see CreateJSON); the JSON is nil when
-// nothing was written (a dry run, or no change).
+// nothing was written (a dry run, or no change). Update is UpdateJSON with
+// the JSON dropped. Both leave obj as it is.
 func (s *Service) UpdateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, []byte, error) {
 	return s.update(ctx, gvr, obj, opts, "")
 }
@@ -216,12 +228,12 @@ func (s *Service) UpdateJSON(ctx context.Context, gvr schema.GroupVersionResourc
 // UpdateStatus replaces the status of an object through its /status
 // subresource; everything else is kept as stored.
 func (s *Service) UpdateStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.update(ctx, gvr, obj, opts, "status")
+	out, _, err := s.UpdateStatusJSON(ctx, gvr, obj, opts)
 	return out, err
 }
 
 // UpdateStatusJSON is UpdateStatus that also returns the object as JSON (see
-// UpdateJSON).
+// UpdateJSON); UpdateStatus is UpdateStatusJSON with the JSON dropped.
 func (s *Service) UpdateStatusJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, []byte, error) {
 	return s.update(ctx, gvr, obj, opts, "status")
 }
@@ -257,16 +269,26 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 	case rv != "" && rv != old.GetResourceVersion():
 		return nil, nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), errors.New(conflictMessage))
 	}
-	return s.applyUpdate(ctx, sv, old, kv, obj, opts, sub, false)
+	return s.writeUpdate(ctx, storedUpdate{kind: sv, stored: kv, old: old, obj: obj, sub: sub, opts: opts})
 }
 
-// applyUpdate runs the update pipeline of obj over old (stored as stored). It
-// returns the object and, when it wrote one, its JSON as Kind.ServedJSON makes it.
-// applied says obj is the result of a server-side apply, whose managedFields
-// the field manager has already set; otherwise the write is recorded in them
-// as an Update by opts.FieldManager.
-func (s *Service) applyUpdate(ctx context.Context, sv *kinds.Kind, old *unstructured.Unstructured, stored *store.KeyValue, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string, applied bool) (*unstructured.Unstructured, []byte, error) {
-	rev := stored.ModRevision
+// storedUpdate is a write over a stored object, as writeUpdate takes it:
+// from Update, a patch, an apply or a write through /scale.
+type storedUpdate struct {
+	kind   *kinds.Kind
+	stored *store.KeyValue            // the stored document, as read
+	old    *unstructured.Unstructured // stored, decoded
+	obj    *unstructured.Unstructured // what to write; taken over
+	sub    string                     // "" or "status"
+	opts   metav1.UpdateOptions
+	fields managedFields // who records the write in managedFields
+}
+
+// writeUpdate runs the update pipeline of u.obj over u.old. It returns the
+// object and, when it wrote one, its JSON as Kind.ServedJSON makes it.
+func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructured.Unstructured, []byte, error) {
+	sv, old, obj, opts, sub := u.kind, u.old, u.obj, u.opts, u.sub
+	rev := u.stored.ModRevision
 	dry, err := dryRun(opts.DryRun)
 	if err != nil {
 		return nil, nil, err
@@ -293,12 +315,12 @@ func (s *Service) applyUpdate(ctx context.Context, sv *kinds.Kind, old *unstruct
 	obj.SetSelfLink("")
 	obj.SetResourceVersion(old.GetResourceVersion())
 
-	reset := !applied && kinds.ResetsManagedFields(obj)
+	reset := u.fields == trackWrite && kinds.ResetsManagedFields(obj)
 	unknown, err := sv.Coerce(obj)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !applied {
+	if u.fields == trackWrite {
 		obj = sv.TrackUpdate(sub, old, obj, opts.FieldManager, reset)
 	}
 	req := newAdmissionRequest(ctx, OpUpdate, sv, sub, obj, old, dry)
@@ -329,7 +351,7 @@ func (s *Service) applyUpdate(ctx context.Context, sv *kinds.Kind, old *unstruct
 	if err != nil {
 		return nil, nil, err
 	}
-	if b, err = s.fitObject(sv, obj, b, applied, len(stored.Value)); err != nil {
+	if b, err = s.fitObject(sv, obj, b, u.fields, len(u.stored.Value)); err != nil {
 		return nil, nil, err
 	}
 	k := key(sv, obj.GetNamespace(), obj.GetName())
@@ -345,23 +367,33 @@ func (s *Service) applyUpdate(ctx context.Context, sv *kinds.Kind, old *unstruct
 	if h := hooksOf(sv); h != nil {
 		h.committed(ctx, s, obj.Object, old.Object)
 	}
-	if obj.GetDeletionTimestamp() != nil {
-		if len(obj.GetFinalizers()) == 0 {
-			// The last finalizer is gone: the object goes. The update is
-			// committed, so the delete must not depend on the caller still
-			// waiting (a controller stopped by a hot swap, a client that hung
-			// up); should it not happen at all (a crash in between), the
-			// garbage collector finishes the deletion (finishDeletion).
-			if _, _, err := s.store.Delete(context.WithoutCancel(ctx), k, newRev); err == nil {
-				if h := hooksOf(sv); h != nil {
-					h.committed(ctx, s, nil, obj.Object)
-				}
-			} else if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-				return nil, nil, storeError(err, sv.GVR.GroupResource(), obj.GetName())
-			}
+	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
+		if err := s.deleteFinalized(ctx, sv, k, newRev, obj); err != nil {
+			return nil, nil, err
 		}
 	}
 	return obj, body, nil
+}
+
+// deleteFinalized deletes obj, stored under k at rev, marked deleted and
+// just updated to have no finalizers left: the object goes. The update is
+// committed, so the delete must not depend on the caller still waiting (a
+// controller stopped by a hot swap, a client that hung up); should it not
+// happen at all (a crash in between), the garbage collector finishes the
+// deletion (FinishDeletion). A write since (a conflict) or a delete since
+// leaves it to whoever made them.
+func (s *Service) deleteFinalized(ctx context.Context, sv *kinds.Kind, k string, rev int64, obj *unstructured.Unstructured) error {
+	_, _, err := s.store.Delete(context.WithoutCancel(ctx), k, rev)
+	switch {
+	case err == nil:
+		if h := hooksOf(sv); h != nil {
+			h.committed(ctx, s, nil, obj.Object)
+		}
+		return nil
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+		return nil
+	}
+	return storeError(err, sv.GVR.GroupResource(), obj.GetName())
 }
 
 // mutateAndCoerce runs mutating admission, puts back the server-owned

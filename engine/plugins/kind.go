@@ -2,20 +2,11 @@ package plugins
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine"
-	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // Group and Version of the Plugin kind.
@@ -27,10 +18,6 @@ const (
 
 // Resource is the Plugin kind's resource.
 var Resource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "plugins"}
-
-// crdHashAnnotation records which definition of the kind is stored, so that
-// a server only rewrites the CRD after an upgrade changed it.
-const crdHashAnnotation = "setpoint.dev/definition-hash"
 
 // crdName is the name of the CustomResourceDefinition that serves Plugins.
 const crdName = "plugins." + Group
@@ -233,85 +220,13 @@ spec:
                       format: date-time
 `
 
-// serverFieldManager names the server's own writes of the Plugin CRD in its
-// managedFields.
-const serverFieldManager = "setpoint-server"
-
-// EnsureKind registers the Plugin kind through svc: it creates its
-// CustomResourceDefinition, or updates one whose spec differs, and returns
-// once svc serves Plugins. Servers that start together on one store race to
-// create it: the losers find it created and wait for their engine's CRD
-// follower (Service.Run, which must be running) to serve it.
+// EnsureKind registers the Plugin kind through svc (Service.EnsureCRD): it
+// creates its CustomResourceDefinition, or updates one an older definition
+// wrote, and returns once svc serves Plugins, also when another server wrote
+// the CRD first.
 func EnsureKind(ctx context.Context, svc *engine.Service) error {
-	want := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(pluginCRD), &want.Object); err != nil {
-		return fmt.Errorf("plugins: decode the Plugin CRD: %w", err)
-	}
-	sum := sha256.Sum256([]byte(pluginCRD))
-	want.SetAnnotations(map[string]string{crdHashAnnotation: hex.EncodeToString(sum[:8])})
-	for {
-		err := ensureCRD(ctx, svc, want)
-		if err == nil {
-			break
-		}
-		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		// Another server wrote it meanwhile: look again.
-	}
-	return awaitServed(ctx, svc)
-}
-
-// ensureCRD creates or updates the Plugin CRD. It returns the
-// AlreadyExists or Conflict error of a write that lost a race.
-func ensureCRD(ctx context.Context, svc *engine.Service, want *unstructured.Unstructured) error {
-	cur, err := svc.Get(ctx, kinds.CRDResource, "", crdName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err := svc.Create(ctx, kinds.CRDResource, want.DeepCopy(), metav1.CreateOptions{FieldManager: serverFieldManager})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("plugins: register the Plugin kind: %w", err)
-		}
-		return err
-	case err != nil:
-		return fmt.Errorf("plugins: read the Plugin CRD: %w", err)
-	}
-	if cur.GetAnnotations()[crdHashAnnotation] == want.GetAnnotations()[crdHashAnnotation] {
-		return nil
-	}
-	cur.Object["spec"] = want.Object["spec"]
-	cur.SetAnnotations(want.GetAnnotations())
-	if _, err := svc.Update(ctx, kinds.CRDResource, cur, metav1.UpdateOptions{FieldManager: serverFieldManager}); err != nil {
-		if apierrors.IsConflict(err) {
-			return err
-		}
-		return fmt.Errorf("plugins: update the Plugin CRD: %w", err)
+	if err := svc.EnsureCRD(ctx, []byte(pluginCRD), Resource); err != nil {
+		return fmt.Errorf("plugins: register the Plugin kind: %w", err)
 	}
 	return nil
-}
-
-// servedTimeout bounds how long EnsureKind waits for a CRD another server
-// wrote to be served.
-const servedTimeout = 30 * time.Second
-
-// awaitServed returns once svc serves Plugins: a list finds the resource.
-func awaitServed(ctx context.Context, svc *engine.Service) error {
-	ctx, cancel := context.WithTimeout(ctx, servedTimeout)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		_, err := svc.List(ctx, Resource, "", metav1.ListOptions{Limit: 1})
-		if err == nil {
-			return nil
-		}
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("plugins: list Plugins: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("plugins: the Plugin kind is not served: %w", errors.Join(ctx.Err(), err))
-		case <-tick.C:
-		}
-	}
 }
