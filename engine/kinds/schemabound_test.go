@@ -163,12 +163,9 @@ func TestNewInvalidBounds(t *testing.T) {
 	})
 }
 
-// Junctors are validated by the engine (schemajunctors.go) with bounded
-// branches: the same errors as the library's, linear in failing items, and
-// a long failing alternative does not hide a valid one.
-func TestBoundedJunctors(t *testing.T) {
-	r := NewRegistry()
-	sv, ok := serveBoxes(t, r, `
+// junctorBoxSchema is a Box schema with every junctor, nested ones and
+// int-or-string fields.
+const junctorBoxSchema = `
         type: object
         properties:
           spec:
@@ -188,7 +185,14 @@ func TestBoundedJunctors(t *testing.T) {
             allOf:
             - properties: {count: {maximum: 5}}
             - properties: {mode: {anyOf: [{minLength: 2}, {maxLength: 0}]}}
-            not: {properties: {mode: {enum: [forbidden]}}, required: [mode]}`)
+            not: {properties: {mode: {enum: [forbidden]}}, required: [mode]}`
+
+// Junctors are validated by the engine (schemajunctors.go) with bounded
+// branches: the same errors as the library's, linear in failing items, and
+// a long failing alternative does not hide a valid one.
+func TestBoundedJunctors(t *testing.T) {
+	r := NewRegistry()
+	sv, ok := serveBoxes(t, r, junctorBoxSchema)
 	if !ok {
 		t.Fatal("boxes not served")
 	}
@@ -221,6 +225,7 @@ func TestBoundedJunctors(t *testing.T) {
 		{"not", map[string]any{"mode": "forbidden"}},
 		{"everything", map[string]any{"items": []any{"x", 3}, "mode": "forbidden", "count": "7"}},
 		{"int-or-string", map[string]any{"mode": "xy", "port": true, "ports": []any{int64(0), "A", int64(3), "http", false}}},
+		{"null under junctors", map[string]any{"mode": "xy", "port": nil, "ports": []any{int64(1), nil}}},
 		{"long failing alternative", map[string]any{"items": items("c", 3*MaxValidationErrors), "count": int64(1)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
