@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // describe renders errors for comparison.
@@ -41,11 +42,11 @@ func sameValidation(t *testing.T, sv *Kind, obj *unstructured.Unstructured, opts
 	return got
 }
 
-// serveBoxes serves kindstest.BoxCRD with openAPIV3Schema in r and returns
+// serveBoxes serves the Box kind with openAPIV3Schema in r and returns
 // what r serves for boxes.
 func serveBoxes(t testing.TB, r *Registry, openAPIV3Schema string) (*Kind, bool) {
 	t.Helper()
-	serveCRD(t, r, kindstest.BoxCRD(t, openAPIV3Schema))
+	serveCRD(t, r, testsupport.CRD{Kind: "Box", Plural: "boxes", Schema: openAPIV3Schema}.Unstructured())
 	return r.Get(kindstest.Boxes)
 }
 
