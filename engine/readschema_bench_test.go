@@ -18,7 +18,7 @@ import (
 func BenchmarkListJSONReadSchemas(b *testing.B) {
 	ctx := context.Background()
 	s, _ := openService(b, b.TempDir())
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(b, doodadCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	for i := range 3000 {

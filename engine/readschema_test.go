@@ -16,32 +16,19 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // doodadCRDOf is the Doodad CRD with the given spec properties (a YAML flow
 // mapping's contents) at v1beta1 and at v1, the storage version.
-func doodadCRDOf(v1beta1, v1 string) string {
-	version := func(name string, storage bool, props string) string {
-		return fmt.Sprintf(`
-  - name: %s
-    served: true
-    storage: %v
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, properties: {%s}}`, name, storage, props)
+func doodadCRDOf(v1beta1, v1 string) testsupport.CRD {
+	schema := func(props string) string {
+		return `{type: object, properties: {spec: {type: object, properties: {` + props + `}}}}`
 	}
-	return `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: doodads.test.setpoint.dev
-spec:
-  group: test.setpoint.dev
-  scope: Cluster
-  names: {plural: doodads, singular: doodad, kind: Doodad}
-  versions:` + version("v1beta1", false, v1beta1) + version("v1", true, v1) + "\n"
+	return testsupport.CRD{Group: "test.setpoint.dev", Kind: "Doodad", Scope: "Cluster", Versions: []testsupport.Version{
+		{Name: "v1beta1", Schema: schema(v1beta1)},
+		{Name: "v1", Storage: true, Schema: schema(v1)},
+	}}
 }
 
 // doodadCRD is a kind whose schema the tests below change: at first spec has
@@ -58,15 +45,15 @@ var (
 	doodadsV1beta1 = schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1beta1", Resource: "doodads"}
 )
 
-// replaceCRD updates the doodad CRD's spec to that of doc.
-func replaceCRD(t *testing.T, s *Service, doc string) {
+// replaceCRD updates the doodad CRD's spec to that of crd.
+func replaceCRD(t *testing.T, s *Service, crd testsupport.CRD) {
 	t.Helper()
 	ctx := context.Background()
 	cur, err := s.Get(ctx, kinds.CRDResource, "", "doodads.test.setpoint.dev", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur.Object["spec"] = fromYAML(t, doc).Object["spec"]
+	cur.Object["spec"] = crd.Object()["spec"]
 	if _, err := s.Update(ctx, kinds.CRDResource, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update CRD: %v", err)
 	}
@@ -83,7 +70,7 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	dir := t.TempDir()
 	s, db := openService(t, dir)
 	s.readSettle = 50 * time.Millisecond
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	old, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: old}\nspec: {name: a, legacy: x}\n"), metav1.CreateOptions{})
@@ -281,7 +268,7 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 func TestSchemaChangeRacingWrites(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openService(t, t.TempDir())
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -339,7 +326,7 @@ func TestSchemaChangeCrashBeforeSettled(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, db := openService(t, dir)
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	w, err := s.Watch(ctx, doodads, "", metav1.ListOptions{})
