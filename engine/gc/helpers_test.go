@@ -19,6 +19,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // gcTestStore is a real store that counts Lists and can hold the
@@ -172,18 +173,6 @@ func runService(t testing.TB, s *engine.Service, c *Collector) {
 	t.Cleanup(func() { cancel(); wg.Wait(); s.Close() })
 }
 
-// eventually waits up to 10 seconds for cond.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // gcSynced waits until the collector's graph reflects the store's current
 // revision.
 func gcSynced(t testing.TB, c *Collector) {
@@ -192,7 +181,7 @@ func gcSynced(t testing.TB, c *Collector) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the graph to catch up", func() bool { return c.rev.Load() >= cur })
+	testsupport.Eventually(t, 10*time.Second, "the graph to catch up", func() bool { return c.rev.Load() >= cur })
 }
 
 // settle runs garbage collection sweeps until one changes nothing.

@@ -30,7 +30,7 @@ func TestGCIgnoresUserDataThatLooksLikeMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	notes := schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "notes"}
-	eventually(t, "notes served", func() bool { _, ok := s.ServedResource(notes.GroupResource()); return ok })
+	testsupport.Eventually(t, 10*time.Second, "notes served", func() bool { _, ok := s.ServedResource(notes.GroupResource()); return ok })
 	var uids []types.UID
 	for i, key := range []string{"METADATA", "Metadata"} {
 		obj := &unstructured.Unstructured{Object: map[string]any{
@@ -114,5 +114,5 @@ func TestRunRefusesASecondRun(t *testing.T) {
 	if err := s.Delete(ctx, widgets, "default", "run-owner", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "run-dep collected", widgetGone(s, "run-dep"))
+	testsupport.Eventually(t, 10*time.Second, "run-dep collected", widgetGone(s, "run-dep"))
 }
