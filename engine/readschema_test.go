@@ -241,17 +241,11 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	sinceBefore := since
 	// The revision is stored once writes that took the old schemas are
 	// done (readSettle, shortened by this test).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testsupport.Poll(t, 10*time.Second, "the read-schema record to be stored", func() (bool, string) {
 		rec := s.loadReadRecord(ctx, "doodads.test.setpoint.dev")
-		if sv, _ := s.reg.Get(doodads); rec != nil && rec.Fingerprint == sv.ReadSchemas().Fingerprint() && rec.Since == sinceBefore {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the read-schema record was not stored: %+v", s.loadReadRecord(ctx, "doodads.test.setpoint.dev"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		sv, _ := s.reg.Get(doodads)
+		return rec != nil && rec.Fingerprint == sv.ReadSchemas().Fingerprint() && rec.Since == sinceBefore, fmt.Sprintf("record %+v", rec)
+	})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
