@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
@@ -68,7 +69,7 @@ func TestCRDUpdateAndConflicts(t *testing.T) {
 		t.Error("the clashing CRD is served")
 	}
 	// An invalid CRD is rejected with the apiextensions validation.
-	bad := fromYAML(t, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: wrong.example.setpoint.dev}\nspec:\n  group: example.setpoint.dev\n  scope: Namespaced\n  names: {plural: things, kind: Thing}\n  versions: []\n")
+	bad := kindstest.FromYAML(t, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: wrong.example.setpoint.dev}\nspec:\n  group: example.setpoint.dev\n  scope: Namespaced\n  names: {plural: things, kind: Thing}\n  versions: []\n")
 	if _, err := s.Create(ctx, kinds.CRDResource, bad, metav1.CreateOptions{}); err == nil {
 		t.Error("an invalid CRD was accepted")
 	}

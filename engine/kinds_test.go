@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
@@ -46,7 +47,7 @@ func TestClusterScopedVersionsAndScale(t *testing.T) {
 	if _, err := s.Create(ctx, kinds.CRDResource, gadgetCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	g := fromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Gadget\nmetadata: {name: g1}\nspec:\n  replicas: 2\n  extra: {anything: [1, 2]}\n")
+	g := kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Gadget\nmetadata: {name: g1}\nspec:\n  replicas: 2\n  extra: {anything: [1, 2]}\n")
 	if _, err := s.Create(ctx, gadgetsV1beta1, g, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestFieldValidationWarn(t *testing.T) {
 func TestBuiltinUnknownFields(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	ns := fromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: strict}\nbogus: 1\n")
+	ns := kindstest.FromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: strict}\nbogus: 1\n")
 	if _, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{FieldValidation: "Strict"}); !apierrors.IsBadRequest(err) {
 		t.Fatalf("strict create with an unknown field = %v, want BadRequest", err)
 	}

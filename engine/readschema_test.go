@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
@@ -73,11 +74,11 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	if _, err := s.Create(ctx, kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	old, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: old}\nspec: {name: a, legacy: x}\n"), metav1.CreateOptions{})
+	old, err := s.Create(ctx, doodads, kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: old}\nspec: {name: a, legacy: x}\n"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Create(ctx, doodadsV1beta1, fromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Doodad\nmetadata: {name: beta}\nspec: {name: b}\n"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, doodadsV1beta1, kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Doodad\nmetadata: {name: beta}\nspec: {name: b}\n"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	storedBefore, err := db.Get(ctx, store.ObjectKey("test.setpoint.dev", "doodads", "", "old"), store.GetOptions{})
@@ -92,18 +93,18 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 		t.Errorf("an object written through v1beta1 is stored as %s, want at the storage version v1", storedBeta.Value)
 	}
 
-	if _, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: gone}\nspec: {name: g, legacy: q}\n"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, doodads, kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: gone}\nspec: {name: g, legacy: q}\n"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	replaceCRD(t, s, doodadCRDv2)
-	newer, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: newer}\nspec: {name: c, tier: bronze}\n"), metav1.CreateOptions{})
+	newer, err := s.Create(ctx, doodads, kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: newer}\nspec: {name: c, tier: bronze}\n"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Written through v1beta1, which has legacy and defaults tier to
 	// silver: stored at v1, whose schema prunes legacy.
-	if _, err := s.Create(ctx, doodadsV1beta1, fromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Doodad\nmetadata: {name: delta}\nspec: {name: d, legacy: z}\n"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, doodadsV1beta1, kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Doodad\nmetadata: {name: delta}\nspec: {name: d, legacy: z}\n"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -275,7 +276,7 @@ func TestSchemaChangeRacingWrites(t *testing.T) {
 					return
 				default:
 				}
-				o := fromYAML(t, fmt.Sprintf("apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: r%d-%d}\nspec: {name: r, legacy: x}\n", g, i))
+				o := kindstest.FromYAML(t, fmt.Sprintf("apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: r%d-%d}\nspec: {name: r, legacy: x}\n", g, i))
 				if _, err := s.Create(ctx, doodads, o, metav1.CreateOptions{}); err != nil {
 					t.Error(err)
 					return

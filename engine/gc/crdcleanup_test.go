@@ -15,6 +15,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
@@ -46,7 +47,7 @@ func TestCRDServesAndStops(t *testing.T) {
 		t.Fatal("widgets still served after the CRD was deleted")
 	}
 	// Registering it again serves an empty resource: the objects went with it.
-	if _, err := s.Create(ctx, kinds.CRDResource, readYAML(t, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, kindstest.WidgetCRD(t), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	l, err := s.List(ctx, widgets, "", metav1.ListOptions{})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
@@ -141,7 +142,7 @@ func TestEventsAndNamespaces(t *testing.T) {
 	ctx := context.Background()
 	s, _, _ := newGCService(t, true)
 
-	ns := fromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n")
+	ns := kindstest.FromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n")
 	out, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +154,7 @@ func TestEventsAndNamespaces(t *testing.T) {
 	w.SetNamespace("team")
 	mustCreate(t, s, w)
 	for _, name := range []string{"e1", "e2"} {
-		ev := fromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: team}\ninvolvedObject: {kind: Widget, name: "+name+"-target, namespace: team}\nreason: Provisioned\ntype: Normal\nmessage: done\n")
+		ev := kindstest.FromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: team}\ninvolvedObject: {kind: Widget, name: "+name+"-target, namespace: team}\nreason: Provisioned\ntype: Normal\nmessage: done\n")
 		if _, err := s.Create(ctx, kinds.EventResource, ev, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -124,14 +124,7 @@ func TestBoundedValidationSweep(t *testing.T) {
 	if !ok {
 		t.Fatal("boxes not served")
 	}
-	props, _, err := versionSchema(crdOf(t, r, "boxes.example.setpoint.dev"), "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, _, err := apiservervalidation.NewSchemaValidator(props)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := libraryBoxValidator(t, r)
 	rnd := kindstest.NewRand(4)
 	rnd.Keys = []string{"items", "mode", "count", "port", "ports", "bogus"}
 	// Each member or element takes a value valid for it three times in

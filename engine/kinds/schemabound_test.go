@@ -33,14 +33,7 @@ func serveEnumBoxes(t testing.TB, r *Registry, enum int) *Kind {
 func TestBoundedValidationKeepsLibraryErrors(t *testing.T) {
 	r := NewRegistry()
 	sv := serveEnumBoxes(t, r, 3)
-	props, _, err := versionSchema(crdOf(t, r, "boxes.example.setpoint.dev"), "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, _, err := apiservervalidation.NewSchemaValidator(props)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := libraryBoxValidator(t, r)
 	for _, n := range []int{1, 5, MaxValidationErrors - 1, MaxValidationErrors, MaxValidationErrors + 1, 500} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			obj := kindstest.Box("b", n)
@@ -78,6 +71,21 @@ func TestBoundedValidationKeepsLibraryErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// libraryBoxValidator returns the library's schema validator of the
+// boxes served in r.
+func libraryBoxValidator(t testing.TB, r *Registry) apiservervalidation.SchemaValidator {
+	t.Helper()
+	props, _, err := versionSchema(crdOf(t, r, "boxes.example.setpoint.dev"), "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, _, err := apiservervalidation.NewSchemaValidator(props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lib
 }
 
 // crdOf returns the served CRD name.
@@ -196,14 +204,7 @@ func TestBoundedJunctors(t *testing.T) {
 	if !ok {
 		t.Fatal("boxes not served")
 	}
-	props, _, err := versionSchema(crdOf(t, r, "boxes.example.setpoint.dev"), "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, _, err := apiservervalidation.NewSchemaValidator(props)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := libraryBoxValidator(t, r)
 	items := func(v string, n int) []any {
 		out := make([]any, n)
 		for i := range out {

@@ -147,7 +147,7 @@ func TestCreateValidationEmbeddedAndListTypes(t *testing.T) {
 	}
 	// Embedded resources are still coerced: an unknown field in their
 	// metadata is found.
-	box := fromYAML(t, `{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"c","namespace":"default"},"spec":{"inner":{"apiVersion":"v1","kind":"K","metadata":{"name":"i","bogus":1}}}}`)
+	box := kindstest.FromYAML(t, `{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"c","namespace":"default"},"spec":{"inner":{"apiVersion":"v1","kind":"K","metadata":{"name":"i","bogus":1}}}}`)
 	unknown, err := sv.Coerce(box)
 	if err == nil {
 		err = sv.StrictFields(ctx, metav1.FieldValidationStrict, unknown)
