@@ -19,7 +19,7 @@ import (
 func TestApplyErrorStatus(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, thingCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, thingCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Apply(ctx, things, "default", "t1", appliedThing(`{"a":"1"}`), applyOpts("m1", false)); err != nil {

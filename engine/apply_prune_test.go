@@ -13,32 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // thingCRD declares spec.a and spec.b (both strings).
-const thingCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: things.example.setpoint.dev
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: things, singular: thing, kind: Thing, listKind: ThingList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              a: {type: string}
-              b: {type: string}
-`
+var thingCRD = testsupport.CRD{Kind: "Thing",
+	Schema: `{type: object, properties: {spec: {type: object, properties: {a: {type: string}, b: {type: string}}}}}`}
 
 var things = schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "things"}
 
@@ -52,7 +32,7 @@ func appliedThing(spec string) []byte {
 func TestApplyAfterSchemaChange(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, thingCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, thingCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Apply(ctx, things, "default", "t1", appliedThing(`{"a":"1","b":"2"}`), applyOpts("m1", false)); err != nil {

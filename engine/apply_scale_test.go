@@ -19,7 +19,7 @@ import (
 func TestScaleRecordedAsSubresource(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, gadgetCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, gadgetCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := []byte(`{"apiVersion":"test.setpoint.dev/v1","kind":"Gadget","metadata":{"name":"g1"},"spec":{"replicas":2}}`)

@@ -13,36 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // twoVersionCRD serves v1beta1 and v1 (conversion None).
-const twoVersionCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gizmos.example.setpoint.dev
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: gizmos, singular: gizmo, kind: Gizmo, listKind: GizmoList}
-  versions:
-  - name: v1beta1
-    served: true
-    storage: false
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, properties: {a: {type: string}, b: {type: string}}}
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, properties: {a: {type: string}, b: {type: string}}}
-`
+var twoVersionCRD = testsupport.CRD{Kind: "Gizmo",
+	Schema:   `{type: object, properties: {spec: {type: object, properties: {a: {type: string}, b: {type: string}}}}}`,
+	Versions: []testsupport.Version{{Name: "v1beta1"}, {Name: "v1", Storage: true}}}
 
 func gizmos(v string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: "example.setpoint.dev", Version: v, Resource: "gizmos"}
@@ -76,7 +53,7 @@ func setVersions(t *testing.T, s *Service, name string, edit func(vs []any)) {
 func TestApplyAfterVersionUnserved(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, twoVersionCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, twoVersionCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Apply(ctx, gizmos("v1beta1"), "default", "g", appliedGizmo("v1beta1", `{"a":"1"}`), applyOpts("old-client", false)); err != nil {

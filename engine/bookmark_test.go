@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
@@ -29,7 +30,7 @@ func TestBookmarksFollowTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Create(ctx, kinds.CRDResource, readYAML(t, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, kindstest.WidgetCRD(t), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	a := mustCreate(t, s, widget("a", "small", nil))

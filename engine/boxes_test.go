@@ -8,13 +8,14 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
-// serveBoxes creates kindstest.BoxCRD with openAPIV3Schema and returns what
+// serveBoxes creates the CRD of the Box kind with openAPIV3Schema and returns what
 // the registry serves for boxes.
 func serveBoxes(t testing.TB, s *Service, openAPIV3Schema string) (*kinds.Kind, bool) {
 	t.Helper()
-	if _, err := s.Create(context.Background(), kinds.CRDResource, kindstest.BoxCRD(t, openAPIV3Schema), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(context.Background(), kinds.CRDResource, testsupport.CRD{Kind: "Box", Plural: "boxes", Schema: openAPIV3Schema}.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return s.reg.Get(kindstest.Boxes)

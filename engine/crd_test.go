@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 func crdCondition(t *testing.T, s *Service, name, typ string) string {
@@ -56,20 +58,7 @@ func TestCRDUpdateAndConflicts(t *testing.T) {
 	}
 
 	// A second CRD of the group that claims the same kind is not served.
-	clash := fromYAML(t, `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: otherwidgets.example.setpoint.dev}
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: otherwidgets, singular: otherwidget, kind: Widget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object}}
-`)
+	clash := testsupport.CRD{Kind: "Widget", Plural: "otherwidgets", Singular: "otherwidget", Schema: `{type: object}`}.Unstructured()
 	if _, err := s.Create(ctx, kinds.CRDResource, clash, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +69,7 @@ spec:
 		t.Error("the clashing CRD is served")
 	}
 	// An invalid CRD is rejected with the apiextensions validation.
-	bad := fromYAML(t, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: wrong.example.setpoint.dev}\nspec:\n  group: example.setpoint.dev\n  scope: Namespaced\n  names: {plural: things, kind: Thing}\n  versions: []\n")
+	bad := kindstest.FromYAML(t, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: wrong.example.setpoint.dev}\nspec:\n  group: example.setpoint.dev\n  scope: Namespaced\n  names: {plural: things, kind: Thing}\n  versions: []\n")
 	if _, err := s.Create(ctx, kinds.CRDResource, bad, metav1.CreateOptions{}); err == nil {
 		t.Error("an invalid CRD was accepted")
 	}

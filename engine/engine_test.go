@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
@@ -40,7 +38,7 @@ func newService(t testing.TB) *Service {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
-	crd := readYAML(t, "../examples/widget/crd.yaml")
+	crd := kindstest.WidgetCRD(t)
 	if _, err := s.Create(context.Background(), kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create widget CRD: %v", err)
 	}
@@ -63,24 +61,6 @@ func openService(t testing.TB, dir string) (*Service, *badger.DB) {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s, db
-}
-
-func readYAML(t testing.TB, path string) *unstructured.Unstructured {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fromYAML(t, string(b))
-}
-
-func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
-	t.Helper()
-	var m map[string]any
-	if err := yaml.Unmarshal([]byte(s), &m); err != nil {
-		t.Fatalf("yaml: %v", err)
-	}
-	return &unstructured.Unstructured{Object: m}
 }
 
 func widget(name, size string, labels map[string]string) *unstructured.Unstructured {
@@ -556,7 +536,7 @@ func TestRestartKeepsKinds(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, db := openService(t, dir)
-	if _, err := s.Create(ctx, kinds.CRDResource, readYAML(t, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, kindstest.WidgetCRD(t), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, s, widget("kept", "small", nil))

@@ -13,46 +13,28 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // gadgetCRD is cluster-scoped, served at two versions with conversion None,
 // and declares the status and scale subresources.
-const gadgetCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadgets.test.setpoint.dev
-spec:
-  group: test.setpoint.dev
-  scope: Cluster
-  names: {plural: gadgets, singular: gadget, kind: Gadget, shortNames: [gd]}
-  versions:
-  - name: v1beta1
-    served: true
-    storage: false
-    schema: &schema
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              replicas: {type: integer, minimum: 0}
-              extra: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status:
-            type: object
-            properties:
-              replicas: {type: integer}
-              selector: {type: string}
-    subresources: &subs
-      status: {}
-      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.selector}
-  - name: v1
-    served: true
-    storage: true
-    schema: *schema
-    subresources: *subs
-`
+var gadgetCRD = testsupport.CRD{Group: "test.setpoint.dev", Kind: "Gadget", Scope: "Cluster", ShortNames: []string{"gd"},
+	Status: true, Scale: `{specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.selector}`,
+	Schema: `
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      replicas: {type: integer, minimum: 0}
+      extra: {type: object, x-kubernetes-preserve-unknown-fields: true}
+  status:
+    type: object
+    properties:
+      replicas: {type: integer}
+      selector: {type: string}`,
+	Versions: []testsupport.Version{{Name: "v1beta1"}, {Name: "v1", Storage: true}}}
 
 var (
 	gadgetsV1      = schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1", Resource: "gadgets"}
@@ -62,10 +44,10 @@ var (
 func TestClusterScopedVersionsAndScale(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, gadgetCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, gadgetCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	g := fromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Gadget\nmetadata: {name: g1}\nspec:\n  replicas: 2\n  extra: {anything: [1, 2]}\n")
+	g := kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Gadget\nmetadata: {name: g1}\nspec:\n  replicas: 2\n  extra: {anything: [1, 2]}\n")
 	if _, err := s.Create(ctx, gadgetsV1beta1, g, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +170,7 @@ func TestFieldValidationWarn(t *testing.T) {
 func TestBuiltinUnknownFields(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	ns := fromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: strict}\nbogus: 1\n")
+	ns := kindstest.FromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: strict}\nbogus: 1\n")
 	if _, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{FieldValidation: "Strict"}); !apierrors.IsBadRequest(err) {
 		t.Fatalf("strict create with an unknown field = %v, want BadRequest", err)
 	}

@@ -31,7 +31,7 @@ func newServiceLimit(t *testing.T, limit int) *Service {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	if _, err := s.Create(context.Background(), kinds.CRDResource, readYAML(t, "../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(context.Background(), kinds.CRDResource, kindstest.WidgetCRD(t), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create widget CRD: %v", err)
 	}
 	return s

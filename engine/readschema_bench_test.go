@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 )
 
 // BenchmarkListJSONReadSchemas lists 3,000 Doodads as JSON when they read as
@@ -18,11 +19,11 @@ import (
 func BenchmarkListJSONReadSchemas(b *testing.B) {
 	ctx := context.Background()
 	s, _ := openService(b, b.TempDir())
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(b, doodadCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	for i := range 3000 {
-		o := fromYAML(b, fmt.Sprintf("apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: d%04d}\nspec: {name: n%d, legacy: x}\n", i, i))
+		o := kindstest.FromYAML(b, fmt.Sprintf("apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: d%04d}\nspec: {name: n%d, legacy: x}\n", i, i))
 		if _, err := s.Create(ctx, doodads, o, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}

@@ -15,33 +15,21 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/store"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // doodadCRDOf is the Doodad CRD with the given spec properties (a YAML flow
 // mapping's contents) at v1beta1 and at v1, the storage version.
-func doodadCRDOf(v1beta1, v1 string) string {
-	version := func(name string, storage bool, props string) string {
-		return fmt.Sprintf(`
-  - name: %s
-    served: true
-    storage: %v
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, properties: {%s}}`, name, storage, props)
+func doodadCRDOf(v1beta1, v1 string) testsupport.CRD {
+	schema := func(props string) string {
+		return `{type: object, properties: {spec: {type: object, properties: {` + props + `}}}}`
 	}
-	return `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: doodads.test.setpoint.dev
-spec:
-  group: test.setpoint.dev
-  scope: Cluster
-  names: {plural: doodads, singular: doodad, kind: Doodad}
-  versions:` + version("v1beta1", false, v1beta1) + version("v1", true, v1) + "\n"
+	return testsupport.CRD{Group: "test.setpoint.dev", Kind: "Doodad", Scope: "Cluster", Versions: []testsupport.Version{
+		{Name: "v1beta1", Schema: schema(v1beta1)},
+		{Name: "v1", Storage: true, Schema: schema(v1)},
+	}}
 }
 
 // doodadCRD is a kind whose schema the tests below change: at first spec has
@@ -58,15 +46,15 @@ var (
 	doodadsV1beta1 = schema.GroupVersionResource{Group: "test.setpoint.dev", Version: "v1beta1", Resource: "doodads"}
 )
 
-// replaceCRD updates the doodad CRD's spec to that of doc.
-func replaceCRD(t *testing.T, s *Service, doc string) {
+// replaceCRD updates the doodad CRD's spec to that of crd.
+func replaceCRD(t *testing.T, s *Service, crd testsupport.CRD) {
 	t.Helper()
 	ctx := context.Background()
 	cur, err := s.Get(ctx, kinds.CRDResource, "", "doodads.test.setpoint.dev", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur.Object["spec"] = fromYAML(t, doc).Object["spec"]
+	cur.Object["spec"] = crd.Object()["spec"]
 	if _, err := s.Update(ctx, kinds.CRDResource, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update CRD: %v", err)
 	}
@@ -83,14 +71,14 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	dir := t.TempDir()
 	s, db := openService(t, dir)
 	s.readSettle = 50 * time.Millisecond
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	old, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: old}\nspec: {name: a, legacy: x}\n"), metav1.CreateOptions{})
+	old, err := s.Create(ctx, doodads, kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: old}\nspec: {name: a, legacy: x}\n"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Create(ctx, doodadsV1beta1, fromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Doodad\nmetadata: {name: beta}\nspec: {name: b}\n"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, doodadsV1beta1, kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Doodad\nmetadata: {name: beta}\nspec: {name: b}\n"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	storedBefore, err := db.Get(ctx, store.ObjectKey("test.setpoint.dev", "doodads", "", "old"), store.GetOptions{})
@@ -105,18 +93,18 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 		t.Errorf("an object written through v1beta1 is stored as %s, want at the storage version v1", storedBeta.Value)
 	}
 
-	if _, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: gone}\nspec: {name: g, legacy: q}\n"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, doodads, kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: gone}\nspec: {name: g, legacy: q}\n"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	replaceCRD(t, s, doodadCRDv2)
-	newer, err := s.Create(ctx, doodads, fromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: newer}\nspec: {name: c, tier: bronze}\n"), metav1.CreateOptions{})
+	newer, err := s.Create(ctx, doodads, kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: newer}\nspec: {name: c, tier: bronze}\n"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Written through v1beta1, which has legacy and defaults tier to
 	// silver: stored at v1, whose schema prunes legacy.
-	if _, err := s.Create(ctx, doodadsV1beta1, fromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Doodad\nmetadata: {name: delta}\nspec: {name: d, legacy: z}\n"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, doodadsV1beta1, kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1beta1\nkind: Doodad\nmetadata: {name: delta}\nspec: {name: d, legacy: z}\n"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -254,17 +242,11 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 	sinceBefore := since
 	// The revision is stored once writes that took the old schemas are
 	// done (readSettle, shortened by this test).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testsupport.Poll(t, 10*time.Second, "the read-schema record to be stored", func() (bool, string) {
 		rec := s.loadReadRecord(ctx, "doodads.test.setpoint.dev")
-		if sv, _ := s.reg.Get(doodads); rec != nil && rec.Fingerprint == sv.ReadSchemas().Fingerprint() && rec.Since == sinceBefore {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the read-schema record was not stored: %+v", s.loadReadRecord(ctx, "doodads.test.setpoint.dev"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		sv, _ := s.reg.Get(doodads)
+		return rec != nil && rec.Fingerprint == sv.ReadSchemas().Fingerprint() && rec.Since == sinceBefore, fmt.Sprintf("record %+v", rec)
+	})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +263,7 @@ func TestSchemaChangeAppliesOnRead(t *testing.T) {
 func TestSchemaChangeRacingWrites(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openService(t, t.TempDir())
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -294,7 +276,7 @@ func TestSchemaChangeRacingWrites(t *testing.T) {
 					return
 				default:
 				}
-				o := fromYAML(t, fmt.Sprintf("apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: r%d-%d}\nspec: {name: r, legacy: x}\n", g, i))
+				o := kindstest.FromYAML(t, fmt.Sprintf("apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: r%d-%d}\nspec: {name: r, legacy: x}\n", g, i))
 				if _, err := s.Create(ctx, doodads, o, metav1.CreateOptions{}); err != nil {
 					t.Error(err)
 					return
@@ -339,7 +321,7 @@ func TestSchemaChangeCrashBeforeSettled(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, db := openService(t, dir)
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, doodadCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	w, err := s.Watch(ctx, doodads, "", metav1.ListOptions{})

@@ -14,37 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 var sfGadgets = schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "gadgets"}
 
-const sfGadgetCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gadgets.example.setpoint.dev}
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: gadgets, singular: gadget, kind: Gadget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    selectableFields:
-    - jsonPath: .spec.color
-    - jsonPath: .spec.count
-    - jsonPath: .spec.enabled
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              color: {type: string}
-              count: {type: integer}
-              enabled: {type: boolean}
-              size: {type: string}
-`
+var sfGadgetCRD = testsupport.CRD{Kind: "Gadget", SelectableFields: []string{".spec.color", ".spec.count", ".spec.enabled"},
+	Schema: `{type: object, properties: {spec: {type: object, properties: {
+  color: {type: string}, count: {type: integer}, enabled: {type: boolean}, size: {type: string}}}}}`}
 
 func sfGadget(name, color string, count int64, on bool, labels map[string]string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
@@ -64,7 +41,7 @@ func sfGadget(name, color string, count int64, on bool, labels map[string]string
 func TestSelectableFields(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, sfGadgetCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, sfGadgetCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	create := func(u *unstructured.Unstructured) *unstructured.Unstructured {
@@ -173,7 +150,7 @@ func TestSelectableFields(t *testing.T) {
 func TestSelectableFieldDefaultedOnRead(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
-	crd := fromYAML(t, sfGadgetCRD)
+	crd := sfGadgetCRD.Unstructured()
 	if _, err := s.Create(ctx, kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

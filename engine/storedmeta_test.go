@@ -2,9 +2,12 @@ package engine
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 )
 
 // storedMetaView is what ownership and deletion are decided on of a
@@ -82,21 +85,76 @@ func FuzzDecodeStoredMeta(f *testing.F) {
 	for _, tc := range storedMetaDocs {
 		f.Add([]byte(tc.doc))
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got, gotOK := scanStoredMeta(b) // must not panic
-		if !json.Valid(b) {
-			return // stored documents are valid JSON
+	f.Fuzz(func(t *testing.T, b []byte) { checkScanStoredMeta(t, b) })
+}
+
+// checkScanStoredMeta fails when the scanner reads a valid JSON document
+// other than exactStoredMeta does. It must not panic on any input. It
+// reports whether the scanner read b rather than leaving it to
+// exactStoredMeta.
+func checkScanStoredMeta(t *testing.T, b []byte) bool {
+	t.Helper()
+	got, gotOK := scanStoredMeta(b) // must not panic
+	if !json.Valid(b) {
+		return false // stored documents are valid JSON
+	}
+	if !gotOK {
+		return false // left to exactStoredMeta
+	}
+	gotOK = got.UID != ""
+	want, wantOK := exactStoredMeta(b)
+	if gotOK != wantOK {
+		t.Fatalf("%s: ok = %v, the engine's decoding %v", b, gotOK, wantOK)
+	}
+	if diff := cmp.Diff(viewOf(want), viewOf(got)); gotOK && diff != "" {
+		t.Fatalf("%s: metadata differs from the engine's decoding (-want +got):\n%s", b, diff)
+	}
+	return true
+}
+
+// The scanner against exactStoredMeta, as FuzzDecodeStoredMeta, on 2000
+// documents made from a fixed seed: the seed documents with random changes
+// to their values (kindstest.Rand) or to their bytes.
+func TestScanStoredMetaSweep(t *testing.T) {
+	r := kindstest.NewRand(6)
+	r.Keys = append(slices.Clone(r.Keys), "METADATA", "Metadata", "ownerreferences")
+	// Fragments spliced into a document's bytes: whitespace, escapes,
+	// duplicate and case-folded keys, nesting.
+	fragments := []string{" ", "\n", `"metadata":{"uid":"d"},`, `"uid":"z",`, `"UID":"y",`, `"x":[{"}":"]"}],`,
+		`"finalizers":["f"],`, `"deletionTimestamp":null,`, `"name":"\u0061",`, `{`, `"`, `,`}
+	scanned, fallback := 0, 0
+	for range 2000 {
+		seed := storedMetaDocs[r.IntN(len(storedMetaDocs))].doc
+		b := []byte(seed)
+		if r.IntN(2) == 0 {
+			var v any
+			if json.Unmarshal(b, &v) == nil {
+				b, _ = json.Marshal(r.Mutate(v, 1+r.IntN(3)))
+			}
+		} else {
+			for range 1 + r.IntN(2) {
+				// Mostly where a member may begin, so that most documents
+				// stay valid JSON.
+				var after []int
+				for i, c := range b {
+					if c == '{' || c == ',' {
+						after = append(after, i+1)
+					}
+				}
+				i := r.IntN(len(b) + 1)
+				if len(after) > 0 && r.IntN(4) != 0 {
+					i = after[r.IntN(len(after))]
+				}
+				b = slices.Concat(b[:i], []byte(fragments[r.IntN(len(fragments))]), b[i:])
+			}
 		}
-		if !gotOK {
-			return // left to exactStoredMeta
+		if checkScanStoredMeta(t, b) {
+			scanned++
+		} else {
+			fallback++
 		}
-		gotOK = got.UID != ""
-		want, wantOK := exactStoredMeta(b)
-		if gotOK != wantOK {
-			t.Fatalf("ok = %v, the engine's decoding %v", gotOK, wantOK)
-		}
-		if diff := cmp.Diff(viewOf(want), viewOf(got)); gotOK && diff != "" {
-			t.Errorf("metadata differs from the engine's decoding (-want +got):\n%s", diff)
-		}
-	})
+	}
+	if scanned < 200 || fallback < 200 {
+		t.Errorf("scanned %d documents, left %d; want at least 200 of each", scanned, fallback)
+	}
 }

@@ -54,13 +54,7 @@ func (c *Controller) finalize(ctx context.Context, r *run, obj *unstructured.Uns
 		res.err = err
 		ready = readyCondition{status: metav1.ConditionFalse, reason: ReasonFinalizeFailed, message: err.Error()}
 	case resp.Error != "":
-		res.err = fmt.Errorf("plugin finalize: %s", resp.Error)
-		res.terminal = resp.Terminal
-		reason := ReasonFinalizeFailed
-		if resp.Terminal {
-			reason = ReasonFinalizeTerminal
-		}
-		ready = readyCondition{status: metav1.ConditionFalse, reason: reason, message: resp.Error}
+		res, ready = pluginFailed("plugin finalize", resp.Error, resp.Terminal, ReasonFinalizeFailed, ReasonFinalizeTerminal)
 	case !resp.Done:
 		ready = readyCondition{status: metav1.ConditionFalse, reason: ReasonFinalizing, message: "waiting for the finalizer"}
 		if resp.RequeueAfter > 0 {

@@ -39,6 +39,17 @@ type result struct {
 	skipped      bool
 }
 
+// pluginFailed is the result and Ready condition of a call whose response
+// reports the error msg: reason, or terminalReason when the plugin marked
+// the error terminal. prefix begins the result's error.
+func pluginFailed(prefix, msg string, terminal bool, reason, terminalReason string) (result, readyCondition) {
+	if terminal {
+		reason = terminalReason
+	}
+	return result{err: fmt.Errorf("%s: %s", prefix, msg), terminal: terminal},
+		readyCondition{status: metav1.ConditionFalse, reason: reason, message: msg}
+}
+
 func (r result) outcome() string {
 	switch {
 	case r.skipped:
@@ -150,13 +161,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 		res.err = callErr
 		ready = readyCondition{status: metav1.ConditionFalse, reason: ReasonPluginError, message: callErr.Error()}
 	case resp.Error != "":
-		res.err = fmt.Errorf("plugin: %s", resp.Error)
-		res.terminal = resp.Terminal
-		reason := ReasonReconcileFailed
-		if resp.Terminal {
-			reason = ReasonTerminalError
-		}
-		ready = readyCondition{status: metav1.ConditionFalse, reason: reason, message: resp.Error}
+		res, ready = pluginFailed("plugin", resp.Error, resp.Terminal, ReasonReconcileFailed, ReasonTerminalError)
 	default:
 		if err := c.applyChildren(ctx, obj, observed, resp.Children); err != nil {
 			if apierrors.IsConflict(err) {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 func TestCRDServesAndStops(t *testing.T) {
@@ -45,7 +47,7 @@ func TestCRDServesAndStops(t *testing.T) {
 		t.Fatal("widgets still served after the CRD was deleted")
 	}
 	// Registering it again serves an empty resource: the objects went with it.
-	if _, err := s.Create(ctx, kinds.CRDResource, readYAML(t, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, kindstest.WidgetCRD(t), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	l, err := s.List(ctx, widgets, "", metav1.ListOptions{})
@@ -157,17 +159,10 @@ func TestCRDDeletionSeenByAnotherServer(t *testing.T) {
 	}
 	// The other server follows the CRD: it keeps serving the kind and
 	// refuses creates.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testsupport.Poll(t, 10*time.Second, "the other server to refuse creates", func() (bool, string) {
 		_, err := other.Create(ctx, widgets, widget(fmt.Sprintf("w%d", time.Now().UnixNano()), "small", nil), metav1.CreateOptions{})
-		if apierrors.IsMethodNotSupported(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the other server still accepts creates: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return apierrors.IsMethodNotSupported(err), fmt.Sprintf("create: %v", err)
+	})
 	if _, ok := other.Resource(widgets); !ok {
 		t.Fatal("the other server stopped serving the terminating kind")
 	}
@@ -175,6 +170,7 @@ func TestCRDDeletionSeenByAnotherServer(t *testing.T) {
 	// lets go. The collector marks the object deleting concurrently, so
 	// the update is retried from fresh state on a conflict, as a client
 	// would.
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		cur, err := s.Get(ctx, widgets, "default", "held", metav1.GetOptions{})
 		if err != nil {
@@ -189,15 +185,11 @@ func TestCRDDeletionSeenByAnotherServer(t *testing.T) {
 			t.Fatalf("remove the finalizer: %v", err)
 		}
 	}
-	for {
-		if _, ok := other.Resource(widgets); !ok {
-			if _, err := s.Get(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{}); apierrors.IsNotFound(err) {
-				break
-			}
+	testsupport.Eventually(t, 10*time.Second, "the other server's garbage collector to remove the CRD", func() bool {
+		if _, ok := other.Resource(widgets); ok {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the CRD was not removed by the other server's garbage collector")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_, err := s.Get(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 }

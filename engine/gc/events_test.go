@@ -9,6 +9,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
@@ -32,7 +33,7 @@ func TestEventTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"old", "fresh"} {
-		ev := fromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: default}\ninvolvedObject: {kind: Widget, name: x}\nreason: R\nmessage: m\n")
+		ev := kindstest.FromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: default}\ninvolvedObject: {kind: Widget, name: x}\nreason: R\nmessage: m\n")
 		if _, err := s.Create(ctx, kinds.EventResource, ev, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/store"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // strand leaves the widget name as a crash between the two steps of a
@@ -49,9 +51,9 @@ func TestGCFinishesStrandedDeletions(t *testing.T) {
 	s, c, st := newGCService(t, false)
 	strand(t, s, st.Store, "before-start")
 	runService(t, s, c)
-	eventually(t, "the deletion stranded before the start finished", widgetGone(s, "before-start"))
+	testsupport.Eventually(t, 10*time.Second, "the deletion stranded before the start finished", widgetGone(s, "before-start"))
 	strand(t, s, st.Store, "while-running")
-	eventually(t, "the deletion stranded while running finished", widgetGone(s, "while-running"))
+	testsupport.Eventually(t, 10*time.Second, "the deletion stranded while running finished", widgetGone(s, "while-running"))
 	// A deleting object that still has a finalizer stays.
 	held := widget("held", "small", nil)
 	held.SetFinalizers([]string{"example.setpoint.dev/hold"})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
@@ -85,7 +86,7 @@ func benchGCDelete(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Create(ctx, kinds.CRDResource, readYAML(b, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, kindstest.WidgetCRD(b), metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	c, err := New(s, Options{Store: db, SweepInterval: time.Hour, Logger: quiet})
@@ -194,7 +195,7 @@ func BenchmarkGCGraphMemory(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := s.Create(ctx, kinds.CRDResource, readYAML(b, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+			if _, err := s.Create(ctx, kinds.CRDResource, kindstest.WidgetCRD(b), metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			var ref *metav1.OwnerReference

@@ -13,6 +13,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 func TestFinalizersAndGC(t *testing.T) {
@@ -28,15 +29,6 @@ func TestFinalizersAndGC(t *testing.T) {
 	gone := func(name string) bool {
 		_, err := s.Get(ctx, widgets, "default", name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
-	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for i := 0; i < 100 && !cond(); i++ {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if !cond() {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 
 	t.Run("finalizer", func(t *testing.T) {
@@ -63,7 +55,7 @@ func TestFinalizersAndGC(t *testing.T) {
 		if err := s.Delete(ctx, widgets, "default", "bg-owner", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor("bg-dep collected", func() bool { return gone("bg-dep") })
+		testsupport.Eventually(t, 5*time.Second, "bg-dep collected", func() bool { return gone("bg-dep") })
 	})
 	t.Run("orphan", func(t *testing.T) {
 		owner := mustCreate(t, s, widget("or-owner", "small", nil))
@@ -72,7 +64,7 @@ func TestFinalizersAndGC(t *testing.T) {
 		if err := s.Delete(ctx, widgets, "default", "or-owner", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor("or-owner deleted", func() bool { return gone("or-owner") })
+		testsupport.Eventually(t, 5*time.Second, "or-owner deleted", func() bool { return gone("or-owner") })
 		dep, err := s.Get(ctx, widgets, "default", "or-dep", metav1.GetOptions{})
 		if err != nil || len(dep.GetOwnerReferences()) != 0 {
 			t.Fatalf("orphan = %v, %v; want it kept without owner references", dep, err)
@@ -90,7 +82,7 @@ func TestFinalizersAndGC(t *testing.T) {
 		if err := s.Delete(ctx, widgets, "default", "fg-owner", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor("fg-dep terminating", func() bool {
+		testsupport.Eventually(t, 5*time.Second, "fg-dep terminating", func() bool {
 			d, err := s.Get(ctx, widgets, "default", "fg-dep", metav1.GetOptions{})
 			return err == nil && d.GetDeletionTimestamp() != nil
 		})
@@ -100,7 +92,7 @@ func TestFinalizersAndGC(t *testing.T) {
 		if _, err := s.Patch(ctx, widgets, "default", "fg-dep", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor("fg-owner deleted", func() bool { return gone("fg-owner") })
+		testsupport.Eventually(t, 5*time.Second, "fg-owner deleted", func() bool { return gone("fg-owner") })
 	})
 	t.Run("preconditions", func(t *testing.T) {
 		w := mustCreate(t, s, widget("pre", "small", nil))

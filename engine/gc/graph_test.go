@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // A background delete collects the owner's dependents without listing
@@ -35,7 +37,7 @@ func TestGCDeleteListsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		eventually(t, "dependent collected", widgetGone(s, fmt.Sprintf("dep-%d", i)))
+		testsupport.Eventually(t, 10*time.Second, "dependent collected", widgetGone(s, fmt.Sprintf("dep-%d", i)))
 	}
 	if n := st.lists.Load() - before; n != 0 {
 		t.Errorf("collecting 5 dependents made %d store Lists, want 0", n)
@@ -58,9 +60,9 @@ func TestGCChainCascades(t *testing.T) {
 	if err := s.Delete(ctx, widgets, "default", "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b collected", widgetGone(s, "b"))
-	eventually(t, "c collected", widgetGone(s, "c"))
-	eventually(t, "d's reference to b dropped", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "b collected", widgetGone(s, "b"))
+	testsupport.Eventually(t, 10*time.Second, "c collected", widgetGone(s, "c"))
+	testsupport.Eventually(t, 10*time.Second, "d's reference to b dropped", func() bool {
 		d, err := s.Get(ctx, widgets, "default", "d", metav1.GetOptions{})
 		return err == nil && len(d.GetOwnerReferences()) == 1 && d.GetOwnerReferences()[0].UID == keep.GetUID()
 	})
@@ -80,7 +82,7 @@ func TestGCForegroundChain(t *testing.T) {
 	if err := s.Delete(ctx, widgets, "default", "fa", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "fc terminating", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "fc terminating", func() bool {
 		x, err := s.Get(ctx, widgets, "default", "fc", metav1.GetOptions{})
 		return err == nil && x.GetDeletionTimestamp() != nil
 	})
@@ -92,8 +94,8 @@ func TestGCForegroundChain(t *testing.T) {
 	if _, err := s.Patch(ctx, widgets, "default", "fc", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "fb deleted", widgetGone(s, "fb"))
-	eventually(t, "fa deleted", widgetGone(s, "fa"))
+	testsupport.Eventually(t, 10*time.Second, "fb deleted", widgetGone(s, "fb"))
+	testsupport.Eventually(t, 10*time.Second, "fa deleted", widgetGone(s, "fa"))
 }
 
 // The watch expires (the collector fell behind and its revision was
@@ -123,7 +125,7 @@ func TestGCRelistsAfterWatchExpiry(t *testing.T) {
 		t.Fatal("dep collected while the collector's watch was held")
 	}
 	release()
-	eventually(t, "dep collected after the relist", widgetGone(s, "dep"))
+	testsupport.Eventually(t, 10*time.Second, "dep collected after the relist", widgetGone(s, "dep"))
 	if n := c.relists.Load(); n != 2 {
 		t.Errorf("relists = %d, want 2", n)
 	}
@@ -181,7 +183,7 @@ func TestGCNamespaceEmptied(t *testing.T) {
 	if err := s.Delete(ctx, kinds.NamespaceResource, "", "gcns", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "w1 and w2 deleted, w0 terminating", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "w1 and w2 deleted, w0 terminating", func() bool {
 		l, err := s.List(ctx, widgets, "gcns", metav1.ListOptions{})
 		return err == nil && len(l.Items) == 1 && l.Items[0].GetDeletionTimestamp() != nil
 	})
@@ -191,7 +193,7 @@ func TestGCNamespaceEmptied(t *testing.T) {
 	if _, err := s.Patch(ctx, widgets, "gcns", "w0", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "namespace gone", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "namespace gone", func() bool {
 		_, err := s.Get(ctx, kinds.NamespaceResource, "", "gcns", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
@@ -207,7 +209,7 @@ func TestGCCRDCleanup(t *testing.T) {
 	if err := s.Delete(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "CRD gone", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "CRD gone", func() bool {
 		_, err := s.Get(ctx, kinds.CRDResource, "", "widgets.example.setpoint.dev", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
@@ -244,7 +246,7 @@ func TestGCTwoServers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "every dependent collected", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "every dependent collected", func() bool {
 		l, err := s.List(ctx, widgets, "default", metav1.ListOptions{})
 		if err != nil {
 			return false
@@ -277,7 +279,7 @@ func TestGCRunAgain(t *testing.T) {
 	if err := s.Delete(ctx, widgets, "default", "again-owner", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "again-dep collected", widgetGone(s, "again-dep"))
+	testsupport.Eventually(t, 10*time.Second, "again-dep collected", widgetGone(s, "again-dep"))
 	if n := c.relists.Load(); n != 2 {
 		t.Errorf("relists = %d, want 2", n)
 	}

@@ -2,7 +2,6 @@ package gc
 
 import (
 	"context"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -13,12 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // gcTestStore is a real store that counts Lists and can hold the
@@ -141,7 +141,7 @@ func newGCService(t testing.TB, run bool) (*engine.Service, *Collector, *gcTestS
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if _, err := s.Create(context.Background(), kinds.CRDResource, readYAML(t, "../../examples/widget/crd.yaml"), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(context.Background(), kinds.CRDResource, kindstest.WidgetCRD(t), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c := newCollector(t, s, st)
@@ -172,18 +172,6 @@ func runService(t testing.TB, s *engine.Service, c *Collector) {
 	t.Cleanup(func() { cancel(); wg.Wait(); s.Close() })
 }
 
-// eventually waits up to 10 seconds for cond.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // gcSynced waits until the collector's graph reflects the store's current
 // revision.
 func gcSynced(t testing.TB, c *Collector) {
@@ -192,7 +180,7 @@ func gcSynced(t testing.TB, c *Collector) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the graph to catch up", func() bool { return c.rev.Load() >= cur })
+	testsupport.Eventually(t, 10*time.Second, "the graph to catch up", func() bool { return c.rev.Load() >= cur })
 }
 
 // settle runs garbage collection sweeps until one changes nothing.
@@ -212,35 +200,8 @@ func settle(t *testing.T, c *Collector) {
 
 var widgets = schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "widgets"}
 
-func readYAML(t testing.TB, path string) *unstructured.Unstructured {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fromYAML(t, string(b))
-}
-
-func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
-	t.Helper()
-	var m map[string]any
-	if err := yaml.Unmarshal([]byte(s), &m); err != nil {
-		t.Fatalf("yaml: %v", err)
-	}
-	return &unstructured.Unstructured{Object: m}
-}
-
 func widget(name, size string, labels map[string]string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "example.setpoint.dev/v1",
-		"kind":       "Widget",
-		"metadata":   map[string]any{"name": name, "namespace": "default"},
-		"spec":       map[string]any{"name": "W " + name, "size": size},
-	}}
-	if labels != nil {
-		u.SetLabels(labels)
-	}
-	return u
+	return kindstest.Widget(name, size, labels)
 }
 
 func namespaceObj(name string) *unstructured.Unstructured {

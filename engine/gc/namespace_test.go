@@ -14,6 +14,8 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // nsConditions returns the status conditions of namespace name by type, as
@@ -68,22 +70,16 @@ func TestNamespaceConditionsWhileTerminating(t *testing.T) {
 	}
 	waitConditions := func(what string) *unstructured.Unstructured {
 		t.Helper()
-		var got map[string]string
 		var obj *unstructured.Unstructured
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testsupport.Poll(t, 10*time.Second, what+" conditions", func() (bool, string) {
+			var got map[string]string
 			got, obj = nsConditions(t, s, "qa2")
-			if cmp.Equal(got, want) {
-				return obj
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: conditions (-want +got):\n%s", what, cmp.Diff(want, got))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return cmp.Equal(got, want), "(-want +got):\n" + cmp.Diff(want, got)
+		})
+		return obj
 	}
 	first := waitConditions("terminating")
-	eventually(t, "free to go", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "free to go", func() bool {
 		_, err := s.Get(ctx, widgets, "qa2", "free", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
@@ -130,7 +126,7 @@ func TestNamespaceConditionsWhileTerminating(t *testing.T) {
 	waitConditions("the content gone")
 	// The collector's finalizer goes right after.
 	var last *unstructured.Unstructured
-	eventually(t, "the kubernetes finalizer to go", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "the kubernetes finalizer to go", func() bool {
 		_, last = nsConditions(t, s, "qa2")
 		return fmt.Sprint(last.GetFinalizers()) == "[example.setpoint.dev/keep]"
 	})
@@ -146,7 +142,7 @@ func TestEventsAndNamespaces(t *testing.T) {
 	ctx := context.Background()
 	s, _, _ := newGCService(t, true)
 
-	ns := fromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n")
+	ns := kindstest.FromYAML(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n")
 	out, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +154,7 @@ func TestEventsAndNamespaces(t *testing.T) {
 	w.SetNamespace("team")
 	mustCreate(t, s, w)
 	for _, name := range []string{"e1", "e2"} {
-		ev := fromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: team}\ninvolvedObject: {kind: Widget, name: "+name+"-target, namespace: team}\nreason: Provisioned\ntype: Normal\nmessage: done\n")
+		ev := kindstest.FromYAML(t, "apiVersion: v1\nkind: Event\nmetadata: {name: "+name+", namespace: team}\ninvolvedObject: {kind: Widget, name: "+name+"-target, namespace: team}\nreason: Provisioned\ntype: Normal\nmessage: done\n")
 		if _, err := s.Create(ctx, kinds.EventResource, ev, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +180,7 @@ func TestEventsAndNamespaces(t *testing.T) {
 	if _, err := s.Create(ctx, widgets, late, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("create in a terminating namespace = %v, want Forbidden", err)
 	}
-	eventually(t, "the plain widget collected", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "the plain widget collected", func() bool {
 		_, err := s.Get(ctx, widgets, "team", "w", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
@@ -194,7 +190,7 @@ func TestEventsAndNamespaces(t *testing.T) {
 	if _, err := s.Patch(ctx, widgets, "team", "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the namespace gone", func() bool {
+	testsupport.Eventually(t, 10*time.Second, "the namespace gone", func() bool {
 		_, err := s.Get(ctx, kinds.NamespaceResource, "", "team", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})

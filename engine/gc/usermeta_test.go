@@ -14,26 +14,10 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
-const freeFormCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: notes.example.setpoint.dev
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: notes, singular: note, kind: Note, listKind: NoteList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
+var freeFormCRD = testsupport.CRD{Kind: "Note", Schema: `{type: object, x-kubernetes-preserve-unknown-fields: true}`}
 
 // A top-level key that differs from "metadata" only by case is the user's
 // data (kept by x-kubernetes-preserve-unknown-fields): owner references in
@@ -42,11 +26,11 @@ spec:
 func TestGCIgnoresUserDataThatLooksLikeMetadata(t *testing.T) {
 	ctx := context.Background()
 	s, c, _ := newGCService(t, true)
-	if _, err := s.Create(ctx, kinds.CRDResource, fromYAML(t, freeFormCRD), metav1.CreateOptions{}); err != nil {
+	if _, err := s.Create(ctx, kinds.CRDResource, freeFormCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	notes := schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "notes"}
-	eventually(t, "notes served", func() bool { _, ok := s.ServedResource(notes.GroupResource()); return ok })
+	testsupport.Eventually(t, 10*time.Second, "notes served", func() bool { _, ok := s.ServedResource(notes.GroupResource()); return ok })
 	var uids []types.UID
 	for i, key := range []string{"METADATA", "Metadata"} {
 		obj := &unstructured.Unstructured{Object: map[string]any{
@@ -130,5 +114,5 @@ func TestRunRefusesASecondRun(t *testing.T) {
 	if err := s.Delete(ctx, widgets, "default", "run-owner", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "run-dep collected", widgetGone(s, "run-dep"))
+	testsupport.Eventually(t, 10*time.Second, "run-dep collected", widgetGone(s, "run-dep"))
 }

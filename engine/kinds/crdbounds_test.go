@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 func enumSchema(n int) string {
@@ -65,7 +65,7 @@ func TestCRDSchemaBounds(t *testing.T) {
 			"openAPIV3Schema.anyOf[0].properties[spec].enum: Too many"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := validCRDCreate(t, kindstest.BoxCRD(t, tc.schema).Object)
+			err := validCRDCreate(t, testsupport.CRD{Kind: "Box", Plural: "boxes", Schema: tc.schema}.Object())
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("create: %v", err)
@@ -80,7 +80,7 @@ func TestCRDSchemaBounds(t *testing.T) {
 // be changed past them.
 func TestCRDSchemaBoundsRatchet(t *testing.T) {
 	decode := func(schema string) *apiextensionsv1.CustomResourceDefinition {
-		crd, err := CRDFromMap(kindstest.BoxCRD(t, schema).Object)
+		crd, err := CRDFromMap(testsupport.CRD{Kind: "Box", Plural: "boxes", Schema: schema}.Object())
 		if err != nil {
 			t.Fatal(err)
 		}

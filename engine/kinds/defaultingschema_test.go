@@ -10,11 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// Defaulting with the skeleton of a schema gives what defaulting with the
-// schema gives.
-func TestDefaultingSchemaDefaultsAlike(t *testing.T) {
-	r := NewRegistry()
-	sv, ok := serveBoxes(t, r, `
+// defaultingBoxSchema is a Box schema with defaults at every depth, in
+// properties, items and additionalProperties, beside nodes without any.
+const defaultingBoxSchema = `
         type: object
         properties:
           spec:
@@ -33,7 +31,23 @@ func TestDefaultingSchemaDefaultsAlike(t *testing.T) {
               strings: {type: array, items: {type: string}}
               labels: {type: object, additionalProperties: {type: object, properties: {v: {type: string, default: v}}}}
               counts: {type: object, additionalProperties: {type: integer}}
-              nonNull: {type: object, default: {z: 1}, properties: {z: {type: integer}}}`)
+              nonNull: {type: object, default: {z: 1}, properties: {z: {type: integer}}}`
+
+// defaultingBoxSpecs are specs of Boxes of defaultingBoxSchema: missing,
+// null and given values where it has defaults.
+var defaultingBoxSpecs = []string{
+	`{}`,
+	`{"plain": "p", "mode": null, "nested": {}, "none": {"x": "x", "y": ["a", null]}}`,
+	`{"nested": {"a": 1, "deep": {}}, "list": [{}, {"n": 5}, null, {"m": "m"}], "strings": ["a", null]}`,
+	`{"labels": {"a": {}, "b": {"v": "w"}, "c": null}, "counts": {"a": 1, "b": null}, "nonNull": null}`,
+	`{"nested": {"b": null, "deep": null}, "list": [], "labels": {}}`,
+}
+
+// Defaulting with the skeleton of a schema gives what defaulting with the
+// schema gives.
+func TestDefaultingSchemaDefaultsAlike(t *testing.T) {
+	r := NewRegistry()
+	sv, ok := serveBoxes(t, r, defaultingBoxSchema)
 	if !ok {
 		t.Fatal("boxes not served")
 	}
@@ -44,13 +58,7 @@ func TestDefaultingSchemaDefaultsAlike(t *testing.T) {
 	if _, ok := skeleton.Properties["spec"].Properties["plain"]; ok {
 		t.Error("skeleton keeps spec.plain")
 	}
-	for i, spec := range []string{
-		`{}`,
-		`{"plain": "p", "mode": null, "nested": {}, "none": {"x": "x", "y": ["a", null]}}`,
-		`{"nested": {"a": 1, "deep": {}}, "list": [{}, {"n": 5}, null, {"m": "m"}], "strings": ["a", null]}`,
-		`{"labels": {"a": {}, "b": {"v": "w"}, "c": null}, "counts": {"a": 1, "b": null}, "nonNull": null}`,
-		`{"nested": {"b": null, "deep": null}, "list": [], "labels": {}}`,
-	} {
+	for i, spec := range defaultingBoxSpecs {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			obj := map[string]any{"spec": nil}
 			u := &unstructured.Unstructured{}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -23,7 +24,7 @@ func TestEventTable(t *testing.T) {
 		"apiVersion: v1\nkind: Event\nmetadata: {name: e2, namespace: default}\ninvolvedObject: {kind: Namespace}\n" +
 			"reason: Started\ntype: Warning\nmessage: m\nreportingComponent: setpoint\nreportingInstance: host-1\neventTime: \"2026-11-21T10:59:30.000000Z\"\n",
 	} {
-		l.Items = append(l.Items, *fromYAML(t, doc))
+		l.Items = append(l.Items, *kindstest.FromYAML(t, doc))
 	}
 	now, _ := time.Parse(time.RFC3339, "2026-11-21T11:00:00Z")
 	tbl, err := eventTable{now: func() time.Time { return now }}.ConvertToTable(ctx, l, &metav1.TableOptions{})

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // TestFieldLabel checks which field labels each kind takes: the Event and
@@ -12,22 +14,8 @@ import (
 // through the strategy's attributes; nothing else.
 func TestFieldLabel(t *testing.T) {
 	r := NewRegistry()
-	serveCRD(t, r, fromYAML(t, `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gizmos.example.setpoint.dev}
-spec:
-  group: example.setpoint.dev
-  scope: Namespaced
-  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    selectableFields: [{jsonPath: .spec.tier}]
-    schema:
-      openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {tier: {type: string}, size: {type: string}}}}}
-`))
+	serveCRD(t, r, testsupport.CRD{Kind: "Gizmo", SelectableFields: []string{".spec.tier"},
+		Schema: `{type: object, properties: {spec: {type: object, properties: {tier: {type: string}, size: {type: string}}}}}`}.Unstructured())
 	events, _ := r.Get(EventResource)
 	namespaces, _ := r.Get(NamespaceResource)
 	gizmos, ok := r.Get(widgets.GroupVersion().WithResource("gizmos"))

@@ -1,12 +1,11 @@
 package kinds
 
 import (
-	"os"
 	"testing"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 )
 
 var widgets = schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "widgets"}
@@ -16,7 +15,7 @@ var widgets = schema.GroupVersionResource{Group: "example.setpoint.dev", Version
 func newRegistry(t testing.TB) *Registry {
 	t.Helper()
 	r := NewRegistry()
-	serveCRD(t, r, readYAML(t, "../../examples/widget/crd.yaml"))
+	serveCRD(t, r, kindstest.WidgetCRD(t))
 	return r
 }
 
@@ -38,22 +37,4 @@ func serveCRD(t testing.TB, r *Registry, crd *unstructured.Unstructured) {
 	}
 	rev := int64(len(r.CRDs()) + 1)
 	r.SetCRD(c, ss, rev, nil, func() int64 { return rev })
-}
-
-func readYAML(t testing.TB, path string) *unstructured.Unstructured {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fromYAML(t, string(b))
-}
-
-func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
-	t.Helper()
-	var m map[string]any
-	if err := yaml.Unmarshal([]byte(s), &m); err != nil {
-		t.Fatalf("yaml: %v", err)
-	}
-	return &unstructured.Unstructured{Object: m}
 }

@@ -97,38 +97,18 @@ func canonicalMeta(md map[string]any) (map[string]any, bool) {
 				c[mk] = s
 			}
 			out[k] = c
-		case "finalizers":
-			l, ok := v.([]any)
+		case "finalizers", "ownerReferences":
+			elem := canonicalString
+			if k == "ownerReferences" {
+				elem = canonicalOwnerReference
+			}
+			c, ok := canonicalList(v, elem)
 			if !ok {
 				return nil, false
 			}
-			if len(l) == 0 {
-				continue
+			if len(c) > 0 {
+				out[k] = c
 			}
-			c := make([]any, len(l))
-			for i, e := range l {
-				s, ok := e.(string)
-				if !ok || !utf8.ValidString(s) {
-					return nil, false
-				}
-				c[i] = s
-			}
-			out[k] = c
-		case "ownerReferences":
-			l, ok := v.([]any)
-			if !ok {
-				return nil, false
-			}
-			if len(l) == 0 {
-				continue
-			}
-			c := make([]any, len(l))
-			for i, e := range l {
-				if c[i], ok = canonicalOwnerReference(e); !ok {
-					return nil, false
-				}
-			}
-			out[k] = c
 		default:
 			return nil, false
 		}
@@ -136,12 +116,36 @@ func canonicalMeta(md map[string]any) (map[string]any, bool) {
 	return out, true
 }
 
+// canonicalList returns v, an array, with each element as elem gives it;
+// it reports false when v is not an array or elem reports false for an
+// element.
+func canonicalList(v any, elem func(any) (any, bool)) ([]any, bool) {
+	l, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	c := make([]any, len(l))
+	for i, e := range l {
+		if c[i], ok = elem(e); !ok {
+			return nil, false
+		}
+	}
+	return c, true
+}
+
+// canonicalString returns v, a string of valid UTF-8; it reports false
+// for anything else.
+func canonicalString(v any) (any, bool) {
+	s, ok := v.(string)
+	return s, ok && utf8.ValidString(s)
+}
+
 // canonicalOwnerReference returns an owner reference as
 // metav1.OwnerReference encodes it after decoding: apiVersion, kind, name
 // and uid always (as strings, empty when missing), controller and
 // blockOwnerDeletion when given (as booleans). It reports false for
 // anything else (another field, another type, null).
-func canonicalOwnerReference(v any) (map[string]any, bool) {
+func canonicalOwnerReference(v any) (any, bool) {
 	ref, ok := v.(map[string]any)
 	if !ok {
 		return nil, false

@@ -100,17 +100,21 @@ func TestCanonicalMetaMatchesLibrary(t *testing.T) {
 // FuzzCanonicalMeta checks that whatever metadata canonicalMeta accepts, it
 // canonicalizes exactly as the library's JSON round trip does.
 func FuzzCanonicalMeta(f *testing.F) {
-	for _, s := range []string{
-		`{"name":"a","namespace":"default","labels":{"a":"b"}}`,
-		`{"creationTimestamp":"2026-11-21T07:00:00.5-03:30","finalizers":["a"],"generation":2}`,
-		`{"deletionGracePeriodSeconds":30,"deletionTimestamp":"2026-01-01T00:00:00Z"}`,
-		`{"annotations":{"k":"\u00e9"},"uid":""}`,
-		`{"name":"c","ownerReferences":[{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","name":"w","uid":"u","controller":true,"blockOwnerDeletion":true}]}`,
-		`{"ownerReferences":[{"name":"n","controller":false},{}]}`,
-	} {
+	for _, s := range canonicalMetaSeeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
 		checkCanonicalMeta(t, doc)
 	})
+}
+
+// canonicalMetaSeeds are the seed corpus of FuzzCanonicalMeta and of the
+// sweeps that mutate metadata.
+var canonicalMetaSeeds = []string{
+	`{"name":"a","namespace":"default","labels":{"a":"b"}}`,
+	`{"creationTimestamp":"2026-11-21T07:00:00.5-03:30","finalizers":["a"],"generation":2}`,
+	`{"deletionGracePeriodSeconds":30,"deletionTimestamp":"2026-01-01T00:00:00Z"}`,
+	`{"annotations":{"k":"\u00e9"},"uid":""}`,
+	`{"name":"c","ownerReferences":[{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","name":"w","uid":"u","controller":true,"blockOwnerDeletion":true}]}`,
+	`{"ownerReferences":[{"name":"n","controller":false},{}]}`,
 }

@@ -3,6 +3,7 @@ package kinds
 import (
 	"testing"
 
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -11,7 +12,7 @@ import (
 // delete never replaces a newer one, and a delete at rev 0 always removes.
 func TestRegistryCRDRevisions(t *testing.T) {
 	r := NewRegistry()
-	crdObj := readYAML(t, "../../examples/widget/crd.yaml").Object
+	crdObj := kindstest.WidgetCRD(t).Object
 	if err := r.PrepareCRD(crdObj); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestRegistryCRDRevisions(t *testing.T) {
 // new ones for a CRD it removed; registries share none.
 func TestRegistryFieldManagersReused(t *testing.T) {
 	r := NewRegistry()
-	crd, err := CRDFromMap(readYAML(t, "../../examples/widget/crd.yaml").Object)
+	crd, err := CRDFromMap(kindstest.WidgetCRD(t).Object)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,10 +195,12 @@ func (n *boundedNode) Validate(data any) *validate.Result {
 	outer := r.below
 	r.below = 0
 	var res *validate.Result
-	if hasJunctors(n.schema) {
+	if hasJunctors(n.schema) && data != nil {
 		// The junctors first, as the library validates them right after
 		// the type; the node's own validator then does the rest (its empty
-		// junctor validator adds one to the match count, taken off).
+		// junctor validator adds one to the match count, taken off). A
+		// null is checked only for its type and enum, junctors not, as
+		// the library's SchemaValidator does.
 		res = n.junctors(data)
 		res.Merge(validate.NewSchemaValidator(onlyPresent(withoutJunctors(n.schema), data), n.root, n.path, n.formats, r.opt).Validate(data))
 		res.MatchCount--

@@ -33,14 +33,7 @@ func serveEnumBoxes(t testing.TB, r *Registry, enum int) *Kind {
 func TestBoundedValidationKeepsLibraryErrors(t *testing.T) {
 	r := NewRegistry()
 	sv := serveEnumBoxes(t, r, 3)
-	props, _, err := versionSchema(crdOf(t, r, "boxes.example.setpoint.dev"), "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, _, err := apiservervalidation.NewSchemaValidator(props)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := libraryBoxValidator(t, r)
 	for _, n := range []int{1, 5, MaxValidationErrors - 1, MaxValidationErrors, MaxValidationErrors + 1, 500} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			obj := kindstest.Box("b", n)
@@ -78,6 +71,21 @@ func TestBoundedValidationKeepsLibraryErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// libraryBoxValidator returns the library's schema validator of the
+// boxes served in r.
+func libraryBoxValidator(t testing.TB, r *Registry) apiservervalidation.SchemaValidator {
+	t.Helper()
+	props, _, err := versionSchema(crdOf(t, r, "boxes.example.setpoint.dev"), "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, _, err := apiservervalidation.NewSchemaValidator(props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lib
 }
 
 // crdOf returns the served CRD name.
@@ -163,12 +171,9 @@ func TestNewInvalidBounds(t *testing.T) {
 	})
 }
 
-// Junctors are validated by the engine (schemajunctors.go) with bounded
-// branches: the same errors as the library's, linear in failing items, and
-// a long failing alternative does not hide a valid one.
-func TestBoundedJunctors(t *testing.T) {
-	r := NewRegistry()
-	sv, ok := serveBoxes(t, r, `
+// junctorBoxSchema is a Box schema with every junctor, nested ones and
+// int-or-string fields.
+const junctorBoxSchema = `
         type: object
         properties:
           spec:
@@ -188,18 +193,18 @@ func TestBoundedJunctors(t *testing.T) {
             allOf:
             - properties: {count: {maximum: 5}}
             - properties: {mode: {anyOf: [{minLength: 2}, {maxLength: 0}]}}
-            not: {properties: {mode: {enum: [forbidden]}}, required: [mode]}`)
+            not: {properties: {mode: {enum: [forbidden]}}, required: [mode]}`
+
+// Junctors are validated by the engine (schemajunctors.go) with bounded
+// branches: the same errors as the library's, linear in failing items, and
+// a long failing alternative does not hide a valid one.
+func TestBoundedJunctors(t *testing.T) {
+	r := NewRegistry()
+	sv, ok := serveBoxes(t, r, junctorBoxSchema)
 	if !ok {
 		t.Fatal("boxes not served")
 	}
-	props, _, err := versionSchema(crdOf(t, r, "boxes.example.setpoint.dev"), "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, _, err := apiservervalidation.NewSchemaValidator(props)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := libraryBoxValidator(t, r)
 	items := func(v string, n int) []any {
 		out := make([]any, n)
 		for i := range out {
@@ -221,6 +226,7 @@ func TestBoundedJunctors(t *testing.T) {
 		{"not", map[string]any{"mode": "forbidden"}},
 		{"everything", map[string]any{"items": []any{"x", 3}, "mode": "forbidden", "count": "7"}},
 		{"int-or-string", map[string]any{"mode": "xy", "port": true, "ports": []any{int64(0), "A", int64(3), "http", false}}},
+		{"null under junctors", map[string]any{"mode": "xy", "port": nil, "ports": []any{int64(1), nil}}},
 		{"long failing alternative", map[string]any{"items": items("c", 3*MaxValidationErrors), "count": int64(1)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // describe renders errors for comparison.
@@ -26,8 +27,8 @@ func describe(errs field.ErrorList) []string {
 }
 
 // sameValidation fails unless the kind's createValidation and its
-// strategy's Validate give the same errors for obj.
-func sameValidation(t *testing.T, sv *Kind, obj *unstructured.Unstructured) field.ErrorList {
+// strategy's Validate give the same errors for obj, compared with opts.
+func sameValidation(t *testing.T, sv *Kind, obj *unstructured.Unstructured, opts ...cmp.Option) field.ErrorList {
 	t.Helper()
 	if sv.createValidation == nil {
 		t.Fatalf("%s has no createValidation", sv.GVR)
@@ -35,17 +36,17 @@ func sameValidation(t *testing.T, sv *Kind, obj *unstructured.Unstructured) fiel
 	ctx := context.Background()
 	want := sv.strategy.Validate(ctx, obj.DeepCopy())
 	got := sv.createValidation.validate(ctx, obj.DeepCopy())
-	if diff := cmp.Diff(describe(want), describe(got)); diff != "" {
+	if diff := cmp.Diff(describe(want), describe(got), opts...); diff != "" {
 		t.Errorf("createValidation differs from the strategy (-strategy +createValidation):\n%s", diff)
 	}
 	return got
 }
 
-// serveBoxes serves kindstest.BoxCRD with openAPIV3Schema in r and returns
+// serveBoxes serves the Box kind with openAPIV3Schema in r and returns
 // what r serves for boxes.
 func serveBoxes(t testing.TB, r *Registry, openAPIV3Schema string) (*Kind, bool) {
 	t.Helper()
-	serveCRD(t, r, kindstest.BoxCRD(t, openAPIV3Schema))
+	serveCRD(t, r, testsupport.CRD{Kind: "Box", Plural: "boxes", Schema: openAPIV3Schema}.Unstructured())
 	return r.Get(kindstest.Boxes)
 }
 
@@ -146,7 +147,7 @@ func TestCreateValidationEmbeddedAndListTypes(t *testing.T) {
 	}
 	// Embedded resources are still coerced: an unknown field in their
 	// metadata is found.
-	box := fromYAML(t, `{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"c","namespace":"default"},"spec":{"inner":{"apiVersion":"v1","kind":"K","metadata":{"name":"i","bogus":1}}}}`)
+	box := kindstest.FromYAML(t, `{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"c","namespace":"default"},"spec":{"inner":{"apiVersion":"v1","kind":"K","metadata":{"name":"i","bogus":1}}}}`)
 	unknown, err := sv.Coerce(box)
 	if err == nil {
 		err = sv.StrictFields(ctx, metav1.FieldValidationStrict, unknown)
@@ -182,38 +183,48 @@ func TestCreateValidationEmbeddedAndListTypes(t *testing.T) {
 // FuzzTypedMeta checks that typedMeta, when it accepts metadata, gives what
 // the unstructured converter gives.
 func FuzzTypedMeta(f *testing.F) {
-	for _, s := range []string{
-		`{"name":"a","namespace":"default","labels":{"a":"b"},"annotations":{},"finalizers":[]}`,
-		`{"creationTimestamp":"2026-11-21T07:00:00.5-03:30","generation":2,"uid":"u","deletionGracePeriodSeconds":0,"deletionTimestamp":"2026-01-01T00:00:00Z"}`,
-		`{"name":"c","ownerReferences":[{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","name":"w","uid":"u","controller":true,"blockOwnerDeletion":false}]}`,
-		`{"ownerReferences":[{"name":"n","controller":null},{},"x"]}`,
-		`{"ownerReferences":[]}`,
-	} {
+	for _, s := range typedMetaSeeds {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, doc string) {
-		var md map[string]any
-		if err := utiljson.Unmarshal([]byte(doc), &md); err != nil || md == nil {
-			return
-		}
-		got, ok := typedMeta(md)
-		if !ok {
-			return
-		}
-		want := &metav1.ObjectMeta{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(md, want); err != nil {
-			t.Fatalf("typedMeta accepted %s, which the converter refuses: %v", doc, err)
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("typedMeta(%s) (-converter +typedMeta):\n%s", doc, diff)
-		}
-	})
+	f.Fuzz(func(t *testing.T, doc string) { checkTypedMeta(t, doc) })
+}
+
+// typedMetaSeeds are the seed corpus of FuzzTypedMeta.
+var typedMetaSeeds = []string{
+	`{"name":"a","namespace":"default","labels":{"a":"b"},"annotations":{},"finalizers":[]}`,
+	`{"creationTimestamp":"2026-11-21T07:00:00.5-03:30","generation":2,"uid":"u","deletionGracePeriodSeconds":0,"deletionTimestamp":"2026-01-01T00:00:00Z"}`,
+	`{"name":"c","ownerReferences":[{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","name":"w","uid":"u","controller":true,"blockOwnerDeletion":false}]}`,
+	`{"ownerReferences":[{"name":"n","controller":null},{},"x"]}`,
+	`{"ownerReferences":[]}`,
+}
+
+// checkTypedMeta fails when typedMeta accepts metadata (given as JSON) and
+// gives other than the unstructured converter. It reports whether
+// typedMeta accepted it.
+func checkTypedMeta(t *testing.T, doc string) bool {
+	t.Helper()
+	var md map[string]any
+	if err := utiljson.Unmarshal([]byte(doc), &md); err != nil || md == nil {
+		return false
+	}
+	got, ok := typedMeta(md)
+	if !ok {
+		return false
+	}
+	want := &metav1.ObjectMeta{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(md, want); err != nil {
+		t.Fatalf("typedMeta accepted %s, which the converter refuses: %v", doc, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("typedMeta(%s) (-converter +typedMeta):\n%s", doc, diff)
+	}
+	return true
 }
 
 // sameUpdateValidation fails unless the kind's update validation (of the
 // status subresource when sub is "status") and its strategy's
-// ValidateUpdate give the same errors for obj over old.
-func sameUpdateValidation(t *testing.T, sv *Kind, sub string, obj, old *unstructured.Unstructured) field.ErrorList {
+// ValidateUpdate give the same errors for obj over old, compared with opts.
+func sameUpdateValidation(t *testing.T, sv *Kind, sub string, obj, old *unstructured.Unstructured, opts ...cmp.Option) field.ErrorList {
 	t.Helper()
 	if sv.createValidation == nil {
 		t.Fatalf("%s has no createValidation", sv.GVR)
@@ -226,7 +237,7 @@ func sameUpdateValidation(t *testing.T, sv *Kind, sub string, obj, old *unstruct
 		got = sv.createValidation.validateStatusUpdate(ctx, obj.DeepCopy(), old.DeepCopy())
 	}
 	want := st.ValidateUpdate(ctx, obj.DeepCopy(), old.DeepCopy())
-	if diff := cmp.Diff(describe(want), describe(got)); diff != "" {
+	if diff := cmp.Diff(describe(want), describe(got), opts...); diff != "" {
 		t.Errorf("%s update validation differs from the strategy (-strategy +engine):\n%s", sub, diff)
 	}
 	return got

@@ -6,7 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
-	"github.com/setpoint-dev/setpoint/sdk/plugin"
+	"github.com/setpoint-dev/setpoint/sdk/internal/glue"
 )
 
 // The Extism kernel's functions, see https://extism.org (the ABI of
@@ -150,22 +150,8 @@ func hostCall(fn func(uint64) uint64, req []byte) []byte {
 	return out
 }
 
-// imports are the host functions by plugin.HostFunc.
-var imports = [...]func(offs uint64) uint64{
-	plugin.HostLog:       hostLog,
-	plugin.HostGet:       hostGet,
-	plugin.HostList:      hostList,
-	plugin.HostEmitEvent: hostEmitEvent,
-	plugin.HostCreate:    hostCreate,
-	plugin.HostUpdate:    hostUpdate,
-	plugin.HostPatch:     hostPatch,
-	plugin.HostDelete:    hostDelete,
-}
-
 // callHost makes each host call through the module's imports.
-func callHost(fn plugin.HostFunc, req []byte) []byte {
-	if int(fn) >= len(imports) {
-		return nil
-	}
-	return hostCall(imports[fn], req)
-}
+var callHost = glue.CallHost(glue.Imports[func(offs uint64) uint64]{
+	Log: hostLog, Get: hostGet, List: hostList, EmitEvent: hostEmitEvent,
+	Create: hostCreate, Update: hostUpdate, Patch: hostPatch, Delete: hostDelete,
+}, hostCall)

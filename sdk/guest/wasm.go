@@ -6,7 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
-	"github.com/setpoint-dev/setpoint/sdk/plugin"
+	"github.com/setpoint-dev/setpoint/sdk/internal/glue"
 )
 
 // The glue's buffers, reused across calls (module keeps the output). The
@@ -102,22 +102,8 @@ func hostCall(fn func(unsafe.Pointer, int32, unsafe.Pointer, int32) int32, req [
 	return hostBuf[:n]
 }
 
-// imports are the host functions by plugin.HostFunc.
-var imports = [...]func(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int32) int32{
-	plugin.HostLog:       hostLog,
-	plugin.HostGet:       hostGet,
-	plugin.HostList:      hostList,
-	plugin.HostEmitEvent: hostEmitEvent,
-	plugin.HostCreate:    hostCreate,
-	plugin.HostUpdate:    hostUpdate,
-	plugin.HostPatch:     hostPatch,
-	plugin.HostDelete:    hostDelete,
-}
-
 // callHost makes each host call through the module's imports.
-func callHost(fn plugin.HostFunc, req []byte) []byte {
-	if int(fn) >= len(imports) {
-		return nil
-	}
-	return hostCall(imports[fn], req)
-}
+var callHost = glue.CallHost(glue.Imports[func(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int32) int32]{
+	Log: hostLog, Get: hostGet, List: hostList, EmitEvent: hostEmitEvent,
+	Create: hostCreate, Update: hostUpdate, Patch: hostPatch, Delete: hostDelete,
+}, hostCall)

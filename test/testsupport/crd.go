@@ -10,16 +10,17 @@ import (
 )
 
 // CRD describes an apiextensions.k8s.io/v1 CustomResourceDefinition with
-// one served and stored version. The zero values of its optional fields
-// get defaults: group example.setpoint.dev, version v1, Namespaced scope,
-// plural and singular from Kind, and a schema whose spec and status keep
-// unknown fields.
+// one served and stored version, or the served Versions. The zero values
+// of its optional fields get defaults: group example.setpoint.dev, version
+// v1, Namespaced scope, plural and singular from Kind, and a schema whose
+// spec and status keep unknown fields.
 type CRD struct {
-	Group   string // default "example.setpoint.dev"
-	Version string // default "v1"
-	Kind    string // required
-	Plural  string // default: Kind in lower case with an "s"
-	Scope   string // "Namespaced" (default) or "Cluster"
+	Group    string // default "example.setpoint.dev"
+	Version  string // default "v1"
+	Kind     string // required
+	Plural   string // default: Kind in lower case with an "s"
+	Singular string // default: Kind in lower case
+	Scope    string // "Namespaced" (default) or "Cluster"
 
 	ShortNames []string
 	// Status turns on the status subresource.
@@ -35,6 +36,19 @@ type CRD struct {
 	// Columns are the version's additionalPrinterColumns, as a JSON or
 	// YAML list.
 	Columns string
+	// Versions, when given, are the CRD's versions in place of Version,
+	// each served with the subresources, selectable fields and columns
+	// above.
+	Versions []Version
+}
+
+// Version is one served version of a CRD with several.
+type Version struct {
+	Name string
+	// Storage marks the version objects are stored at.
+	Storage bool
+	// Schema is the version's openAPIV3Schema; empty, it is the CRD's.
+	Schema string
 }
 
 // PreserveSpecAndStatus is the default schema: spec and status are objects
@@ -66,18 +80,41 @@ func (c CRD) Object() map[string]any {
 	}
 	names := map[string]any{
 		"plural":   c.plural(),
-		"singular": strings.ToLower(c.Kind),
+		"singular": or(c.Singular, strings.ToLower(c.Kind)),
 		"kind":     c.Kind,
 		"listKind": c.Kind + "List",
 	}
 	if len(c.ShortNames) > 0 {
 		names["shortNames"] = toAny(c.ShortNames)
 	}
+	versions := c.Versions
+	if len(versions) == 0 {
+		versions = []Version{{Name: c.version(), Storage: true}}
+	}
+	out := make([]any, len(versions))
+	for i, v := range versions {
+		out[i] = c.versionObject(v)
+	}
+	return map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": c.Name()},
+		"spec": map[string]any{
+			"group":    c.group(),
+			"scope":    or(c.Scope, "Namespaced"),
+			"names":    names,
+			"versions": out,
+		},
+	}
+}
+
+// versionObject returns the entry of spec.versions of v.
+func (c CRD) versionObject(v Version) map[string]any {
 	version := map[string]any{
-		"name":    c.version(),
+		"name":    v.Name,
 		"served":  true,
-		"storage": true,
-		"schema":  map[string]any{"openAPIV3Schema": parse("Schema", or(c.Schema, PreserveSpecAndStatus))},
+		"storage": v.Storage,
+		"schema":  map[string]any{"openAPIV3Schema": parse("Schema", or(v.Schema, or(c.Schema, PreserveSpecAndStatus)))},
 	}
 	if c.Status || c.Scale != "" {
 		sub := map[string]any{}
@@ -99,17 +136,7 @@ func (c CRD) Object() map[string]any {
 	if c.Columns != "" {
 		version["additionalPrinterColumns"] = parse("Columns", c.Columns)
 	}
-	return map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": c.Name()},
-		"spec": map[string]any{
-			"group":    c.group(),
-			"scope":    or(c.Scope, "Namespaced"),
-			"names":    names,
-			"versions": []any{version},
-		},
-	}
+	return version
 }
 
 // JSON returns the CRD's JSON, which kubectl also reads as YAML.

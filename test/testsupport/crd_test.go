@@ -47,3 +47,21 @@ func TestCRDDefaults(t *testing.T) {
 		t.Errorf("default schema (-want +got):\n%s", diff)
 	}
 }
+
+func TestCRDVersions(t *testing.T) {
+	got := CRD{Kind: "Gizmo", Status: true, Schema: `{"type":"object"}`, Versions: []Version{
+		{Name: "v1beta1", Schema: "{type: object, x-kubernetes-preserve-unknown-fields: true}"},
+		{Name: "v1", Storage: true},
+	}}.Object()["spec"].(map[string]any)["versions"]
+	var want any
+	if err := json.Unmarshal([]byte(`[
+ {"name":"v1beta1","served":true,"storage":false,"subresources":{"status":{}},
+  "schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}},
+ {"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
+  "schema":{"openAPIV3Schema":{"type":"object"}}}]`), &want); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("versions (-want +got):\n%s", diff)
+	}
+}
