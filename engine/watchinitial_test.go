@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // TestWatchesShareInitialList checks that watches that start with no write
@@ -88,16 +91,11 @@ func TestWatchesShareInitialList(t *testing.T) {
 		w.Stop()
 	}
 	// Once no watch holds them, the lists and their entries go.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testsupport.Poll(t, 5*time.Second, "the shared initial lists to go once every watch stopped", func() (bool, string) {
 		runtime.GC()
 		s.initial.mu.Lock()
 		n := len(s.initial.m)
 		s.initial.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d shared initial lists still kept after every watch stopped", n)
-		}
-	}
+		return n == 0, fmt.Sprintf("%d shared initial lists still kept", n)
+	})
 }
