@@ -178,19 +178,7 @@ func section(b *strings.Builder, pal palette, title string, v any) {
 }
 
 func keyValues(m map[string]string) string {
-	if len(m) == 0 {
-		return "<none>"
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + m[k]
-	}
-	return strings.Join(parts, "\n                    ")
+	return joinKeyValues(m, "\n                    ")
 }
 
 func orNone(s string) string {

@@ -300,18 +300,22 @@ func (p *tablePrinter) print(t *metav1.Table, event string) error {
 
 // labelsString prints labels as kubectl's --show-labels does: k=v,k2=v2
 // sorted, or <none>.
-func labelsString(l map[string]string) string {
-	if len(l) == 0 {
+func labelsString(l map[string]string) string { return joinKeyValues(l, ",") }
+
+// joinKeyValues prints m as k=v pairs sorted by key and joined by sep, or
+// <none> when m is empty, as kubectl prints labels and annotations.
+func joinKeyValues(m map[string]string, sep string) string {
+	if len(m) == 0 {
 		return "<none>"
 	}
-	keys := make([]string, 0, len(l))
-	for k := range l {
+	keys := make([]string, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k + "=" + l[k]
+		parts[i] = k + "=" + m[k]
 	}
-	return strings.Join(parts, ",")
+	return strings.Join(parts, sep)
 }
