@@ -104,7 +104,8 @@ func memberLoss(t *testing.T, killLeader bool) {
 		created  = make(map[string]int64)
 		failures []failure
 		killedAt time.Time
-		after    int // creates that succeeded after the settle time
+		after    int           // creates that succeeded after the settle time
+		slowest  time.Duration // the longest create sent after the kill
 	)
 	begin := time.Now()
 	for i := 0; ; i++ {
@@ -118,6 +119,9 @@ func memberLoss(t *testing.T, killLeader bool) {
 		}
 		key := fmt.Sprintf("/w/%06d", i)
 		rev, err := db.Create(ctx, key, []byte(`{}`))
+		if !killedAt.IsZero() {
+			slowest = max(slowest, time.Since(now))
+		}
 		if err != nil {
 			var at time.Duration
 			if !killedAt.IsZero() {
@@ -145,9 +149,9 @@ func memberLoss(t *testing.T, killLeader bool) {
 			t.Errorf("create %s failed %v after the kill: %v", f.key, f.at, f.err)
 		}
 	}
-	t.Logf("killed the %s: %d creates, %d failed, the first sent %v and the last %v after the kill; %d watch resumes",
+	t.Logf("killed the %s: %d creates, %d failed, the first sent %v and the last %v after the kill; the slowest create after the kill took %v; %d watch resumes",
 		map[bool]string{true: "leader", false: "follower"}[killLeader],
-		len(created)+len(failures), len(failures), first, last, resumes)
+		len(created)+len(failures), len(failures), first, last, slowest, resumes)
 	if after < 10 {
 		t.Errorf("only %d creates succeeded in the 2 s after the settle time", after)
 	}
