@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -147,13 +148,25 @@ func (db *DB) enter() error {
 
 func (db *DB) leave() { db.closeMu.RUnlock() }
 
-// reqCtx bounds a request whose context has no deadline, and ends it when
-// the store closes, so that Close does not wait for requests to an etcd
-// that does not answer.
+// deadlineMargin is the share of a caller's remaining time that a request
+// to etcd leaves unused (at most maxDeadlineMargin), so that the caller gets
+// the store's error while it can still answer with it: an API request whose
+// deadline is also its connection's write deadline answers 503 "store
+// unavailable" rather than having its stream cut.
+const (
+	deadlineMargin    = 10 // percent
+	maxDeadlineMargin = time.Second
+)
+
+// reqCtx bounds a request: a context with a deadline ends a margin before
+// it, one without after RequestTimeout. It also ends the request when the
+// store closes, so that Close does not wait for requests to an etcd that
+// does not answer.
 func (db *DB) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	var cancel context.CancelFunc
-	if _, ok := ctx.Deadline(); ok {
-		ctx, cancel = context.WithCancel(ctx)
+	if d, ok := ctx.Deadline(); ok {
+		margin := min(time.Until(d)*deadlineMargin/100, maxDeadlineMargin)
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-max(margin, 0)))
 	} else {
 		ctx, cancel = context.WithTimeout(ctx, db.opts.RequestTimeout)
 	}

@@ -34,16 +34,31 @@ func (db *DB) mapErr(op string, err error) error {
 		return fmt.Errorf("store/etcd: %s: %w", op, store.ErrFutureRevision)
 	case errors.Is(err, rpctypes.ErrRequestTooLarge), status.Code(err) == codes.ResourceExhausted:
 		return fmt.Errorf("%s: %w (%v)", op, ErrTooLarge, err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case deadlineErr(err):
 		if db.closed.Load() {
 			return store.ErrClosed
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("store/etcd: %s: %w: no answer before the deadline: %w", op, ErrUnavailable, err)
+		return fmt.Errorf("store/etcd: %s: %w: no answer before the deadline: %w", op, ErrUnavailable, err)
+	case errors.Is(err, context.Canceled):
+		if db.closed.Load() {
+			return store.ErrClosed
 		}
 		return fmt.Errorf("store/etcd: %s: %w", op, err)
 	case errors.Is(err, rpctypes.ErrNoLeader), status.Code(err) == codes.Unavailable:
 		return fmt.Errorf("store/etcd: %s: %w: %v", op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("store/etcd: %s: %w", op, err)
+}
+
+// deadlineErr reports whether err is a deadline that passed: the client's
+// own, or the server's answer to the deadline the client sent it, which
+// etcd returns as status Unknown with the context's message (or as
+// DeadlineExceeded).
+func deadlineErr(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && (st.Code() == codes.DeadlineExceeded ||
+		st.Code() == codes.Unknown && st.Message() == context.DeadlineExceeded.Error())
 }

@@ -7,6 +7,7 @@ package etcdtest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,6 +20,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // Options tunes Start. The zero value starts etcd with its own defaults.
@@ -309,4 +313,33 @@ func StartCluster(t testing.TB, n int, opts Options) *Cluster {
 		}
 	}
 	return c
+}
+
+// Leader returns the index in Members of the member that leads the
+// cluster, as the running members report it.
+func (c *Cluster) Leader(t testing.TB) int {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ids := make([]uint64, len(c.Members))
+	var leader uint64
+	for i, ep := range c.Endpoints {
+		st, err := cli.Status(ctx, ep)
+		if err != nil {
+			continue // a stopped member
+		}
+		ids[i], leader = st.Header.MemberId, st.Leader
+	}
+	for i, id := range ids {
+		if id != 0 && id == leader {
+			return i
+		}
+	}
+	t.Fatalf("no member of %v leads the cluster", c.Endpoints)
+	return -1
 }
