@@ -20,8 +20,14 @@
 //	make bench-hostile
 //	go test -run '^$' -bench . -benchtime 1x -v ./test/bench/hostile
 //
-// SETPOINT_BENCH_OBJECTS changes the 500 Widgets per phase and
-// SETPOINT_BENCH_HOSTILE_OBJECTS the 16 objects of the hostile kind.
+// SETPOINT_BENCH_OBJECTS changes the 500 Widgets per phase,
+// SETPOINT_BENCH_HOSTILE_OBJECTS the 16 objects of the hostile kind and
+// SETPOINT_BENCH_HOSTILE_WARMUP the 2 seconds the hostile plugin runs
+// before the clock starts (longer measures a plugin that has been failing
+// for a while, after the server suspended its calls).
+// SETPOINT_BENCH_PROFILE=DIR saves a CPU profile of the server over the
+// first 3 seconds of each phase's clock to DIR/PHASE.pprof (the server's
+// /debug/pprof), for `go tool pprof`.
 package hostile
 
 import (
@@ -197,7 +203,7 @@ type result struct {
 }
 
 // run starts a fresh server and measures one phase.
-func run(b *testing.B, ph phase, n, m int) result {
+func run(b *testing.B, ph phase, n, m int, warmup time.Duration) result {
 	s := testserver.Start(b, testserver.Options{LogLevel: "error"})
 	c := s.HTTPClient()
 	b.Cleanup(c.CloseIdleConnections)
@@ -248,7 +254,7 @@ func run(b *testing.B, ph phase, n, m int) result {
 				churn++
 			}
 		})
-		time.Sleep(2 * time.Second) // the hostile plugin is loaded and failing before the clock starts
+		time.Sleep(warmup) // the hostile plugin is loaded and failing before the clock starts
 	}
 
 	// The probe: GETs of an unrelated object, one after another.
@@ -271,6 +277,9 @@ func run(b *testing.B, ph phase, n, m int) result {
 		}
 	})
 
+	if dir := os.Getenv("SETPOINT_BENCH_PROFILE"); dir != "" {
+		bg.Go(func() { e.profile(filepath.Join(dir, ph.name+".pprof")) })
+	}
 	start := time.Now()
 	e.do(http.MethodPost, pluginsPath, "application/json", fmt.Appendf(nil,
 		`{"apiVersion":"setpoint.dev/v1alpha1","kind":"Plugin","metadata":{"name":"widget"},
@@ -290,6 +299,20 @@ func run(b *testing.B, ph phase, n, m int) result {
 	}
 	s.Stop()
 	return r
+}
+
+// profile saves a 3-second CPU profile of the server to path.
+func (e env) profile(path string) {
+	code, out, err := e.try(http.MethodGet, "/debug/pprof/profile?seconds=3", "", nil)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("%d %s", code, out)
+	}
+	if err == nil {
+		err = os.WriteFile(path, out, 0o644)
+	}
+	if err != nil {
+		e.b.Errorf("CPU profile: %v", err)
+	}
 }
 
 // waitAllReady polls the Widgets until all n report state Ready (a poll
@@ -359,12 +382,13 @@ func hostileState(e env) string {
 func BenchmarkHostilePlugins(b *testing.B) {
 	n := benchtest.MustEnv(b, "SETPOINT_BENCH_OBJECTS", 500)
 	m := benchtest.MustEnv(b, "SETPOINT_BENCH_HOSTILE_OBJECTS", 16)
+	warmup := time.Duration(benchtest.MustEnv(b, "SETPOINT_BENCH_HOSTILE_WARMUP", 2)) * time.Second
 	for range b.N {
-		b.Logf("machine: %d cores (GOMAXPROCS %d), load average %s; %d Widgets, %d hostile objects",
-			runtime.NumCPU(), runtime.GOMAXPROCS(0), benchtest.LoadAvg(), n, m)
+		b.Logf("machine: %d cores (GOMAXPROCS %d), load average %s; %d Widgets, %d hostile objects, warm-up %v",
+			runtime.NumCPU(), runtime.GOMAXPROCS(0), benchtest.LoadAvg(), n, m, warmup)
 		var alone result
 		for i, ph := range phases {
-			r := run(b, ph, n, m)
+			r := run(b, ph, n, m, warmup)
 			rate := float64(n) / r.took.Seconds()
 			if i == 0 {
 				alone = r
