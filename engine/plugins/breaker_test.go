@@ -10,7 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
@@ -214,5 +216,32 @@ func TestBreakerIgnoresCallsTheCallerCancelled(t *testing.T) {
 	}
 	if _, err := guard(context.Background(), b, func() (int, error) { return 1, nil }); err != nil {
 		t.Fatalf("call after cancelled ones: %v", err)
+	}
+}
+
+// An admission plugin whose calls are suspended is not called: with
+// failurePolicy Fail the write is refused at once with a message that
+// names the plugin and why; with Ignore it goes through.
+func TestSuspendedAdmissionFollowsFailurePolicy(t *testing.T) {
+	for _, ignore := range []bool{false, true} {
+		sc := &scriptedCaller{failing: true}
+		bs := newBreakers("p", nil, time.Now)
+		caller := breakerCaller{countingCaller: countingCaller{Caller: sc, c: &counters{}}, b: bs}
+		a := openAdmitter(&admissionBinding{plugin: "p", caller: caller, resources: []string{"*"}, ignore: ignore})
+		for range breakerThreshold {
+			_ = a.Validate(context.Background(), widgetRequest(engine.OpCreate))
+		}
+		for i := range 20 {
+			err := a.Validate(context.Background(), widgetRequest(engine.OpCreate))
+			switch {
+			case ignore && err != nil:
+				t.Fatalf("Ignore, write %d: %v, want it let through", i, err)
+			case !ignore && (!apierrors.IsInternalError(err) || !strings.Contains(err.Error(), `admission plugin "p" failed (failurePolicy Fail): plugin "p": admit calls suspended`)):
+				t.Fatalf("Fail, write %d: %v, want a refusal naming the plugin and the suspension", i, err)
+			}
+		}
+		if got := sc.count(); got != breakerThreshold {
+			t.Errorf("ignore=%v: the plugin was called %d times, want %d", ignore, got, breakerThreshold)
+		}
 	}
 }
