@@ -127,8 +127,8 @@ func (b *breaker) done(trial bool, err error) {
 	}
 	b.last = msg
 	switch {
-	case trial:
-		b.openLocked(min(2*b.openFor, breakerMaxOpen))
+	case trial && b.state == breakerHalfOpen: // not reset meanwhile
+		b.openLocked(max(breakerMinOpen, min(2*b.openFor, breakerMaxOpen)))
 	case b.state == breakerClosed && b.failures >= breakerThreshold:
 		b.openLocked(breakerMinOpen)
 	}

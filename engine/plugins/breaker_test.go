@@ -202,6 +202,23 @@ func TestBreakerOpensBacksOffAndCloses(t *testing.T) {
 	if err := reconcile(); errors.Is(err, ErrCallsSuspended) {
 		t.Fatalf("call after a spec change: %v, want the plugin called", err)
 	}
+
+	// A trial that fails after a reset counts as any failure: the breaker
+	// stays closed until the threshold.
+	b := newBreaker("p", "admit", clock.now, nil, nil)
+	for range breakerThreshold {
+		b.done(false, errors.New("trap"))
+	}
+	clock.add(breakerMinOpen)
+	trial, err := b.allow()
+	if !trial || err != nil {
+		t.Fatalf("allow after the open period: trial %v, %v", trial, err)
+	}
+	b.reset()
+	b.done(true, errors.New("trap"))
+	if _, err := b.allow(); err != nil {
+		t.Fatalf("after a reset and one failed call: %v, want closed", err)
+	}
 }
 
 // A call the caller gave up on (its context done) does not count against
