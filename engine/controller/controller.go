@@ -369,7 +369,11 @@ func (c *Controller) process(ctx context.Context, r *run, key Key) {
 	case ctx.Err() != nil:
 		return
 	case res.err != nil && !res.terminal:
-		c.log.Warn("reconcile failed", "namespace", key.Namespace, "name", key.Name, "err", res.err, "attempt", r.queue.NumRequeues(key)+1)
+		level := slog.LevelWarn
+		if suspended(res.err) {
+			level = slog.LevelDebug
+		}
+		c.log.Log(ctx, level, "reconcile failed", "namespace", key.Namespace, "name", key.Name, "err", res.err, "attempt", r.queue.NumRequeues(key)+1)
 		r.queue.AddRateLimited(key)
 	default:
 		if res.err != nil {

@@ -193,8 +193,11 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 		}
 	}
 
-	if res.err != nil && !res.terminal {
+	if res.err != nil && !res.terminal && !suspended(res.err) {
 		ready.retrying(attempt)
+	}
+	if suspended(res.err) && saysSuspended(status, ready) {
+		return res
 	}
 	err = c.writeStatus(ctx, r, obj, status, pluginStatus, ready)
 	if err != nil && pluginStatus != nil && tooLarge(err) {

@@ -130,7 +130,8 @@ type loaded struct {
 	hostKey   string // digest and host config the module was installed with
 	exports   Exports
 	counters  *counters
-	caller    Caller // counting, over the host's stable reference
+	breakers  *breakers
+	caller    Caller // guarded by breakers, counting, over the host's stable reference
 	admission []*admissionBinding
 	// reconcileKey describes the running controller; "" when none runs.
 	reconcileKey string

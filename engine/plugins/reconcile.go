@@ -40,10 +40,11 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 		return st.fail(ReasonInvalidSpec, err, true), nil
 	}
 	if cur == nil {
-		cur = &loaded{counters: m.met.forPlugin(name)}
-		cur.caller = countingCaller{Caller: m.opts.Host.Caller(name), c: cur.counters, writes: m.opts.Writes}
+		cur = &loaded{counters: m.met.forPlugin(name), breakers: newBreakers(name, m.met, time.Now)}
+		cur.caller = breakerCaller{countingCaller: countingCaller{Caller: m.opts.Host.Caller(name), c: cur.counters, writes: m.opts.Writes}, b: cur.breakers}
 		st.cur = cur
 	}
+	cur.breakers.observe(obj.GetGeneration())
 	cfg, refused := m.checkSpec(name, cur, sp)
 	if refused != nil {
 		return refused.response(st), nil
@@ -59,6 +60,7 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	st.loadedDigest = cur.digest
 	b := m.bind(name, obj, cur, sp)
 	events = append(events, b.events...)
+	events = append(events, cur.breakers.events()...)
 	return withEvents(events, m.outcome(ctx, name, cur, st, failed, b)), nil
 }
 
@@ -329,6 +331,11 @@ func (st *status) doc(phase string, cs metav1.ConditionStatus, reason, msg strin
 			}
 		case controller.ConditionReady:
 			conds = append(conds, cm) // the controller keeps it
+		}
+	}
+	if st.cur != nil && st.cur.breakers != nil {
+		if c := st.cur.breakers.condition(st.generation); c != nil {
+			conds = append(conds, c)
 		}
 	}
 	out["conditions"] = conds

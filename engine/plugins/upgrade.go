@@ -59,6 +59,7 @@ func (m *Manager) upgrade(ctx context.Context, name string, obj *unstructured.Un
 	cur.digest, cur.hostKey, cur.exports = digest, hostKey, exports
 	m.plugins[name] = cur
 	m.mu.Unlock()
+	cur.breakers.reset() // a new module or host configuration starts afresh
 	return nil, []abi.Event{{Type: "Normal", Reason: "ModuleLoaded", Message: msg}}, nil
 }
 

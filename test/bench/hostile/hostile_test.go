@@ -12,6 +12,10 @@
 //   - spin, poolSize 1: the spinner held to one instance, so to one core;
 //   - spin, poolSize 1 and callTimeout 100ms: the same, stopped sooner.
 //
+// The phase updates-only updates the hostile kind's objects as the hostile
+// phases do, with no Plugin bound to them: what the client's updates cost
+// the server without any plugin, a second baseline.
+//
 // Each phase runs on a fresh server. The figures are Widgets Ready per
 // second from the widget Plugin's creation until the last is Ready, the
 // ratio to the phase alone (goal >= 0.90), and the GET p99 alone and with
@@ -20,8 +24,14 @@
 //	make bench-hostile
 //	go test -run '^$' -bench . -benchtime 1x -v ./test/bench/hostile
 //
-// SETPOINT_BENCH_OBJECTS changes the 500 Widgets per phase and
-// SETPOINT_BENCH_HOSTILE_OBJECTS the 16 objects of the hostile kind.
+// SETPOINT_BENCH_OBJECTS changes the 500 Widgets per phase,
+// SETPOINT_BENCH_HOSTILE_OBJECTS the 16 objects of the hostile kind and
+// SETPOINT_BENCH_HOSTILE_WARMUP the 2 seconds the hostile plugin runs
+// before the clock starts (longer measures a plugin that has been failing
+// for a while, after the server suspended its calls).
+// SETPOINT_BENCH_PROFILE=DIR saves a CPU profile of the server over the
+// first 3 seconds of each phase's clock to DIR/PHASE.pprof (the server's
+// /debug/pprof), for `go tool pprof`.
 package hostile
 
 import (
@@ -61,10 +71,14 @@ type phase struct {
 	name   string
 	mode   string // the faulty guest's config mode; "" for no hostile plugin
 	limits string // the hostile Plugin's spec.limits, JSON
+	// updatesOnly: the hostile kind's objects are updated as in the hostile
+	// phases, but no Plugin reconciles them: what the updates alone cost.
+	updatesOnly bool
 }
 
 var phases = []phase{
 	{name: "alone"},
+	{name: "updates-only", updatesOnly: true},
 	{name: "spin", mode: "loop", limits: `{}`},
 	{name: "trap", mode: "trap", limits: `{}`},
 	{name: "grow", mode: "alloc", limits: `{"memoryPages":512}`},
@@ -197,7 +211,7 @@ type result struct {
 }
 
 // run starts a fresh server and measures one phase.
-func run(b *testing.B, ph phase, n, m int) result {
+func run(b *testing.B, ph phase, n, m int, warmup time.Duration) result {
 	s := testserver.Start(b, testserver.Options{LogLevel: "error"})
 	c := s.HTTPClient()
 	b.Cleanup(c.CloseIdleConnections)
@@ -219,17 +233,19 @@ func run(b *testing.B, ph phase, n, m int) result {
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	var churn int
-	if ph.mode != "" {
+	if ph.mode != "" || ph.updatesOnly {
 		e.do(http.MethodPost, crdPath, "application/json", []byte(gadgetCRD), http.StatusCreated)
 		e.served(gadgetsPath)
 		e.createAll(gadgetsPath, m, func(i int) string {
 			return fmt.Sprintf(`{"apiVersion":"hostile.setpoint.dev/v1","kind":"Gadget","metadata":{"name":"g%d"},"spec":{"n":0}}`, i)
 		})
-		digest := e.upload("faulty.wasm")
-		e.do(http.MethodPost, pluginsPath, "application/json", fmt.Appendf(nil,
-			`{"apiVersion":"setpoint.dev/v1alpha1","kind":"Plugin","metadata":{"name":"hostile"},
+		if !ph.updatesOnly {
+			digest := e.upload("faulty.wasm")
+			e.do(http.MethodPost, pluginsPath, "application/json", fmt.Appendf(nil,
+				`{"apiVersion":"setpoint.dev/v1alpha1","kind":"Plugin","metadata":{"name":"hostile"},
 "spec":{"module":{"digest":%q},"reconcile":{"for":"gadgets.hostile.setpoint.dev"},"config":{"mode":%q},"limits":%s}}`,
-			digest, ph.mode, ph.limits), http.StatusCreated)
+				digest, ph.mode, ph.limits), http.StatusCreated)
+		}
 		// Every hostile object is updated in turn without pause, so each
 		// one's reconcile is queued again as soon as it is done.
 		bg.Go(func() {
@@ -248,7 +264,7 @@ func run(b *testing.B, ph phase, n, m int) result {
 				churn++
 			}
 		})
-		time.Sleep(2 * time.Second) // the hostile plugin is loaded and failing before the clock starts
+		time.Sleep(warmup) // the hostile plugin is loaded and failing before the clock starts
 	}
 
 	// The probe: GETs of an unrelated object, one after another.
@@ -271,6 +287,9 @@ func run(b *testing.B, ph phase, n, m int) result {
 		}
 	})
 
+	if dir := os.Getenv("SETPOINT_BENCH_PROFILE"); dir != "" {
+		bg.Go(func() { e.profile(filepath.Join(dir, ph.name+".pprof")) })
+	}
 	start := time.Now()
 	e.do(http.MethodPost, pluginsPath, "application/json", fmt.Appendf(nil,
 		`{"apiVersion":"setpoint.dev/v1alpha1","kind":"Plugin","metadata":{"name":"widget"},
@@ -290,6 +309,20 @@ func run(b *testing.B, ph phase, n, m int) result {
 	}
 	s.Stop()
 	return r
+}
+
+// profile saves a 3-second CPU profile of the server to path.
+func (e env) profile(path string) {
+	code, out, err := e.try(http.MethodGet, "/debug/pprof/profile?seconds=3", "", nil)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("%d %s", code, out)
+	}
+	if err == nil {
+		err = os.WriteFile(path, out, 0o644)
+	}
+	if err != nil {
+		e.b.Errorf("CPU profile: %v", err)
+	}
 }
 
 // waitAllReady polls the Widgets until all n report state Ready (a poll
@@ -359,12 +392,13 @@ func hostileState(e env) string {
 func BenchmarkHostilePlugins(b *testing.B) {
 	n := benchtest.MustEnv(b, "SETPOINT_BENCH_OBJECTS", 500)
 	m := benchtest.MustEnv(b, "SETPOINT_BENCH_HOSTILE_OBJECTS", 16)
+	warmup := time.Duration(benchtest.MustEnv(b, "SETPOINT_BENCH_HOSTILE_WARMUP", 2)) * time.Second
 	for range b.N {
-		b.Logf("machine: %d cores (GOMAXPROCS %d), load average %s; %d Widgets, %d hostile objects",
-			runtime.NumCPU(), runtime.GOMAXPROCS(0), benchtest.LoadAvg(), n, m)
+		b.Logf("machine: %d cores (GOMAXPROCS %d), load average %s; %d Widgets, %d hostile objects, warm-up %v",
+			runtime.NumCPU(), runtime.GOMAXPROCS(0), benchtest.LoadAvg(), n, m, warmup)
 		var alone result
 		for i, ph := range phases {
-			r := run(b, ph, n, m)
+			r := run(b, ph, n, m, warmup)
 			rate := float64(n) / r.took.Seconds()
 			if i == 0 {
 				alone = r
@@ -378,7 +412,9 @@ func BenchmarkHostilePlugins(b *testing.B) {
 			b.Logf("%-16s %6.0f Widgets/s (%v)  ratio %.2f (goal >= 0.90 %s)  GET p50 %v p99 %v = %.2fx alone (goal <= 2x %s); %d hostile updates, %d GETs; load average %s",
 				ph.name, rate, r.took.Round(time.Millisecond), ratio, verdict(ratio >= 0.90),
 				r.p50.Round(10*time.Microsecond), r.p99.Round(10*time.Microsecond), p99x, verdict(p99x <= 2), r.churn, r.gets, benchtest.LoadAvg())
-			b.Logf("%-16s hostile Plugin: %s", "", r.hostile)
+			if r.hostile != "" {
+				b.Logf("%-16s hostile Plugin: %s", "", r.hostile)
+			}
 			b.ReportMetric(ratio, ph.name+"-ratio")
 			b.ReportMetric(p99x, ph.name+"-p99x")
 		}
