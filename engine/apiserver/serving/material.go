@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -188,7 +189,8 @@ const (
 
 // WriteKubeconfig writes DIR/admin.kubeconfig (mode 0600): the server URL, the
 // CA data and the admin token, so that kubectl and setpoint work with it as
-// is. It is rewritten on every start, since the URL may change.
+// is. It is rewritten on a start that changes it (the URL may change) and
+// left alone otherwise.
 func (m *Material) WriteKubeconfig(serverURL string) (string, error) {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[KubeconfigCluster] = &clientcmdapi.Cluster{
@@ -207,6 +209,11 @@ func (m *Material) WriteKubeconfig(serverURL string) (string, error) {
 		return "", fmt.Errorf("write kubeconfig: %w", err)
 	}
 	path := m.KubeconfigPath()
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		// A restart with the same address and identity needs no write, so a
+		// server restarted on a full disk still starts (read-only).
+		return path, nil
+	}
 	if err := writeFileAtomic(path, data); err != nil {
 		return "", fmt.Errorf("write kubeconfig: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -315,5 +316,34 @@ func TestWriteKubeconfig(t *testing.T) {
 	}
 	if ns := raw.Contexts[raw.CurrentContext].Namespace; ns != "default" {
 		t.Errorf("namespace %q, want default", ns)
+	}
+}
+
+// TestWriteKubeconfigKeepsAnUnchangedFile checks that a start with the same
+// URL and identity leaves the file as it is (a server restarted on a full
+// disk must not fail on it), and that a new URL replaces it.
+func TestWriteKubeconfigKeepsAnUnchangedFile(t *testing.T) {
+	m, err := Prepare(Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inode := func(url string) uint64 {
+		t.Helper()
+		path, err := m.WriteKubeconfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Sys().(*syscall.Stat_t).Ino
+	}
+	first := inode("https://127.0.0.1:6443")
+	if again := inode("https://127.0.0.1:6443"); again != first {
+		t.Errorf("an unchanged kubeconfig was written again (inode %d, then %d)", first, again)
+	}
+	if moved := inode("https://127.0.0.1:7443"); moved == first {
+		t.Error("a kubeconfig with a new URL was not written")
 	}
 }
