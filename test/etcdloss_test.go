@@ -114,6 +114,11 @@ func TestEtcdMemberLoss(t *testing.T) {
 		"--store", "etcd", "--etcd-servers", strings.Join(e.Endpoints, ","), "--etcd-prefix", "/loss",
 		"--request-timeout", requestTimeout.String()}})
 	c := s.HTTPClient()
+	// The server serves the Lease kind a moment after it starts serving.
+	testsupport.Poll(t, 30*time.Second, "the Lease kind to be served", func() (bool, string) {
+		code, body, err := s.Do("GET", leasesPath, s.Token, nil)
+		return err == nil && code == http.StatusOK, fmt.Sprintf("%d %s %v", code, body, err)
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watch := watchLeases(ctx, t, s)
