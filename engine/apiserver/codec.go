@@ -309,7 +309,7 @@ func decodeObject(r *http.Request, body []byte) (*unstructured.Unstructured, err
 	if err != nil {
 		return nil, err
 	}
-	if m, ok := kinds.DecodeJSONObject(j); ok {
+	if m, ok := objjson.Decode(j); ok {
 		return &unstructured.Unstructured{Object: m}, nil
 	}
 	var m map[string]any

@@ -1,4 +1,4 @@
-package kinds
+package objjson
 
 import (
 	"strings"
@@ -8,26 +8,26 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
-// checkDecodeJSONObject fails when DecodeJSONObject accepts doc and gives
+// checkDecodeBody fails when Decode accepts doc and gives
 // other than utiljson.Unmarshal, or accepts what utiljson refuses.
-func checkDecodeJSONObject(t *testing.T, doc string) bool {
+func checkDecodeBody(t *testing.T, doc string) bool {
 	t.Helper()
-	got, ok := DecodeJSONObject([]byte(doc))
+	got, ok := Decode([]byte(doc))
 	var want map[string]any
 	err := utiljson.Unmarshal([]byte(doc), &want)
 	if !ok {
 		return false
 	}
 	if err != nil {
-		t.Fatalf("DecodeJSONObject accepted %q, which utiljson refuses: %v", doc, err)
+		t.Fatalf("Decode accepted %q, which utiljson refuses: %v", doc, err)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("DecodeJSONObject(%q) (-utiljson +DecodeJSONObject):\n%s", doc, diff)
+		t.Fatalf("Decode(%q) (-utiljson +Decode):\n%s", doc, diff)
 	}
 	return true
 }
 
-func TestDecodeJSONObjectIsUtiljson(t *testing.T) {
+func TestDecodeBodiesAreUtiljson(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		doc  string
@@ -57,15 +57,15 @@ func TestDecodeJSONObjectIsUtiljson(t *testing.T) {
 		{"unquoted key", `{a:1}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := checkDecodeJSONObject(t, tc.doc); got != tc.ok {
-				t.Errorf("DecodeJSONObject accepted %q: %v, want %v", tc.doc, got, tc.ok)
+			if got := checkDecodeBody(t, tc.doc); got != tc.ok {
+				t.Errorf("Decode accepted %q: %v, want %v", tc.doc, got, tc.ok)
 			}
 		})
 	}
 }
 
-// FuzzDecodeJSONObject checks DecodeJSONObject against utiljson.Unmarshal.
-func FuzzDecodeJSONObject(f *testing.F) {
+// FuzzDecodeBody checks Decode against utiljson.Unmarshal.
+func FuzzDecodeBody(f *testing.F) {
 	for _, s := range []string{
 		`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}}`,
 		`{"a":[1,-2.5e3,"x\\y",true,null,{"b":[]}],"c":"\u00e9"}`,
@@ -74,7 +74,7 @@ func FuzzDecodeJSONObject(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
-		checkDecodeJSONObject(t, doc)
+		checkDecodeBody(t, doc)
 	})
 }
 
@@ -83,14 +83,14 @@ func benchWidget() []byte {
 		strings.Repeat("x", 870) + `"}},"spec":{"name":"w0000001","size":"medium","color":"blue"}}`)
 }
 
-// BenchmarkDecodeJSONObject compares decoding a 1 KiB Widget request body with
-// DecodeJSONObject and with utiljson.Unmarshal.
-func BenchmarkDecodeJSONObject(b *testing.B) {
+// BenchmarkDecodeBody compares decoding a 1 KiB Widget request body with
+// Decode and with utiljson.Unmarshal.
+func BenchmarkDecodeBody(b *testing.B) {
 	doc := benchWidget()
-	b.Run("DecodeJSONObject", func(b *testing.B) {
+	b.Run("Decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			if _, ok := DecodeJSONObject(doc); !ok {
+			if _, ok := Decode(doc); !ok {
 				b.Fatal("not decoded")
 			}
 		}
