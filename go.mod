@@ -40,7 +40,18 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require github.com/anishathalye/porcupine v1.3.1
+require (
+	github.com/anishathalye/porcupine v1.3.1
+	github.com/go-jose/go-jose/v4 v4.1.4
+)
+
+require (
+	github.com/coreos/go-oidc v2.5.0+incompatible // indirect
+	github.com/fsnotify/fsnotify v1.9.0 // indirect
+	github.com/pquerna/cachecontrol v0.1.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	gopkg.in/go-jose/go-jose.v2 v2.6.3 // indirect
+)
 
 require (
 	cel.dev/expr v0.25.2 // indirect

@@ -11,4 +11,9 @@ var (
 	// ErrBadMaterial is returned when a file in the data directory cannot be
 	// used (corrupt PEM, a key that does not match, an empty token).
 	ErrBadMaterial = errors.New("serving: unusable security material")
+	// ErrBadTokenFile is returned when a static token file does not parse.
+	ErrBadTokenFile = errors.New("serving: bad token file")
+	// ErrNoSigningCA is returned when client certificates are asked of a
+	// server that has no CA of its own (it serves the user's certificate).
+	ErrNoSigningCA = errors.New("serving: no CA of the server's own to sign client certificates with")
 )

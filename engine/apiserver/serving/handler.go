@@ -1,11 +1,14 @@
 package serving
 
 import (
+	"crypto/x509"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"strings"
 
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -15,6 +18,15 @@ type HandlerOptions struct {
 	API http.Handler
 	// Token is the admin bearer token; with none, only anonymous paths work.
 	Token string
+	// Authorizer decides every authenticated request (and impersonation);
+	// nil lets only the group system:masters do anything.
+	Authorizer authorizer.Authorizer
+	// Authenticators are further bearer token authenticators (a static
+	// token file, ServiceAccount tokens, OIDC ID tokens), asked in order
+	// after the admin token; ClientCAs verify client certificates (CN the
+	// user, O the groups). See AuthenticatorOptions.
+	Authenticators []authenticator.Token
+	ClientCAs      *x509.CertPool
 	// Logger gets the request log; slog.Default when nil.
 	Logger *slog.Logger
 	// PublicPaths are served without a token besides the probes and
@@ -60,7 +72,8 @@ func servePprof(w http.ResponseWriter, r *http.Request) {
 // info, panic recovery, metrics, logging) outermost, so that rejected requests
 // are counted and logged too, then authentication, then the in-flight limits
 // and the request timeout (after authentication, so that unauthenticated
-// requests take no slot, as in kube-apiserver), then /metrics and the API.
+// requests take no slot, as in kube-apiserver), with impersonation between
+// the two, then authorization, /metrics and the API.
 func NewHandler(opts HandlerOptions) http.Handler {
 	m := opts.Metrics
 	if m == nil {
@@ -83,6 +96,13 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		}
 		api.ServeHTTP(w, r)
 	})
-	limited := Limit(routes, opts.Limits, m)
-	return Instrument(NewAuthenticator(opts.Token, opts.PublicPaths...).Wrap(limited), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
+	var authorized http.Handler = routes
+	if opts.Authorizer == nil {
+		authorized = withMastersOnly(routes)
+	}
+	limited := withImpersonation(Limit(authorized, opts.Limits, m), opts.Authorizer)
+	authn := NewAuthenticator(AuthenticatorOptions{
+		Token: opts.Token, Tokens: opts.Authenticators, ClientCAs: opts.ClientCAs, Public: opts.PublicPaths, Logger: opts.Logger,
+	})
+	return Instrument(authn.Wrap(limited), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
 }

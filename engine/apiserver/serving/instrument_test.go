@@ -144,7 +144,7 @@ func TestRequestLogNeverHoldsTheToken(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	do(t, "GET", srv.URL+"/api/v1/namespaces/default", testToken, nil)
-	do(t, "GET", srv.URL+"/api/v1/namespaces?token="+testToken, "", http.Header{"Sec-Websocket-Protocol": {wsProtocol(testToken)}})
+	do(t, "GET", srv.URL+"/api/v1/namespaces?token="+testToken, "", wsHeader(wsProtocol(testToken)+", v4.channel.k8s.io"))
 	do(t, "GET", srv.URL+"/api/v1/namespaces", testToken+"x", nil)
 	out := logs.String()
 	if strings.Contains(out, testToken) || strings.Contains(out, wsProtocol(testToken)) {

@@ -45,6 +45,9 @@ type Material struct {
 	Token string
 	// DataDir is where the material lives.
 	DataDir string
+	// ca is the server's own CA, which signed the serving certificate and
+	// signs client certificates; nil with the user's certificate.
+	ca *keyPair
 }
 
 // DefaultHosts are always in a generated serving certificate.
@@ -129,7 +132,7 @@ func (m *Material) ensureGenerated(hosts []string, now time.Time) error {
 			return err
 		}
 	}
-	m.CAData = ca.certPEM
+	m.CAData, m.ca = ca.certPEM, ca
 	m.Certificate, err = tls.X509KeyPair(append(slices.Clone(srv.certPEM), ca.certPEM...), srv.keyPEM)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadMaterial, err)

@@ -112,7 +112,7 @@ func prepareStored(ctx context.Context, st store.Store, opts Options, now time.T
 		srv, _ := parseKeyPair([]byte(rec.ServingCert), []byte(rec.ServingKey))
 		if srv != nil && servingCertUsable(srv.cert, ca.cert, hosts, now) {
 			m.Token = rec.Token
-			m.CAData = []byte(rec.CACert)
+			m.CAData, m.ca = []byte(rec.CACert), ca
 			m.Certificate, err = tlsPair(srv, ca)
 			if err != nil {
 				return nil, err

@@ -2,6 +2,7 @@ package serving
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"strings"
 
@@ -59,4 +60,17 @@ func (o TLSOptions) Apply(cfg *tls.Config) error {
 	cfg.MinVersion = v
 	cfg.CipherSuites = suites
 	return nil
+}
+
+// VerifyClientCerts has cfg ask clients for a certificate, optionally, and
+// verify one given against pool, as kube-apiserver does with its client CA:
+// a client without a certificate still connects (and authenticates some
+// other way), one with a certificate pool did not sign fails the handshake.
+// A nil pool leaves cfg alone.
+func VerifyClientCerts(cfg *tls.Config, pool *x509.CertPool) {
+	if pool == nil {
+		return
+	}
+	cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	cfg.ClientCAs = pool
 }
