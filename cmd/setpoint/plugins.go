@@ -15,6 +15,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver"
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/election"
 	"github.com/setpoint-dev/setpoint/engine/gc"
@@ -235,6 +236,10 @@ type pluginAPIOptions struct {
 	// Leases, so that each runs on one replica at a time; when nil, this
 	// server runs them all.
 	election *electionOptions
+	// clientCerts signs client certificates at
+	// serving.ClientCertificatesPath; nil on a server without a CA of its
+	// own, which answers there that it cannot.
+	clientCerts *serving.ClientCertSigner
 }
 
 // newPluginAPI builds the parts of the server's object layer and wires them
@@ -348,6 +353,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 			{Pattern: plugins.ModulesPath + "/*", Handler: upload},
 			{Pattern: plugins.PluginsPath + "/{name}/log", Handler: plugins.NewLogHandler(logs, svc)},
 			{Pattern: snapshotPath, Handler: snapshotHandler{st: o.store, log: log.With("component", "snapshot")}},
+			{Pattern: serving.ClientCertificatesPath, Handler: clientCertHandler(o.clientCerts)},
 		},
 	})
 	if err != nil {

@@ -46,7 +46,7 @@ func newTestServerHandler(t *testing.T) *httptest.Server {
 	})
 	watches := &watchStopper{}
 	watches.ctx, watches.stop = context.WithCancel(context.Background())
-	hs := httptest.NewServer((&serverOptions{}).handler(api, testToken, log, metrics, watches))
+	hs := httptest.NewServer((&serverOptions{}).handler(api, testToken, nil, log, metrics, watches))
 	t.Cleanup(func() {
 		watches.stop()
 		hs.CloseClientConnections()

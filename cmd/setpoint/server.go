@@ -52,6 +52,7 @@ type serverOptions struct {
 	maxObjectBytes            int
 	limits                    limitFlags
 	leaderElect               leaderElectFlags
+	auth                      authFlags
 }
 
 func newServerCommand() *cobra.Command {
@@ -113,6 +114,7 @@ signal exits at once.`,
 	f.IntVar(&o.maxObjectBytes, "max-object-size", engine.DefaultMaxObjectBytes, "the largest object, in bytes as stored (JSON), that any write may store (clients, patches, apply, plugins); etcd's default request limit. Request bodies may be twice as large")
 	o.limits.register(f)
 	o.addLeaderElectFlags(cmd)
+	o.addAuthFlags(cmd)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -234,12 +236,16 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	if err != nil {
 		return err
 	}
+	auth, err := o.auth.build(ctx, log, material)
+	if err != nil {
+		return err
+	}
 
 	api, err := newPluginAPI(ctx, pluginAPIOptions{
 		store: st, log: log, dataDir: o.dataDir, allowedOrigins: o.allowedOrigins,
 		statusInterval: o.pluginStatusInterval, moduleGCGrace: o.moduleGCGrace, registerer: metrics.Registry(),
 		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
-		election: o.leaderElect.options(identity),
+		election: o.leaderElect.options(identity), clientCerts: material.ClientCertSigner(),
 	})
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
@@ -262,8 +268,9 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	watches := &watchStopper{}
 	watches.ctx, watches.stop = context.WithCancel(context.Background())
 	defer watches.stop()
-	handler := o.handler(api, material.Token, log, metrics, watches)
+	handler := o.handler(api, material.Token, auth, log, metrics, watches)
 	tlsConfig := material.TLSConfig()
+	serving.VerifyClientCerts(tlsConfig, auth.clientCAs)
 	if err := o.limits.tls().Apply(tlsConfig); err != nil {
 		ln.Close()
 		return err
@@ -348,17 +355,23 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 }
 
 // handler puts the serving layers around api: request info, panic recovery,
-// metrics and the request log; authentication with token; the in-flight
+// metrics and the request log; authentication with token and auth (none
+// besides the token when nil); impersonation; the in-flight
 // limits and timeouts; /metrics and the profiles. Every request, the module
 // upload's included, passes through them to the API server's router. watches
 // ends long-running requests when shutdown starts.
-func (o *serverOptions) handler(api *pluginAPI, token string, log *slog.Logger, metrics *serving.Metrics, watches *watchStopper) http.Handler {
+func (o *serverOptions) handler(api *pluginAPI, token string, auth *serverAuth, log *slog.Logger, metrics *serving.Metrics, watches *watchStopper) http.Handler {
+	if auth == nil {
+		auth = &serverAuth{}
+	}
 	return serving.NewHandler(serving.HandlerOptions{
-		API:       watches.wrap(api),
-		Token:     token,
-		Logger:    log,
-		Metrics:   metrics,
-		Profiling: o.profiling,
+		API:            watches.wrap(api),
+		Token:          token,
+		Authenticators: auth.tokens,
+		ClientCAs:      auth.clientCAs,
+		Logger:         log,
+		Metrics:        metrics,
+		Profiling:      o.profiling,
 		// The web UI's static files hold no secrets; a browser loads them
 		// first and then signs in with the token.
 		PublicPaths: []string{"/ui"},
@@ -397,6 +410,9 @@ func (o *serverOptions) validate() error {
 		return err
 	}
 	if err := o.resolveLeaderElect(); err != nil {
+		return err
+	}
+	if err := o.auth.validate(); err != nil {
 		return err
 	}
 	return o.limits.validate()
