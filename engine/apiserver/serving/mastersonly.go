@@ -3,6 +3,7 @@ package serving
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -27,7 +28,28 @@ var selfReviews = authorizer.AuthorizerFunc(func(_ context.Context, a authorizer
 	return authorizer.DecisionNoOpinion, "", nil
 })
 
-// withMastersOnly answers 403 to every request but the self-reviews unless
+// discoveryPaths are what kube-apiserver's system:discovery role lets
+// every authenticated user read (a trailing * matches any subpath).
+var discoveryPaths = []string{"/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", "/version", "/version/",
+	"/healthz", "/livez", "/readyz"}
+
+// discovery allows any user to read discovery, the OpenAPI documents, the
+// version and the probes, and has no opinion on anything else.
+var discovery = authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	if a.IsResourceRequest() || a.GetVerb() != "get" {
+		return authorizer.DecisionNoOpinion, "", nil
+	}
+	p := a.GetPath()
+	for _, d := range discoveryPaths {
+		if prefix, ok := strings.CutSuffix(d, "*"); ok && strings.HasPrefix(p, prefix) || p == d {
+			return authorizer.DecisionAllow, "", nil
+		}
+	}
+	return authorizer.DecisionNoOpinion, "", nil
+})
+
+// withMastersOnly answers 403 to every request but discovery and the
+// self-reviews unless
 // its user is in the group system:masters: the authorization of a server
 // without an authorization policy, where users other than the admin
 // authenticate but may do nothing. Requests without a user (the public
@@ -36,6 +58,7 @@ func withMastersOnly(next http.Handler) http.Handler {
 	authz, _ := union.New(
 		union.NamedAuthorizer{AuthorizerName: "masters", Authorizer: mastersOnly},
 		union.NamedAuthorizer{AuthorizerName: "self-reviews", Authorizer: selfReviews},
+		union.NamedAuthorizer{AuthorizerName: "discovery", Authorizer: discovery},
 	)
 	authorized := filters.WithAuthorization(next, authz, statusCodecs.WithoutConversion())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
