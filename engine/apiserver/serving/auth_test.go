@@ -1,8 +1,11 @@
 package serving
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -10,6 +13,8 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -161,4 +166,45 @@ func FuzzAuthenticate(f *testing.F) {
 			t.Fatalf("accepted protocols %q without the token's", protocols)
 		}
 	})
+}
+
+// TestAuthenticatorTokens: further token authenticators are asked after
+// the admin token, their users get system:authenticated, and why a token
+// was refused is logged without the token, even when an authenticator's
+// error quotes it.
+func TestAuthenticatorTokens(t *testing.T) {
+	const leaky = "leaky-token-0123456789"
+	quoting := authenticator.TokenFunc(func(_ context.Context, tok string) (*authenticator.Response, bool, error) {
+		return nil, false, fmt.Errorf("token %q is not known", tok)
+	})
+	logs := &syncBuffer{}
+	a := NewAuthenticator(AuthenticatorOptions{Token: testToken, Tokens: []authenticator.Token{tokenUsers(t), quoting},
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	var got user.Info
+	h := a.Wrap(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got, _ = request.UserFrom(r.Context()) }))
+	for _, tc := range []struct {
+		token, wantUser string
+		wantGroups      []string
+	}{
+		{testToken, "setpoint-admin", []string{"system:masters", "system:authenticated"}},
+		{"alice-token", "alice", []string{"dev", "system:authenticated"}},
+		{"bob-token", "bob", []string{"system:authenticated"}},
+		{leaky, "", nil},
+	} {
+		got = nil
+		code, _ := serve(t, h, http.MethodGet, "/api", tc.token, nil)
+		if tc.wantUser == "" {
+			if code != 401 || got != nil {
+				t.Errorf("%s: %d %v, want 401", tc.token, code, got)
+			}
+			continue
+		}
+		if code != 200 || got == nil || got.GetName() != tc.wantUser || !slices.Equal(got.GetGroups(), tc.wantGroups) {
+			t.Errorf("%s: %d %v, want %s in %v", tc.token, code, got, tc.wantUser, tc.wantGroups)
+		}
+	}
+	out := logs.String()
+	if strings.Contains(out, leaky) || !strings.Contains(out, `token \"[redacted]\" is not known`) {
+		t.Errorf("log:\n%s\nwant the refusal with the token redacted", out)
+	}
 }
