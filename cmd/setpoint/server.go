@@ -69,7 +69,10 @@ wildcard address, this machine's name and addresses; unless you pass your own
 with --tls-cert-file and --tls-private-key-file), an admin bearer
 token, and DIR/admin.kubeconfig, which kubectl and setpoint use as is.
 Restarting with the same data directory keeps the CA, certificate, token and
-data. Every request but /healthz, /readyz, /livez and /version needs the token.
+data. Every request but /healthz, /readyz, /livez and /version needs
+credentials: the admin token, a token of --token-auth-file, an OIDC ID token
+(--oidc-issuer-url) or a client certificate the server's CA signed (setpoint
+kubeconfig create writes a kubeconfig with one).
 /metrics serves Prometheus metrics.
 
 SIGTERM or SIGINT shuts the server down gracefully: it stops accepting
