@@ -1,10 +1,19 @@
 package main
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 )
@@ -55,5 +64,89 @@ func TestAuthFlagsValidate(t *testing.T) {
 				t.Errorf("the error quotes a token: %v", err)
 			}
 		})
+	}
+}
+
+// TestAuthFlagsBuild: client certificates verify against the server's own
+// CA and --client-ca-file's; with the user's serving certificate, only
+// against the file's.
+func TestAuthFlagsBuild(t *testing.T) {
+	own, err := serving.Prepare(serving.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := serving.Prepare(serving.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
+	if err := os.WriteFile(caFile, other.CAData, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signed := func(m *serving.Material) *x509.Certificate {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "carol"}}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certPEM, err := m.ClientCertSigner().Sign(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(certPEM)
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	verifies := func(pool *x509.CertPool, c *x509.Certificate) bool {
+		_, err := c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		return pool != nil && err == nil
+	}
+	ownCert, otherCert := signed(own), signed(other)
+	log := slog.New(slog.DiscardHandler)
+
+	auth, err := authFlags{}.build(context.Background(), log, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !verifies(auth.clientCAs, ownCert) || verifies(auth.clientCAs, otherCert) {
+		t.Error("without --client-ca-file: want the server's own CA only")
+	}
+	auth, err = authFlags{clientCAFile: caFile}.build(context.Background(), log, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !verifies(auth.clientCAs, ownCert) || !verifies(auth.clientCAs, otherCert) {
+		t.Error("with --client-ca-file: want both CAs")
+	}
+	certFile, keyFile := filepath.Join(t.TempDir(), "tls.crt"), filepath.Join(t.TempDir(), "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: own.Certificate.Certificate[0]}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(own.Certificate.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	user, err := serving.Prepare(serving.Options{DataDir: t.TempDir(), CertFile: certFile, KeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err = authFlags{clientCAFile: caFile}.build(context.Background(), log, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if verifies(auth.clientCAs, ownCert) || !verifies(auth.clientCAs, otherCert) {
+		t.Error("with the user's certificate and --client-ca-file: want the file's CA only")
+	}
+	if auth, err = (authFlags{}).build(context.Background(), log, user); err != nil || auth.clientCAs != nil {
+		t.Errorf("with the user's certificate alone: %v, %v; want no client certificates", auth.clientCAs, err)
 	}
 }
