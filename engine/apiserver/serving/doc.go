@@ -1,7 +1,18 @@
 // Package serving owns what stands between the network and Setpoint's API
 // handler: the security material kept in the data directory (a CA, a serving
-// certificate, the admin bearer token and the admin kubeconfig), bearer-token
-// authentication, Prometheus metrics, request logging and panic recovery.
+// certificate, the admin bearer token and the admin kubeconfig),
+// authentication, impersonation, Prometheus metrics, request logging and
+// panic recovery.
+//
+// Authentication is a union of Kubernetes' request authenticators (package
+// k8s.io/apiserver/pkg/authentication): client certificates the server's
+// CA (or a client CA) signed, then bearer tokens in the Authorization header
+// or the WebSocket bearer subprotocol, checked against the admin token and
+// then the token authenticators the caller adds (a static token file,
+// ServiceAccount tokens, OIDC ID tokens). Impersonation is Kubernetes'
+// filter, asking the caller's authorizer for the verb impersonate. The
+// server's CA also signs client certificates for users (ClientCertSigner);
+// its key never leaves the server.
 //
 // It knows nothing of objects, kinds or stores: it wraps any http.Handler. It
 // must not import the store backends, the plugin host or cmd.
