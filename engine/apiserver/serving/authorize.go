@@ -1,0 +1,120 @@
+package serving
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/authorization/union"
+	"k8s.io/apiserver/pkg/endpoints/filters"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// Decider returns the authorizer that decides requests when a is the
+// configured one, as kube-apiserver chains its authorizers: the group
+// system:masters may do anything first, whatever a says (so that the admin
+// keeps working while a's caches fill, and cannot lock itself out), then a.
+// With a nil a, only system:masters may do anything and everyone else
+// nothing. What no authorizer allows is denied.
+func Decider(a authorizer.Authorizer) authorizer.Authorizer {
+	masters := authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)
+	if a == nil {
+		return masters
+	}
+	// union.New fails only on empty or duplicate names.
+	u, _ := union.New(
+		union.NamedAuthorizer{AuthorizerName: "masters", Authorizer: masters},
+		union.NamedAuthorizer{AuthorizerName: "configured", Authorizer: a},
+	)
+	return u
+}
+
+// Forbidden is the error Kubernetes answers a denied request with: a 403
+// Status naming the user, the verb and the resource (with its API group and
+// namespace) or the path, and the authorizer's reason when it gave one:
+//
+//	widgets.example.dev is forbidden: User "ann" cannot list resource
+//	"widgets" in API group "example.dev" in the namespace "ns"
+func Forbidden(attrs authorizer.Attributes, reason string) *apierrors.StatusError {
+	return responsewriters.ForbiddenStatusError(attrs, reason)
+}
+
+// Allowed tells whether the request's user may do what attrs describes,
+// with az as Decider builds it. A decision an authorizer could not make (an
+// error without an allow) is an error; a denial is a Forbidden error.
+func Allowed(ctx context.Context, az authorizer.Authorizer, attrs authorizer.Attributes) error {
+	d, reason, err := az.Authorize(ctx, attrs)
+	if d == authorizer.DecisionAllow {
+		return nil
+	}
+	if err != nil {
+		return apierrors.NewInternalError(errors.New("the request could not be authorized"))
+	}
+	return Forbidden(attrs, reason)
+}
+
+// Authorize returns a handler that decides every authenticated request with
+// Decider(a) before next sees it, from the request's RequestInfo
+// (Instrument sets it) and user (the authentication layer sets it), as
+// kube-apiserver's WithAuthorization does: the verb is the one Kubernetes
+// derives (get, list, watch, create, update, patch, delete,
+// deletecollection; server-side apply and dry runs are patch and create
+// like any other), and a path outside /api and /apis is a nonResourceURL
+// (/metrics, /debug/pprof/..., discovery, OpenAPI). A denied request gets
+// a 403 meta/v1 Status that says who may not do what; an authorizer's error
+// without an allow gets a 500 that says nothing of it, and is logged.
+//
+// Requests without a user are those the authentication layer serves
+// without credentials (the probes, /version, the web UI's static files):
+// they are passed on undecided.
+func Authorize(next http.Handler, a authorizer.Authorizer, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	az := Decider(a)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		if _, ok := request.UserFrom(ctx); !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		attrs, err := filters.GetAuthorizerAttributes(ctx)
+		if err != nil {
+			log.ErrorContext(ctx, "request not authorized", "path", r.URL.Path, "err", err)
+			WriteStatus(w, http.StatusInternalServerError, "InternalError", "the request could not be authorized")
+			return
+		}
+		d, reason, err := az.Authorize(ctx, attrs)
+		if d == authorizer.DecisionAllow {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if err != nil {
+			log.ErrorContext(ctx, "authorizer failed", "path", r.URL.Path, "verb", attrs.GetVerb(), "user", attrs.GetUser().GetName(), "err", err)
+			WriteStatus(w, http.StatusInternalServerError, "InternalError", "the request could not be authorized")
+			return
+		}
+		writeStatusError(w, Forbidden(attrs, reason))
+	})
+}
+
+// writeStatusError answers with err's meta/v1 Status.
+func writeStatusError(w http.ResponseWriter, err *apierrors.StatusError) {
+	st := err.ErrStatus
+	st.Kind, st.APIVersion = "Status", "v1"
+	body, _ := json.Marshal(&st)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(int(st.Code))
+	_, _ = w.Write(body)
+}
