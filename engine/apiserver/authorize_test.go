@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -105,7 +106,8 @@ func (a *rulesAuthorizer) RulesFor(_ context.Context, u user.Info, namespace str
 
 // testRules are Kubernetes' default roles for every authenticated user
 // (system:basic-user, system:discovery) and a few users: ann works with
-// widgets in namespace a, and may only patch them in b; rev reviews others.
+// widgets in namespace a (but may not delete them), and may only get and
+// patch them in b; rev reviews others.
 var testRules = map[string][]rule{
 	user.AllAuthenticated: {
 		{verbs: []string{"create"}, groups: []string{"authorization.k8s.io"}, resources: []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}},
@@ -113,7 +115,7 @@ var testRules = map[string][]rule{
 		{verbs: []string{"get"}, urls: []string{"/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", "/version"}},
 	},
 	"ann": {
-		{verbs: []string{"get", "list", "watch", "create", "patch", "update", "delete"}, groups: []string{"example.setpoint.dev"}, resources: []string{"widgets"}, namespace: "a"},
+		{verbs: []string{"get", "list", "watch", "create", "patch", "update"}, groups: []string{"example.setpoint.dev"}, resources: []string{"widgets"}, namespace: "a"},
 		{verbs: []string{"get", "patch"}, groups: []string{"example.setpoint.dev"}, resources: []string{"widgets"}, namespace: "b"},
 	},
 	"rev": {
@@ -137,7 +139,14 @@ type authzServer struct {
 	api *Server
 }
 
-func newAuthzServer(t *testing.T) *authzServer {
+func newAuthzServer(t *testing.T) *authzServer { return newAuthzServerTLS(t, true) }
+
+// wsTokenPrefix marks the WebSocket subprotocol that carries a bearer token.
+const wsTokenPrefix = "base64url.bearer.authorization.k8s.io."
+
+// newAuthzServerTLS is newAuthzServer over TLS or, for a browser, plain
+// HTTP on loopback; the web UI's files are served without a token.
+func newAuthzServerTLS(t *testing.T, useTLS bool) *authzServer {
 	t.Helper()
 	db, err := badger.Open(t.TempDir(), badger.Options{})
 	if err != nil {
@@ -155,10 +164,19 @@ func newAuthzServer(t *testing.T) *authzServer {
 		u, ok := testTokens[tok]
 		if !ok {
 			for _, p := range strings.Split(r.Header.Get("Sec-WebSocket-Protocol"), ",") {
-				if tok, found := strings.CutPrefix(strings.TrimSpace(p), "token."); found {
+				p = strings.TrimSpace(p)
+				if tok, found := strings.CutPrefix(p, "token."); found {
 					u, ok = testTokens[tok]
 				}
+				if enc, found := strings.CutPrefix(p, wsTokenPrefix); found {
+					b, _ := base64.RawURLEncoding.DecodeString(enc)
+					u, ok = testTokens[string(b)]
+				}
 			}
+		}
+		if !ok && strings.HasPrefix(r.URL.Path, "/ui") {
+			api.ServeHTTP(w, r)
+			return
 		}
 		if !ok {
 			serving.WriteStatus(w, http.StatusUnauthorized, "Unauthorized", "Unauthorized")
@@ -166,7 +184,13 @@ func newAuthzServer(t *testing.T) *authzServer {
 		}
 		authorized.ServeHTTP(w, r.WithContext(endpointsrequest.WithUser(r.Context(), u)))
 	})
-	hs := httptest.NewTLSServer(serving.Instrument(authn, serving.InstrumentOptions{Logger: log}))
+	handler := serving.Instrument(authn, serving.InstrumentOptions{Logger: log})
+	hs := httptest.NewUnstartedServer(handler)
+	if useTLS {
+		hs.StartTLS()
+	} else {
+		hs.Start()
+	}
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
