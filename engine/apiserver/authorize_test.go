@@ -438,3 +438,54 @@ func TestKubectlAuth(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthorizationPathTricks sends paths that decode to one request and
+// route to another (escaped slashes, dot segments, doubled slashes, the
+// /watch/ prefix, selectors): none of them lets ann list namespace b, where
+// she may only get and patch widgets by name, or delete there.
+func TestAuthorizationPathTricks(t *testing.T) {
+	s := newAuthzServer(t)
+	s.setupWidgets(t)
+	s.mustDo(t, "admin-token", http.StatusCreated, request{method: "POST", path: widgetsIn("b"),
+		body: `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"secret"},"spec":{"name":"W","size":"small"}}`})
+	for _, tt := range []struct{ method, path string }{
+		{"GET", "/apis/example.setpoint.dev/v1/namespaces/b/widgets"},
+		{"GET", "/apis/example.setpoint.dev/v1/namespaces/a/../b/widgets"},
+		{"GET", "/apis/example.setpoint.dev/v1/namespaces/a%2F..%2Fb/widgets"},
+		{"GET", "/apis/example.setpoint.dev/v1/namespaces%2Fb/widgets"},
+		{"GET", "/apis/example.setpoint.dev/v1/namespaces/b%2Fwidgets"},
+		{"GET", "/apis//example.setpoint.dev/v1/namespaces/b/widgets"},
+		{"GET", "//apis/example.setpoint.dev/v1/namespaces/b/widgets"},
+		{"GET", "/apis/example.setpoint.dev/v1/namespaces/b/widgets/"},
+		{"GET", "/apis/example.setpoint.dev/v1/watch/namespaces/b/widgets"},
+		{"GET", "/apis/example.setpoint.dev/v1/namespaces/b/widgets?watch=true"},
+		{"GET", "/apis/example.setpoint.dev/v1/widgets"},
+		{"GET", "/apis/example.setpoint.dev/v1/widgets?fieldSelector=metadata.namespace%3Db"},
+		{"GET", "/apis/example.setpoint.dev/v1/namespaces/a/widgets?fieldSelector=metadata.namespace%3Db"},
+		{"DELETE", "/apis/example.setpoint.dev/v1/namespaces/b/widgets/secret"},
+		{"DELETE", "/apis/example.setpoint.dev/v1/namespaces/a/../b/widgets/secret"},
+	} {
+		req, err := http.NewRequest(tt.method, s.URL+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Keep the path as written: no cleaning, no re-escaping.
+		req.URL.Opaque = tt.path
+		req.Header.Set("Authorization", "Bearer ann-token")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		resp, err := s.Client().Do(req.WithContext(ctx))
+		if err != nil {
+			cancel()
+			t.Fatalf("%s %s: %v", tt.method, tt.path, err)
+		}
+		t.Logf("%s %s: %d", tt.method, tt.path, resp.StatusCode)
+		buf := make([]byte, 64<<10)
+		n, _ := io.ReadAtLeast(resp.Body, buf, 1)
+		resp.Body.Close()
+		cancel()
+		if body := string(buf[:n]); resp.StatusCode < 300 && strings.Contains(body, `"secret"`) || tt.method == "DELETE" && resp.StatusCode < 300 {
+			t.Errorf("%s %s as ann: %d %.300s", tt.method, tt.path, resp.StatusCode, body)
+		}
+	}
+	s.mustDo(t, "admin-token", http.StatusOK, request{path: widgetsIn("b") + "/secret"})
+}
