@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -70,7 +71,10 @@ func Allowed(ctx context.Context, az authorizer.Authorizer, attrs authorizer.Att
 // like any other), and a path outside /api and /apis is a nonResourceURL
 // (/metrics, /debug/pprof/..., discovery, OpenAPI). A denied request gets
 // a 403 meta/v1 Status that says who may not do what; an authorizer's error
-// without an allow gets a 500 that says nothing of it, and is logged.
+// without an allow gets a 500 that says nothing of it, and is logged. The
+// request's audit event (when it has one) gets kube-apiserver's annotations
+// authorization.k8s.io/decision (allow or forbid) and
+// authorization.k8s.io/reason.
 //
 // Requests without a user are those the authentication layer serves
 // without credentials (the probes, /version, the web UI's static files):
@@ -94,17 +98,26 @@ func Authorize(next http.Handler, a authorizer.Authorizer, log *slog.Logger) htt
 		}
 		d, reason, err := az.Authorize(ctx, attrs)
 		if d == authorizer.DecisionAllow {
+			audit.AddAuditAnnotations(ctx, decisionAnnotation, "allow", reasonAnnotation, reason)
 			next.ServeHTTP(w, r)
 			return
 		}
 		if err != nil {
+			audit.AddAuditAnnotation(ctx, reasonAnnotation, "internal error")
 			log.ErrorContext(ctx, "authorizer failed", "path", r.URL.Path, "verb", attrs.GetVerb(), "user", attrs.GetUser().GetName(), "err", err)
 			WriteStatus(w, http.StatusInternalServerError, "InternalError", "the request could not be authorized")
 			return
 		}
+		audit.AddAuditAnnotations(ctx, decisionAnnotation, "forbid", reasonAnnotation, reason)
 		writeStatusError(w, Forbidden(attrs, reason))
 	})
 }
+
+// The audit annotations of the decision, as kube-apiserver writes them.
+const (
+	decisionAnnotation = "authorization.k8s.io/decision"
+	reasonAnnotation   = "authorization.k8s.io/reason"
+)
 
 // writeStatusError answers with err's meta/v1 Status.
 func writeStatusError(w http.ResponseWriter, err *apierrors.StatusError) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -213,6 +214,25 @@ func TestAuthorizeEveryPath(t *testing.T) {
 		if strings.HasPrefix(k, "setpoint-admin ") || strings.HasPrefix(k, " ") {
 			t.Errorf("the authorizer was asked %q", k)
 		}
+	}
+}
+
+func TestAuthorizeAnnotatesTheAuditEvent(t *testing.T) {
+	var got []map[string]string
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	h := authorizeChain(newFakeAuthorizer("ann list example.dev widgets ns"), false, api)
+	for _, path := range []string{"/apis/example.dev/v1/namespaces/ns/widgets", "/apis/example.dev/v1/namespaces/other/widgets"} {
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set(testUserHeader, "ann")
+		ctx := audit.WithAuditContext(req.Context())
+		h.ServeHTTP(httptest.NewRecorder(), req.WithContext(ctx))
+		got = append(got, audit.AuditContextFrom(ctx).GetEventAnnotations())
+	}
+	if got[0]["authorization.k8s.io/decision"] != "allow" || got[1]["authorization.k8s.io/decision"] != "forbid" {
+		t.Errorf("audit annotations: %v", got)
+	}
+	if _, ok := got[0]["authorization.k8s.io/reason"]; !ok {
+		t.Errorf("no reason annotation: %v", got[0])
 	}
 }
 
