@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -23,20 +25,35 @@ import (
 // configured one, as kube-apiserver chains its authorizers: the group
 // system:masters may do anything first, whatever a says (so that the admin
 // keeps working while a's caches fill, and cannot lock itself out), then a.
-// With a nil a, only system:masters may do anything and everyone else
-// nothing. What no authorizer allows is denied.
+// With a nil a, only system:masters may do anything, and everyone else only
+// ask who they are and what they may do (the self reviews, which
+// Kubernetes' role system:basic-user grants every authenticated user). What
+// no authorizer allows is denied.
 func Decider(a authorizer.Authorizer) authorizer.Authorizer {
 	masters := authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)
+	second := union.NamedAuthorizer{AuthorizerName: "configured", Authorizer: a}
 	if a == nil {
-		return masters
+		second = union.NamedAuthorizer{AuthorizerName: "self-reviews", Authorizer: selfReviewsAllowed}
 	}
 	// union.New fails only on empty or duplicate names.
-	u, _ := union.New(
-		union.NamedAuthorizer{AuthorizerName: "masters", Authorizer: masters},
-		union.NamedAuthorizer{AuthorizerName: "configured", Authorizer: a},
-	)
+	u, _ := union.New(union.NamedAuthorizer{AuthorizerName: "masters", Authorizer: masters}, second)
 	return u
 }
+
+// selfReviewsAllowed allows creating the self reviews (SelfSubjectReview,
+// SelfSubjectAccessReview, SelfSubjectRulesReview) and has no opinion on
+// anything else.
+var selfReviewsAllowed = authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	if !a.IsResourceRequest() || a.GetVerb() != "create" || a.GetSubresource() != "" || a.GetName() != "" {
+		return authorizer.DecisionNoOpinion, "", nil
+	}
+	switch {
+	case a.GetAPIGroup() == authenticationv1.GroupName && a.GetResource() == "selfsubjectreviews",
+		a.GetAPIGroup() == authorizationv1.GroupName && (a.GetResource() == "selfsubjectaccessreviews" || a.GetResource() == "selfsubjectrulesreviews"):
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionNoOpinion, "", nil
+})
 
 // Forbidden is the error Kubernetes answers a denied request with: a 403
 // Status naming the user, the verb and the resource (with its API group and

@@ -246,6 +246,8 @@ func TestAuthorizeProfilingOffServesNoProfiles(t *testing.T) {
 	})
 }
 
+// With no authorizer, only system:masters may do anything; others may only
+// ask who they are and what they may do.
 func TestAuthorizeNilLetsOnlyMasters(t *testing.T) {
 	h := authorizeChain(nil, true, apiEcho)
 	runAuthzCases(t, h, []authzCase{
@@ -256,6 +258,11 @@ func TestAuthorizeNilLetsOnlyMasters(t *testing.T) {
 			wantMsg: `User "ann" cannot list resource "widgets" in API group "example.dev" in the namespace "ns"`},
 		{name: "nor read discovery", user: "ann", method: "GET", path: "/api", want: 403, wantMsg: `User "ann" cannot get path "/api"`},
 		{name: "nor metrics", user: "ann", method: "GET", path: "/metrics", want: 403},
+		{name: "but whoami", user: "ann", method: "POST", path: "/apis/authentication.k8s.io/v1/selfsubjectreviews", want: 200},
+		{name: "and can-i", user: "ann", method: "POST", path: "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", want: 200},
+		{name: "and can-i --list", user: "ann", method: "POST", path: "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", want: 200},
+		{name: "not a review of others", user: "ann", method: "POST", path: "/apis/authorization.k8s.io/v1/subjectaccessreviews", want: 403},
+		{name: "nor a local one", user: "ann", method: "POST", path: "/apis/authorization.k8s.io/v1/namespaces/ns/localsubjectaccessreviews", want: 403},
 	})
 }
 
