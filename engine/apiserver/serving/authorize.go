@@ -7,16 +7,18 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/authorization/union"
-	"k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -82,7 +84,8 @@ func Allowed(ctx context.Context, az authorizer.Authorizer, attrs authorizer.Att
 // Authorize returns a handler that decides every authenticated request with
 // Decider(a) before next sees it, from the request's RequestInfo
 // (Instrument sets it) and user (the authentication layer sets it), as
-// kube-apiserver's WithAuthorization does: the verb is the one Kubernetes
+// kube-apiserver's WithAuthorization does (with the same attributes, whose
+// selectors are parsed only when asked for): the verb is the one Kubernetes
 // derives (get, list, watch, create, update, patch, delete,
 // deletecollection; server-side apply and dry runs are patch and create
 // like any other), and a path outside /api and /apis is a nonResourceURL
@@ -107,9 +110,9 @@ func Authorize(next http.Handler, a authorizer.Authorizer, log *slog.Logger) htt
 			next.ServeHTTP(w, r)
 			return
 		}
-		attrs, err := filters.GetAuthorizerAttributes(ctx)
-		if err != nil {
-			log.ErrorContext(ctx, "request not authorized", "path", r.URL.Path, "err", err)
+		attrs, ok := requestAttributes(ctx)
+		if !ok {
+			log.ErrorContext(ctx, "request without request info", "path", r.URL.Path)
 			WriteStatus(w, http.StatusInternalServerError, "InternalError", "the request could not be authorized")
 			return
 		}
@@ -147,4 +150,70 @@ func writeStatusError(w http.ResponseWriter, err *apierrors.StatusError) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(int(st.Code))
 	_, _ = w.Write(body)
+}
+
+// lazyAttributes are a request's authorizer.Attributes as kube-apiserver's
+// filters.GetAuthorizerAttributes builds them, except that the field and
+// label selectors are parsed when an authorizer first asks for them: RBAC
+// never does, and parsing a label selector costs several times the rest of
+// a decision.
+type lazyAttributes struct {
+	authorizer.AttributesRecord
+	fieldSelector, labelSelector string
+	fieldOnce, labelOnce         sync.Once
+}
+
+// requestAttributes returns the attributes of the request whose context is
+// ctx, from its user and RequestInfo; false when it has no RequestInfo.
+func requestAttributes(ctx context.Context) (*lazyAttributes, bool) {
+	info, ok := request.RequestInfoFrom(ctx)
+	if !ok {
+		return nil, false
+	}
+	u, _ := request.UserFrom(ctx)
+	return &lazyAttributes{
+		AttributesRecord: authorizer.AttributesRecord{
+			User: u, ResourceRequest: info.IsResourceRequest, Path: info.Path, Verb: info.Verb,
+			APIGroup: info.APIGroup, APIVersion: info.APIVersion, Resource: info.Resource,
+			Subresource: info.Subresource, Namespace: info.Namespace, Name: info.Name,
+		},
+		fieldSelector: info.FieldSelector,
+		labelSelector: info.LabelSelector,
+	}, true
+}
+
+// GetFieldSelector parses the request's field selector on the first call.
+func (a *lazyAttributes) GetFieldSelector() (fields.Requirements, error) {
+	a.fieldOnce.Do(func() {
+		if a.fieldSelector == "" {
+			return
+		}
+		sel, err := fields.ParseSelector(a.fieldSelector)
+		if err != nil {
+			a.FieldSelectorParsingErr = err
+			return
+		}
+		if reqs := sel.Requirements(); len(reqs) > 0 {
+			a.FieldSelectorRequirements = reqs
+		}
+	})
+	return a.FieldSelectorRequirements, a.FieldSelectorParsingErr
+}
+
+// GetLabelSelector parses the request's label selector on the first call.
+func (a *lazyAttributes) GetLabelSelector() (labels.Requirements, error) {
+	a.labelOnce.Do(func() {
+		if a.labelSelector == "" {
+			return
+		}
+		sel, err := labels.Parse(a.labelSelector)
+		if err != nil {
+			a.LabelSelectorParsingErr = err
+			return
+		}
+		if reqs, _ := sel.Requirements(); len(reqs) > 0 {
+			a.LabelSelectorRequirements = reqs
+		}
+	})
+	return a.LabelSelectorRequirements, a.LabelSelectorParsingErr
 }

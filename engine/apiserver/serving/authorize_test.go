@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -313,5 +315,49 @@ func TestNewHandlerAuthorizes(t *testing.T) {
 	}
 	if len(fake.asked) != 0 {
 		t.Errorf("the authorizer was asked %q", fake.asked)
+	}
+}
+
+// TestRequestAttributesMatchKubernetes checks the layer's attributes
+// against kube-apiserver's filters.GetAuthorizerAttributes, selectors
+// included (parsed when asked for).
+func TestRequestAttributesMatchKubernetes(t *testing.T) {
+	for _, target := range []string{
+		"/apis/example.dev/v1/namespaces/ns/widgets?labelSelector=app%3Dweb,tier+in+(a,b)&fieldSelector=metadata.name%3Dx",
+		"/apis/example.dev/v1/namespaces/ns/widgets?labelSelector=%3D%3D%3D&fieldSelector=%3D%3D",
+		"/apis/example.dev/v1/namespaces/ns/widgets?watch=1&fieldSelector=metadata.name%3Dw1",
+		"/apis/example.dev/v1/namespaces/ns/widgets/w1/status",
+		"/api/v1/namespaces/ns",
+		"/metrics",
+		"/debug/pprof/heap",
+	} {
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		info, err := requestInfoFactory.NewRequestInfo(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := request.WithUser(request.WithRequestInfo(req.Context(), info), testUsers["ann"])
+		want, err := filters.GetAuthorizerAttributes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := requestAttributes(ctx)
+		if !ok {
+			t.Fatal("no attributes")
+		}
+		if attrsKey(got) != attrsKey(want) || got.GetVerb() != want.GetVerb() || got.GetName() != want.GetName() ||
+			got.GetAPIVersion() != want.GetAPIVersion() || got.GetPath() != want.GetPath() || got.IsReadOnly() != want.IsReadOnly() {
+			t.Errorf("%s: attributes %+v, want %+v", target, got.AttributesRecord, want)
+		}
+		gf, gerr := got.GetFieldSelector()
+		wf, werr := want.GetFieldSelector()
+		if fmt.Sprint(gf) != fmt.Sprint(wf) || (gerr == nil) != (werr == nil) {
+			t.Errorf("%s: field selector %v %v, want %v %v", target, gf, gerr, wf, werr)
+		}
+		gl, gerr := got.GetLabelSelector()
+		wl, werr := want.GetLabelSelector()
+		if fmt.Sprint(gl) != fmt.Sprint(wl) || (gerr == nil) != (werr == nil) {
+			t.Errorf("%s: label selector %v %v, want %v %v", target, gl, gerr, wl, werr)
+		}
 	}
 }
