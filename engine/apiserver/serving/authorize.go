@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -97,16 +98,18 @@ func Allowed(ctx context.Context, az authorizer.Authorizer, attrs authorizer.Att
 // authorization.k8s.io/reason.
 //
 // Requests without a user are those the authentication layer serves
-// without credentials (the probes, /version, the web UI's static files):
-// they are passed on undecided.
-func Authorize(next http.Handler, a authorizer.Authorizer, log *slog.Logger) http.Handler {
+// without credentials, and the paths it serves so (the probes, /version and
+// public, such as the web UI's static files, with their subpaths) need no
+// decision for anyone: they are passed on undecided.
+func Authorize(next http.Handler, a authorizer.Authorizer, log *slog.Logger, public ...string) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
 	az := Decider(a)
+	public = append(slices.Clone(anonymousPaths), public...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		if _, ok := request.UserFrom(ctx); !ok {
+		if _, ok := request.UserFrom(ctx); !ok || under(r.URL.Path, public) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -92,7 +92,7 @@ func authorizeChain(a authorizer.Authorizer, profiling bool, api http.Handler) h
 		}
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	authorized := Authorize(routes, a, log)
+	authorized := Authorize(routes, a, log, "/ui")
 	withUser := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u, ok := testUsers[r.Header.Get(testUserHeader)]; ok {
 			r = r.WithContext(request.WithUser(r.Context(), u))
@@ -260,6 +260,10 @@ func TestAuthorizeNilLetsOnlyMasters(t *testing.T) {
 			wantMsg: `User "ann" cannot list resource "widgets" in API group "example.dev" in the namespace "ns"`},
 		{name: "nor read discovery", user: "ann", method: "GET", path: "/api", want: 403, wantMsg: `User "ann" cannot get path "/api"`},
 		{name: "nor metrics", user: "ann", method: "GET", path: "/metrics", want: 403},
+		{name: "public files need no decision", user: "ann", method: "GET", path: "/ui/app.js", want: 200},
+		{name: "nor the probes", user: "ann", method: "GET", path: "/readyz", want: 200},
+		{name: "nor the version", user: "ann", method: "GET", path: "/version", want: 200},
+		{name: "a path that only begins like one does", user: "ann", method: "GET", path: "/uix", want: 403},
 		{name: "but whoami", user: "ann", method: "POST", path: "/apis/authentication.k8s.io/v1/selfsubjectreviews", want: 200},
 		{name: "and can-i", user: "ann", method: "POST", path: "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", want: 200},
 		{name: "and can-i --list", user: "ann", method: "POST", path: "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", want: 200},

@@ -87,6 +87,6 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		}
 		api.ServeHTTP(w, r)
 	})
-	limited := Limit(Authorize(routes, opts.Authorizer, opts.Logger), opts.Limits, m)
+	limited := Limit(Authorize(routes, opts.Authorizer, opts.Logger, opts.PublicPaths...), opts.Limits, m)
 	return Instrument(NewAuthenticator(opts.Token, opts.PublicPaths...).Wrap(limited), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
 }
