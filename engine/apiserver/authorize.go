@@ -32,6 +32,6 @@ func (s *Server) mayCreate(r *http.Request, t target) func(context.Context) erro
 			Name:            t.name,
 			ResourceRequest: true,
 			Path:            r.URL.Path,
-		})
+		}, s.log)
 	}
 }

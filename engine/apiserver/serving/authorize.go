@@ -70,13 +70,15 @@ func Forbidden(attrs authorizer.Attributes, reason string) *apierrors.StatusErro
 
 // Allowed tells whether the request's user may do what attrs describes,
 // with az as Decider builds it. A decision an authorizer could not make (an
-// error without an allow) is an error; a denial is a Forbidden error.
-func Allowed(ctx context.Context, az authorizer.Authorizer, attrs authorizer.Attributes) error {
+// error without an allow) is logged to log and returned as an internal
+// error that does not show it; a denial is a Forbidden error.
+func Allowed(ctx context.Context, az authorizer.Authorizer, attrs authorizer.Attributes, log *slog.Logger) error {
 	d, reason, err := az.Authorize(ctx, attrs)
 	if d == authorizer.DecisionAllow {
 		return nil
 	}
 	if err != nil {
+		log.ErrorContext(ctx, "authorizer failed", "verb", attrs.GetVerb(), "resource", attrs.GetResource(), "user", attrs.GetUser().GetName(), "err", err)
 		return apierrors.NewInternalError(errors.New("the request could not be authorized"))
 	}
 	return Forbidden(attrs, reason)
