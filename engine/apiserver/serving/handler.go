@@ -96,10 +96,7 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		}
 		api.ServeHTTP(w, r)
 	})
-	var authorized http.Handler = routes
-	if opts.Authorizer == nil {
-		authorized = withMastersOnly(routes)
-	}
+	authorized := Authorize(routes, opts.Authorizer, opts.Logger, opts.PublicPaths...)
 	limited := withImpersonation(Limit(authorized, opts.Limits, m), opts.Authorizer)
 	authn := NewAuthenticator(AuthenticatorOptions{
 		Token: opts.Token, Tokens: opts.Authenticators, ClientCAs: opts.ClientCAs, Public: opts.PublicPaths, Logger: opts.Logger,

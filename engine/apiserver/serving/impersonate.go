@@ -7,9 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/endpoints/filters/impersonation"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -22,21 +20,14 @@ var statusCodecs = func() serializer.CodecFactory {
 	return serializer.NewCodecFactory(scheme)
 }()
 
-// mastersOnly allows everything to the group system:masters and has no
-// opinion on anyone else: the decisions when no authorizer is configured.
-var mastersOnly authorizer.Authorizer = authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)
-
 // withImpersonation lets a request act as another user, group, uid or
 // ServiceAccount (the Impersonate-* headers kubectl --as, --as-group and
-// --as-uid send) when authz allows its user the verb impersonate on each of
-// them, and answers 403 otherwise, as kube-apiserver does. With a nil authz
-// only the group system:masters may impersonate. A request without a user
-// (on a public path) has its Impersonate-* headers dropped.
+// --as-uid send) when Decider(authz) allows its user the verb impersonate on
+// each of them, and answers 403 otherwise, as kube-apiserver does: the
+// group system:masters may, and with a nil authz no one else. A request
+// without a user (on a public path) has its Impersonate-* headers dropped.
 func withImpersonation(next http.Handler, authz authorizer.Authorizer) http.Handler {
-	if authz == nil {
-		authz = mastersOnly
-	}
-	impersonating := impersonation.WithImpersonation(next, authz, statusCodecs.WithoutConversion())
+	impersonating := impersonation.WithImpersonation(next, Decider(authz), statusCodecs.WithoutConversion())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := request.UserFrom(r.Context()); ok {
 			impersonating.ServeHTTP(w, r)
