@@ -6,6 +6,7 @@ import (
 	"net/http/pprof"
 	"strings"
 
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -15,6 +16,9 @@ type HandlerOptions struct {
 	API http.Handler
 	// Token is the admin bearer token; with none, only anonymous paths work.
 	Token string
+	// Authorizer decides every authenticated request (and impersonation);
+	// nil lets only the group system:masters do anything.
+	Authorizer authorizer.Authorizer
 	// Logger gets the request log; slog.Default when nil.
 	Logger *slog.Logger
 	// PublicPaths are served without a token besides the probes and

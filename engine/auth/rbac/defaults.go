@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/component-helpers/auth/rbac/reconciliation"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
@@ -150,13 +151,14 @@ func addDefaultMeta(m *metav1.ObjectMeta) {
 // rules, aggregation selectors, subjects, labels and annotations are added,
 // nothing is removed, and an object annotated
 // rbac.authorization.kubernetes.io/autoupdate: "false" is left alone.
+// A write that conflicts with another server's is retried.
 func EnsureDefaults(ctx context.Context, c Client) error {
 	roles := clusterRoles{ctx: ctx, c: c}
 	for _, r := range DefaultClusterRoles() {
 		opts := reconciliation.ReconcileRoleOptions{
 			Role: reconciliation.ClusterRoleRuleOwner{ClusterRole: &r}, Client: roles, Confirm: true,
 		}
-		if _, err := opts.Run(); err != nil {
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { _, err := opts.Run(); return err }); err != nil {
 			return fmt.Errorf("rbac: ensure clusterrole %s: %w", r.Name, err)
 		}
 	}
@@ -165,7 +167,7 @@ func EnsureDefaults(ctx context.Context, c Client) error {
 		opts := reconciliation.ReconcileRoleBindingOptions{
 			RoleBinding: reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: &b}, Client: bindings, Confirm: true,
 		}
-		if _, err := opts.Run(); err != nil {
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { _, err := opts.Run(); return err }); err != nil {
 			return fmt.Errorf("rbac: ensure clusterrolebinding %s: %w", b.Name, err)
 		}
 	}
