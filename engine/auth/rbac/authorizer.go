@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -121,16 +120,22 @@ func (a *Authorizer) EvaluateConditions(context.Context, authorizer.ConditionsAw
 	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
 }
 
-// allowReason says which binding allowed a request, in Kubernetes' words.
+// allowReason says which binding allowed a request, in the words of
+// Kubernetes' RBAC authorizer (namespaced names as name/namespace).
 func allowReason(g *grant) string {
-	var b strings.Builder
-	b.WriteString("RBAC: allowed by ")
-	b.WriteString(g.kind)
-	fmt.Fprintf(&b, " %q of %s %q to %s %q", g.name, g.roleRef.Kind, g.roleRef.Name, g.subject.Kind, g.subject.Name)
+	name := g.name
 	if g.ns != "" {
-		fmt.Fprintf(&b, " in namespace %q", g.ns)
+		name += "/" + g.ns
 	}
-	return b.String()
+	subject := g.subject.Name
+	if g.subject.Kind == rbacv1.ServiceAccountKind {
+		ns := g.subject.Namespace
+		if ns == "" {
+			ns = g.ns
+		}
+		subject += "/" + ns
+	}
+	return fmt.Sprintf("RBAC: allowed by %s %q of %s %q to %s %q", g.kind, name, g.roleRef.Kind, g.roleRef.Name, g.subject.Kind, subject)
 }
 
 func missingRole(g *grant) error {
