@@ -263,6 +263,8 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	// RBAC's escalation checks come first: a write that grants what its
 	// writer does not hold goes no further.
 	chain := admissionChain{rbac.NewEscalation(authz), admitter}
+	// No one installs a Plugin with permissions they do not hold.
+	admitter.CheckInstallers(authz)
 	svc, err := engine.New(ctx, engine.Options{Store: o.store, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain})
 	if err != nil {
 		return nil, err
