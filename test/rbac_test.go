@@ -1,6 +1,7 @@
 package test
 
 import (
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -69,8 +70,8 @@ subjects:
 
 // TestRBACKubectl manages RBAC with kubectl as the admin: the default
 // roles are there, create/get/describe/apply/auth reconcile of the four
-// kinds work, aggregation reaches view, and what Kubernetes refuses is
-// refused.
+// kinds work, aggregation reaches view, what Kubernetes refuses is
+// refused, and a Plugin's permissions show as its ClusterRole.
 func TestRBACKubectl(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
 	run := func(args ...string) string {
@@ -191,6 +192,30 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader}
 		stdout, stderr, err := s.KubectlInput(tc.stdin, tc.args...)
 		if err == nil || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%s: kubectl %s: %v\n%s%s; want a refusal with %q", tc.name, strings.Join(tc.args, " "), err, stdout, stderr, tc.want)
+		}
+	}
+
+	// A Plugin's permissions are a ClusterRole bound to its user, gone
+	// with the Plugin.
+	ok(t, s, "apply", "-f", filepath.Join("..", "examples", "widget", "crd.yaml"), "-f", filepath.Join("..", "examples", "widget", "provision-crd.yaml"))
+	ok(t, s, "plugin", "install", "widget", "--wasm", wasmModule(t, "widget-plugin"), "--reconcile", "widgets", "--owns", "widgetprovisions")
+	out = run("describe", "clusterrole", "setpoint:plugin:widget")
+	for _, want := range []string{"widgets.example.setpoint.dev", "widgets.example.setpoint.dev/status", "widgetprovisions.example.setpoint.dev"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl describe clusterrole setpoint:plugin:widget lacks %s:\n%s", want, out)
+		}
+	}
+	if out := run("get", "clusterrolebinding", "setpoint:plugin:widget", "-o", "jsonpath={.subjects[0].kind}/{.subjects[0].name}"); out != "User/system:setpoint:plugin:widget" {
+		t.Errorf("setpoint:plugin:widget is bound to %q", out)
+	}
+	run("delete", "plugin", "widget")
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		_, stderr, err := s.Kubectl("get", "clusterrole", "setpoint:plugin:widget")
+		if err != nil && strings.Contains(stderr, "NotFound") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ClusterRole of a deleted plugin is still there: %v %s", err, stderr)
 		}
 	}
 
