@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -26,8 +27,9 @@ import (
 type Authorizer struct {
 	log *slog.Logger
 	idx *index
-	// synced is closed once the informers have loaded every object.
-	synced chan struct{}
+	// synced is closed, once, when the informers have loaded every object.
+	synced     chan struct{}
+	syncedOnce sync.Once
 	// aggregate is signalled when a ClusterRole changes (aggregation).
 	aggregate chan struct{}
 }

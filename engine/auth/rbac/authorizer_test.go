@@ -28,7 +28,7 @@ func loaded(objs ...any) *Authorizer {
 			a.idx.putClusterRoleBinding(o)
 		}
 	}
-	close(a.synced)
+	a.syncedOnce.Do(func() { close(a.synced) })
 	return a
 }
 

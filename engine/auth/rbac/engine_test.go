@@ -397,6 +397,24 @@ func TestEscalation(t *testing.T) {
 			t.Fatalf("escalate on roles: %v", err)
 		}
 	})
+	t.Run("escalate on one role name", func(t *testing.T) {
+		// As in Kubernetes, the name is the request's: a create has none.
+		s.mustCreate(t, role("b", "esc-x", rbacv1.PolicyRule{Verbs: []string{"escalate", "update", "create"}, APIGroups: []string{rbacv1.GroupName}, Resources: []string{"roles"}, ResourceNames: []string{"x"}}),
+			roleBinding("b", "erin", "Role", "esc-x", userSubject("erin")))
+		erin := who("erin")
+		s.waitDecision(t, erin, authorizer.AttributesRecord{Verb: "escalate", APIGroup: rbacv1.GroupName, Resource: "roles", Name: "x", Namespace: "b", ResourceRequest: true}, authorizer.DecisionAllow)
+		forbidden(t, s.create(t, erin, role("b", "x", rule([]string{"get"}, "", "secrets"))), "not currently held")
+		s.mustCreate(t, role("b", "x"))
+		ctx := request.WithUser(context.Background(), erin)
+		u, err := s.svc.Get(ctx, kinds.RoleResource, "b", "x", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Object["rules"] = []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "verbs": []any{"get"}}}
+		if _, err := s.svc.Update(ctx, kinds.RoleResource, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("update of a role erin may escalate: %v", err)
+		}
+	})
 	t.Run("aggregationRule needs every permission", func(t *testing.T) {
 		s.mustCreate(t, clusterRole("cr-writer", rule(readWrite, rbacv1.GroupName, "clusterroles")),
 			clusterRoleBinding("carol", "cr-writer", userSubject("carol")))

@@ -61,7 +61,14 @@ func (e Escalation) Validate(ctx context.Context, req *engine.AdmissionRequest) 
 	forbidden := func(err error) error { return apierrors.NewForbidden(gr, req.Name, err) }
 	switch req.Resource.Resource {
 	case "roles", "clusterroles":
-		if e.allowed(ctx, u, "escalate", req.Resource.Resource, req.Name, req.Namespace) {
+		// Kubernetes asks about the request's name, which a create (a POST
+		// to the collection) does not have: escalate limited by
+		// resourceNames allows updates of those roles only.
+		name := req.Name
+		if req.Operation == engine.OpCreate {
+			name = ""
+		}
+		if e.allowed(ctx, u, "escalate", req.Resource.Resource, name, req.Namespace) {
 			return nil
 		}
 		if req.Resource.Resource == "roles" {

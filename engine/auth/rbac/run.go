@@ -79,7 +79,7 @@ func (a *Authorizer) Run(ctx context.Context, c Client) error {
 		}()
 	}
 	if cache.WaitForCacheSync(ctx.Done(), synced...) {
-		close(a.synced)
+		a.syncedOnce.Do(func() { close(a.synced) })
 		a.log.Info("rbac cache synced")
 	}
 	wg.Add(1)
