@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
@@ -167,22 +169,27 @@ func TestPluginRole(t *testing.T) {
 		rules, why := roleRules()
 		return cmp.Equal(rules, []rbacv1.PolicyRule{prule(readVerbs, "", "namespaces")}), why
 	})
-	u, err := svc.Get(ctx, rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), "", "setpoint:plugin:policy", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var u *unstructured.Unstructured
+	testsupport.Poll(t, 10*time.Second, "the plugin's ClusterRoleBinding", func() (bool, string) {
+		u, err = svc.Get(ctx, rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), "", "setpoint:plugin:policy", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 	var b rbacv1.ClusterRoleBinding
 	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &b)
 	if b.RoleRef.Name != "setpoint:plugin:policy" || len(b.Subjects) != 1 || b.Subjects[0].Name != "system:setpoint:plugin:policy" || b.Subjects[0].Kind != "User" {
 		t.Errorf("binding %+v", b)
 	}
 	// An upgrade that asks for more changes the role.
-	cur, err := svc.Get(ctx, Resource, "", "policy", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = unstructured.SetNestedStringSlice(cur.Object, []string{"events"}, "spec", "permissions", "write")
-	if _, err := svc.Update(ctx, Resource, cur, metav1.UpdateOptions{}); err != nil {
+	// (The manager writes the Plugin too: retry on conflicts.)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := svc.Get(ctx, Resource, "", "policy", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		_ = unstructured.SetNestedStringSlice(cur.Object, []string{"events"}, "spec", "permissions", "write")
+		_, err = svc.Update(ctx, Resource, cur, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	testsupport.Poll(t, 10*time.Second, "the plugin's ClusterRole updated", func() (bool, string) {
