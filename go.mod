@@ -44,6 +44,8 @@ require github.com/anishathalye/porcupine v1.3.1
 
 require github.com/fsnotify/fsnotify v1.9.0 // indirect
 
+require k8s.io/component-helpers v0.37.2
+
 require (
 	cel.dev/expr v0.25.2 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect

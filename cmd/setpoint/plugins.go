@@ -15,6 +15,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver"
+	"github.com/setpoint-dev/setpoint/engine/auth/rbac"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/election"
 	"github.com/setpoint-dev/setpoint/engine/gc"
@@ -195,6 +196,8 @@ type pluginAPI struct {
 	manager      *plugins.Manager
 	ctrls        *controller.Manager
 	log          *slog.Logger
+	// authz decides requests by RBAC; Run fills its cache.
+	authz *rbac.Authorizer
 	// leases elect the controllers, the garbage collector and the writer
 	// of the Plugins' call counters; nil when this server runs them all.
 	leases *election.Leases
@@ -256,7 +259,13 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	}
 	log, promReg := o.log, o.registerer
 	admitter := plugins.NewAdmitter(log.With("component", "plugins"))
-	svc, err := engine.New(ctx, engine.Options{Store: o.store, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: admitter})
+	authz := rbac.New(rbac.Options{Logger: log.With("component", "rbac")})
+	// RBAC's escalation checks come first: a write that grants what its
+	// writer does not hold goes no further.
+	chain := admissionChain{rbac.NewEscalation(authz), admitter}
+	// No one installs a Plugin with permissions they do not hold.
+	admitter.CheckInstallers(authz)
+	svc, err := engine.New(ctx, engine.Options{Store: o.store, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain})
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +320,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		_ = h.Close()
 		return nil, err
 	}
-	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log}
+	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log, authz: authz}
 	ctrlOpts := controller.ManagerOptions{Metrics: ctrlMetrics, Logger: log.With("component", "controllers")}
 	if e := o.election; e != nil {
 		p.leases, err = election.New(election.Options{
@@ -343,6 +352,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	})
 	api, err := apiserver.New(apiserver.Options{
 		Engine: svc, Logger: log.With("component", "apiserver"), AllowedOrigins: o.allowedOrigins, Registerer: promReg,
+		Authorizer: authz,
 		Routes: []apiserver.Route{
 			{Pattern: plugins.ModulesPath, Handler: upload},
 			{Pattern: plugins.ModulesPath + "/*", Handler: upload},
@@ -403,6 +413,7 @@ func (p *pluginAPI) Run(ctx context.Context) error {
 		{"controllers", p.ctrls.Run},
 		{"checked versions", p.checked.run},
 		{"plugin status", p.runCountersReport},
+		{"rbac", p.runRBAC},
 	}
 	errs := make([]error, len(parts))
 	for i, part := range parts {
@@ -467,4 +478,17 @@ func (p *pluginAPI) runCountersReport(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	})
+}
+
+// runRBAC ensures the default roles and bindings, then fills the
+// authorizer's cache and aggregates ClusterRoles until ctx is done. The
+// authorizer decides nothing until its cache holds every RBAC object, the
+// defaults included: requests that need a decision wait until then. The
+// defaults' writes pass admission, which holds writes until the plugin
+// manager has loaded the stored Plugins.
+func (p *pluginAPI) runRBAC(ctx context.Context) error {
+	if err := rbac.EnsureDefaults(ctx, p.svc); err != nil {
+		return err
+	}
+	return p.authz.Run(ctx, p.svc)
 }

@@ -354,11 +354,12 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 // ends long-running requests when shutdown starts.
 func (o *serverOptions) handler(api *pluginAPI, token string, log *slog.Logger, metrics *serving.Metrics, watches *watchStopper) http.Handler {
 	return serving.NewHandler(serving.HandlerOptions{
-		API:       watches.wrap(api),
-		Token:     token,
-		Logger:    log,
-		Metrics:   metrics,
-		Profiling: o.profiling,
+		API:        watches.wrap(api),
+		Token:      token,
+		Authorizer: api.authz,
+		Logger:     log,
+		Metrics:    metrics,
+		Profiling:  o.profiling,
 		// The web UI's static files hold no secrets; a browser loads them
 		// first and then signs in with the token.
 		PublicPaths: []string{"/ui"},

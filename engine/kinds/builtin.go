@@ -153,6 +153,7 @@ func builtins() []*Kind {
 			nil, []string{"spec", "status"}, "crd", "crds"),
 	}
 	out[1].table = eventTable{} // kube-apiserver's own columns for Events
+	out = append(out, rbacBuiltins()...)
 	return out
 }
 
