@@ -47,6 +47,7 @@ func builtinStandIns() []*apiextensionsv1.CustomResourceDefinition {
 		standIn("", "events", "event", "Event", apiextensionsv1.NamespaceScoped, kindSchema(corev1.Event{})),
 		standIn("apiextensions.k8s.io", "customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition",
 			apiextensionsv1.ClusterScoped, kindSchema(apiextensionsv1.CustomResourceDefinition{})),
+		standIn("", "serviceaccounts", "serviceaccount", "ServiceAccount", apiextensionsv1.NamespaceScoped, kindSchema(corev1.ServiceAccount{})),
 	}
 }
 
