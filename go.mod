@@ -42,6 +42,8 @@ require (
 
 require github.com/anishathalye/porcupine v1.3.1
 
+require github.com/go-jose/go-jose/v4 v4.1.9
+
 require (
 	cel.dev/expr v0.25.2 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
