@@ -6,6 +6,7 @@ import (
 	"net/http/pprof"
 	"strings"
 
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -15,6 +16,9 @@ type HandlerOptions struct {
 	API http.Handler
 	// Token is the admin bearer token; with none, only anonymous paths work.
 	Token string
+	// Authenticators check bearer tokens the admin token does not match,
+	// in order (ServiceAccount tokens, the token file, OIDC).
+	Authenticators []authenticator.Token
 	// Logger gets the request log; slog.Default when nil.
 	Logger *slog.Logger
 	// PublicPaths are served without a token besides the probes and
@@ -84,5 +88,7 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		api.ServeHTTP(w, r)
 	})
 	limited := Limit(routes, opts.Limits, m)
-	return Instrument(NewAuthenticator(opts.Token, opts.PublicPaths...).Wrap(limited), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
+	authn := NewAuthenticator(opts.Token, opts.PublicPaths...)
+	authn.tokens = opts.Authenticators
+	return Instrument(authn.Wrap(limited), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
 }
