@@ -2,6 +2,7 @@ package serviceaccount
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	apiserverserviceaccount "k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -39,6 +41,9 @@ type Authenticator struct {
 	audiences []string
 	accounts  Accounts
 	now       func() time.Time
+	// verified holds the tokens whose signature and claims verified, by
+	// SHA-256, until they expire.
+	verified *utilcache.LRUExpireCache
 }
 
 var _ authenticator.Token = (*Authenticator)(nil)
@@ -73,46 +78,93 @@ func NewAuthenticator(opts AuthenticatorOptions) (*Authenticator, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Authenticator{keys: opts.Keys, issuer: opts.Issuer, audiences: slices.Clone(opts.Audiences), accounts: opts.Accounts, now: opts.Now}, nil
+	return &Authenticator{
+		keys: opts.Keys, issuer: opts.Issuer, audiences: slices.Clone(opts.Audiences), accounts: opts.Accounts, now: opts.Now,
+		verified: utilcache.NewLRUExpireCacheWithClock(verifiedCacheSize, clockFunc(opts.Now)),
+	}, nil
 }
 
 // Audiences returns the audiences the server accepts, the default of a
 // TokenRequest that names none.
 func (a *Authenticator) Audiences() []string { return slices.Clone(a.audiences) }
 
+// verifiedCacheSize bounds how many verified tokens Authenticator keeps.
+const verifiedCacheSize = 4096
+
+// verified is what a token's signature and claims established; it holds
+// until exp, while the ServiceAccount exists with uid.
+type verified struct {
+	namespace, name, uid, id string
+	audiences                []string
+	exp                      time.Time
+}
+
 // AuthenticateToken verifies raw and returns the ServiceAccount's user:
 // system:serviceaccount:NS:NAME in system:serviceaccounts,
 // system:serviceaccounts:NS and system:authenticated, with the token's ID
-// as its credential ID.
+// as its credential ID. A token whose signature and claims verified is
+// remembered (by its SHA-256, until it expires), so that its next requests
+// skip the signature check; whether its ServiceAccount exists with its UID
+// is checked on every request.
 func (a *Authenticator) AuthenticateToken(ctx context.Context, raw string) (*authenticator.Response, bool, error) {
 	if strings.Count(raw, ".") != 2 {
 		return nil, false, nil
 	}
+	sum := sha256.Sum256([]byte(raw))
+	now := a.now()
+	var v *verified
+	if cached, ok := a.verified.Get(sum); ok {
+		v = cached.(*verified)
+	} else {
+		var err error
+		if v, err = a.verify(ctx, raw, now); v == nil || err != nil {
+			return nil, false, err
+		}
+		a.verified.Add(sum, v, v.exp.Sub(now))
+	}
+	if !now.Before(v.exp) {
+		return nil, false, fmt.Errorf("%w: %w", ErrInvalidToken, jwt.ErrExpired)
+	}
+	have, ok, err := a.accounts.UID(ctx, v.namespace, v.name)
+	if err != nil {
+		return nil, false, err
+	}
+	if !ok || have != v.uid {
+		return nil, false, fmt.Errorf("%w: %s/%s with UID %s", ErrAccountGone, v.namespace, v.name, v.uid)
+	}
+	info := (&apiserverserviceaccount.ServiceAccountInfo{Namespace: v.namespace, Name: v.name, UID: v.uid, CredentialID: credentialID(v.id)}).UserInfo()
+	u := info.(*user.DefaultInfo)
+	u.Groups = append(u.Groups, user.AllAuthenticated)
+	return &authenticator.Response{User: u, Audiences: slices.Clone(v.audiences)}, true, nil
+}
+
+// verify checks raw's signature and claims at now. It returns nil and no
+// error for a token that is not this issuer's.
+func (a *Authenticator) verify(ctx context.Context, raw string, now time.Time) (*verified, error) {
 	tok, err := jwt.ParseSigned(raw, []jose.SignatureAlgorithm{jose.ES256})
 	if err != nil {
-		return nil, false, nil
+		return nil, nil
 	}
 	var unverified jwt.Claims
 	if tok.UnsafeClaimsWithoutVerification(&unverified) != nil || unverified.Issuer != a.issuer {
-		return nil, false, nil
+		return nil, nil
 	}
 	if len(tok.Headers) != 1 {
-		return nil, false, fmt.Errorf("%w: want one signature", ErrInvalidToken)
+		return nil, fmt.Errorf("%w: want one signature", ErrInvalidToken)
 	}
 	pub, ok := a.keys.verifying(ctx, tok.Headers[0].KeyID)
 	if !ok {
-		return nil, false, ErrUnknownKey
+		return nil, ErrUnknownKey
 	}
 	var c claims
 	if err := tok.Claims(pub, &c); err != nil {
-		return nil, false, fmt.Errorf("%w: the signature does not verify", ErrInvalidToken)
+		return nil, fmt.Errorf("%w: the signature does not verify", ErrInvalidToken)
 	}
-	now := a.now()
 	if err := c.Claims.ValidateWithLeeway(jwt.Expected{Issuer: a.issuer, Time: now}, clockSkew); err != nil {
-		return nil, false, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	if c.Expiry == nil || !now.Before(c.Expiry.Time()) {
-		return nil, false, fmt.Errorf("%w: %w", ErrInvalidToken, jwt.ErrExpired)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidToken, jwt.ErrExpired)
 	}
 	var auds []string
 	for _, aud := range c.Audience {
@@ -121,25 +173,20 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, raw string) (*aut
 		}
 	}
 	if len(auds) == 0 {
-		return nil, false, ErrAudience
+		return nil, ErrAudience
 	}
 	k := c.Kubernetes
-	ns, name, uid := k.Namespace, k.ServiceAccount.Name, k.ServiceAccount.UID
-	if ns == "" || name == "" || uid == "" || c.Subject != apiserverserviceaccount.MakeUsername(ns, name) {
-		return nil, false, fmt.Errorf("%w: the claims name no ServiceAccount", ErrInvalidToken)
+	v := &verified{namespace: k.Namespace, name: k.ServiceAccount.Name, uid: k.ServiceAccount.UID, id: c.ID, audiences: auds, exp: c.Expiry.Time()}
+	if v.namespace == "" || v.name == "" || v.uid == "" || c.Subject != apiserverserviceaccount.MakeUsername(v.namespace, v.name) {
+		return nil, fmt.Errorf("%w: the claims name no ServiceAccount", ErrInvalidToken)
 	}
-	have, ok, err := a.accounts.UID(ctx, ns, name)
-	if err != nil {
-		return nil, false, err
-	}
-	if !ok || have != uid {
-		return nil, false, fmt.Errorf("%w: %s/%s with UID %s", ErrAccountGone, ns, name, uid)
-	}
-	info := (&apiserverserviceaccount.ServiceAccountInfo{Namespace: ns, Name: name, UID: uid, CredentialID: credentialID(c.ID)}).UserInfo()
-	u := info.(*user.DefaultInfo)
-	u.Groups = append(u.Groups, user.AllAuthenticated)
-	return &authenticator.Response{User: u, Audiences: auds}, true, nil
+	return v, nil
 }
+
+// clockFunc is a clock for the cache of verified tokens.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
 
 // credentialID is the user's credential ID for a token with ID jti, as
 // Kubernetes records it in audit events.

@@ -10,7 +10,10 @@
 // UID). Authenticator is a k8s.io/apiserver authenticator.Token: it checks
 // the signature, issuer, audience and expiry, and that the ServiceAccount
 // still exists with the UID the token names, from Cache, which a watch of
-// ServiceAccounts keeps current, so no request reads the store.
+// ServiceAccounts keeps current, so no request reads the store. A token
+// whose signature verified is remembered until it expires, so only its
+// first request pays for the signature check; the ServiceAccount's UID is
+// checked on every request.
 //
 // The package depends on the store contract and on the engine's watch
 // (through the Watcher interface it declares); nothing of the API server.

@@ -212,3 +212,35 @@ func TestOlderKeysVerify(t *testing.T) {
 		t.Fatalf("the current key's token: %v, %v", ok, err)
 	}
 }
+
+// A token remembered as verified is still refused once it expires, its
+// ServiceAccount is deleted or re-created with another UID.
+func TestVerifiedTokenRechecked(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name    string
+		change  func(f *fixture)
+		wantErr error
+	}{
+		{"expired", func(f *fixture) { f.now = f.now.Add(10 * time.Minute) }, ErrInvalidToken},
+		{"deleted", func(f *fixture) { f.accounts.set("team", "robot", "") }, ErrAccountGone},
+		{"re-created", func(f *fixture) { f.accounts.set("team", "robot", "uid-2") }, ErrAccountGone},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, NewKeys(mustKey(t)))
+			tok := f.issue(t)
+			for range 2 { // the second from the cache
+				if _, ok, err := f.auth.AuthenticateToken(ctx, tok); !ok || err != nil {
+					t.Fatalf("before the change: %v, %v", ok, err)
+				}
+			}
+			if len(f.auth.verified.Keys()) != 1 {
+				t.Fatalf("verified tokens remembered: %d, want 1", len(f.auth.verified.Keys()))
+			}
+			tt.change(f)
+			if _, ok, err := f.auth.AuthenticateToken(ctx, tok); ok || !errors.Is(err, tt.wantErr) {
+				t.Fatalf("after the change: %v, %v; want %v", ok, err, tt.wantErr)
+			}
+		})
+	}
+}
