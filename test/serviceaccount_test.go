@@ -103,6 +103,9 @@ func TestServiceAccountTokens(t *testing.T) {
 		t.Fatalf("kubectl get sa:\n%s", out)
 	}
 	uid := strings.TrimSpace(run("get", "serviceaccount", "robot", "-n", "team", "-o", "jsonpath={.metadata.uid}"))
+	if out := run("explain", "serviceaccount.automountServiceAccountToken"); !strings.Contains(out, "<boolean>") {
+		t.Errorf("kubectl explain serviceaccount.automountServiceAccountToken:\n%s", out)
+	}
 
 	before := time.Now().Unix()
 	tok := strings.TrimSpace(run("create", "token", "robot", "-n", "team", "--duration", "10m"))
