@@ -28,7 +28,7 @@ type serviceAccountFlags struct {
 
 func (s *serviceAccountFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.issuer, "service-account-issuer", serviceaccount.DefaultIssuer, "the issuer (iss) of the ServiceAccount tokens the server signs, and the only one whose tokens it verifies as ServiceAccount tokens")
-	f.StringSliceVar(&s.audiences, "api-audiences", nil, "the audiences a ServiceAccount token must name one of, comma-separated; the default audience of a TokenRequest that names none is the first; the default is --service-account-issuer")
+	f.StringSliceVar(&s.audiences, "api-audiences", nil, "the audiences a ServiceAccount token must name one of, comma-separated, and those of a token whose TokenRequest names none; the default is --service-account-issuer")
 	f.DurationVar(&s.maxExpiration, "service-account-max-token-expiration", serviceaccount.DefaultMaxExpiration, "the longest a ServiceAccount token lives: a TokenRequest for longer gets this much; also how long a signing key replaced by --service-account-key-rotate keeps verifying")
 	f.BoolVar(&s.rotateKey, "service-account-key-rotate", false, "at this start, make a new ServiceAccount token signing key current; tokens the older keys signed keep verifying until they expire (every replica on the store reads the new key when it first meets a token it signed)")
 }
@@ -79,7 +79,7 @@ func newServiceAccountTokens(ctx context.Context, st store.Store, svc *engine.Se
 		return nil, err
 	}
 	handler, err := apiserver.NewTokenRequestHandler(apiserver.TokenRequestOptions{
-		Engine: svc, Audiences: auth.Audiences()[:1], MaxLifetime: s.maxExpiration,
+		Engine: svc, Audiences: auth.Audiences(), MaxLifetime: s.maxExpiration,
 		Issue: func(_ context.Context, ns, name, uid string, auds []string, lifetime time.Duration) (string, time.Time, error) {
 			return issuer.Issue(serviceaccount.Request{Namespace: ns, Name: name, UID: uid, Audiences: auds, Lifetime: lifetime})
 		},
