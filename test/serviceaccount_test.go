@@ -205,19 +205,28 @@ func TestServiceAccountTokens(t *testing.T) {
 	}
 
 	// A restart with --service-account-key-rotate signs with a new key; the
-	// token the old key signed still verifies.
+	// token the old key signed still verifies. With --api-audiences naming
+	// the other audience too, its token is accepted.
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	r := testserver.Start(t, testserver.Options{DataDir: s.DataDir, Args: []string{"--service-account-key-rotate"}})
+	r := testserver.Start(t, testserver.Options{DataDir: s.DataDir, Args: []string{"--service-account-key-rotate",
+		"--api-audiences", "https://kubernetes.default.svc,https://vault.example"}})
 	rotated, _, err := r.Kubectl("create", "token", "robot", "-n", "team")
 	if err != nil {
 		t.Fatal(err)
 	}
+	vault, _, err := r.Kubectl("create", "token", "robot", "-n", "team", "--audience", "https://vault.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeClaims(t, strings.TrimSpace(vault)); !slices.Equal([]string(got.Aud), []string{"https://vault.example"}) {
+		t.Errorf("kubectl create token --audience: aud %v", got.Aud)
+	}
 	if kid(t, rotated) == kid(t, fresh.Status.Token) {
 		t.Errorf("after --service-account-key-rotate the token's key ID is still %s", kid(t, rotated))
 	}
-	for name, tok := range map[string]string{"older key": fresh.Status.Token, "new key": strings.TrimSpace(rotated)} {
+	for name, tok := range map[string]string{"older key": fresh.Status.Token, "new key": strings.TrimSpace(rotated), "other audience": strings.TrimSpace(vault)} {
 		code, _, err := r.Do(http.MethodPost, "/apis/authentication.k8s.io/v1/selfsubjectreviews", tok,
 			strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
 		if err != nil || code != http.StatusCreated {
