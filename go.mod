@@ -46,6 +46,8 @@ require github.com/fsnotify/fsnotify v1.9.0 // indirect
 
 require k8s.io/component-helpers v0.37.2
 
+require github.com/go-jose/go-jose/v4 v4.1.9
+
 require (
 	cel.dev/expr v0.25.2 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect

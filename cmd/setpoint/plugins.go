@@ -204,6 +204,8 @@ type pluginAPI struct {
 	// reportsCounters is set while this replica writes the Plugins' call
 	// counters (it holds pluginStatusLease, or runs alone).
 	reportsCounters atomic.Bool
+	// tokens verify and issue ServiceAccount tokens.
+	tokens *serviceAccountTokens
 }
 
 // pluginAPIOptions configures newPluginAPI. Zero values get defaults.
@@ -238,6 +240,8 @@ type pluginAPIOptions struct {
 	// Leases, so that each runs on one replica at a time; when nil, this
 	// server runs them all.
 	election *electionOptions
+	// serviceAccounts configures ServiceAccount tokens.
+	serviceAccounts serviceAccountFlags
 }
 
 // newPluginAPI builds the parts of the server's object layer and wires them
@@ -347,6 +351,12 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		_ = h.Close()
 		return nil, err
 	}
+	tokens, err := newServiceAccountTokens(ctx, o.store, svc, o.serviceAccounts, log.With("component", "serviceaccounts"))
+	if err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	p.tokens = tokens
 	upload := plugins.NewUploadHandler(plugins.UploadOptions{
 		Modules: modules, Host: adapter, GC: mgr.ModuleGC(), Logger: log.With("component", "modules"),
 	})
@@ -358,6 +368,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 			{Pattern: plugins.ModulesPath + "/*", Handler: upload},
 			{Pattern: plugins.PluginsPath + "/{name}/log", Handler: plugins.NewLogHandler(logs, svc)},
 			{Pattern: snapshotPath, Handler: snapshotHandler{st: o.store, log: log.With("component", "snapshot")}},
+			{Pattern: apiserver.TokenRequestPattern, Handler: tokens.handler},
 		},
 	})
 	if err != nil {
@@ -414,6 +425,7 @@ func (p *pluginAPI) Run(ctx context.Context) error {
 		{"checked versions", p.checked.run},
 		{"plugin status", p.runCountersReport},
 		{"rbac", p.runRBAC},
+		{"serviceaccount cache", p.tokens.cache.Run},
 	}
 	errs := make([]error, len(parts))
 	for i, part := range parts {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/setpoint-dev/setpoint/engine"
@@ -52,6 +53,7 @@ type serverOptions struct {
 	maxObjectBytes            int
 	limits                    limitFlags
 	leaderElect               leaderElectFlags
+	serviceAccounts           serviceAccountFlags
 }
 
 func newServerCommand() *cobra.Command {
@@ -113,6 +115,7 @@ signal exits at once.`,
 	f.IntVar(&o.maxObjectBytes, "max-object-size", engine.DefaultMaxObjectBytes, "the largest object, in bytes as stored (JSON), that any write may store (clients, patches, apply, plugins); etcd's default request limit. Request bodies may be twice as large")
 	o.limits.register(f)
 	o.addLeaderElectFlags(cmd)
+	o.serviceAccounts.register(f)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -239,7 +242,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		store: st, log: log, dataDir: o.dataDir, allowedOrigins: o.allowedOrigins,
 		statusInterval: o.pluginStatusInterval, moduleGCGrace: o.moduleGCGrace, registerer: metrics.Registry(),
 		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
-		election: o.leaderElect.options(identity),
+		election: o.leaderElect.options(identity), serviceAccounts: o.serviceAccounts,
 	})
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
@@ -365,6 +368,8 @@ func (o *serverOptions) handler(api *pluginAPI, token string, log *slog.Logger, 
 		PublicPaths: []string{"/ui"},
 		Limits:      o.limits.requests(o.hostLimits),
 		Served:      servedResources(api.svc),
+		// ServiceAccount tokens, checked when the admin token does not match.
+		Authenticators: []authenticator.Token{api.tokens.auth},
 	})
 }
 
@@ -398,6 +403,9 @@ func (o *serverOptions) validate() error {
 		return err
 	}
 	if err := o.resolveLeaderElect(); err != nil {
+		return err
+	}
+	if err := o.serviceAccounts.validate(); err != nil {
 		return err
 	}
 	return o.limits.validate()

@@ -52,6 +52,7 @@ func builtinStandIns() []*apiextensionsv1.CustomResourceDefinition {
 		noStatus(standIn("rbac.authorization.k8s.io", "clusterroles", "clusterrole", "ClusterRole", apiextensionsv1.ClusterScoped, kindSchema(rbacv1.ClusterRole{}))),
 		noStatus(standIn("rbac.authorization.k8s.io", "rolebindings", "rolebinding", "RoleBinding", apiextensionsv1.NamespaceScoped, kindSchema(rbacv1.RoleBinding{}))),
 		noStatus(standIn("rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", apiextensionsv1.ClusterScoped, kindSchema(rbacv1.ClusterRoleBinding{}))),
+		standIn("", "serviceaccounts", "serviceaccount", "ServiceAccount", apiextensionsv1.NamespaceScoped, kindSchema(corev1.ServiceAccount{})),
 	}
 }
 

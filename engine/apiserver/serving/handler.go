@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -19,6 +20,9 @@ type HandlerOptions struct {
 	// Authorizer decides every authenticated request (and impersonation);
 	// nil lets only the group system:masters do anything.
 	Authorizer authorizer.Authorizer
+	// Authenticators check bearer tokens the admin token does not match,
+	// in order (ServiceAccount tokens, the token file, OIDC).
+	Authenticators []authenticator.Token
 	// Logger gets the request log; slog.Default when nil.
 	Logger *slog.Logger
 	// PublicPaths are served without a token besides the probes and
@@ -88,5 +92,7 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		api.ServeHTTP(w, r)
 	})
 	limited := Limit(Authorize(routes, opts.Authorizer, opts.Logger, opts.PublicPaths...), opts.Limits, m)
-	return Instrument(NewAuthenticator(opts.Token, opts.PublicPaths...).Wrap(limited), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
+	authn := NewAuthenticator(opts.Token, opts.PublicPaths...)
+	authn.tokens = opts.Authenticators
+	return Instrument(authn.Wrap(limited), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
 }
