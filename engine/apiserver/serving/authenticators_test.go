@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -38,6 +39,9 @@ func TestAuthenticators(t *testing.T) {
 	var got string
 	h := NewHandler(HandlerOptions{
 		Token: testToken, Authenticators: []authenticator.Token{first, second},
+		Authorizer: authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+			return authorizer.DecisionAllow, "", nil
+		}),
 		API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			u, _ := request.UserFrom(r.Context())
 			got = u.GetName()
