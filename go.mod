@@ -42,6 +42,8 @@ require (
 
 require github.com/anishathalye/porcupine v1.3.1
 
+require gopkg.in/natefinch/lumberjack.v2 v2.2.1
+
 require (
 	cel.dev/expr v0.25.2 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect

@@ -15,6 +15,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver"
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/election"
 	"github.com/setpoint-dev/setpoint/engine/gc"
@@ -201,6 +202,9 @@ type pluginAPI struct {
 	// reportsCounters is set while this replica writes the Plugins' call
 	// counters (it holds pluginStatusLease, or runs alone).
 	reportsCounters atomic.Bool
+	// audit records the API's requests and the plugins' writes; nil when
+	// auditing is off.
+	audit *serving.Auditor
 }
 
 // pluginAPIOptions configures newPluginAPI. Zero values get defaults.
@@ -235,6 +239,9 @@ type pluginAPIOptions struct {
 	// Leases, so that each runs on one replica at a time; when nil, this
 	// server runs them all.
 	election *electionOptions
+	// audit, when set, records the plugins' writes; the server's handler
+	// records the requests with it too.
+	audit *serving.Auditor
 }
 
 // newPluginAPI builds the parts of the server's object layer and wires them
@@ -279,6 +286,11 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	}
 	writes.LimitObjects(quota)
 	objects.LimitWrites(writes)
+	var pluginAudit plugins.Auditor // a nil *serving.Auditor must stay a nil interface
+	if o.audit != nil {
+		pluginAudit = o.audit
+		objects.AuditWrites(pluginAudit)
+	}
 	hopts := host.Options{
 		CacheDir: filepath.Join(o.dataDir, "wasm-cache"),
 		// The plugins' log lines go to their Plugin's log (the log
@@ -311,7 +323,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		_ = h.Close()
 		return nil, err
 	}
-	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log}
+	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log, audit: o.audit}
 	ctrlOpts := controller.ManagerOptions{Metrics: ctrlMetrics, Logger: log.With("component", "controllers")}
 	if e := o.election; e != nil {
 		p.leases, err = election.New(election.Options{
@@ -333,6 +345,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		Metrics: ctrlMetrics, Registerer: promReg,
 		StatusInterval: o.statusInterval, ModuleGCGrace: o.moduleGCGrace, Logger: log.With("component", "plugins"),
 		Writes: writes, Logs: logs, Admitter: admitter, ReportsCounters: p.reportsCounters.Load,
+		Audit: pluginAudit,
 	})
 	if err != nil {
 		_ = h.Close()

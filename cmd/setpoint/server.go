@@ -52,6 +52,7 @@ type serverOptions struct {
 	maxObjectBytes            int
 	limits                    limitFlags
 	leaderElect               leaderElectFlags
+	audit                     auditFlags
 }
 
 func newServerCommand() *cobra.Command {
@@ -113,6 +114,7 @@ signal exits at once.`,
 	f.IntVar(&o.maxObjectBytes, "max-object-size", engine.DefaultMaxObjectBytes, "the largest object, in bytes as stored (JSON), that any write may store (clients, patches, apply, plugins); etcd's default request limit. Request bodies may be twice as large")
 	o.limits.register(f)
 	o.addLeaderElectFlags(cmd)
+	o.audit.register(f)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -208,6 +210,16 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	if err := registerReplicaInfo(metrics.Registry(), identity, o.leaderElect.enabled); err != nil {
 		return err
 	}
+	auditor, err := o.audit.auditor(log, metrics.Registry(), stdout)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// After the requests and the plugins have stopped.
+		if cerr := auditor.Close(); cerr != nil {
+			log.Error("close audit log", "err", cerr)
+		}
+	}()
 	log.Info("replica", "identity", identity, "leader_elect", o.leaderElect.enabled,
 		"lease_duration", o.leaderElect.leaseDuration, "renew_deadline", o.leaderElect.renewDeadline, "retry_period", o.leaderElect.retryPeriod)
 	st, err := o.openStore(log, metrics.Registry())
@@ -239,7 +251,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		store: st, log: log, dataDir: o.dataDir, allowedOrigins: o.allowedOrigins,
 		statusInterval: o.pluginStatusInterval, moduleGCGrace: o.moduleGCGrace, registerer: metrics.Registry(),
 		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
-		election: o.leaderElect.options(identity),
+		election: o.leaderElect.options(identity), audit: auditor,
 	})
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
@@ -364,6 +376,7 @@ func (o *serverOptions) handler(api *pluginAPI, token string, log *slog.Logger, 
 		PublicPaths: []string{"/ui"},
 		Limits:      o.limits.requests(o.hostLimits),
 		Served:      servedResources(api.svc),
+		Audit:       api.audit,
 	})
 }
 
@@ -397,6 +410,9 @@ func (o *serverOptions) validate() error {
 		return err
 	}
 	if err := o.resolveLeaderElect(); err != nil {
+		return err
+	}
+	if err := o.audit.validate(); err != nil {
 		return err
 	}
 	return o.limits.validate()
