@@ -2,6 +2,7 @@ package serving
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -526,3 +528,36 @@ type statusErr struct{ s metav1.Status }
 
 func (e *statusErr) Error() string         { return e.s.Message }
 func (e *statusErr) Status() metav1.Status { return e.s }
+
+// TestAuditProtobufBody checks that a typed client's protobuf body (kubectl
+// create namespace) names the object in objectRef and is recorded as JSON.
+func TestAuditProtobufBody(t *testing.T) {
+	out := &auditLog{}
+	a := newAuditor(t, "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Request\n", out, 0, nil)
+	h := NewHandler(HandlerOptions{API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+	}), Token: testToken, Audit: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}
+	var body bytes.Buffer
+	if err := protobufDecoder.Encode(ns, &body); err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("POST", "/api/v1/namespaces", &body)
+	req.Header.Set("Content-Type", protobufType)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	rec := recorder{httptest.NewRecorder()}
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("create: %d", rec.Code)
+	}
+	_ = a.Close()
+	evs := out.events(t)
+	ev := evs[len(evs)-1]
+	if ev.Stage != auditv1.StageResponseComplete || ev.ObjectRef == nil || ev.ObjectRef.Name != "team-a" {
+		t.Fatalf("event: %s", out.String())
+	}
+	if got := string(raw(ev.RequestObject)); !strings.Contains(got, `"kind":"Namespace"`) || !strings.Contains(got, `"name":"team-a"`) {
+		t.Errorf("requestObject %s", got)
+	}
+}

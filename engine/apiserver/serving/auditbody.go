@@ -13,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 )
 
@@ -46,8 +48,9 @@ var auditSerializer = runtime.NewSimpleNegotiatedSerializer(runtime.SerializerIn
 // in the event's objectRef (a create's name) from Metadata up and is the
 // requestObject from Request up; the response's Status is the
 // responseStatus, and the response is the responseObject at
-// RequestResponse. Only JSON (and YAML, turned into JSON) bodies are
-// recorded, and none of long-running requests.
+// RequestResponse. Only JSON (and YAML, turned into JSON) and protobuf
+// request bodies and JSON responses are recorded, and none of long-running
+// requests.
 func (a *Auditor) bodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
@@ -71,9 +74,16 @@ func (a *Auditor) bodies(next http.Handler) http.Handler {
 	})
 }
 
+// protobufType is the media type typed Kubernetes clients (kubectl create
+// namespace, client-go clientsets) send built-in objects in.
+const protobufType = "application/vnd.kubernetes.protobuf"
+
+// protobufDecoder decodes the built-in objects typed clients send.
+var protobufDecoder = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+
 // readable tells whether a body of this content type is recorded.
 func readable(contentType string) bool {
-	return strings.Contains(contentType, "json") || strings.Contains(contentType, "yaml")
+	return strings.Contains(contentType, "json") || strings.Contains(contentType, "yaml") || strings.HasPrefix(contentType, protobufType)
 }
 
 // requestBody reads r's body (putting it back for the handler) and logs it.
@@ -92,6 +102,16 @@ func (a *Auditor) requestBody(r *http.Request, info *request.RequestInfo) {
 		audit.AddAuditAnnotation(ctx, auditOmittedAnnotation, "requestObject")
 		return
 	}
+	gv := schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), protobufType) {
+		obj, gvk, err := protobufDecoder.Decode(body, nil, nil)
+		if err != nil {
+			return
+		}
+		obj.GetObjectKind().SetGroupVersionKind(*gvk)
+		audit.LogRequestObject(ctx, obj, gv, gv.WithResource(info.Resource), info.Subresource, auditSerializer)
+		return
+	}
 	body = asJSON(body)
 	if body == nil {
 		return
@@ -105,7 +125,6 @@ func (a *Auditor) requestBody(r *http.Request, info *request.RequestInfo) {
 		audit.LogRequestPatch(ctx, body) // a body without a kind, as it came
 		return
 	}
-	gv := schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}
 	audit.LogRequestObject(ctx, obj, gv, gv.WithResource(info.Resource), info.Subresource, auditSerializer)
 }
 
