@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -559,5 +560,71 @@ func TestAuditProtobufBody(t *testing.T) {
 	}
 	if got := string(raw(ev.RequestObject)); !strings.Contains(got, `"kind":"Namespace"`) || !strings.Contains(got, `"name":"team-a"`) {
 		t.Errorf("requestObject %s", got)
+	}
+}
+
+// TestAuditKeepsResponseController checks that the API still reaches the
+// connection through the audit layer's writers: write deadlines (watches
+// use them) and flushing.
+func TestAuditKeepsResponseController(t *testing.T) {
+	for _, level := range []string{"Metadata", "RequestResponse"} {
+		t.Run(level, func(t *testing.T) {
+			a := newAuditor(t, "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: "+level+"\n", &auditLog{}, 0, nil)
+			srv := httptest.NewServer(NewHandler(HandlerOptions{API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				rc := http.NewResponseController(w)
+				if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+					t.Errorf("SetWriteDeadline: %v", err)
+				}
+				_, _ = w.Write([]byte("{}"))
+				if err := rc.Flush(); err != nil {
+					t.Errorf("Flush: %v", err)
+				}
+			}), Token: testToken, Audit: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+			defer srv.Close()
+			for _, path := range []string{"/api/v1/namespaces/default/configmaps/x", "/api/v1/namespaces/default/configmaps?watch=true"} {
+				if code, _ := do(t, "GET", srv.URL+path, testToken, nil); code != http.StatusOK {
+					t.Errorf("GET %s: %d", path, code)
+				}
+			}
+		})
+	}
+}
+
+// TestAuditHammer sends concurrent requests and in-process writes through
+// one Auditor (run it with -race): every event is written once, whole.
+func TestAuditHammer(t *testing.T) {
+	out := &auditLog{}
+	a := newAuditor(t, "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: RequestResponse\n", out, 0, nil)
+	h := NewHandler(HandlerOptions{API: http.HandlerFunc(auditAPI), Token: testToken, Audit: a,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	const workers, each = 8, 40
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if w%2 == 0 {
+					auditReq{method: "PUT", path: "/apis/example.setpoint.dev/v1/namespaces/ns/widgets/w", token: testToken, body: widgetBody}.do(t, h)
+					continue
+				}
+				a.AuditWrite(context.Background(), authorizer.AttributesRecord{Verb: "create", Resource: "events", Namespace: "ns",
+					Name: fmt.Sprint(i), ResourceRequest: true}, nil)(nil, nil)
+			}
+		}()
+	}
+	wg.Wait()
+	_ = a.Close()
+	requests := map[string]int{}
+	for _, ev := range out.events(t) {
+		requests[string(ev.AuditID)]++
+	}
+	if len(requests) != workers*each {
+		t.Fatalf("%d requests audited, want %d", len(requests), workers*each)
+	}
+	for id, n := range requests {
+		if n != 2 {
+			t.Errorf("request %s: %d events, want 2", id, n)
+		}
 	}
 }
