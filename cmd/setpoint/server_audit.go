@@ -14,7 +14,11 @@ import (
 	"k8s.io/apiserver/pkg/audit/policy"
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
+	"github.com/setpoint-dev/setpoint/engine/plugins"
 )
+
+// The API's Auditor records the plugins' writes too.
+var _ plugins.Auditor = (*serving.Auditor)(nil)
 
 // auditFlags are `setpoint server`'s audit flags, kube-apiserver's
 // --audit-* flags of its log backend (which writes JSON always, and

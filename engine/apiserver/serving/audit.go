@@ -128,12 +128,12 @@ func (a *Auditor) WrapAuthentication(next http.Handler) http.Handler {
 	}
 	return filters.WithAuditInit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		received := time.Now()
-		methods := authMethods(r) // before authentication consumes the credentials
+		tried := credentialsOf(r) // before authentication consumes them
 		ww := httpsnoop.Wrap(w, httpsnoop.Hooks{
 			WriteHeader: func(next httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {
 				return func(code int) {
 					if code == http.StatusUnauthorized {
-						a.failedAuthentication(r, received, methods)
+						a.failedAuthentication(r, received, tried.String())
 					}
 					next(code)
 				}
@@ -165,24 +165,33 @@ func (a *Auditor) failedAuthentication(r *http.Request, received time.Time, meth
 	ac.ProcessEventStage(ctx, auditinternal.StageResponseStarted)
 }
 
-// authMethods says which credentials a request carried, in
-// kube-apiserver's words for a failed authentication.
-func authMethods(r *http.Request) string {
-	var m []string
-	if _, _, ok := r.BasicAuth(); ok {
-		m = append(m, "basic")
-	}
+// credentials are the kinds of credentials a request carries.
+type credentials struct{ basic, bearer, x509 bool }
+
+func credentialsOf(r *http.Request) credentials {
+	var c credentials
+	_, _, c.basic = r.BasicAuth()
 	if scheme, _, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " "); ok && strings.EqualFold(scheme, "bearer") {
-		m = append(m, "bearer")
+		c.bearer = true
 	}
 	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
-		if strings.Contains(v, wsTokenPrefix) {
-			m = append(m, "bearer")
-			break
-		}
+		c.bearer = c.bearer || strings.Contains(v, wsTokenPrefix)
 	}
-	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-		m = append(m, "x509")
+	c.x509 = r.TLS != nil && len(r.TLS.PeerCertificates) > 0
+	return c
+}
+
+// String says which credentials were tried, in kube-apiserver's words for
+// a failed authentication.
+func (c credentials) String() string {
+	var m []string
+	for _, k := range []struct {
+		on   bool
+		name string
+	}{{c.basic, "basic"}, {c.bearer, "bearer"}, {c.x509, "x509"}} {
+		if k.on {
+			m = append(m, k.name)
+		}
 	}
 	if len(m) == 0 {
 		return "Authentication failed, no credentials provided"
