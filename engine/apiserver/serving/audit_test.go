@@ -429,7 +429,19 @@ func TestAuditBufferDropsWhenTheLogBlocks(t *testing.T) {
 	out := &blockingWriter{release: make(chan struct{})}
 	reg := prometheus.NewRegistry()
 	const buffer = 4
-	a := newAuditor(t, "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n", out, buffer, reg)
+	p, err := policy.LoadPolicyFromBytes([]byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	a, err := NewAuditor(AuditOptions{Policy: p, Out: out, BufferSize: buffer, Registerer: reg,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var release sync.Once
+	unblock := func() { release.Do(func() { close(out.release) }) }
+	t.Cleanup(func() { unblock(); _ = a.Close() })
 	h := NewHandler(HandlerOptions{API: http.HandlerFunc(auditAPI), Token: testToken, Audit: a,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	const requests = 20 // two events each
@@ -450,10 +462,14 @@ func TestAuditBufferDropsWhenTheLogBlocks(t *testing.T) {
 	if want := float64(2*requests - buffer - 1); dropped < want {
 		t.Errorf("dropped %v events, want at least %v", dropped, want)
 	}
+	// Logged once, not once per event.
+	if n := strings.Count(logs.String(), "audit events dropped"); n != 1 {
+		t.Errorf("the drops were logged %d times, want once:\n%s", n, logs.String())
+	}
 	if n, err := testutil.GatherAndCount(reg, "setpoint_audit_events_dropped_total"); err != nil || n != 1 {
 		t.Errorf("setpoint_audit_events_dropped_total registered: %d %v", n, err)
 	}
-	close(out.release)
+	unblock()
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
