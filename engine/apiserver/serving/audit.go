@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/felixge/httpsnoop"
@@ -52,6 +53,9 @@ type Auditor struct {
 	policy audit.PolicyRuleEvaluator
 	sink   *auditSink
 	out    io.Writer
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // NewAuditor returns an Auditor writing to opts.Out and starts its writer.
@@ -82,12 +86,13 @@ func (a *Auditor) Close() error {
 	if a == nil {
 		return nil
 	}
-	a.sink.close()
-	if c, ok := a.out.(io.Closer); ok {
-		a.out = nil
-		return c.Close()
-	}
-	return nil
+	a.closeOnce.Do(func() {
+		a.sink.close()
+		if c, ok := a.out.(io.Closer); ok {
+			a.closeErr = c.Close()
+		}
+	})
+	return a.closeErr
 }
 
 // Wrap returns next with its requests audited; it goes right after
