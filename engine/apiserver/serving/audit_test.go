@@ -213,6 +213,16 @@ rules:
 			code: 201, want: nil,
 		},
 		{
+			name: "metadata level: a create's name from its body, no body",
+			req:  auditReq{method: "POST", path: "/apis/example.setpoint.dev/v1/namespaces/meta/widgets", token: testToken, body: widgetBody},
+			code: 201, want: []auditv1.Stage{auditv1.StageResponseComplete},
+			check: func(t *testing.T, ev auditv1.Event) {
+				if ev.Level != auditv1.LevelMetadata || ev.RequestObject != nil || ev.ResponseObject != nil || ev.ObjectRef == nil || ev.ObjectRef.Name != "w" {
+					t.Errorf("level %s objectRef %+v requestObject %s responseObject %v", ev.Level, ev.ObjectRef, raw(ev.RequestObject), ev.ResponseObject)
+				}
+			},
+		},
+		{
 			name: "request level on a failed create: responseStatus from the Status",
 			req:  auditReq{method: "POST", path: "/apis/example.setpoint.dev/v1/namespaces/meta/widgets", token: testToken, body: `{"not":"an object"}`},
 			code: 400, want: []auditv1.Stage{auditv1.StageResponseComplete},

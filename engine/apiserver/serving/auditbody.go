@@ -120,6 +120,16 @@ func (a *Auditor) requestBody(r *http.Request, info *request.RequestInfo) {
 		audit.LogRequestPatch(ctx, body)
 		return
 	}
+	if audit.AuditContextFrom(ctx).GetEventLevel().Less(auditinternal.LevelRequest) {
+		// Only the object's name and such go in the event: decode and
+		// encode no more.
+		var m metav1.PartialObjectMetadata
+		if err := json.Unmarshal(body, &m); err != nil {
+			return
+		}
+		audit.LogRequestObject(ctx, &m, gv, gv.WithResource(info.Resource), info.Subresource, auditSerializer)
+		return
+	}
 	obj, err := runtime.Decode(unstructured.UnstructuredJSONScheme, body)
 	if err != nil {
 		audit.LogRequestPatch(ctx, body) // a body without a kind, as it came
