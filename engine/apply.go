@@ -101,6 +101,9 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 			if obj.GetResourceVersion() != "" {
 				return nil, false, apierrors.NewConflict(gvr.GroupResource(), name, errors.New(conflictMessage))
 			}
+			if err := checkCreate(ctx); err != nil {
+				return nil, false, err
+			}
 			copts := metav1.CreateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation}
 			out, _, err := s.create(ctx, gvr, obj, copts, tracked)
 			if apierrors.IsAlreadyExists(err) && attempt < maxPatchAttempts {

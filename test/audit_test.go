@@ -178,6 +178,9 @@ func TestAudit(t *testing.T) {
 		if st := create.ResponseStatus; st == nil || st.Code != http.StatusCreated {
 			t.Errorf("create responseStatus %+v", st)
 		}
+		if d := create.Annotations["authorization.k8s.io/decision"]; d != "allow" {
+			t.Errorf("create's authorization decision %q, want allow", d)
+		}
 		if create.RequestObject == nil || !strings.Contains(string(create.RequestObject.Raw), `"size":"small"`) {
 			t.Errorf("create requestObject %v", create.RequestObject)
 		}

@@ -16,10 +16,15 @@
 // Options.Routes and served on the same router, behind the same middleware,
 // as the resource paths.
 //
-// It owns no authentication, TLS or metrics: the serving package wraps the
-// handler with them. It reads the authenticated user, when one is set, from
-// the request context (k8s.io/apiserver/pkg/endpoints/request.UserFrom) and
-// hands it to the engine's admission.
+// It owns no authentication, TLS or metrics, and does not authorize
+// requests: the serving package wraps the handler with them. It reads the
+// authenticated user, when one is set, from the request context
+// (k8s.io/apiserver/pkg/endpoints/request.UserFrom) and hands it to the
+// engine's admission. With Options.Authorizer (behind system:masters, as
+// serving.Decider chains them) it answers the access reviews
+// (SubjectAccessReview, LocalSubjectAccessReview and the self reviews) and
+// asks for create when server-side apply creates an object, the one
+// decision a request's verb does not cover.
 //
 // It imports engine and nothing else of Setpoint's but its own subpackages
 // (serving reads the store contract).

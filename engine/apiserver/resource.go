@@ -16,6 +16,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apiserver/pkg/warning"
 
+	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
@@ -365,7 +366,8 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, t target) error {
 		if err != nil {
 			return err
 		}
-		out, created, err := s.eng.Apply(r.Context(), t.gvr(), t.namespace, t.name, j, opts, subs...)
+		ctx := engine.WithCreateCheck(r.Context(), s.mayCreate(r, t))
+		out, created, err := s.eng.Apply(ctx, t.gvr(), t.namespace, t.name, j, opts, subs...)
 		if err != nil {
 			return err
 		}

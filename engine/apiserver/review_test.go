@@ -114,11 +114,11 @@ func TestSelfReviews(t *testing.T) {
 		var names []string
 		for _, r := range list.APIResources {
 			names = append(names, r.Name)
-			if !slices.Equal(r.Verbs, []string{"create"}) || r.Namespaced {
+			if !slices.Equal(r.Verbs, []string{"create"}) || r.Namespaced != (r.Name == "localsubjectaccessreviews") {
 				t.Errorf("%s: verbs %v, namespaced %v", r.Name, r.Verbs, r.Namespaced)
 			}
 		}
-		if !slices.Equal(names, []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}) {
+		if !slices.Equal(names, []string{"localsubjectaccessreviews", "selfsubjectaccessreviews", "selfsubjectrulesreviews", "subjectaccessreviews"}) {
 			t.Errorf("authorization.k8s.io/v1 serves %v", names)
 		}
 		agg := string(admin.mustDo(t, http.StatusOK, request{path: "/apis", accept: aggregatedType}))

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/setpoint-dev/setpoint/engine"
@@ -59,6 +60,12 @@ type Options struct {
 	// request went through it, takes precedence. WebSocket watches have
 	// their own bounds (wswatch.Options).
 	WatchWriteTimeout time.Duration
+	// Authorizer answers the access reviews (SubjectAccessReview and the
+	// others) and decides whether server-side apply may create, behind the
+	// group system:masters as serving.Decider chains them; when it is also
+	// an authorizer.RuleResolver, SelfSubjectRulesReview lists its rules.
+	// nil lets only system:masters do anything, as serving.Authorize does.
+	Authorizer authorizer.Authorizer
 }
 
 // Route is a handler served on the server's router: Pattern is a chi
@@ -89,6 +96,12 @@ type Server struct {
 	// pageSize is how many objects a full list reads at a time
 	// (engine.ListJSONPageSize; tests lower it).
 	pageSize int64
+
+	// authz decides the access reviews and apply's creates
+	// (serving.Decider of Options.Authorizer); rules lists a user's rules
+	// for SelfSubjectRulesReview, nil when the authorizer cannot.
+	authz authorizer.Authorizer
+	rules authorizer.RuleResolver
 
 	openapiMu sync.Mutex // guards openapi
 	openapi   *openapiCache
@@ -156,6 +169,8 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("apiserver: %w", err)
 		}
 	}
+	s.authz = serving.Decider(opts.Authorizer)
+	s.rules, _ = opts.Authorizer.(authorizer.RuleResolver)
 	s.router = s.routes()
 	return s, nil
 }

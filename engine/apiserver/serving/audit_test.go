@@ -28,6 +28,7 @@ import (
 	"k8s.io/apiserver/pkg/audit/policy"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
@@ -201,6 +202,8 @@ rules:
 					ResponseStatus: &metav1.Status{Code: 200},
 				}
 				want.User.Username, want.User.Groups = AdminUser.Name, AdminUser.Groups
+				// The authorization layer's decision (the admin is in system:masters).
+				want.Annotations = map[string]string{"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": ""}
 				ev.TypeMeta, ev.AuditID, ev.RequestReceivedTimestamp, ev.StageTimestamp, ev.User.Extra = metav1.TypeMeta{}, "", metav1.MicroTime{}, metav1.MicroTime{}, nil
 				if d := cmp.Diff(want, ev); d != "" {
 					t.Errorf("event (-want +got):\n%s", d)
@@ -652,5 +655,51 @@ func TestAuditHammer(t *testing.T) {
 		if n != 2 {
 			t.Errorf("request %s: %d events, want 2", id, n)
 		}
+	}
+}
+
+// TestAuditRecordsAuthorization checks that the authorization layer's
+// decision reaches the event, and that a denied request is audited with
+// its 403.
+func TestAuditRecordsAuthorization(t *testing.T) {
+	out := &auditLog{}
+	a := newAuditor(t, "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n", out, 0, nil)
+	deny := authorizer.AuthorizerFunc(func(_ context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
+		if attrs.GetVerb() == "delete" {
+			return authorizer.DecisionDeny, "no deletes here", nil
+		}
+		return authorizer.DecisionAllow, "all but deletes", nil
+	})
+	// The layers of NewHandler, with a user outside system:masters (whom
+	// every request is allowed).
+	ann := &user.DefaultInfo{Name: "ann", Groups: []string{user.AllAuthenticated}}
+	authenticate := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r.WithContext(request.WithUser(r.Context(), ann)))
+		})
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := Instrument(a.WrapAuthentication(authenticate(a.Wrap(Authorize(http.HandlerFunc(auditAPI), deny, log)))), InstrumentOptions{Logger: log})
+	auditReq{method: "GET", path: "/apis/example.setpoint.dev/v1/namespaces/ns/widgets/w", token: testToken}.do(t, h)
+	if code := (auditReq{method: "DELETE", path: "/apis/example.setpoint.dev/v1/namespaces/ns/widgets/w", token: testToken}).do(t, h); code != http.StatusForbidden {
+		t.Fatalf("delete: %d, want 403", code)
+	}
+	_ = a.Close()
+	evs := out.events(t)
+	if len(evs) != 2 {
+		t.Fatalf("events:\n%s", out.String())
+	}
+	for i, want := range []struct {
+		decision, reason string
+		code             int32
+	}{{"allow", "all but deletes", 200}, {"forbid", "no deletes here", 403}} {
+		ev := evs[i]
+		if ev.Annotations["authorization.k8s.io/decision"] != want.decision || ev.Annotations["authorization.k8s.io/reason"] != want.reason ||
+			ev.ResponseStatus == nil || ev.ResponseStatus.Code != want.code {
+			t.Errorf("%s: annotations %v status %+v; want %s (%s) %d", ev.Verb, ev.Annotations, ev.ResponseStatus, want.decision, want.reason, want.code)
+		}
+	}
+	if st := evs[1].ResponseStatus; st.Reason != metav1.StatusReasonForbidden || !strings.Contains(st.Message, "no deletes here") {
+		t.Errorf("denied delete's status %+v", st)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/pprof"
 	"strings"
 
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -15,6 +16,9 @@ type HandlerOptions struct {
 	API http.Handler
 	// Token is the admin bearer token; with none, only anonymous paths work.
 	Token string
+	// Authorizer decides every authenticated request (and impersonation);
+	// nil lets only the group system:masters do anything.
+	Authorizer authorizer.Authorizer
 	// Logger gets the request log; slog.Default when nil.
 	Logger *slog.Logger
 	// PublicPaths are served without a token besides the probes and
@@ -61,9 +65,10 @@ func servePprof(w http.ResponseWriter, r *http.Request) {
 // NewHandler puts the serving layers around the API: instrumentation (request
 // info, panic recovery, metrics, logging) outermost, so that rejected requests
 // are counted and logged too, then authentication, then audit (the requests
-// authentication refuses are audited too), then the in-flight limits
-// and the request timeout (after authentication, so that unauthenticated
-// requests take no slot, as in kube-apiserver), then /metrics and the API.
+// authentication refuses are audited too), then the in-flight limits and the
+// request timeout (after authentication, so that unauthenticated requests
+// take no slot, as in kube-apiserver), then authorization, then /metrics and
+// the API.
 func NewHandler(opts HandlerOptions) http.Handler {
 	m := opts.Metrics
 	if m == nil {
@@ -86,7 +91,7 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		}
 		api.ServeHTTP(w, r)
 	})
-	limited := Limit(routes, opts.Limits, m)
+	limited := Limit(Authorize(routes, opts.Authorizer, opts.Logger, opts.PublicPaths...), opts.Limits, m)
 	authenticated := NewAuthenticator(opts.Token, opts.PublicPaths...).Wrap(opts.Audit.Wrap(limited))
 	return Instrument(opts.Audit.WrapAuthentication(authenticated), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
 }

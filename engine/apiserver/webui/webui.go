@@ -4,8 +4,12 @@
 // WebSocket, with a consistent cache); /ui/ is the UI built on it.
 //
 // The files hold no secrets and are served without a token; every API call
-// the UI makes carries the token the user signed in with, kept in the tab's
-// sessionStorage. The handler sets a strict Content-Security-Policy (scripts,
+// the UI makes carries the token the user signed in with (any bearer token
+// the server accepts), kept in the tab's sessionStorage. The UI asks the
+// server who that is (SelfSubjectReview) and shows only the kinds the user
+// may list and watch (SelfSubjectAccessReview), everywhere or in the
+// namespace the user works in; a refusal reads as a sentence naming the
+// user, the verb, the resource and the namespace. The handler sets a strict Content-Security-Policy (scripts,
 // styles and connections to the server's own origin only).
 //
 // It imports nothing of Setpoint's.

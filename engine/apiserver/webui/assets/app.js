@@ -9,6 +9,7 @@ import { h } from './dom.js';
 import { openEditor, editableYAML, newObjectYAML } from './editor.js';
 
 const TOKEN_KEY = 'setpoint.token';
+const NAMESPACE_KEY = 'setpoint.namespace';
 const TABLE_ACCEPT = 'application/json;as=Table;v=v1;g=meta.k8s.io, application/json';
 const $ = (id) => document.getElementById(id);
 
@@ -66,7 +67,9 @@ function readyPill(obj) {
 
 const state = {
   client: null,
-  resources: [], // discovered: {group, version, resource, kind, namespaced, verbs}
+  user: '', // the signed-in user's name, from SelfSubjectReview ('' when the server cannot say)
+  resources: [], // discovered and watchable: {group, version, resource, kind, namespaced, verbs, scope}
+  discovered: [], // every resource discovery lists, watchable or not
   watchers: new Set(), // active Watchers, for the connection indicator
   page: null, // the current page's cleanup function
   pluginsWatch: null,
@@ -105,23 +108,62 @@ function startWatch(resource, opts, handler) {
   const { onError, ...rest } = opts;
   const onState = (s, detail) => {
     updateConn();
-    if (onError && s === 'error') onError(detail);
+    if (onError && (s === 'error' || s === 'unauthorized')) onError(detail);
   };
   return track(watch(resource, { client: state.client, ...rest, onState }, handler));
 }
 
 // ---- sign-in ----
 
-async function signIn(token) {
+// whoami asks the server who the token is (SelfSubjectReview, as `kubectl
+// auth whoami` does): any bearer token the server accepts will do (the
+// admin's, a ServiceAccount's, one from its token file, an OIDC ID token).
+// It throws the APIError of a token the server refuses (401); a server that
+// cannot answer gets '' and a GET of /api checks the token instead.
+async function whoami(client) {
+  try {
+    const r = await client.create('/apis/authentication.k8s.io/v1/selfsubjectreviews',
+      { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' });
+    return (r && r.status && r.status.userInfo && r.status.userInfo.username) || '';
+  } catch (err) {
+    if (err instanceof APIError && err.status === 401) throw err;
+  }
+  await client.get('/api');
+  return '';
+}
+
+async function signIn(token, namespace) {
   const client = new Client({ token });
-  await client.get('/api'); // 401 for a bad token
+  const user = await whoami(client); // 401 for a bad token
   sessionStorage.setItem(TOKEN_KEY, token);
+  if (namespace) sessionStorage.setItem(NAMESPACE_KEY, namespace); else sessionStorage.removeItem(NAMESPACE_KEY);
   state.client = client;
+  state.user = user;
+  state.namespace = namespace;
+  access.clear();
+}
+
+function showUser() {
+  $('whoami').textContent = state.user ? `Signed in as ${state.user}` : '';
+  $('whoami').hidden = !state.user;
+}
+
+// refusal says in words what the server refused: err is an APIError of a
+// request that would verb r's objects in namespace ns ('' for all of them).
+function refusal(err, verb, r, ns) {
+  if (!(err instanceof APIError)) return err && err.message ? err.message : String(err);
+  if (err.status === 401) return 'The server no longer accepts your token: sign out and in again.';
+  if (err.status !== 403) return err.message;
+  const who = state.user ? `You (user ${state.user})` : 'You';
+  const where = !r.namespaced ? '' : ns ? ` in namespace ${ns}` : ' in all namespaces';
+  return `${who} may not ${verb} ${r.resource}${where}.`;
 }
 
 function showSignIn(message) {
   stopAll();
   state.client = null;
+  state.user = '';
+  showUser();
   $('app').hidden = true;
   $('signout').hidden = true;
   $('signin').hidden = false;
@@ -141,9 +183,10 @@ function stopAll() {
 $('signin-form').addEventListener('submit', async (e) => {
   e.preventDefault();
   const token = $('signin-token').value.trim();
+  const namespace = $('signin-namespace').value.trim();
   $('signin-error').textContent = '';
   try {
-    await signIn(token);
+    await signIn(token, namespace);
     $('signin-token').value = '';
     await start();
   } catch (err) {
@@ -154,8 +197,55 @@ $('signin-form').addEventListener('submit', async (e) => {
 
 $('signout').addEventListener('click', () => {
   sessionStorage.removeItem(TOKEN_KEY);
+  sessionStorage.removeItem(NAMESPACE_KEY);
+  access.clear();
   showSignIn('Signed out.');
 });
+
+// ---- access ----
+
+// access caches the server's answers to "may I VERB this resource in this
+// namespace" (SelfSubjectAccessReview, as `kubectl auth can-i` asks) for
+// ACCESS_TTL, so that a role granted or taken away shows within a minute.
+const ACCESS_TTL = 30000;
+const access = new Map(); // key -> {at, answer: Promise<boolean>}
+
+function canI(verb, r, ns) {
+  const key = [verb, r.group, r.resource, ns].join('|');
+  const hit = access.get(key);
+  if (hit && Date.now() - hit.at < ACCESS_TTL) return hit.answer;
+  const answer = state.client.create('/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {
+    apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview',
+    spec: { resourceAttributes: { verb, group: r.group, resource: r.resource, namespace: ns } },
+  }).then((rev) => !!(rev && rev.status && rev.status.allowed), (err) => {
+    // A server that cannot review: let the requests themselves say.
+    console.warn('access review', verb, r.resource, err);
+    access.delete(key);
+    return true;
+  });
+  access.set(key, { at: Date.now(), answer });
+  return answer;
+}
+
+// mayWatch tells whether the user may list and watch r's objects in ns
+// ('' for all namespaces, or a cluster-scoped resource).
+async function mayWatch(r, ns) {
+  const [list, watch] = await Promise.all([canI('list', r, ns), canI('watch', r, ns)]);
+  return list && watch;
+}
+
+// visible keeps the resources the user may list and watch: everywhere, or
+// (namespaced ones) in the namespace the page shows. Each gets scope: 'all'
+// or 'namespace', which says where.
+async function visible(resources) {
+  const ns = state.namespace;
+  const checked = await Promise.all(resources.map(async (r) => {
+    if (await mayWatch(r, '')) return { ...r, scope: 'all' };
+    if (r.namespaced && ns && await mayWatch(r, ns)) return { ...r, scope: 'namespace' };
+    return null;
+  }));
+  return checked.filter(Boolean);
+}
 
 // ---- discovery ----
 
@@ -179,8 +269,9 @@ async function discover() {
     }
   }));
   out.sort((a, b) => a.kind.localeCompare(b.kind) || a.group.localeCompare(b.group));
-  state.resources = out;
-  return out;
+  state.discovered = out;
+  state.resources = await visible(out);
+  return state.resources;
 }
 
 const routeOf = (r) => `#/k/${r.group || 'core'}/${r.version}/${r.resource}`;
@@ -232,7 +323,7 @@ function homePage(main) {
   crumbs();
   main.replaceChildren(
     h('h1', {}, 'Kinds'),
-    h('p', { class: 'sub' }, `${state.resources.length} kinds served. Pick one to watch its objects live.`),
+    h('p', { class: 'sub' }, `${state.resources.length} kinds you may watch. Pick one to watch its objects live.`),
     h('table', { class: 'grid' },
       h('thead', {}, h('tr', {}, h('th', {}, 'Kind'), h('th', {}, 'Group'), h('th', {}, 'Version'), h('th', {}, 'Resource'), h('th', {}, 'Scope'))),
       h('tbody', {}, state.resources.map((r) => h('tr', {},
@@ -246,8 +337,9 @@ function homePage(main) {
 // label selector go to the server (the list and watch are restarted), so the
 // page holds only what it shows.
 function filterBar(r, onName) {
-  const nsSelect = h('select', { id: 'filter-namespace', title: 'Namespace', onchange: () => {
+  const nsSelect = h('select', { id: 'filter-namespace', title: 'Namespace', onchange: async () => {
     state.namespace = nsSelect.value;
+    await refreshNav();
     route();
   } });
   function fillNamespaces(names) {
@@ -427,7 +519,10 @@ function kindPage(main, r) {
 
   header();
   const w = startWatch(path, { labelSelector: labels, onError: (err) => {
-    listError.textContent = err && err.message ? `The server refused the list: ${err.message}` : '';
+    if (!err) { listError.textContent = ''; return; }
+    listError.textContent = err instanceof APIError && (err.status === 401 || err.status === 403)
+      ? refusal(err, 'list', r, ns) : `The server refused the list: ${err.message || err}`;
+    listError.title = err.message || '';
   } }, (ev) => {
     if (ev.type === 'SYNCED') { listError.textContent = ''; render(); return; }
     if (ev.type === 'DELETED') { render(); return; }
@@ -473,7 +568,9 @@ function objectPage(main, r, namespace, name) {
 
   let current = null;
   let childTimer = null;
-  const w = startWatch(resourcePath(r, namespace), { fieldSelector: `metadata.name=${name}` }, () => {
+  const w = startWatch(resourcePath(r, namespace), { fieldSelector: `metadata.name=${name}`, onError: (err) => {
+    if (err instanceof APIError && (err.status === 401 || err.status === 403)) yaml.textContent = refusal(err, 'watch', r, namespace);
+  } }, () => {
     const obj = w.get(name, namespace);
     if (obj === current) return;
     current = obj;
@@ -595,7 +692,7 @@ function deleteButton(r, namespace, name) {
         confirmBox.hidden = true;
         location.hash = routeOf(r);
       } catch (e) {
-        err.textContent = `Delete failed: ${e.message}`;
+        err.textContent = `Delete failed: ${e instanceof APIError && e.status === 403 ? refusal(e, 'delete', r, namespace) : e.message}`;
       }
     } }, 'Delete'),
     h('button', { id: 'delete-no', class: 'btn', onclick: () => { confirmBox.hidden = true; } }, 'Cancel'));
@@ -645,6 +742,14 @@ async function route() {
   if (parts[0] === 'k' && parts.length >= 4) {
     const r = findResource(parts[1] === 'core' ? '' : parts[1], parts[2], parts[3]);
     if (!r) {
+      const known = state.discovered.find((x) => x.group === (parts[1] === 'core' ? '' : parts[1]) && x.version === parts[2] && x.resource === parts[3]);
+      if (known) {
+        const who = state.user ? `You (user ${state.user})` : 'You';
+        const where = !known.namespaced ? '' : state.namespace ? ` in namespace ${state.namespace}` : ' in all namespaces';
+        main.replaceChildren(h('h1', {}, known.kind), h('p', { class: 'error', id: 'objects-error', role: 'alert' },
+          `${who} may not list and watch ${known.resource}${where}.`), known.namespaced ? filterBar(known, () => {}).el : '');
+        return;
+      }
       main.replaceChildren(h('h1', {}, 'Not served'), h('p', { class: 'sub' }, `${parts[3]} is not served by this server.`));
       return;
     }
@@ -662,6 +767,7 @@ async function start() {
   $('signin').hidden = true;
   $('app').hidden = false;
   $('signout').hidden = false;
+  showUser();
   try {
     await discover();
   } catch (err) {
@@ -679,18 +785,26 @@ async function start() {
 
 window.addEventListener('hashchange', route);
 
-// Discovery changes as kinds are registered; refresh the navigation now and
-// then without disturbing the page.
-setInterval(async () => {
-  if (!state.client || document.hidden) return;
-  const before = state.resources.map(routeOf).join();
+// refreshNav discovers again and redraws the navigation if what the user
+// may watch changed.
+async function refreshNav() {
+  const before = state.resources.map((r) => routeOf(r) + r.scope).join();
   try { await discover(); } catch { return; }
-  if (state.resources.map(routeOf).join() !== before) { renderNav(); markActive(); }
+  if (state.resources.map((r) => routeOf(r) + r.scope).join() !== before) { renderNav(); markActive(); }
+}
+
+// Discovery changes as kinds are registered, and access as roles are
+// granted; refresh the navigation now and then without disturbing the page.
+setInterval(() => {
+  if (!state.client || document.hidden) return;
+  refreshNav();
 }, 10000);
 
 const saved = sessionStorage.getItem(TOKEN_KEY);
 if (saved) {
   state.client = new Client({ token: saved });
+  state.namespace = sessionStorage.getItem(NAMESPACE_KEY) || '';
+  whoami(state.client).then((u) => { state.user = u; showUser(); }, () => {});
   start();
 } else {
   showSignIn();
