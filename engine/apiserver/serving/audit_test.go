@@ -703,3 +703,22 @@ func TestAuditRecordsAuthorization(t *testing.T) {
 		t.Errorf("denied delete's status %+v", st)
 	}
 }
+
+// TestAuditWrapAlone checks that Wrap audits on its own too, giving the
+// request its audit ID (echoed in the Audit-Id header) when no
+// WrapAuthentication did.
+func TestAuditWrapAlone(t *testing.T) {
+	out := &auditLog{}
+	a := newAuditor(t, "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n", out, 0, nil)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := Instrument(a.Wrap(http.HandlerFunc(auditAPI)), InstrumentOptions{Logger: log})
+	req := httptest.NewRequest("GET", "/apis/example.setpoint.dev/v1/namespaces/ns/widgets/w", nil)
+	rec := recorder{httptest.NewRecorder()}
+	h.ServeHTTP(rec, req)
+	_ = a.Close()
+	evs := out.events(t)
+	id := rec.Header().Get("Audit-Id")
+	if len(evs) != 2 || id == "" || string(evs[0].AuditID) != id || string(evs[1].AuditID) != id {
+		t.Fatalf("Audit-Id %q, events:\n%s", id, out.String())
+	}
+}
