@@ -42,6 +42,8 @@ require (
 
 require github.com/anishathalye/porcupine v1.3.1
 
+require gopkg.in/natefinch/lumberjack.v2 v2.2.1
+
 require github.com/fsnotify/fsnotify v1.9.0 // indirect
 
 require k8s.io/component-helpers v0.37.2
@@ -82,7 +84,7 @@ require (
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/cel-go v0.29.2 // indirect
 	github.com/google/flatbuffers v25.2.10+incompatible // indirect
-	github.com/google/uuid v1.6.0 // indirect
+	github.com/google/uuid v1.6.0
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect

@@ -15,6 +15,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver"
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/auth/rbac"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/election"
@@ -206,6 +207,9 @@ type pluginAPI struct {
 	reportsCounters atomic.Bool
 	// tokens verify and issue ServiceAccount tokens.
 	tokens *serviceAccountTokens
+	// audit records the API's requests and the plugins' writes; nil when
+	// auditing is off.
+	audit *serving.Auditor
 }
 
 // pluginAPIOptions configures newPluginAPI. Zero values get defaults.
@@ -242,6 +246,9 @@ type pluginAPIOptions struct {
 	election *electionOptions
 	// serviceAccounts configures ServiceAccount tokens.
 	serviceAccounts serviceAccountFlags
+	// audit, when set, records the plugins' writes; the server's handler
+	// records the requests with it too.
+	audit *serving.Auditor
 }
 
 // newPluginAPI builds the parts of the server's object layer and wires them
@@ -292,6 +299,11 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	}
 	writes.LimitObjects(quota)
 	objects.LimitWrites(writes)
+	var pluginAudit plugins.Auditor // a nil *serving.Auditor must stay a nil interface
+	if o.audit != nil {
+		pluginAudit = o.audit
+		objects.AuditWrites(pluginAudit)
+	}
 	hopts := host.Options{
 		CacheDir: filepath.Join(o.dataDir, "wasm-cache"),
 		// The plugins' log lines go to their Plugin's log (the log
@@ -324,7 +336,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		_ = h.Close()
 		return nil, err
 	}
-	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log, authz: authz}
+	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log, authz: authz, audit: o.audit}
 	ctrlOpts := controller.ManagerOptions{Metrics: ctrlMetrics, Logger: log.With("component", "controllers")}
 	if e := o.election; e != nil {
 		p.leases, err = election.New(election.Options{
@@ -346,6 +358,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		Metrics: ctrlMetrics, Registerer: promReg,
 		StatusInterval: o.statusInterval, ModuleGCGrace: o.moduleGCGrace, Logger: log.With("component", "plugins"),
 		Writes: writes, Logs: logs, Admitter: admitter, ReportsCounters: p.reportsCounters.Load,
+		Audit: pluginAudit,
 	})
 	if err != nil {
 		_ = h.Close()

@@ -54,6 +54,7 @@ type serverOptions struct {
 	limits                    limitFlags
 	leaderElect               leaderElectFlags
 	serviceAccounts           serviceAccountFlags
+	audit                     auditFlags
 }
 
 func newServerCommand() *cobra.Command {
@@ -116,6 +117,7 @@ signal exits at once.`,
 	o.limits.register(f)
 	o.addLeaderElectFlags(cmd)
 	o.serviceAccounts.register(f)
+	o.audit.register(f)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -211,6 +213,16 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	if err := registerReplicaInfo(metrics.Registry(), identity, o.leaderElect.enabled); err != nil {
 		return err
 	}
+	auditor, err := o.audit.auditor(log, metrics.Registry(), stdout)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// After the requests and the plugins have stopped.
+		if cerr := auditor.Close(); cerr != nil {
+			log.Error("close audit log", "err", cerr)
+		}
+	}()
 	log.Info("replica", "identity", identity, "leader_elect", o.leaderElect.enabled,
 		"lease_duration", o.leaderElect.leaseDuration, "renew_deadline", o.leaderElect.renewDeadline, "retry_period", o.leaderElect.retryPeriod)
 	st, err := o.openStore(log, metrics.Registry())
@@ -242,7 +254,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		store: st, log: log, dataDir: o.dataDir, allowedOrigins: o.allowedOrigins,
 		statusInterval: o.pluginStatusInterval, moduleGCGrace: o.moduleGCGrace, registerer: metrics.Registry(),
 		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
-		election: o.leaderElect.options(identity), serviceAccounts: o.serviceAccounts,
+		election: o.leaderElect.options(identity), serviceAccounts: o.serviceAccounts, audit: auditor,
 	})
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
@@ -370,6 +382,7 @@ func (o *serverOptions) handler(api *pluginAPI, token string, log *slog.Logger, 
 		Served:      servedResources(api.svc),
 		// ServiceAccount tokens, checked when the admin token does not match.
 		Authenticators: []authenticator.Token{api.tokens.auth},
+		Audit:          api.audit,
 	})
 }
 
@@ -406,6 +419,9 @@ func (o *serverOptions) validate() error {
 		return err
 	}
 	if err := o.serviceAccounts.validate(); err != nil {
+		return err
+	}
+	if err := o.audit.validate(); err != nil {
 		return err
 	}
 	return o.limits.validate()

@@ -26,15 +26,9 @@ import (
 // collector deletes them with it). `kubectl get clusterroles` shows them,
 // and `kubectl auth can-i --as` answers for the plugin.
 
-// rbacUserPrefix begins the user name a plugin is bound as.
-const rbacUserPrefix = "system:setpoint:plugin:"
-
 // RoleName is the name of the ClusterRole (and ClusterRoleBinding) of a
 // plugin's permissions.
 func RoleName(plugin string) string { return "setpoint:plugin:" + plugin }
-
-// RBACUser is the user name a plugin's ClusterRole is bound to.
-func RBACUser(plugin string) string { return rbacUserPrefix + plugin }
 
 // roleFieldManager manages the plugins' ClusterRoles and bindings.
 const roleFieldManager = "setpoint-plugin-manager"
@@ -119,7 +113,7 @@ func (m *Manager) ensureRole(ctx context.Context, obj *unstructured.Unstructured
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
 		ObjectMeta: meta,
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: RoleName(name)},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: RBACUser(name)}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: PluginUser(name).GetName()}},
 	}
 	for _, o := range []struct {
 		gvr schema.GroupVersionResource

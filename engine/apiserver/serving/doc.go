@@ -1,8 +1,9 @@
 // Package serving owns what stands between the network and Setpoint's API
 // handler: the security material kept in the data directory (a CA, a serving
 // certificate, the admin bearer token and the admin kubeconfig), bearer-token
-// authentication, authorization, Prometheus metrics, request logging and
-// panic recovery.
+// authentication, authorization, the audit log (audit.k8s.io/v1 policy and
+// events, also for writes made inside the server: Auditor.AuditWrite),
+// Prometheus metrics, request logging and panic recovery.
 //
 // It knows nothing of objects, kinds or stores: it wraps any http.Handler. It
 // must not import the store backends, the plugin host or cmd.
