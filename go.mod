@@ -42,7 +42,7 @@ require (
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
-	github.com/go-jose/go-jose/v4 v4.1.4
+	github.com/go-jose/go-jose/v4 v4.1.9
 )
 
 require (
@@ -53,7 +53,9 @@ require (
 	gopkg.in/go-jose/go-jose.v2 v2.6.3 // indirect
 )
 
-require github.com/fsnotify/fsnotify v1.9.0 // indirect
+require gopkg.in/natefinch/lumberjack.v2 v2.2.1
+
+require k8s.io/component-helpers v0.37.2
 
 require (
 	cel.dev/expr v0.25.2 // indirect
@@ -89,7 +91,7 @@ require (
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/cel-go v0.29.2 // indirect
 	github.com/google/flatbuffers v25.2.10+incompatible // indirect
-	github.com/google/uuid v1.6.0 // indirect
+	github.com/google/uuid v1.6.0
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect

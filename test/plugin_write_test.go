@@ -44,9 +44,9 @@ func eventually(t *testing.T, what string, timeout time.Duration, want string, g
 // TestPluginWrites runs a reconcile plugin that writes objects of another
 // kind through the write host functions, against the real server: installed
 // with the CLI's --permissions write=KIND, its writes pass through schema
-// validation and other plugins' admission as the user plugin:<name>, create,
-// patch, patch the status of and delete Notes, and once the permission is
-// taken away the denial reaches the widget's Ready condition (a denied host
+// validation and other plugins' admission as the user
+// system:setpoint:plugin:<name>, create, patch, patch the status of and
+// delete Notes, and once the permission is taken away the denial reaches the widget's Ready condition (a denied host
 // call is an error of the plugin's handler, not a failed call, so the
 // Plugin's lastError does not show it).
 func TestPluginWrites(t *testing.T) {
@@ -89,8 +89,8 @@ func TestPluginWrites(t *testing.T) {
 			return kubectl("get", "widget", "w1", "-o", `jsonpath={.status.state}/{.status.conditions[?(@.type=="Ready")].status}/{.status.provision}`)
 		})
 		got := kubectl("get", "note", "w1-note", "-o", `jsonpath={.spec.size}/{.spec.widget}/{.status.observedSize}/{.metadata.annotations.test\.setpoint\.dev/written-by}`)
-		if got != "small/w1/small/plugin:notes" {
-			t.Errorf("note w1-note: %q, want small/w1/small/plugin:notes (spec, status and the writing user)", got)
+		if got != "small/w1/small/system:setpoint:plugin:notes" {
+			t.Errorf("note w1-note: %q, want small/w1/small/system:setpoint:plugin:notes (spec, status and the writing user)", got)
 		}
 		// The next reconcile finds the Note and merge-patches it.
 		widget("w1", "medium")

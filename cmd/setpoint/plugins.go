@@ -16,6 +16,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
+	"github.com/setpoint-dev/setpoint/engine/auth/rbac"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/election"
 	"github.com/setpoint-dev/setpoint/engine/gc"
@@ -196,12 +197,19 @@ type pluginAPI struct {
 	manager      *plugins.Manager
 	ctrls        *controller.Manager
 	log          *slog.Logger
+	// authz decides requests by RBAC; Run fills its cache.
+	authz *rbac.Authorizer
 	// leases elect the controllers, the garbage collector and the writer
 	// of the Plugins' call counters; nil when this server runs them all.
 	leases *election.Leases
 	// reportsCounters is set while this replica writes the Plugins' call
 	// counters (it holds pluginStatusLease, or runs alone).
 	reportsCounters atomic.Bool
+	// tokens verify and issue ServiceAccount tokens.
+	tokens *serviceAccountTokens
+	// audit records the API's requests and the plugins' writes; nil when
+	// auditing is off.
+	audit *serving.Auditor
 }
 
 // pluginAPIOptions configures newPluginAPI. Zero values get defaults.
@@ -240,6 +248,11 @@ type pluginAPIOptions struct {
 	// serving.ClientCertificatesPath; nil on a server without a CA of its
 	// own, which answers there that it cannot.
 	clientCerts *serving.ClientCertSigner
+	// serviceAccounts configures ServiceAccount tokens.
+	serviceAccounts serviceAccountFlags
+	// audit, when set, records the plugins' writes; the server's handler
+	// records the requests with it too.
+	audit *serving.Auditor
 }
 
 // newPluginAPI builds the parts of the server's object layer and wires them
@@ -261,7 +274,13 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	}
 	log, promReg := o.log, o.registerer
 	admitter := plugins.NewAdmitter(log.With("component", "plugins"))
-	svc, err := engine.New(ctx, engine.Options{Store: o.store, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: admitter})
+	authz := rbac.New(rbac.Options{Logger: log.With("component", "rbac")})
+	// RBAC's escalation checks come first: a write that grants what its
+	// writer does not hold goes no further.
+	chain := admissionChain{rbac.NewEscalation(authz), admitter}
+	// No one installs a Plugin with permissions they do not hold.
+	admitter.CheckInstallers(authz)
+	svc, err := engine.New(ctx, engine.Options{Store: o.store, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain})
 	if err != nil {
 		return nil, err
 	}
@@ -284,6 +303,11 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	}
 	writes.LimitObjects(quota)
 	objects.LimitWrites(writes)
+	var pluginAudit plugins.Auditor // a nil *serving.Auditor must stay a nil interface
+	if o.audit != nil {
+		pluginAudit = o.audit
+		objects.AuditWrites(pluginAudit)
+	}
 	hopts := host.Options{
 		CacheDir: filepath.Join(o.dataDir, "wasm-cache"),
 		// The plugins' log lines go to their Plugin's log (the log
@@ -316,7 +340,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		_ = h.Close()
 		return nil, err
 	}
-	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log}
+	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log, authz: authz, audit: o.audit}
 	ctrlOpts := controller.ManagerOptions{Metrics: ctrlMetrics, Logger: log.With("component", "controllers")}
 	if e := o.election; e != nil {
 		p.leases, err = election.New(election.Options{
@@ -338,22 +362,31 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		Metrics: ctrlMetrics, Registerer: promReg,
 		StatusInterval: o.statusInterval, ModuleGCGrace: o.moduleGCGrace, Logger: log.With("component", "plugins"),
 		Writes: writes, Logs: logs, Admitter: admitter, ReportsCounters: p.reportsCounters.Load,
+		Audit: pluginAudit,
 	})
 	if err != nil {
 		_ = h.Close()
 		return nil, err
 	}
+	tokens, err := newServiceAccountTokens(ctx, o.store, svc, o.serviceAccounts, log.With("component", "serviceaccounts"))
+	if err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	p.tokens = tokens
 	upload := plugins.NewUploadHandler(plugins.UploadOptions{
 		Modules: modules, Host: adapter, GC: mgr.ModuleGC(), Logger: log.With("component", "modules"),
 	})
 	api, err := apiserver.New(apiserver.Options{
 		Engine: svc, Logger: log.With("component", "apiserver"), AllowedOrigins: o.allowedOrigins, Registerer: promReg,
+		Authorizer: authz,
 		Routes: []apiserver.Route{
 			{Pattern: plugins.ModulesPath, Handler: upload},
 			{Pattern: plugins.ModulesPath + "/*", Handler: upload},
 			{Pattern: plugins.PluginsPath + "/{name}/log", Handler: plugins.NewLogHandler(logs, svc)},
 			{Pattern: snapshotPath, Handler: snapshotHandler{st: o.store, log: log.With("component", "snapshot")}},
 			{Pattern: serving.ClientCertificatesPath, Handler: clientCertHandler(o.clientCerts)},
+			{Pattern: apiserver.TokenRequestPattern, Handler: tokens.handler},
 		},
 	})
 	if err != nil {
@@ -409,6 +442,8 @@ func (p *pluginAPI) Run(ctx context.Context) error {
 		{"controllers", p.ctrls.Run},
 		{"checked versions", p.checked.run},
 		{"plugin status", p.runCountersReport},
+		{"rbac", p.runRBAC},
+		{"serviceaccount cache", p.tokens.cache.Run},
 	}
 	errs := make([]error, len(parts))
 	for i, part := range parts {
@@ -473,4 +508,17 @@ func (p *pluginAPI) runCountersReport(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	})
+}
+
+// runRBAC ensures the default roles and bindings, then fills the
+// authorizer's cache and aggregates ClusterRoles until ctx is done. The
+// authorizer decides nothing until its cache holds every RBAC object, the
+// defaults included: requests that need a decision wait until then. The
+// defaults' writes pass admission, which holds writes until the plugin
+// manager has loaded the stored Plugins.
+func (p *pluginAPI) runRBAC(ctx context.Context) error {
+	if err := rbac.EnsureDefaults(ctx, p.svc); err != nil {
+		return err
+	}
+	return p.authz.Run(ctx, p.svc)
 }

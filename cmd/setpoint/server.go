@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/setpoint-dev/setpoint/engine"
@@ -53,6 +54,8 @@ type serverOptions struct {
 	limits                    limitFlags
 	leaderElect               leaderElectFlags
 	auth                      authFlags
+	serviceAccounts           serviceAccountFlags
+	audit                     auditFlags
 }
 
 func newServerCommand() *cobra.Command {
@@ -118,6 +121,8 @@ signal exits at once.`,
 	o.limits.register(f)
 	o.addLeaderElectFlags(cmd)
 	o.addAuthFlags(cmd)
+	o.serviceAccounts.register(f)
+	o.audit.register(f)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -213,6 +218,16 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	if err := registerReplicaInfo(metrics.Registry(), identity, o.leaderElect.enabled); err != nil {
 		return err
 	}
+	auditor, err := o.audit.auditor(log, metrics.Registry(), stdout)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// After the requests and the plugins have stopped.
+		if cerr := auditor.Close(); cerr != nil {
+			log.Error("close audit log", "err", cerr)
+		}
+	}()
 	log.Info("replica", "identity", identity, "leader_elect", o.leaderElect.enabled,
 		"lease_duration", o.leaderElect.leaseDuration, "renew_deadline", o.leaderElect.renewDeadline, "retry_period", o.leaderElect.retryPeriod)
 	st, err := o.openStore(log, metrics.Registry())
@@ -248,7 +263,8 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		store: st, log: log, dataDir: o.dataDir, allowedOrigins: o.allowedOrigins,
 		statusInterval: o.pluginStatusInterval, moduleGCGrace: o.moduleGCGrace, registerer: metrics.Registry(),
 		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
-		election: o.leaderElect.options(identity), clientCerts: material.ClientCertSigner(),
+		election: o.leaderElect.options(identity), serviceAccounts: o.serviceAccounts, audit: auditor,
+		clientCerts: material.ClientCertSigner(),
 	})
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
@@ -368,9 +384,12 @@ func (o *serverOptions) handler(api *pluginAPI, token string, auth *serverAuth, 
 		auth = &serverAuth{}
 	}
 	return serving.NewHandler(serving.HandlerOptions{
-		API:            watches.wrap(api),
-		Token:          token,
-		Authenticators: auth.tokens,
+		API:        watches.wrap(api),
+		Token:      token,
+		Authorizer: api.authz,
+		// ServiceAccount tokens, then the token file and OIDC, checked
+		// when the admin token does not match.
+		Authenticators: append([]authenticator.Token{api.tokens.auth}, auth.tokens...),
 		ClientCAs:      auth.clientCAs,
 		Logger:         log,
 		Metrics:        metrics,
@@ -380,6 +399,7 @@ func (o *serverOptions) handler(api *pluginAPI, token string, auth *serverAuth, 
 		PublicPaths: []string{"/ui"},
 		Limits:      o.limits.requests(o.hostLimits),
 		Served:      servedResources(api.svc),
+		Audit:       api.audit,
 	})
 }
 
@@ -416,6 +436,12 @@ func (o *serverOptions) validate() error {
 		return err
 	}
 	if err := o.auth.validate(); err != nil {
+		return err
+	}
+	if err := o.serviceAccounts.validate(); err != nil {
+		return err
+	}
+	if err := o.audit.validate(); err != nil {
 		return err
 	}
 	return o.limits.validate()

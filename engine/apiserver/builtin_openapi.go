@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	extopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -47,6 +48,11 @@ func builtinStandIns() []*apiextensionsv1.CustomResourceDefinition {
 		standIn("", "events", "event", "Event", apiextensionsv1.NamespaceScoped, kindSchema(corev1.Event{})),
 		standIn("apiextensions.k8s.io", "customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition",
 			apiextensionsv1.ClusterScoped, kindSchema(apiextensionsv1.CustomResourceDefinition{})),
+		noStatus(standIn("rbac.authorization.k8s.io", "roles", "role", "Role", apiextensionsv1.NamespaceScoped, kindSchema(rbacv1.Role{}))),
+		noStatus(standIn("rbac.authorization.k8s.io", "clusterroles", "clusterrole", "ClusterRole", apiextensionsv1.ClusterScoped, kindSchema(rbacv1.ClusterRole{}))),
+		noStatus(standIn("rbac.authorization.k8s.io", "rolebindings", "rolebinding", "RoleBinding", apiextensionsv1.NamespaceScoped, kindSchema(rbacv1.RoleBinding{}))),
+		noStatus(standIn("rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", apiextensionsv1.ClusterScoped, kindSchema(rbacv1.ClusterRoleBinding{}))),
+		standIn("", "serviceaccounts", "serviceaccount", "ServiceAccount", apiextensionsv1.NamespaceScoped, kindSchema(corev1.ServiceAccount{})),
 	}
 }
 

@@ -151,8 +151,10 @@ func builtins() []*Kind {
 			// is the timestamp as stored (RFC 3339), as Kubernetes prints it.
 			[]apiextensionsv1.CustomResourceColumnDefinition{{Name: "Created At", Type: "string", Format: "date-time", JSONPath: ".metadata.creationTimestamp"}},
 			nil, []string{"spec", "status"}, "crd", "crds"),
+		newServiceAccountKind(),
 	}
 	out[1].table = eventTable{} // kube-apiserver's own columns for Events
+	out = append(out, rbacBuiltins()...)
 	return out
 }
 

@@ -36,6 +36,8 @@ type Admitter struct {
 	gate atomic.Pointer[startupGate]
 	// privileged are the plugins whose spec sets spec.privileged.
 	privileged atomic.Pointer[map[string]bool]
+	// installers, when set, resolves the rules of a Plugin's writer.
+	installers atomic.Pointer[RuleResolver]
 }
 
 var _ engine.Admitter = (*Admitter)(nil)
@@ -105,6 +107,9 @@ func (a *Admitter) Mutate(ctx context.Context, req *engine.AdmissionRequest) err
 
 // Validate implements engine.Admitter.
 func (a *Admitter) Validate(ctx context.Context, req *engine.AdmissionRequest) error {
+	if err := a.checkInstaller(ctx, req); err != nil {
+		return err
+	}
 	return a.admit(ctx, req, false)
 }
 

@@ -62,7 +62,7 @@ func (m *Manager) bindReconcile(name string, created time.Time, cur *loaded, sp 
 	}
 	opts := controller.Options{
 		Name:       name,
-		Client:     m.opts.Writes.Client(name, m.opts.Service, owns),
+		Client:     auditClient(m.opts.Audit, m.opts.Writes.Client(name, m.opts.Service, owns)),
 		For:        controllerKind(forRes),
 		Owns:       owns,
 		Reconciler: cur.caller,
@@ -70,7 +70,7 @@ func (m *Manager) bindReconcile(name string, created time.Time, cur *loaded, sp 
 		Metrics:    m.opts.Metrics,
 		// Children, status and finalizers are written as the plugin, so
 		// that admission checks them as it checks its host-call writes.
-		User:   pluginIdentity(name),
+		User:   PluginUser(name),
 		Logger: m.log.With("plugin", name),
 	}
 	finalizer := ""

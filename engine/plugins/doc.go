@@ -48,6 +48,11 @@
 // groups: the Admitter refuses every other CustomResourceDefinition in it
 // but the Plugin kind's.
 //
+// A plugin acts as its own user, PluginUser(name): its host-call writes,
+// events, and the children, status and finalizers of its reconcile are
+// admitted as that user and, given an Auditor, recorded in the server's
+// audit log.
+//
 // # Threads
 //
 // Manager.Run runs one engine/controller Controller for the Plugin kind

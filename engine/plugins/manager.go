@@ -81,6 +81,9 @@ type Options struct {
 	// Writes rate-limits the children of reconcile bindings and holds the
 	// quota of children per reconcile; nil limits nothing.
 	Writes *WriteLimiter
+	// Audit records the writes of reconcile bindings (children, status,
+	// finalizers, events) in the audit log; nil records nothing.
+	Audit Auditor
 	// Logs, when set, forgets a deleted Plugin's log.
 	Logs *Logs
 	// Admitter is the admission chain the Manager keeps in step with the

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/setpoint-dev/setpoint/engine"
@@ -39,7 +38,13 @@ type Objects struct {
 	events *controller.EventAggregator
 	// writes rate-limits the plugins' writes; nil limits nothing.
 	writes *WriteLimiter
+	// audit records the plugins' writes; nil records nothing.
+	audit Auditor
 }
+
+// AuditWrites has a record the plugins' host-call writes and events in the
+// audit log. Call it before the host serves calls.
+func (o *Objects) AuditWrites(a Auditor) { o.audit = a }
 
 // LimitWrites has w rate-limit the plugins' host-call creates, updates and
 // patches; a write over the limit is answered 429 TooManyRequests. Call it
@@ -115,6 +120,7 @@ func (o *Objects) ListObjects(ctx context.Context, req abi.ListRequest) ([][]byt
 // RecordEvent records a plugin's event as a core/v1 Event about regarding.
 // In a call for a dry-run request it only logs.
 func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.ObjectRef, ev abi.Event) error {
+	ctx = request.WithUser(ctx, PluginUser(plugin))
 	if isDryRun(ctx) {
 		o.log.Info("plugin event dropped (dry run)", "plugin", plugin, "reason", ev.Reason, "name", regarding.Name)
 		return nil
@@ -129,7 +135,8 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 	}
 	now := metav1.Now()
 	key := strings.Join([]string{plugin, regarding.UID, ns, regarding.Kind, regarding.Name, typ, ev.Reason, ev.Message}, "\x00")
-	bumped, err := o.events.Bump(ctx, o.svc, key, now.UTC().Format(time.RFC3339))
+	w := auditClient(o.audit, o.svc)
+	bumped, err := o.events.Bump(ctx, w, key, now.UTC().Format(time.RFC3339))
 	if bumped {
 		return nil
 	}
@@ -158,7 +165,7 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 	u := &unstructured.Unstructured{Object: m}
 	u.SetAPIVersion("v1")
 	u.SetKind("Event")
-	stored, err := o.svc.Create(ctx, kinds.EventResource, u, metav1.CreateOptions{})
+	stored, err := w.Create(ctx, kinds.EventResource, u, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("plugins: record event: %w", err)
 	}
@@ -170,20 +177,14 @@ func typesUID(s string) types.UID { return types.UID(s) }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
 
-// PluginGroup is the group of the user a plugin's writes are made as.
-const PluginGroup = "setpoint:plugins"
-
-// PluginUser is the user name, and the field manager, of a plugin's writes.
-func PluginUser(plugin string) string { return "plugin:" + plugin }
-
 // WriteObject serves the write host functions. A write goes through the
 // engine's object service like a client's (defaulting, schema validation,
 // mutating and validating admission, plugins' included, then the store), made
-// by the user PluginUser(plugin) in PluginGroup with that field manager. A
+// by the user PluginUser(plugin) with the field manager "plugin:NAME". A
 // namespaced object without a namespace goes to the default namespace. A
 // failure comes back with its Kubernetes reason and code.
 func (o *Objects) WriteObject(ctx context.Context, plugin, fn string, req abi.WriteRequest) abi.WriteResponse {
-	ctx = request.WithUser(ctx, &user.DefaultInfo{Name: PluginUser(plugin), Groups: []string{PluginGroup}})
+	ctx = request.WithUser(ctx, PluginUser(plugin))
 	if fn != abi.HostDelete {
 		// Deletes pass: they are how a plugin over its limit cleans up.
 		if err := o.writes.allow(plugin, sourceHostCall); err != nil {
@@ -209,7 +210,7 @@ func (o *Objects) WriteObject(ctx context.Context, plugin, fn string, req abi.Wr
 }
 
 func (o *Objects) write(ctx context.Context, plugin, fn string, req abi.WriteRequest) (*unstructured.Unstructured, abi.ObjectRef, error) {
-	manager := PluginUser(plugin)
+	manager := fieldManager(plugin)
 	ref := abi.ObjectRef{APIVersion: req.APIVersion, Kind: req.Kind, Namespace: req.Namespace, Name: req.Name}
 	var u *unstructured.Unstructured
 	if fn == abi.HostCreate || fn == abi.HostUpdate {
@@ -235,26 +236,36 @@ func (o *Objects) write(ctx context.Context, plugin, fn string, req abi.WriteReq
 	}
 	switch fn {
 	case abi.HostCreate:
+		done := auditWrite(ctx, o.audit, "create", r.GVR, ref.Namespace, "", "", u)
 		if err := o.writes.quota().admit(ctx, plugin, sourceHostCall, r.GVR.GroupResource(), u); err != nil {
+			done(nil, err)
 			return nil, ref, err
 		}
 		out, err := o.svc.Create(ctx, r.GVR, u, metav1.CreateOptions{FieldManager: manager})
+		done(out, err)
 		return out, ref, err
 	case abi.HostUpdate:
 		opts := metav1.UpdateOptions{FieldManager: manager}
 		if req.Subresource == "status" {
+			done := auditWrite(ctx, o.audit, "update", r.GVR, ref.Namespace, ref.Name, "status", u)
 			out, err := o.svc.UpdateStatus(ctx, r.GVR, u, opts)
+			done(out, err)
 			return out, ref, err
 		}
+		done := auditWrite(ctx, o.audit, "update", r.GVR, ref.Namespace, ref.Name, "", u)
 		out, err := o.svc.Update(ctx, r.GVR, u, opts)
+		done(out, err)
 		return out, ref, err
 	case abi.HostPatch:
 		var subs []string
 		if req.Subresource != "" {
 			subs = []string{req.Subresource}
 		}
+		done := auditWrite(ctx, o.audit, "patch", r.GVR, ref.Namespace, ref.Name, req.Subresource,
+			&runtime.Unknown{Raw: req.Patch, ContentType: runtime.ContentTypeJSON})
 		out, err := o.svc.Patch(ctx, r.GVR, ref.Namespace, ref.Name, types.MergePatchType, req.Patch,
 			metav1.PatchOptions{FieldManager: manager}, subs...)
+		done(out, err)
 		return out, ref, err
 	case abi.HostDelete:
 		var opts metav1.DeleteOptions
@@ -268,7 +279,9 @@ func (o *Objects) write(ctx context.Context, plugin, fn string, req abi.WriteReq
 				opts.Preconditions.ResourceVersion = &req.ResourceVersion
 			}
 		}
+		done := auditWrite(ctx, o.audit, "delete", r.GVR, ref.Namespace, ref.Name, "", deleteOptions(opts))
 		out, _, err := o.svc.DeleteObject(ctx, r.GVR, ref.Namespace, ref.Name, opts)
+		done(out, err)
 		return out, ref, err
 	}
 	return nil, ref, apierrors.NewBadRequest(fn + " is not a write")

@@ -178,8 +178,9 @@ func TestWriteObject(t *testing.T) {
 		}
 		st.check(t, resp.Object)
 	}
-	if len(users) == 0 || slices.ContainsFunc(users, func(u string) bool { return u != "plugin:p|"+PluginGroup }) {
-		t.Errorf("admission saw users %q, want only plugin:p in %s", users, PluginGroup)
+	want := "system:setpoint:plugin:p|" + PluginGroup + ",system:authenticated"
+	if len(users) == 0 || slices.ContainsFunc(users, func(u string) bool { return u != want }) {
+		t.Errorf("admission saw users %q, want only %s", users, want)
 	}
 }
 

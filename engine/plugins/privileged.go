@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/setpoint-dev/setpoint/engine"
 )
@@ -79,19 +78,6 @@ func (sp Spec) checkPrivileges() error {
 	}
 	return fmt.Errorf("%w: %s, which can grant privileges: a plugin may write it only when an administrator sets spec.privileged: true on its Plugin",
 		ErrInvalidSpec, strings.Join(named, "; "))
-}
-
-// pluginIdentity is the user a plugin's writes are made as.
-func pluginIdentity(name string) user.Info {
-	return &user.DefaultInfo{Name: PluginUser(name), Groups: []string{PluginGroup}}
-}
-
-// pluginOf returns the plugin a request's user is, if it is one.
-func pluginOf(u user.Info) (string, bool) {
-	if u == nil || !slices.Contains(u.GetGroups(), PluginGroup) {
-		return "", false
-	}
-	return strings.CutPrefix(u.GetName(), PluginUser(""))
 }
 
 // checkPrivileged refuses a plugin's write (a host call, a child, a status)

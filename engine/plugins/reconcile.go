@@ -49,6 +49,9 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	if refused != nil {
 		return refused.response(st), nil
 	}
+	if err := m.ensureRole(ctx, obj, sp); err != nil {
+		return nil, err
+	}
 	failed, restored, events, err := m.loadModule(ctx, name, obj, cur, sp, cfg)
 	if err != nil {
 		return nil, err

@@ -1,8 +1,10 @@
 // Package serving owns what stands between the network and Setpoint's API
 // handler: the security material kept in the data directory (a CA, a serving
 // certificate, the admin bearer token and the admin kubeconfig),
-// authentication, impersonation, authorization, Prometheus metrics, request
-// logging and panic recovery.
+// authentication, impersonation, authorization, the audit log (audit.k8s.io/v1
+// policy and events, also for writes made inside the server:
+// Auditor.AuditWrite), Prometheus metrics, request logging and panic
+// recovery.
 //
 // Authentication is a union of Kubernetes' request authenticators (package
 // k8s.io/apiserver/pkg/authentication): client certificates the server's

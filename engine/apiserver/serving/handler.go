@@ -45,6 +45,8 @@ type HandlerOptions struct {
 	// Served tells which resources the API serves, for the metrics'
 	// resource label; see InstrumentOptions.Served.
 	Served func(*request.RequestInfo) bool
+	// Audit records the requests in the audit log; nothing when nil.
+	Audit *Auditor
 }
 
 // pprofPrefix is where the runtime profiles are served.
@@ -70,10 +72,11 @@ func servePprof(w http.ResponseWriter, r *http.Request) {
 
 // NewHandler puts the serving layers around the API: instrumentation (request
 // info, panic recovery, metrics, logging) outermost, so that rejected requests
-// are counted and logged too, then authentication, then the in-flight limits
-// and the request timeout (after authentication, so that unauthenticated
-// requests take no slot, as in kube-apiserver), with impersonation between
-// the two, then authorization, /metrics and the API.
+// are counted and logged too, then authentication, then audit (the requests
+// authentication refuses are audited too), then impersonation, then the
+// in-flight limits and the request timeout (after authentication, so that
+// unauthenticated requests take no slot, as in kube-apiserver), then
+// authorization, then /metrics and the API.
 func NewHandler(opts HandlerOptions) http.Handler {
 	m := opts.Metrics
 	if m == nil {
@@ -101,5 +104,6 @@ func NewHandler(opts HandlerOptions) http.Handler {
 	authn := NewAuthenticator(AuthenticatorOptions{
 		Token: opts.Token, Tokens: opts.Authenticators, ClientCAs: opts.ClientCAs, Public: opts.PublicPaths, Logger: opts.Logger,
 	})
-	return Instrument(authn.Wrap(limited), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
+	authenticated := authn.Wrap(opts.Audit.Wrap(limited))
+	return Instrument(opts.Audit.WrapAuthentication(authenticated), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
 }

@@ -1,0 +1,110 @@
+package serviceaccount
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/store/badger"
+)
+
+func openStore(t *testing.T) *badger.DB {
+	t.Helper()
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Every server on one store gets the same keys; the first creates them.
+func TestLoadKeysShared(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	a, err := LoadKeys(ctx, st, KeysOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadKeys(ctx, st, KeysOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.CurrentID() == "" || a.CurrentID() != b.CurrentID() || len(b.IDs()) != 1 {
+		t.Fatalf("keys = %v (current %s) and %v (current %s); want one shared key", a.IDs(), a.CurrentID(), b.IDs(), b.CurrentID())
+	}
+}
+
+// Rotation makes a new key current; tokens the older key signed still
+// verify, on the rotating server and on one that loaded the keys before
+// the rotation and meets a token signed by the new key.
+func TestRotatedKeyStillVerifies(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	first, err := LoadKeys(ctx, st, KeysOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := newFixture(t, first)
+	oldTok := before.issue(t)
+
+	rotated, err := LoadKeys(ctx, st, KeysOptions{Rotate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rotated.CurrentID() == first.CurrentID() || !slices.Contains(rotated.IDs(), first.CurrentID()) {
+		t.Fatalf("after rotation: current %s, keys %v; want a new current key and the old one kept", rotated.CurrentID(), rotated.IDs())
+	}
+	after := newFixture(t, rotated)
+	if _, ok, err := after.auth.AuthenticateToken(ctx, oldTok); !ok || err != nil {
+		t.Fatalf("a token of the older key after rotation: %v, %v", ok, err)
+	}
+	newTok := after.issue(t)
+	// first was loaded before the rotation: it reads the store again for
+	// the unknown key (another replica rotated).
+	first.mu.Lock()
+	first.lastReload = time.Time{}
+	first.mu.Unlock()
+	if _, ok, err := before.auth.AuthenticateToken(ctx, newTok); !ok || err != nil {
+		t.Fatalf("the new key's token on a server loaded before the rotation: %v, %v", ok, err)
+	}
+	// It still signs with the key it had, which verifies everywhere.
+	if first.CurrentID() == rotated.CurrentID() {
+		t.Fatal("a reload changed the signing key")
+	}
+}
+
+// A key that stopped signing longer ago than the longest token lifetime
+// signs nothing still valid: rotation drops it.
+func TestRotationDropsExpiredKeys(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	k1, err := LoadKeys(ctx, st, KeysOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := LoadKeys(ctx, st, KeysOptions{Now: clock, Rotate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(DefaultMaxExpiration - time.Minute)
+	k3, err := LoadKeys(ctx, st, KeysOptions{Now: clock, Rotate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k3.IDs()) != 3 {
+		t.Fatalf("keys after two rotations within the token lifetime = %d, want 3", len(k3.IDs()))
+	}
+	now = now.Add(2 * time.Minute)
+	k4, err := LoadKeys(ctx, st, KeysOptions{Now: clock, Rotate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := k4.IDs()
+	if slices.Contains(ids, k1.CurrentID()) || !slices.Contains(ids, k2.CurrentID()) || !slices.Contains(ids, k3.CurrentID()) || len(ids) != 3 {
+		t.Fatalf("keys = %v; want the first dropped (k2 %s, k3 %s kept) and a new one", ids, k2.CurrentID(), k3.CurrentID())
+	}
+}
