@@ -22,6 +22,9 @@ type limitFlags struct {
 	maxRequestsInflight         int
 	maxMutatingRequestsInflight int
 	maxWatches                  int
+	maxQueuedPerUser            int
+	maxQueued                   int
+	queueWaitTimeout            time.Duration
 	requestTimeout              time.Duration
 	watchWriteTimeout           time.Duration
 	maxConnections              int
@@ -36,6 +39,9 @@ func (l *limitFlags) register(f *pflag.FlagSet) {
 	f.IntVar(&l.maxRequestsInflight, "max-requests-inflight", serving.DefaultMaxRequestsInflight, "the most read requests (get, list) served at once; further ones get 429 Too Many Requests with Retry-After; -1 for no limit")
 	f.IntVar(&l.maxMutatingRequestsInflight, "max-mutating-requests-inflight", serving.DefaultMaxMutatingRequestsInflight, "the most write requests (create, update, patch, delete) served at once; further ones get 429 with Retry-After; -1 for no limit")
 	f.IntVar(&l.maxWatches, "max-watches", serving.DefaultMaxWatches, "the most watches (and other long-running requests) open at once, counted apart from the two limits above; further ones get 429 with Retry-After; -1 for no limit")
+	f.IntVar(&l.maxQueuedPerUser, "max-queued-requests-per-user", serving.DefaultMaxQueuedRequestsPerUser, "the most reads, and apart the most writes, of one user that wait for a seat once the in-flight limits above are reached; freed seats go to the waiting users in turn; further ones get 429 with Retry-After; -1 turns queuing off (429 at once at the limits)")
+	f.IntVar(&l.maxQueued, "max-queued-requests", serving.DefaultMaxQueuedRequests, "the most reads, and apart the most writes, waiting for a seat, all users together; further ones get 429 with Retry-After; -1 for no bound but the one per user")
+	f.DurationVar(&l.queueWaitTimeout, "queue-wait-timeout", serving.DefaultQueueWaitTimeout, "how long a read or write may wait for a seat before it gets 429 with Retry-After")
 	f.DurationVar(&l.requestTimeout, "request-timeout", serving.DefaultRequestTimeout, "how long a request other than a watch may run, writing its response included; later it fails with 504 Timeout or its connection is cut")
 	f.DurationVar(&l.watchWriteTimeout, "watch-write-timeout", serving.DefaultWatchWriteTimeout, "how long one event of a watch over HTTP may take to reach a client before its watch is ended (a client that stops reading); it resumes from its last resourceVersion")
 	f.IntVar(&l.maxConnections, "max-connections", 0, fmt.Sprintf("the most client connections open at once; at the limit, the oldest connection that has not yet sent an authenticated request is closed to make room, or the new one is refused; 0 for three quarters of the open-file limit, at most %d", serving.DefaultMaxConnectionsCeiling))
@@ -56,10 +62,14 @@ func (l *limitFlags) validate() error {
 		{"--max-requests-inflight", l.maxRequestsInflight},
 		{"--max-mutating-requests-inflight", l.maxMutatingRequestsInflight},
 		{"--max-watches", l.maxWatches},
+		{"--max-queued-requests", l.maxQueued},
 	} {
 		if c.v < -1 {
 			return fmt.Errorf("%s %d: want a positive number, or -1 for no limit", c.name, c.v)
 		}
+	}
+	if l.maxQueuedPerUser < -1 {
+		return fmt.Errorf("--max-queued-requests-per-user %d: want a positive number, or -1 to turn queuing off", l.maxQueuedPerUser)
 	}
 	if l.maxConnections < 0 {
 		return fmt.Errorf("--max-connections %d: want a positive number, or 0 for the default", l.maxConnections)
@@ -72,6 +82,7 @@ func (l *limitFlags) validate() error {
 		d    time.Duration
 	}{
 		{"--request-timeout", l.requestTimeout},
+		{"--queue-wait-timeout", l.queueWaitTimeout},
 		{"--watch-write-timeout", l.watchWriteTimeout},
 		{"--tls-handshake-timeout", l.handshakeTimeout},
 		{"--idle-connection-timeout", l.idleTimeout},
@@ -98,6 +109,9 @@ func (l *limitFlags) requests(h hostLimits) serving.LimitOptions {
 		MaxRequestsInflight:         l.maxRequestsInflight,
 		MaxMutatingRequestsInflight: l.maxMutatingRequestsInflight,
 		MaxWatches:                  l.maxWatches,
+		MaxQueuedRequestsPerUser:    l.maxQueuedPerUser,
+		MaxQueuedRequests:           l.maxQueued,
+		QueueWaitTimeout:            l.queueWaitTimeout,
 		RequestTimeout:              l.requestTimeout,
 		LongerTimeout:               uploadTimeout(l.requestTimeout, h.compileTimeout),
 		WatchWriteTimeout:           l.watchWriteTimeout,

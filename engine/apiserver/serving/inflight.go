@@ -23,6 +23,15 @@ const (
 	DefaultMaxWatches = 5000
 	// DefaultRequestTimeout is kube-apiserver's --request-timeout.
 	DefaultRequestTimeout = 60 * time.Second
+	// DefaultMaxQueuedRequestsPerUser is kube-apiserver's priority and
+	// fairness queue length limit.
+	DefaultMaxQueuedRequestsPerUser = 50
+	// DefaultMaxQueuedRequests bounds the requests waiting for a seat in
+	// each class, all users together.
+	DefaultMaxQueuedRequests = 1000
+	// DefaultQueueWaitTimeout is a quarter of DefaultRequestTimeout, as
+	// kube-apiserver's priority and fairness bounds a request's wait.
+	DefaultQueueWaitTimeout = 15 * time.Second
 	// retryAfterSeconds is what a 429 asks the client to wait, as
 	// kube-apiserver's max-in-flight filter answers.
 	retryAfterSeconds = 1
@@ -39,6 +48,18 @@ type LimitOptions struct {
 	// MaxWatches bounds the long-running requests (watches, followed logs)
 	// open at once; they count against neither limit above.
 	MaxWatches int
+	// MaxQueuedRequestsPerUser bounds, in each of the two classes above,
+	// the requests of one user that wait for a seat once every seat is
+	// taken; a negative value turns queuing off, so that such a request
+	// gets 429 at once. Users are told apart by name (request.UserFrom);
+	// requests without a user share one queue.
+	MaxQueuedRequestsPerUser int
+	// MaxQueuedRequests bounds the requests waiting in each class, all
+	// users together; negative for no bound but the one per user.
+	MaxQueuedRequests int
+	// QueueWaitTimeout bounds how long a request waits for a seat before
+	// it gets 429.
+	QueueWaitTimeout time.Duration
 	// RequestTimeout bounds every request but the long-running ones: its
 	// context ends then, and writes to the client fail from then on.
 	RequestTimeout time.Duration
@@ -75,6 +96,11 @@ func (o *LimitOptions) setDefaults() {
 	def(&o.MaxRequestsInflight, DefaultMaxRequestsInflight)
 	def(&o.MaxMutatingRequestsInflight, DefaultMaxMutatingRequestsInflight)
 	def(&o.MaxWatches, DefaultMaxWatches)
+	def(&o.MaxQueuedRequestsPerUser, DefaultMaxQueuedRequestsPerUser)
+	def(&o.MaxQueuedRequests, DefaultMaxQueuedRequests)
+	if o.QueueWaitTimeout <= 0 {
+		o.QueueWaitTimeout = DefaultQueueWaitTimeout
+	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
 	}
@@ -114,75 +140,115 @@ func mutating(r *http.Request) bool {
 	return true
 }
 
-// limiter holds the in-flight slots, one buffered channel per class: a send
-// takes a slot, a receive gives it back.
+// Request classes, the request_kind label of the metrics (kube-apiserver's
+// names).
+const (
+	classReadOnly = "readOnly"
+	classMutating = "mutating"
+	classWatch    = "watch"
+)
+
+// limiter holds the in-flight seats: a fair queue for reads and one for
+// writes, and for watches, which never wait, a buffered channel (a send
+// takes a seat, a receive gives it back). A nil one is no limit.
 type limiter struct {
-	reads, writes, watches chan struct{}
-	timeout, watchWrite    time.Duration
-	longer                 func(*http.Request) time.Duration
-	metrics                *Metrics
+	reads, writes       *fairQueue
+	watches             chan struct{}
+	timeout, watchWrite time.Duration
+	longer              func(*http.Request) time.Duration
+	metrics             *Metrics
 }
 
-func slots(n int) chan struct{} {
-	if n < 0 {
+func (l *limiter) queue(class string, opts LimitOptions, seats int) *fairQueue {
+	if seats < 0 {
 		return nil
 	}
-	return make(chan struct{}, n)
+	var o queueObserver
+	if l.metrics != nil {
+		o = queuedGauge{l.metrics.queued.WithLabelValues(class)}
+	}
+	return newFairQueue(seats, opts.MaxQueuedRequestsPerUser, opts.MaxQueuedRequests, opts.QueueWaitTimeout, o)
+}
+
+// reject answers 429 and counts why.
+func (l *limiter) reject(w http.ResponseWriter, class, reason string) {
+	if l.metrics != nil {
+		l.metrics.rejected.WithLabelValues(class).Inc()
+		l.metrics.rejectedBy.WithLabelValues(class, reason).Inc()
+	}
+	tooManyRequests(w)
+}
+
+// userName is whom a request is queued as: its user's name, or "" for
+// requests without a user.
+func userName(ctx context.Context) string {
+	if u, ok := request.UserFrom(ctx); ok && u != nil {
+		return u.GetName()
+	}
+	return ""
 }
 
 // Limit returns a handler that serves at most opts' number of requests of
-// each class at once and answers the others 429 Too Many Requests with
-// Retry-After at once, as kube-apiserver's max-in-flight filter does (it
-// does not queue: a client retries, and a queue would hold the memory of
-// the requests it keeps). Probes and /version are not limited, so that a
-// saturated server still tells its supervisor it is alive. Requests other
-// than long-running ones get a context that ends after RequestTimeout, and
-// the same write deadline, so that neither a slow handler nor a client that
-// stops reading holds its slot (and what the request has built) longer.
-// Limit must run inside Instrument, which puts the RequestInfo it reads in
-// the context.
+// each class (reads, writes, long-running ones) at once. A read or a write
+// that finds every seat of its class taken waits in its user's queue, and a
+// seat given back goes to the next user in turn (see fairQueue), so that a
+// user who sends many requests at once gets no more of the seats than one
+// who sends a few; a request whose queue is full, or that waits longer than
+// QueueWaitTimeout, gets 429 Too Many Requests with Retry-After, as
+// kube-apiserver's priority and fairness answers. Long-running requests
+// never wait: past MaxWatches they get 429 at once. Probes and /version are
+// not limited, so that a saturated server still tells its supervisor it is
+// alive. Requests other than long-running ones get a context that ends
+// after RequestTimeout from when they got their seat, and the same write
+// deadline, so that neither a slow handler nor a client that stops reading
+// holds its seat (and what the request has built) longer. Limit must run
+// inside Instrument, which puts the RequestInfo it reads in the context,
+// and after authentication, which puts the user there.
 func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 	opts.setDefaults()
 	l := &limiter{
-		reads:      slots(opts.MaxRequestsInflight),
-		writes:     slots(opts.MaxMutatingRequestsInflight),
-		watches:    slots(opts.MaxWatches),
 		timeout:    opts.RequestTimeout,
 		watchWrite: opts.WatchWriteTimeout,
 		longer:     opts.LongerTimeout,
 		metrics:    m,
+	}
+	l.reads = l.queue(classReadOnly, opts, opts.MaxRequestsInflight)
+	l.writes = l.queue(classMutating, opts, opts.MaxMutatingRequestsInflight)
+	if opts.MaxWatches >= 0 {
+		l.watches = make(chan struct{}, opts.MaxWatches)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if Anonymous(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		long := LongRunning(r)
-		var class chan struct{}
-		var name string
-		switch {
-		case long:
-			class, name = l.watches, "watch"
-		case mutating(r):
-			class, name = l.writes, "mutating"
-		default:
-			class, name = l.reads, "readOnly"
-		}
-		if class != nil {
-			select {
-			case class <- struct{}{}:
-				defer func() { <-class }()
-			default:
-				if l.metrics != nil {
-					l.metrics.rejected.WithLabelValues(name).Inc()
+		if LongRunning(r) {
+			if l.watches != nil {
+				select {
+				case l.watches <- struct{}{}:
+					defer func() { <-l.watches }()
+				default:
+					l.reject(w, classWatch, reasonConcurrencyLimit)
+					return
 				}
-				tooManyRequests(w)
-				return
 			}
-		}
-		if long {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), watchWriteKey{}, l.watchWrite)))
 			return
+		}
+		q, class := l.reads, classReadOnly
+		if mutating(r) {
+			q, class = l.writes, classMutating
+		}
+		if q != nil {
+			a := q.acquire(r.Context(), userName(r.Context()))
+			if a.queued && l.metrics != nil {
+				l.metrics.queueWait.WithLabelValues(class, strconv.FormatBool(a.rejected == "")).Observe(a.waited.Seconds())
+			}
+			if a.rejected != "" {
+				l.reject(w, class, a.rejected)
+				return
+			}
+			defer q.release()
 		}
 		timeout := l.timeout
 		if l.longer != nil && timeout > 0 {

@@ -25,9 +25,9 @@ import (
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // TestLimitInflight fills each class of in-flight slots with requests that
-// block and checks that one more of that class gets 429 with Retry-After at
-// once, while the other classes and the probes are still served; and that
-// a slot is free again once its request ends.
+// block and checks that, with queuing off, one more of that class gets 429
+// with Retry-After at once, while the other classes and the probes are
+// still served; and that a slot is free again once its request ends.
 func TestLimitInflight(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan string, 16)
@@ -39,7 +39,7 @@ func TestLimitInflight(t *testing.T) {
 		_, _ = w.Write([]byte("{}"))
 	})
 	h := NewHandler(HandlerOptions{API: api, Token: testToken, Logger: quiet, Limits: LimitOptions{
-		MaxRequestsInflight: 2, MaxMutatingRequestsInflight: 1, MaxWatches: 1,
+		MaxRequestsInflight: 2, MaxMutatingRequestsInflight: 1, MaxWatches: 1, MaxQueuedRequestsPerUser: -1,
 	}})
 	srv := httptest.NewServer(h)
 	defer srv.Close()

@@ -30,6 +30,11 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	inflight prometheus.Gauge
 	rejected *prometheus.CounterVec
+	// rejectedBy, queued and queueWait are the in-flight limits' fair
+	// queues: see Limit.
+	rejectedBy *prometheus.CounterVec
+	queued     *prometheus.GaugeVec
+	queueWait  *prometheus.HistogramVec
 
 	mu        sync.Mutex // guards resources
 	resources map[string]struct{}
@@ -63,11 +68,30 @@ func NewMetrics() *Metrics {
 			Namespace: "setpoint",
 			Subsystem: "apiserver",
 			Name:      "dropped_requests_total",
-			Help:      "Requests answered 429 because their class (readOnly, mutating, watch) was at its in-flight limit.",
+			Help:      "Requests answered 429 because their class (readOnly, mutating, watch) was at its in-flight limit; setpoint_apiserver_rejected_requests_total says why.",
 		}, []string{"request_kind"}),
+		rejectedBy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "setpoint",
+			Subsystem: "apiserver",
+			Name:      "rejected_requests_total",
+			Help:      "Requests answered 429 by class and reason: concurrency-limit (every seat taken, no queuing), queue-full (the user's queue or all queues full), time-out (no seat within the queue wait timeout), cancelled (the request ended while it waited).",
+		}, []string{"request_kind", "reason"}),
+		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "setpoint",
+			Subsystem: "apiserver",
+			Name:      "queued_requests",
+			Help:      "Requests waiting for an in-flight seat, by class (readOnly, mutating).",
+		}, []string{"request_kind"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "setpoint",
+			Subsystem: "apiserver",
+			Name:      "queue_wait_seconds",
+			Help:      "How long requests that found every in-flight seat of their class taken waited, by class and whether they got a seat in the end (execute).",
+			Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"request_kind", "execute"}),
 		resources: make(map[string]struct{}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.inflight, m.rejected,
+	m.registry.MustRegister(m.requests, m.latency, m.inflight, m.rejected, m.rejectedBy, m.queued, m.queueWait,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -112,3 +136,8 @@ func (m *Metrics) observe(verb, resource, subresource string, served bool, code 
 	m.requests.WithLabelValues(verb, resource, subresource, c).Inc()
 	m.latency.WithLabelValues(verb, resource, subresource, c).Observe(d.Seconds())
 }
+
+// queuedGauge sets a gauge to a fair queue's number of waiting requests.
+type queuedGauge struct{ g prometheus.Gauge }
+
+func (q queuedGauge) queuedChanged(n int) { q.g.Set(float64(n)) }
