@@ -82,8 +82,8 @@ const (
 // treats them alike). It reports, per kind, the server's CPU per create
 // (read from /proc, so that it does not depend on the CPU the machine's
 // other users leave), the creates per second and the latency; and the
-// growth of the server's CPU per create of RBAC over masters (goal: under
-// 5%), over all rounds and as the median of the rounds' growths, and of
+// growth of the server's CPU per create of RBAC over masters, over all
+// rounds and as the median of the rounds' growths (goal: under 5%), and of
 // audited over not.
 //
 // SETPOINT_BENCH_PROFILE=DIR then saves a CPU profile of the first server
@@ -204,8 +204,10 @@ func BenchmarkAuthz(b *testing.B) {
 		}
 		median := slices.Clone(byRound)
 		slices.Sort(median)
+		// The goal is checked on the median: a round that a burst of the
+		// machine's other load hits on one side only moves the total.
 		verdict := "met"
-		if growth >= 0.05 {
+		if median[len(median)/2] >= 5 {
 			verdict = "NOT met"
 		}
 		b.Logf("authorization: RBAC over masters %+.1f%% server CPU per create, median of the rounds %+.1f%% (by round %s%%; goal < 5%%: %s); creates/s %.2fx",
