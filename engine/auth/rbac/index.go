@@ -41,9 +41,10 @@ type index struct {
 	crbs map[string][]grant
 	rbs  map[string][]grant
 	// crbBySubject and rbBySubject are the grants of each subject, keyed
-	// by binding.
-	crbBySubject map[subjectKey]map[string]grant
-	rbBySubject  map[nsSubject]map[string]grant
+	// by binding: pointers into crbs and rbs, which a decision reads
+	// without copying them.
+	crbBySubject map[subjectKey]map[string]*grant
+	rbBySubject  map[nsSubject]map[string]*grant
 }
 
 func newIndex() *index {
@@ -52,8 +53,8 @@ func newIndex() *index {
 		roles:        map[string]*rbacv1.Role{},
 		crbs:         map[string][]grant{},
 		rbs:          map[string][]grant{},
-		crbBySubject: map[subjectKey]map[string]grant{},
-		rbBySubject:  map[nsSubject]map[string]grant{},
+		crbBySubject: map[subjectKey]map[string]*grant{},
+		rbBySubject:  map[nsSubject]map[string]*grant{},
 	}
 }
 
@@ -107,20 +108,23 @@ func (x *index) putClusterRoleBinding(b *rbacv1.ClusterRoleBinding) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.dropClusterRoleBindingLocked(b.Name)
-	var gs []grant
+	gs := make([]grant, 0, len(b.Subjects))
+	var keys []subjectKey
 	for _, s := range b.Subjects {
 		k, ok := keyOf(s, "")
 		if !ok {
 			continue
 		}
-		g := grant{kind: "ClusterRoleBinding", name: b.Name, roleRef: b.RoleRef, subject: s}
-		gs = append(gs, g)
+		gs = append(gs, grant{kind: "ClusterRoleBinding", name: b.Name, roleRef: b.RoleRef, subject: s})
+		keys = append(keys, k)
+	}
+	for i, k := range keys {
 		m := x.crbBySubject[k]
 		if m == nil {
-			m = map[string]grant{}
+			m = map[string]*grant{}
 			x.crbBySubject[k] = m
 		}
-		m[b.Name] = g
+		m[b.Name] = &gs[i]
 	}
 	x.crbs[b.Name] = gs
 }
@@ -149,21 +153,23 @@ func (x *index) putRoleBinding(b *rbacv1.RoleBinding) {
 	defer x.mu.Unlock()
 	key := b.Namespace + "/" + b.Name
 	x.dropRoleBindingLocked(key)
-	var gs []grant
+	gs := make([]grant, 0, len(b.Subjects))
+	var keys []nsSubject
 	for _, s := range b.Subjects {
 		k, ok := keyOf(s, b.Namespace)
 		if !ok {
 			continue
 		}
-		g := grant{kind: "RoleBinding", ns: b.Namespace, name: b.Name, roleRef: b.RoleRef, subject: s}
-		gs = append(gs, g)
-		nk := nsSubject{ns: b.Namespace, subjectKey: k}
+		gs = append(gs, grant{kind: "RoleBinding", ns: b.Namespace, name: b.Name, roleRef: b.RoleRef, subject: s})
+		keys = append(keys, nsSubject{ns: b.Namespace, subjectKey: k})
+	}
+	for i, nk := range keys {
 		m := x.rbBySubject[nk]
 		if m == nil {
-			m = map[string]grant{}
+			m = map[string]*grant{}
 			x.rbBySubject[nk] = m
 		}
-		m[key] = g
+		m[key] = &gs[i]
 	}
 	x.rbs[key] = gs
 }
@@ -213,10 +219,10 @@ func (x *index) rulesOfLocked(ref rbacv1.RoleRef, ns string) ([]rbacv1.PolicyRul
 // its role (nil when the role is missing), until fn returns false. A grant
 // may be visited more than once when it names the user in several ways.
 func (x *index) visitLocked(name string, groups []string, ns string, fn func(g *grant, rules []rbacv1.PolicyRule, found bool) bool) {
-	visit := func(m map[string]grant) bool {
+	visit := func(m map[string]*grant) bool {
 		for _, g := range m {
 			rules, found := x.rulesOfLocked(g.roleRef, g.ns)
-			if !fn(&g, rules, found) {
+			if !fn(g, rules, found) {
 				return false
 			}
 		}
