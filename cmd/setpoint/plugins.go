@@ -201,6 +201,9 @@ type pluginAPI struct {
 	// reportsCounters is set while this replica writes the Plugins' call
 	// counters (it holds pluginStatusLease, or runs alone).
 	reportsCounters atomic.Bool
+	// kindsServed is closed once Run serves the built-in kinds (Leases,
+	// Plugins); the server accepts no request before.
+	kindsServed chan struct{}
 }
 
 // pluginAPIOptions configures newPluginAPI. Zero values get defaults.
@@ -311,7 +314,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		_ = h.Close()
 		return nil, err
 	}
-	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log}
+	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log, kindsServed: make(chan struct{})}
 	ctrlOpts := controller.ManagerOptions{Metrics: ctrlMetrics, Logger: log.With("component", "controllers")}
 	if e := o.election; e != nil {
 		p.leases, err = election.New(election.Options{
@@ -358,7 +361,8 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	return p, nil
 }
 
-// Run runs the engine's loops, serves the Lease kind, and runs the garbage
+// Run runs the engine's loops, serves the built-in kinds (Leases, Plugins;
+// then closes kindsServed), and runs the garbage
 // collector, the plugin manager, the controllers and the expiry of the
 // checked version until ctx is done, and waits for each of them to stop;
 // then it closes the engine (its delayed writes end before the store is
@@ -389,9 +393,14 @@ func (p *pluginAPI) Run(ctx context.Context) error {
 		}
 		engineErr <- err
 	}()
-	// Every server serves Leases, those of leader election among them.
+	// Every server serves Leases, those of leader election among them, and
+	// Plugins before its first request (kindsServed).
 	if err := election.EnsureKind(ctx, p.svc); err != nil && ctx.Err() == nil {
 		cancel(fmt.Errorf("serve Leases: %w", err))
+	} else if err := plugins.EnsureKind(ctx, p.svc); err != nil && ctx.Err() == nil {
+		cancel(fmt.Errorf("serve Plugins: %w", err))
+	} else if ctx.Err() == nil {
+		close(p.kindsServed)
 	}
 	var wg sync.WaitGroup
 	parts := []struct {
