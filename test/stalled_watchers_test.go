@@ -132,7 +132,12 @@ func TestStalledWatchersKeepMemoryBounded(t *testing.T) {
 		MaxIdleConnsPerHost: -1,
 	}
 	defer transport.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Bounds the watches' whole life: opening them (20 s on a loaded
+	// machine), the writes until the server closed them (at most 25 s,
+	// then 5 s) and reading their streams to the end (at most 15 s). Each
+	// step ends as soon as it is done; a deadline shorter than their sum
+	// cut the streams before the clients read them.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bodies := make([]io.ReadCloser, httpWatches)
 	var openErr atomic.Value
