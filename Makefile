@@ -34,10 +34,11 @@ deps:
 ## go test starts packages in the order given, -p at a time: the longest
 ## (TEST_FIRST) go first so that the short ones fill in beside them rather
 ## than make them start late. `make vet` has already run every vet check
-## go test would (-vet=off).
+## go test would (-vet=off). The end-to-end tests run the bin/setpoint that
+## `make build` made (SETPOINT_BIN) instead of linking their own.
 TEST_FIRST ?= ./test/ ./host/ ./cmd/setpoint/
 test: deps build plugins vet
-	$(GO) test -race -vet=off -timeout $(TEST_TIMEOUT) $(TEST_FIRST) ./...
+	SETPOINT_BIN=$(CURDIR)/$(BIN)/setpoint $(GO) test -race -vet=off -timeout $(TEST_TIMEOUT) $(TEST_FIRST) ./...
 	@if [ -f sdk/go.mod ]; then cd sdk && $(GO) test -race -vet=off ./...; fi
 
 vet:
