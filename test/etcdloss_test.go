@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,66 +14,6 @@ import (
 	"github.com/setpoint-dev/setpoint/test/testserver"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
-
-// leaseWatch counts the ADDED events of a watch on Leases by name.
-type leaseWatch struct {
-	mu    sync.Mutex
-	added map[string]int
-	err   error
-}
-
-func (w *leaseWatch) count(name string) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.added[name]
-}
-
-func watchLeases(ctx context.Context, t *testing.T, s *testserver.Server) *leaseWatch {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, "GET", s.URL+leasesPath+"?watch=1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+s.Token)
-	c := s.HTTPClient()
-	c.Timeout = 0
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("watch leases: %d", resp.StatusCode)
-	}
-	w := &leaseWatch{added: map[string]int{}}
-	go func() {
-		defer resp.Body.Close()
-		dec := json.NewDecoder(bufio.NewReader(resp.Body))
-		for {
-			var e struct {
-				Type   string `json:"type"`
-				Object struct {
-					Metadata struct {
-						Name string `json:"name"`
-					} `json:"metadata"`
-				} `json:"object"`
-			}
-			err := dec.Decode(&e)
-			w.mu.Lock()
-			if err != nil {
-				if ctx.Err() == nil {
-					w.err = err
-				}
-				w.mu.Unlock()
-				return
-			}
-			if e.Type == "ADDED" {
-				w.added[e.Object.Metadata.Name]++
-			}
-			w.mu.Unlock()
-		}
-	}()
-	return w
-}
 
 // createLease creates the Lease default/name through s, bounded by timeout.
 func createLease(s *testserver.Server, c *http.Client, name string, timeout time.Duration) (int, string, error) {
@@ -114,14 +53,12 @@ func TestEtcdMemberLoss(t *testing.T) {
 		"--store", "etcd", "--etcd-servers", strings.Join(e.Endpoints, ","), "--etcd-prefix", "/loss",
 		"--request-timeout", requestTimeout.String()}})
 	c := s.HTTPClient()
-	// The server serves the Lease kind a moment after it starts serving.
-	testsupport.Poll(t, 30*time.Second, "the Lease kind to be served", func() (bool, string) {
-		code, body, err := s.Do("GET", leasesPath, s.Token, nil)
-		return err == nil && code == http.StatusOK, fmt.Sprintf("%d %s %v", code, body, err)
-	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	watch := watchLeases(ctx, t, s)
+	watch, err := s.Watch(ctx, leasesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// One member lost: the leader, killed while creates run.
 	leader := e.Leader(t)
@@ -197,22 +134,20 @@ func TestEtcdMemberLoss(t *testing.T) {
 	}
 	testsupport.Poll(t, 10*time.Second, "the watch sees every stored Lease", func() (bool, string) {
 		for n := range stored {
-			if watch.count(n) == 0 {
+			if watch.Added(n) == 0 {
 				return false, n + " not seen"
 			}
 		}
 		return true, ""
 	})
-	watch.mu.Lock()
-	if watch.err != nil {
-		t.Errorf("watch: %v", watch.err)
+	if err := watch.Err(); err != nil {
+		t.Errorf("watch: %v", err)
 	}
-	for n, k := range watch.added {
+	for n, k := range watch.AddedAll() {
 		if strings.HasPrefix(n, "ha-") && (k != 1 || !stored[n]) {
 			t.Errorf("Lease %s added %d times by the watch, listed: %v", n, k, stored[n])
 		}
 	}
-	watch.mu.Unlock()
 
 	// A majority lost: a second member stopped.
 	second := (leader + 1) % 3

@@ -115,6 +115,7 @@ type accObject struct {
 		Replicas           int64  `json:"replicas"`
 		ObservedGeneration int64  `json:"observedGeneration"`
 		LoadedDigest       string `json:"loadedDigest"`
+		Preemption         string `json:"preemption"`
 		Conditions         []struct {
 			Type, Status, Reason, Message string
 			ObservedGeneration            int64 `json:"observedGeneration"`

@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -132,68 +131,6 @@ func TestLeasesOnEtcdServer(t *testing.T) {
 	}
 }
 
-// provisionEvents counts, from a watch on s, the ADDED events of each
-// WidgetProvision and the DELETED events of all, until ctx ends.
-type provisionEvents struct {
-	mu      sync.Mutex
-	added   map[string]int
-	uids    map[string]string
-	deleted int
-	err     error
-}
-
-func watchProvisions(ctx context.Context, t *testing.T, s *testserver.Server) *provisionEvents {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, "GET", s.URL+"/apis/example.setpoint.dev/v1/namespaces/default/widgetprovisions?watch=1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+s.Token)
-	c := s.HTTPClient()
-	c.Timeout = 0
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("watch widgetprovisions: %d", resp.StatusCode)
-	}
-	ev := &provisionEvents{added: map[string]int{}, uids: map[string]string{}}
-	go func() {
-		defer resp.Body.Close()
-		dec := json.NewDecoder(bufio.NewReader(resp.Body))
-		for {
-			var e struct {
-				Type   string `json:"type"`
-				Object struct {
-					Metadata struct {
-						Name string `json:"name"`
-						UID  string `json:"uid"`
-					} `json:"metadata"`
-				} `json:"object"`
-			}
-			if err := dec.Decode(&e); err != nil {
-				if ctx.Err() == nil {
-					ev.mu.Lock()
-					ev.err = err
-					ev.mu.Unlock()
-				}
-				return
-			}
-			ev.mu.Lock()
-			switch e.Type {
-			case "ADDED":
-				ev.added[e.Object.Metadata.Name]++
-				ev.uids[e.Object.Metadata.Name] = e.Object.Metadata.UID
-			case "DELETED":
-				ev.deleted++
-			}
-			ev.mu.Unlock()
-		}
-	}()
-	return ev
-}
-
 // TestReplicasFailover: three replicas on a three-member etcd cluster, with
 // short leases.
 // Widgets are created through the two replicas that do not run the widget
@@ -256,7 +193,10 @@ func TestReplicasFailover(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	events := watchProvisions(ctx, t, others[0])
+	events, err := others[0].Watch(ctx, "/apis/example.setpoint.dev/v1/namespaces/default/widgetprovisions")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	accs := []*acceptance{{t: t, s: others[0], c: others[0].HTTPClient()}, {t: t, s: others[1], c: others[1].HTTPClient()}}
 	createErr := make(chan error, 2)
@@ -266,9 +206,8 @@ func TestReplicasFailover(t *testing.T) {
 	// Kill the leader mid-convergence: once some, not all, widgets have
 	// their child.
 	testsupport.Poll(t, 60*time.Second, "the first children", func() (bool, string) {
-		events.mu.Lock()
-		defer events.mu.Unlock()
-		return len(events.added) >= 30, fmt.Sprintf("%d children", len(events.added))
+		added := len(events.AddedAll())
+		return added >= 30, fmt.Sprintf("%d children", added)
 	})
 	leader.Kill()
 	killed := time.Now()
@@ -303,25 +242,22 @@ func TestReplicasFailover(t *testing.T) {
 	// The watch has seen every child the list has.
 	children := accs[0].list(accProvisions, "")
 	testsupport.Poll(t, 10*time.Second, "the watch sees every child", func() (bool, string) {
-		events.mu.Lock()
-		defer events.mu.Unlock()
-		return len(events.added) == len(children), fmt.Sprintf("%d added, %d listed", len(events.added), len(children))
+		added := len(events.AddedAll())
+		return added == len(children), fmt.Sprintf("%d added, %d listed", added, len(children))
 	})
 	cancel()
-	events.mu.Lock()
-	defer events.mu.Unlock()
-	if events.err != nil {
-		t.Fatalf("watch: %v", events.err)
+	if err := events.Err(); err != nil {
+		t.Fatalf("watch: %v", err)
 	}
 	if len(children) != n {
 		t.Errorf("%d WidgetProvisions, want %d", len(children), n)
 	}
 	for _, c := range children {
-		if k := events.added[c.Metadata.Name]; k != 1 || events.uids[c.Metadata.Name] != c.Metadata.UID {
-			t.Errorf("WidgetProvision %s added %d times (uid %s, listed %s)", c.Metadata.Name, k, events.uids[c.Metadata.Name], c.Metadata.UID)
+		if k, uid := events.Added(c.Metadata.Name), events.UID(c.Metadata.Name); k != 1 || uid != c.Metadata.UID {
+			t.Errorf("WidgetProvision %s added %d times (uid %s, listed %s)", c.Metadata.Name, k, uid, c.Metadata.UID)
 		}
 	}
-	if events.deleted != 0 {
-		t.Errorf("%d WidgetProvisions deleted during the run", events.deleted)
+	if d := events.Deleted(); d != 0 {
+		t.Errorf("%d WidgetProvisions deleted during the run", d)
 	}
 }

@@ -227,8 +227,24 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
+// builtinKindsServed checks that s serves the built-in kinds the server
+// makes itself (Leases, Plugins): from its first request on, not a moment
+// after it starts answering.
+func builtinKindsServed(t *testing.T, s *testserver.Server) {
+	t.Helper()
+	for _, path := range []string{leasesPath, pluginsPath} {
+		if code, body, err := s.Do("GET", path, s.Token, nil); err != nil || code != http.StatusOK {
+			t.Errorf("GET %s at once after the start: %d %v %s", path, code, err, body)
+		}
+	}
+}
+
+// TestServerRestartKeepsCATokenAndData also checks that the built-in kinds
+// are served as soon as the server answers, on a fresh store and after a
+// restart.
 func TestServerRestartKeepsCATokenAndData(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
+	builtinKindsServed(t, s)
 	files := []string{"pki/ca.crt", "pki/ca.key", "pki/serving.crt", "pki/serving.key", "admin.token"}
 	before := map[string][]byte{}
 	for _, f := range files {
@@ -249,6 +265,7 @@ func TestServerRestartKeepsCATokenAndData(t *testing.T) {
 	token, url := s.Token, s.URL
 
 	s.Restart()
+	builtinKindsServed(t, s)
 
 	if s.Token != token || s.URL != url {
 		t.Errorf("token or URL changed: %q→%q", url, s.URL)

@@ -210,6 +210,9 @@ type pluginAPI struct {
 	// audit records the API's requests and the plugins' writes; nil when
 	// auditing is off.
 	audit *serving.Auditor
+	// kindsServed is closed once Run serves the built-in kinds (Leases,
+	// Plugins); the server accepts no request before.
+	kindsServed chan struct{}
 }
 
 // pluginAPIOptions configures newPluginAPI. Zero values get defaults.
@@ -340,7 +343,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		_ = h.Close()
 		return nil, err
 	}
-	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log, authz: authz, audit: o.audit}
+	p := &pluginAPI{svc: svc, gc: collector, host: h, registry: reg, checked: checked, log: log, authz: authz, audit: o.audit, kindsServed: make(chan struct{})}
 	ctrlOpts := controller.ManagerOptions{Metrics: ctrlMetrics, Logger: log.With("component", "controllers")}
 	if e := o.election; e != nil {
 		p.leases, err = election.New(election.Options{
@@ -397,7 +400,8 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	return p, nil
 }
 
-// Run runs the engine's loops, serves the Lease kind, and runs the garbage
+// Run runs the engine's loops, serves the built-in kinds (Leases, Plugins;
+// then closes kindsServed), and runs the garbage
 // collector, the plugin manager, the controllers and the expiry of the
 // checked version until ctx is done, and waits for each of them to stop;
 // then it closes the engine (its delayed writes end before the store is
@@ -428,9 +432,14 @@ func (p *pluginAPI) Run(ctx context.Context) error {
 		}
 		engineErr <- err
 	}()
-	// Every server serves Leases, those of leader election among them.
+	// Every server serves Leases, those of leader election among them, and
+	// Plugins before its first request (kindsServed).
 	if err := election.EnsureKind(ctx, p.svc); err != nil && ctx.Err() == nil {
 		cancel(fmt.Errorf("serve Leases: %w", err))
+	} else if err := plugins.EnsureKind(ctx, p.svc); err != nil && ctx.Err() == nil {
+		cancel(fmt.Errorf("serve Plugins: %w", err))
+	} else if ctx.Err() == nil {
+		close(p.kindsServed)
 	}
 	var wg sync.WaitGroup
 	parts := []struct {

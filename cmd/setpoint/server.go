@@ -316,6 +316,14 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		defer wg.Done()
 		loopsErr <- api.Run(loopsCtx)
 	}()
+	// No request before the built-in kinds are served: a client would
+	// get 404 for Leases or Plugins. Connections wait in the listen queue.
+	select {
+	case <-api.kindsServed:
+	case <-ctx.Done():
+	case e := <-loopsErr:
+		loopsErr <- e // ends the server below
+	}
 	serveErr := make(chan error, 1)
 	wg.Add(1)
 	go func() {
