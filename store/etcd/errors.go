@@ -44,7 +44,11 @@ func (db *DB) mapErr(op string, err error) error {
 			return store.ErrClosed
 		}
 		return fmt.Errorf("store/etcd: %s: %w", op, err)
-	case errors.Is(err, rpctypes.ErrNoLeader), status.Code(err) == codes.Unavailable:
+	case errors.Is(err, rpctypes.ErrNoLeader), status.Code(err) == codes.Unavailable,
+		// etcd gave up on the request itself (no quorum to commit it in
+		// time): the same as no answer before the deadline.
+		errors.Is(err, rpctypes.ErrTimeout), errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail),
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost), errors.Is(err, rpctypes.ErrTimeoutWaitAppliedIndex):
 		return fmt.Errorf("store/etcd: %s: %w: %v", op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("store/etcd: %s: %w", op, err)
