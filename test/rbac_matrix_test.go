@@ -201,10 +201,10 @@ var (
 	matrixSubs   = []string{"", "status", "scale"}
 )
 
-// access is one cell of the matrix.
-type access struct{ user, verb, ns, sub string }
+// matrixAccess is one cell of the matrix.
+type matrixAccess struct{ user, verb, ns, sub string }
 
-func (a access) String() string {
+func (a matrixAccess) String() string {
 	res := "widgets"
 	if a.sub != "" {
 		res += "/" + a.sub
@@ -217,7 +217,7 @@ func (a access) String() string {
 }
 
 // wantAllowed is what Kubernetes' RBAC answers under matrixPolicy.
-func wantAllowed(a access) bool {
+func wantAllowed(a matrixAccess) bool {
 	read := a.verb == "get" || a.verb == "list" || a.verb == "watch"
 	switch a.user {
 	case "admin":
@@ -250,7 +250,7 @@ func (m *matrixServer) kubectl(user, stdin string, args ...string) (string, stri
 }
 
 // canI asks `kubectl auth can-i` as user (and as whom --as names).
-func (m *matrixServer) canI(a access, as ...string) (bool, error) {
+func (m *matrixServer) canI(a matrixAccess, as ...string) (bool, error) {
 	args := []string{"auth", "can-i", a.verb, "widgets.example.setpoint.dev"}
 	if a.ns == "" {
 		args = append(args, "--all-namespaces")
@@ -301,7 +301,7 @@ func (m *matrixServer) do(ctx context.Context, user, method, path, contentType s
 // realCase is a real request whose answer must match the matrix: kubectl
 // args (with stdin) or, for what kubectl does not send, call.
 type realCase struct {
-	access
+	matrixAccess
 	args  []string
 	stdin string
 	// input, when set, makes stdin just before the request.
@@ -318,21 +318,21 @@ func (m *matrixServer) run(t *testing.T, c realCase) bool {
 	if c.call != nil {
 		err := c.call()
 		if err != nil && !apierrors.IsForbidden(err) {
-			t.Errorf("%s: %v", c.access, err)
+			t.Errorf("%s: %v", c.matrixAccess, err)
 		}
 		return err == nil
 	}
 	if c.input != nil {
 		in, err := c.input()
 		if err != nil {
-			t.Errorf("%s: %v", c.access, err)
+			t.Errorf("%s: %v", c.matrixAccess, err)
 			return false
 		}
 		c.stdin = in
 	}
 	out, errOut, err := m.kubectl(c.user, c.stdin, c.args...)
 	if err != nil && (!strings.Contains(errOut, "(Forbidden)") || !strings.Contains(errOut, c.refusal)) {
-		t.Errorf("%s: kubectl %s: %v\n%s%s; want a 403 saying %q", c.access, strings.Join(c.args, " "), err, out, errOut, c.refusal)
+		t.Errorf("%s: kubectl %s: %v\n%s%s; want a 403 saying %q", c.matrixAccess, strings.Join(c.args, " "), err, out, errOut, c.refusal)
 	}
 	return err == nil
 }
@@ -401,7 +401,7 @@ rules:
 		edit := mustKubectl("admin", "", "get", "clusterrole", "edit", "-o", "jsonpath={.rules[*].resources}")
 		return strings.Contains(view, "widgets/scale") && strings.Count(edit, "widgets/scale") == 2, fmt.Sprintf("view %s; edit %s", view, edit)
 	})
-	for _, a := range []access{{"ed", "deletecollection", "a", "scale"}, {"vi", "watch", "", ""}, {"ro", "update", "b", "status"}} {
+	for _, a := range []matrixAccess{{"ed", "deletecollection", "a", "scale"}, {"vi", "watch", "", ""}, {"ro", "update", "b", "status"}} {
 		testsupport.Poll(t, 20*time.Second, a.String(), func() (bool, string) {
 			ok, err := m.canI(a)
 			return ok, fmt.Sprint(err)
@@ -418,8 +418,8 @@ rules:
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex // guards the maps below
-		canI    = map[access]bool{}
-		canIAs  = map[access]bool{} // the admin's answers --as vi
+		canI    = map[matrixAccess]bool{}
+		canIAs  = map[matrixAccess]bool{} // the admin's answers --as vi
 		real    = map[*realCase]bool{}
 		cellErr = func(err error) { t.Error(err) }
 	)
@@ -427,7 +427,7 @@ rules:
 		for _, v := range matrixVerbs {
 			for _, ns := range matrixScopes {
 				for _, sub := range matrixSubs {
-					a := access{u, v, ns, sub}
+					a := matrixAccess{u, v, ns, sub}
 					wg.Go(func() {
 						ok, err := m.canI(a)
 						if err != nil {
@@ -440,7 +440,7 @@ rules:
 					})
 					if u == "vi" && sub == "" {
 						wg.Go(func() {
-							ok, err := m.canI(access{"admin", v, ns, sub}, "--as", "vi")
+							ok, err := m.canI(matrixAccess{"admin", v, ns, sub}, "--as", "vi")
 							if err != nil {
 								cellErr(err)
 								return
@@ -490,8 +490,8 @@ rules:
 	for _, lane := range lanes {
 		for _, c := range lane {
 			ok := real[c]
-			if want := wantAllowed(c.access); ok != want || ok != canI[c.access] {
-				t.Errorf("%s (%s): allowed %v; can-i %v, want %v", c.access, strings.Join(c.args, " "), ok, canI[c.access], want)
+			if want := wantAllowed(c.matrixAccess); ok != want || ok != canI[c.matrixAccess] {
+				t.Errorf("%s (%s): allowed %v; can-i %v, want %v", c.matrixAccess, strings.Join(c.args, " "), ok, canI[c.matrixAccess], want)
 			}
 			if ok {
 				allowed[c.verb] = true
@@ -513,7 +513,7 @@ rules:
 // realLanes are the real requests, in lanes whose requests run in order.
 func (m *matrixServer) realLanes() [][]*realCase {
 	k := func(user, verb, ns, sub, stdin string, args ...string) *realCase {
-		return &realCase{access: access{user, verb, ns, sub}, args: args, stdin: stdin}
+		return &realCase{matrixAccess: matrixAccess{user, verb, ns, sub}, args: args, stdin: stdin}
 	}
 	refusing := func(c *realCase, msg string) *realCase {
 		c.refusal = msg
@@ -521,7 +521,7 @@ func (m *matrixServer) realLanes() [][]*realCase {
 	}
 	widgets := schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "widgets"}
 	deleteCollection := func(user, ns string) *realCase {
-		return &realCase{access: access{user, "deletecollection", ns, ""}, call: func() error {
+		return &realCase{matrixAccess: matrixAccess{user, "deletecollection", ns, ""}, call: func() error {
 			cfg, err := clientcmd.BuildConfigFromFlags("", m.kc[user])
 			if err != nil {
 				return err
@@ -534,7 +534,7 @@ func (m *matrixServer) realLanes() [][]*realCase {
 		}}
 	}
 	watch := func(user, ns string) *realCase {
-		return &realCase{access: access{user, "watch", ns, ""}, call: func() error {
+		return &realCase{matrixAccess: matrixAccess{user, "watch", ns, ""}, call: func() error {
 			path := "/apis/example.setpoint.dev/v1/widgets?watch=true"
 			if ns != "" {
 				path = "/apis/example.setpoint.dev/v1/namespaces/" + ns + "/widgets?watch=true"
@@ -618,11 +618,11 @@ func (m *matrixServer) realLanes() [][]*realCase {
 	}
 }
 
-// lines streams the lines cmd writes on stdout.
-func lines(t *testing.T, cmd *exec.Cmd) <-chan string {
+// stdoutLines streams the lines cmd writes on stdout.
+func stdoutLines(cmd *exec.Cmd) (<-chan string, error) {
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ch := make(chan string, 16)
 	go func() {
@@ -632,7 +632,7 @@ func lines(t *testing.T, cmd *exec.Cmd) <-chan string {
 			ch <- sc.Text()
 		}
 	}()
-	return ch
+	return ch, nil
 }
 
 // watches opens watches over HTTP with kubectl get --watch and over
@@ -644,7 +644,11 @@ func (m *matrixServer) watches(t *testing.T) {
 	cmd := m.s.Command(ctx, testserver.Kubectl, "--kubeconfig", m.kc["vi"], "get", "widgets", "-n", "a", "--watch", "-o", "name")
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
-	seen := lines(t, cmd)
+	seen, err := stdoutLines(cmd)
+	if err != nil {
+		t.Error(err)
+		return
+	}
 	if err := cmd.Start(); err != nil {
 		t.Error(err)
 		return
@@ -657,23 +661,29 @@ func (m *matrixServer) watches(t *testing.T) {
 	}
 	defer c.Close()
 	// Listed first, then watched: the watch sees a widget created after.
-	want := "widget.example.setpoint.dev/w1"
 	var got []string
+	created, saw := false, false
 	for line := range seen {
 		got = append(got, line)
-		if line == want && want == "widget.example.setpoint.dev/w1" {
+		switch {
+		case line == "widget.example.setpoint.dev/w1" && !created:
+			created = true
 			// (Not queued behind the matrix's kubectl runs.)
 			if out, errOut, err := m.s.KubectlInput(matrixWidget("a", "watched", 1), "create", "-f", "-"); err != nil {
 				t.Errorf("kubectl create: %v\n%s%s", err, out, errOut)
 				return
 			}
-			want = "widget.example.setpoint.dev/watched"
-		} else if line == want {
+		case line == "widget.example.setpoint.dev/watched":
+			saw = true
+		}
+		if saw {
 			break
 		}
 	}
-	if want != "widget.example.setpoint.dev/watched" || ctx.Err() != nil {
-		t.Errorf("kubectl get --watch as vi did not see the new widget: %v\n%q\n%s", ctx.Err(), got, errOut.String())
+	if !saw {
+		cancel()
+		_ = cmd.Wait()
+		t.Errorf("kubectl get --watch as vi did not see the new widget: %q\n%s", got, errOut.String())
 	}
 	for {
 		ev, err := readWSEvent(c, 20*time.Second)
