@@ -81,7 +81,10 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	// Each event must reach the client within WatchWriteTimeout, or the
 	// watch ends: a client that stops reading must not keep what its watch
 	// holds (the initial list it has not taken, the store's backlog) for
-	// ever, as the WebSocket server drops one whose queue fills.
+	// ever, as the WebSocket server drops one whose queue fills. The
+	// deadline holds only while a write is under way: over HTTP/2 a
+	// deadline left set resets the stream when it passes, writing or not,
+	// which would end every watch idle for that long.
 	writeTimeout := s.opts.WatchWriteTimeout
 	if d, ok := serving.WatchWriteTimeout(r.Context()); ok {
 		writeTimeout = d
@@ -115,6 +118,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 		if err == nil && flusher != nil {
 			err = rc.Flush()
 		}
+		if err == nil && deadlines {
+			_ = rc.SetWriteDeadline(time.Time{})
+		}
 		if err != nil {
 			// HTTP/1 reports the deadline; HTTP/2 resets the stream, so
 			// the time tells a slow client from one that went away.
@@ -139,6 +145,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	defer wi.Stop()
 	if flusher != nil {
 		flusher.Flush()
+	}
+	if deadlines {
+		_ = rc.SetWriteDeadline(time.Time{})
 	}
 	for ev := range wi.ResultChan() {
 		if behind(ev) {
