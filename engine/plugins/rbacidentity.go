@@ -46,8 +46,8 @@ var (
 )
 
 // PolicyRules are the RBAC rules of what the spec lets the plugin do:
-// reading and writing the kinds of permissions.read and write ("*" every
-// kind; "events" emitting Events), keeping the reconciled kind and its
+// reading and writing the kinds of permissions.read and write (and their
+// status; "*" every kind; "events" emitting Events), keeping the reconciled kind and its
 // status, managing the children's kinds, and seeing (validating) or
 // changing (mutating) the writes it admits.
 func (sp Spec) PolicyRules() []rbacv1.PolicyRule {
@@ -77,7 +77,10 @@ func (sp Spec) PolicyRules() []rbacv1.PolicyRule {
 			add(writeVerbs, "*")
 			add(emitVerbs, "events")
 		default:
+			// The host's writes of a kind take its status too.
 			add(writeVerbs, w)
+			gr := schema.ParseGroupResource(w)
+			add(statusVerbs, schema.GroupResource{Group: gr.Group, Resource: gr.Resource + "/status"}.String())
 		}
 	}
 	if rb := sp.Reconcile; rb != nil && rb.For != "" {

@@ -40,6 +40,7 @@ func TestSpecPolicyRules(t *testing.T) {
 				prule(readVerbs, "example.setpoint.dev", "widgets"),
 				prule(readVerbs, "", "namespaces"),
 				prule(writeVerbs, "example.setpoint.dev", "gadgets"),
+				prule(statusVerbs, "example.setpoint.dev", "gadgets/status"),
 				prule(emitVerbs, "", "events"),
 			}},
 		{"everything", Spec{Permissions: Permissions{Read: []string{"*"}, Write: []string{"*"}}},
