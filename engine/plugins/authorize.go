@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 
@@ -25,7 +26,7 @@ import (
 // does but never widen it past its spec.
 
 // authorize asks a whether plugin may make the access attrs describes
-// (the user is set here), and returns nil when it may, or a Forbidden
+// (as PluginUser(plugin) unless attrs names the user), and returns nil when it may, or a Forbidden
 // status error that names the access, the plugin's ClusterRole and why.
 // A nil a allows everything (a server without an authorizer).
 //
@@ -37,7 +38,9 @@ func authorize(ctx context.Context, a authorizer.Authorizer, plugin string, attr
 	if a == nil {
 		return nil
 	}
-	attrs.User = PluginUser(plugin)
+	if attrs.User == nil {
+		attrs.User = PluginUser(plugin)
+	}
 	attrs.ResourceRequest = true
 	decision, reason, err := a.Authorize(ctx, attrs)
 	if decision == authorizer.DecisionAllow {
@@ -69,6 +72,7 @@ type authorizedClient struct {
 	controller.Client
 	authz  authorizer.Authorizer
 	plugin string
+	user   user.Info // PluginUser(plugin), made once
 }
 
 // authorizeClient returns c with each call authorized by a as plugin; c
@@ -77,11 +81,13 @@ func authorizeClient(a authorizer.Authorizer, plugin string, c controller.Client
 	if a == nil {
 		return c
 	}
-	return &authorizedClient{Client: c, authz: a, plugin: plugin}
+	return &authorizedClient{Client: c, authz: a, plugin: plugin, user: PluginUser(plugin)}
 }
 
 func (c *authorizedClient) check(ctx context.Context, verb string, gvr schema.GroupVersionResource, sub, ns, name string) error {
-	return authorize(ctx, c.authz, c.plugin, accessOf(verb, gvr, sub, ns, name))
+	attrs := accessOf(verb, gvr, sub, ns, name)
+	attrs.User = c.user
+	return authorize(ctx, c.authz, c.plugin, attrs)
 }
 
 func (c *authorizedClient) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.GetOptions) (*unstructured.Unstructured, error) {
