@@ -12,14 +12,14 @@ import (
 	"github.com/tetratelabs/wazero/api"
 )
 
-// ObjectReader serves the get and list host functions. The server
-// implements it over its store; the host checks permissions before calling
-// it.
+// ObjectReader serves the get and list host functions as the plugin named
+// plugin. The server implements it over its store (and may authorize the
+// plugin's access too); the host checks permissions before calling it.
 type ObjectReader interface {
 	// GetObject returns one object, found false when it does not exist.
-	GetObject(ctx context.Context, req abi.GetRequest) (obj []byte, found bool, err error)
+	GetObject(ctx context.Context, plugin string, req abi.GetRequest) (obj []byte, found bool, err error)
 	// ListObjects returns the objects of a kind that match the request.
-	ListObjects(ctx context.Context, req abi.ListRequest) ([][]byte, error)
+	ListObjects(ctx context.Context, plugin string, req abi.ListRequest) ([][]byte, error)
 }
 
 // ObjectWriter serves the write host functions (create, update, patch,
@@ -158,7 +158,7 @@ func (s *callScope) handle(ctx context.Context, fn string, req []byte) []byte {
 		if err := s.checkRead(r.APIVersion, r.Kind); err != nil {
 			return s.errorDoc(err.Error())
 		}
-		obj, found, err := p.host.opts.Objects.GetObject(ctx, r)
+		obj, found, err := p.host.opts.Objects.GetObject(ctx, p.name, r)
 		resp := abi.GetResponse{Object: obj, Found: found}
 		if err != nil {
 			resp = abi.GetResponse{Error: "get: " + err.Error()}
@@ -173,7 +173,7 @@ func (s *callScope) handle(ctx context.Context, fn string, req []byte) []byte {
 		if err := s.checkRead(r.APIVersion, r.Kind); err != nil {
 			return s.errorDoc(err.Error())
 		}
-		items, err := p.host.opts.Objects.ListObjects(ctx, r)
+		items, err := p.host.opts.Objects.ListObjects(ctx, p.name, r)
 		resp := abi.ListResponse{Items: make([]abi.RawJSON, len(items))}
 		for i, it := range items {
 			resp.Items[i] = it

@@ -15,7 +15,7 @@ import (
 // objects is an ObjectReader over a fixed set of objects.
 type objects struct{ items []abi.RawJSON }
 
-func (o objects) GetObject(_ context.Context, req abi.GetRequest) ([]byte, bool, error) {
+func (o objects) GetObject(_ context.Context, _ string, req abi.GetRequest) ([]byte, bool, error) {
 	for _, it := range o.items {
 		if ref := abi.RefOf(it); ref.Kind == req.Kind && ref.Namespace == req.Namespace && ref.Name == req.Name {
 			return it, true, nil
@@ -24,7 +24,7 @@ func (o objects) GetObject(_ context.Context, req abi.GetRequest) ([]byte, bool,
 	return nil, false, nil
 }
 
-func (o objects) ListObjects(_ context.Context, req abi.ListRequest) ([][]byte, error) {
+func (o objects) ListObjects(_ context.Context, _ string, req abi.ListRequest) ([][]byte, error) {
 	var out [][]byte
 	for _, it := range o.items {
 		if abi.RefOf(it).Kind == req.Kind {

@@ -328,12 +328,14 @@ type oneObject struct {
 	name string // the name last asked for
 }
 
-func (o *oneObject) GetObject(_ context.Context, req abi.GetRequest) ([]byte, bool, error) {
+func (o *oneObject) GetObject(_ context.Context, _ string, req abi.GetRequest) ([]byte, bool, error) {
 	o.name = req.Name
 	return []byte(o.obj), req.Kind == "Widget" && req.Name == "big", nil
 }
 
-func (o *oneObject) ListObjects(context.Context, abi.ListRequest) ([][]byte, error) { return nil, nil }
+func (o *oneObject) ListObjects(context.Context, string, abi.ListRequest) ([][]byte, error) {
+	return nil, nil
+}
 
 // rustc is the compiler .ci/build-wasm uses: $RUSTC, else Debian's.
 func rustc() string {

@@ -218,7 +218,7 @@ func (m *memObjects) match(obj map[string]any, apiVersion, kind, namespace strin
 }
 
 // GetObject implements host.ObjectReader.
-func (m *memObjects) GetObject(_ context.Context, req abi.GetRequest) ([]byte, bool, error) {
+func (m *memObjects) GetObject(_ context.Context, _ string, req abi.GetRequest) ([]byte, bool, error) {
 	for _, o := range m.objects {
 		md, _ := o["metadata"].(map[string]any)
 		if m.match(o, req.APIVersion, req.Kind, req.Namespace) && md["name"] == req.Name {
@@ -230,7 +230,7 @@ func (m *memObjects) GetObject(_ context.Context, req abi.GetRequest) ([]byte, b
 }
 
 // ListObjects implements host.ObjectReader.
-func (m *memObjects) ListObjects(_ context.Context, req abi.ListRequest) ([][]byte, error) {
+func (m *memObjects) ListObjects(_ context.Context, _ string, req abi.ListRequest) ([][]byte, error) {
 	sel, err := k8slabels.Parse(req.LabelSelector)
 	if err != nil {
 		return nil, fmt.Errorf("label selector: %w", err)

@@ -306,6 +306,8 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	}
 	writes.LimitObjects(quota)
 	objects.LimitWrites(writes)
+	// A plugin reads and writes through the authorizer, as its own user.
+	objects.Authorize(authz)
 	var pluginAudit plugins.Auditor // a nil *serving.Auditor must stay a nil interface
 	if o.audit != nil {
 		pluginAudit = o.audit
@@ -365,7 +367,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		Metrics: ctrlMetrics, Registerer: promReg,
 		StatusInterval: o.statusInterval, ModuleGCGrace: o.moduleGCGrace, Logger: log.With("component", "plugins"),
 		Writes: writes, Logs: logs, Admitter: admitter, ReportsCounters: p.reportsCounters.Load,
-		Audit: pluginAudit,
+		Audit: pluginAudit, Authorizer: authz,
 	})
 	if err != nil {
 		_ = h.Close()

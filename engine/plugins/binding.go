@@ -61,8 +61,9 @@ func (m *Manager) bindReconcile(name string, created time.Time, cur *loaded, sp 
 		return nil
 	}
 	opts := controller.Options{
-		Name:       name,
-		Client:     auditClient(m.opts.Audit, m.opts.Writes.Client(name, m.opts.Service, owns)),
+		Name: name,
+		Client: auditClient(m.opts.Audit, m.opts.Writes.Client(name,
+			authorizeClient(m.opts.Authorizer, name, m.opts.Service), owns)),
 		For:        controllerKind(forRes),
 		Owns:       owns,
 		Reconciler: cur.caller,

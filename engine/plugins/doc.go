@@ -51,7 +51,12 @@
 // A plugin acts as its own user, PluginUser(name): its host-call writes,
 // events, and the children, status and finalizers of its reconcile are
 // admitted as that user and, given an Auditor, recorded in the server's
-// audit log.
+// audit log. Its permissions are RBAC rules, a ClusterRole the manager
+// keeps from the spec and binds to that user (RoleName); given an
+// authorizer, every read, watch and write the plugin makes is decided by
+// it as that user, after the host's check of the spec, so an
+// administrator narrows what a plugin does by editing its roles, and only
+// a Plugin's spec, which its installer must hold, widens it.
 //
 // # Threads
 //

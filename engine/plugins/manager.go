@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"log/slog"
 	"sync"
 	"time"
@@ -84,6 +85,9 @@ type Options struct {
 	// Audit records the writes of reconcile bindings (children, status,
 	// finalizers, events) in the audit log; nil records nothing.
 	Audit Auditor
+	// Authorizer decides what each reconcile binding reads, watches and
+	// writes, as its plugin's user; nil allows all of it.
+	Authorizer authorizer.Authorizer
 	// Logs, when set, forgets a deleted Plugin's log.
 	Logs *Logs
 	// Admitter is the admission chain the Manager keeps in step with the

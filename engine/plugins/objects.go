@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/setpoint-dev/setpoint/engine"
@@ -40,7 +41,15 @@ type Objects struct {
 	writes *WriteLimiter
 	// audit records the plugins' writes; nil records nothing.
 	audit Auditor
+	// authz decides every access a plugin makes; nil allows what the
+	// host's check of the spec lets through.
+	authz authorizer.Authorizer
 }
+
+// Authorize has a decide each of the plugins' host-call reads and writes,
+// events included, as the plugin's user (see authorize). Call it before
+// the host serves calls.
+func (o *Objects) Authorize(a authorizer.Authorizer) { o.authz = a }
 
 // AuditWrites has a record the plugins' host-call writes and events in the
 // audit log. Call it before the host serves calls.
@@ -71,8 +80,9 @@ func (o *Objects) resource(apiVersion, kind string) (kinds.Resource, error) {
 	return r, nil
 }
 
-// GetObject returns one object; found is false when it does not exist.
-func (o *Objects) GetObject(ctx context.Context, req abi.GetRequest) ([]byte, bool, error) {
+// GetObject returns one object, read as plugin; found is false when it
+// does not exist.
+func (o *Objects) GetObject(ctx context.Context, plugin string, req abi.GetRequest) ([]byte, bool, error) {
 	r, err := o.resource(req.APIVersion, req.Kind)
 	if err != nil {
 		return nil, false, err
@@ -80,6 +90,9 @@ func (o *Objects) GetObject(ctx context.Context, req abi.GetRequest) ([]byte, bo
 	ns := req.Namespace
 	if !r.Namespaced {
 		ns = ""
+	}
+	if err := authorize(ctx, o.authz, plugin, accessOf("get", r.GVR, "", ns, req.Name)); err != nil {
+		return nil, false, err
 	}
 	obj, err := o.svc.Get(ctx, r.GVR, ns, req.Name, metav1.GetOptions{})
 	if err != nil {
@@ -92,8 +105,9 @@ func (o *Objects) GetObject(ctx context.Context, req abi.GetRequest) ([]byte, bo
 	return b, err == nil, err
 }
 
-// ListObjects returns the objects of a kind that match the request.
-func (o *Objects) ListObjects(ctx context.Context, req abi.ListRequest) ([][]byte, error) {
+// ListObjects returns the objects of a kind that match the request, listed
+// as plugin.
+func (o *Objects) ListObjects(ctx context.Context, plugin string, req abi.ListRequest) ([][]byte, error) {
 	r, err := o.resource(req.APIVersion, req.Kind)
 	if err != nil {
 		return nil, err
@@ -101,6 +115,9 @@ func (o *Objects) ListObjects(ctx context.Context, req abi.ListRequest) ([][]byt
 	ns := req.Namespace
 	if !r.Namespaced {
 		ns = ""
+	}
+	if err := authorize(ctx, o.authz, plugin, accessOf("list", r.GVR, "", ns, "")); err != nil {
+		return nil, err
 	}
 	list, err := o.svc.List(ctx, r.GVR, ns, metav1.ListOptions{LabelSelector: req.LabelSelector, Limit: int64(req.Limit)})
 	if err != nil {
@@ -135,7 +152,7 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 	}
 	now := metav1.Now()
 	key := strings.Join([]string{plugin, regarding.UID, ns, regarding.Kind, regarding.Name, typ, ev.Reason, ev.Message}, "\x00")
-	w := auditClient(o.audit, o.svc)
+	w := auditClient(o.audit, authorizeClient(o.authz, plugin, o.svc))
 	bumped, err := o.events.Bump(ctx, w, key, now.UTC().Format(time.RFC3339))
 	if bumped {
 		return nil
@@ -237,6 +254,9 @@ func (o *Objects) write(ctx context.Context, plugin, fn string, req abi.WriteReq
 	switch fn {
 	case abi.HostCreate:
 		done := auditWrite(ctx, o.audit, "create", r.GVR, ref.Namespace, "", "", u)
+		if err := o.authorizeWrite(ctx, plugin, "create", r.GVR, "", ref.Namespace, "", done); err != nil {
+			return nil, ref, err
+		}
 		if err := o.writes.quota().admit(ctx, plugin, sourceHostCall, r.GVR.GroupResource(), u); err != nil {
 			done(nil, err)
 			return nil, ref, err
@@ -248,11 +268,17 @@ func (o *Objects) write(ctx context.Context, plugin, fn string, req abi.WriteReq
 		opts := metav1.UpdateOptions{FieldManager: manager}
 		if req.Subresource == "status" {
 			done := auditWrite(ctx, o.audit, "update", r.GVR, ref.Namespace, ref.Name, "status", u)
+			if err := o.authorizeWrite(ctx, plugin, "update", r.GVR, "status", ref.Namespace, ref.Name, done); err != nil {
+				return nil, ref, err
+			}
 			out, err := o.svc.UpdateStatus(ctx, r.GVR, u, opts)
 			done(out, err)
 			return out, ref, err
 		}
 		done := auditWrite(ctx, o.audit, "update", r.GVR, ref.Namespace, ref.Name, "", u)
+		if err := o.authorizeWrite(ctx, plugin, "update", r.GVR, "", ref.Namespace, ref.Name, done); err != nil {
+			return nil, ref, err
+		}
 		out, err := o.svc.Update(ctx, r.GVR, u, opts)
 		done(out, err)
 		return out, ref, err
@@ -263,6 +289,9 @@ func (o *Objects) write(ctx context.Context, plugin, fn string, req abi.WriteReq
 		}
 		done := auditWrite(ctx, o.audit, "patch", r.GVR, ref.Namespace, ref.Name, req.Subresource,
 			&runtime.Unknown{Raw: req.Patch, ContentType: runtime.ContentTypeJSON})
+		if err := o.authorizeWrite(ctx, plugin, "patch", r.GVR, req.Subresource, ref.Namespace, ref.Name, done); err != nil {
+			return nil, ref, err
+		}
 		out, err := o.svc.Patch(ctx, r.GVR, ref.Namespace, ref.Name, types.MergePatchType, req.Patch,
 			metav1.PatchOptions{FieldManager: manager}, subs...)
 		done(out, err)
@@ -280,11 +309,25 @@ func (o *Objects) write(ctx context.Context, plugin, fn string, req abi.WriteReq
 			}
 		}
 		done := auditWrite(ctx, o.audit, "delete", r.GVR, ref.Namespace, ref.Name, "", deleteOptions(opts))
+		if err := o.authorizeWrite(ctx, plugin, "delete", r.GVR, "", ref.Namespace, ref.Name, done); err != nil {
+			return nil, ref, err
+		}
 		out, _, err := o.svc.DeleteObject(ctx, r.GVR, ref.Namespace, ref.Name, opts)
 		done(out, err)
 		return out, ref, err
 	}
 	return nil, ref, apierrors.NewBadRequest(fn + " is not a write")
+}
+
+// authorizeWrite authorizes a write of plugin; a denial is recorded by
+// done, the write's audit, as the write's outcome.
+func (o *Objects) authorizeWrite(ctx context.Context, plugin, verb string, gvr schema.GroupVersionResource, sub, ns, name string,
+	done func(*unstructured.Unstructured, error)) error {
+	err := authorize(ctx, o.authz, plugin, accessOf(verb, gvr, sub, ns, name))
+	if err != nil {
+		done(nil, err)
+	}
+	return err
 }
 
 // writeError is the answer to a failed write: the status of an API error,

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/component-helpers/auth/rbac/validation"
@@ -45,13 +46,20 @@ var (
 )
 
 // PolicyRules are the RBAC rules of what the spec lets the plugin do:
-// reading and writing the kinds of permissions.read and write ("*" every
-// kind; "events" emitting Events), keeping the reconciled kind and its
+// reading and writing the kinds of permissions.read and write (and their
+// status; "*" every kind; "events" emitting Events), keeping the reconciled kind and its
 // status, managing the children's kinds, and seeing (validating) or
 // changing (mutating) the writes it admits.
 func (sp Spec) PolicyRules() []rbacv1.PolicyRule {
 	var rules []rbacv1.PolicyRule
+	events := false
 	add := func(verbs []string, name string) {
+		if name == "events" {
+			if events {
+				return
+			}
+			events = true
+		}
 		gr := allResources
 		if name != "*" {
 			gr = schema.ParseGroupResource(name)
@@ -69,7 +77,10 @@ func (sp Spec) PolicyRules() []rbacv1.PolicyRule {
 			add(writeVerbs, "*")
 			add(emitVerbs, "events")
 		default:
+			// The host's writes of a kind take its status too.
 			add(writeVerbs, w)
+			gr := schema.ParseGroupResource(w)
+			add(statusVerbs, schema.GroupResource{Group: gr.Group, Resource: gr.Resource + "/status"}.String())
 		}
 	}
 	if rb := sp.Reconcile; rb != nil && rb.For != "" {
@@ -79,6 +90,8 @@ func (sp Spec) PolicyRules() []rbacv1.PolicyRule {
 		for _, o := range rb.Owns {
 			add(ownVerbs, o)
 		}
+		// The controller records the events of its reconcile responses.
+		add(emitVerbs, "events")
 	}
 	for _, ar := range sp.Admission {
 		verbs := readVerbs
@@ -92,8 +105,19 @@ func (sp Spec) PolicyRules() []rbacv1.PolicyRule {
 	return rules
 }
 
+// managedRulesAnnotation holds, on a plugin's ClusterRole, the rules the
+// manager last wrote from the spec, so that it tells them from rules an
+// administrator added.
+const managedRulesAnnotation = "setpoint.dev/plugin-rules"
+
 // ensureRole makes the plugin's ClusterRole and ClusterRoleBinding say what
-// its spec asks, owned by the Plugin obj.
+// its spec asks, owned by the Plugin obj, with the semantics Kubernetes
+// gives its default roles: the spec's rules are put back when an
+// administrator took one out, and rules an administrator added stay (rules
+// an earlier spec asked for and this one does not go); a role or binding
+// annotated rbac.authorization.kubernetes.io/autoupdate: "false" is left
+// as the administrator made it. Other roles bound to the plugin's user are
+// never touched.
 func (m *Manager) ensureRole(ctx context.Context, obj *unstructured.Unstructured, sp Spec) error {
 	name := obj.GetName()
 	owner := []metav1.OwnerReference{{
@@ -101,13 +125,19 @@ func (m *Manager) ensureRole(ctx context.Context, obj *unstructured.Unstructured
 		BlockOwnerDeletion: ptr.To(false),
 	}}
 	meta := metav1.ObjectMeta{Name: RoleName(name), Labels: map[string]string{"setpoint.dev/plugin": name}, OwnerReferences: owner}
+	rules := sp.PolicyRules()
+	if rules == nil {
+		rules = []rbacv1.PolicyRule{}
+	}
+	managed, err := json.Marshal(rules)
+	if err != nil {
+		return err
+	}
+	roleMeta := *meta.DeepCopy()
+	roleMeta.Annotations = map[string]string{managedRulesAnnotation: string(managed)}
 	role := rbacv1.ClusterRole{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
-		ObjectMeta: meta,
-		Rules:      sp.PolicyRules(),
-	}
-	if role.Rules == nil {
-		role.Rules = []rbacv1.PolicyRule{}
+		ObjectMeta: roleMeta,
 	}
 	binding := rbacv1.ClusterRoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
@@ -119,9 +149,19 @@ func (m *Manager) ensureRole(ctx context.Context, obj *unstructured.Unstructured
 		gvr schema.GroupVersionResource
 		v   any
 	}{
-		{rbacv1.SchemeGroupVersion.WithResource("clusterroles"), role},
-		{rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), binding},
+		{rbacv1.SchemeGroupVersion.WithResource("clusterroles"), &role},
+		{rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), &binding},
 	} {
+		cur, err := m.opts.Service.Get(ctx, o.gvr, "", RoleName(name), metav1.GetOptions{})
+		switch {
+		case err == nil && cur.GetAnnotations()[rbacv1.AutoUpdateAnnotationKey] == "false":
+			continue
+		case err != nil && !apierrors.IsNotFound(err):
+			return fmt.Errorf("plugins: %s of plugin %s: %w", o.gvr.Resource, name, err)
+		}
+		if r, ok := o.v.(*rbacv1.ClusterRole); ok {
+			r.Rules = append(slices.Clone(rules), addedRules(cur, rules)...)
+		}
 		data, err := json.Marshal(o.v)
 		if err != nil {
 			return err
@@ -132,6 +172,38 @@ func (m *Manager) ensureRole(ctx context.Context, obj *unstructured.Unstructured
 		}
 	}
 	return nil
+}
+
+// addedRules are the rules of the stored ClusterRole cur (nil when there
+// is none) that an administrator added: those neither the manager wrote
+// last (managedRulesAnnotation) nor in want. A role without the annotation
+// holds the manager's rules only.
+func addedRules(cur *unstructured.Unstructured, want []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+	if cur == nil {
+		return nil
+	}
+	last, ok := cur.GetAnnotations()[managedRulesAnnotation]
+	if !ok {
+		return nil
+	}
+	var managed []rbacv1.PolicyRule
+	if err := json.Unmarshal([]byte(last), &managed); err != nil {
+		return nil
+	}
+	var role rbacv1.ClusterRole
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(cur.Object, &role); err != nil {
+		return nil
+	}
+	var added []rbacv1.PolicyRule
+	has := func(rules []rbacv1.PolicyRule, r rbacv1.PolicyRule) bool {
+		return slices.ContainsFunc(rules, func(o rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(o, r) })
+	}
+	for _, r := range role.Rules {
+		if !has(managed, r) && !has(want, r) && !has(added, r) {
+			added = append(added, r)
+		}
+	}
+	return added
 }
 
 // RuleResolver tells which RBAC rules a user holds cluster-wide (the RBAC

@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,7 @@ func TestSpecPolicyRules(t *testing.T) {
 				prule(readVerbs, "example.setpoint.dev", "widgets"),
 				prule(readVerbs, "", "namespaces"),
 				prule(writeVerbs, "example.setpoint.dev", "gadgets"),
+				prule(statusVerbs, "example.setpoint.dev", "gadgets/status"),
 				prule(emitVerbs, "", "events"),
 			}},
 		{"everything", Spec{Permissions: Permissions{Read: []string{"*"}, Write: []string{"*"}}},
@@ -48,6 +50,7 @@ func TestSpecPolicyRules(t *testing.T) {
 				prule(forVerbs, "example.setpoint.dev", "widgets"),
 				prule(statusVerbs, "example.setpoint.dev", "widgets/status"),
 				prule(ownVerbs, "example.setpoint.dev", "gadgets"),
+				prule(emitVerbs, "", "events"),
 			}},
 		{"admission", Spec{Admission: []AdmissionRule{
 			{Resources: []string{"widgets.example.setpoint.dev"}, Type: Validating},
@@ -196,4 +199,135 @@ func TestPluginRole(t *testing.T) {
 		rules, why := roleRules()
 		return cmp.Equal(rules, []rbacv1.PolicyRule{prule(readVerbs, "", "namespaces"), prule(emitVerbs, "", "events")}), why
 	})
+}
+
+// TestPluginRoleAdminEdits checks what the manager does with an
+// administrator's edits of a plugin's ClusterRole, as Kubernetes does with
+// its default roles: a rule of the spec taken out comes back, a rule added
+// stays, and a role annotated autoupdate "false" is left alone.
+func TestPluginRoleAdminEdits(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	db := openTestDB(t)
+	svc, err := engine.New(ctx, engine.Options{Store: db, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Options{Service: svc, Modules: NewModules(db), Host: &fakeHost{current: map[string]string{}}, Logger: quietLogger(),
+		Registerer: prometheus.NewRegistry(), Controllers: controller.NewManager(controller.ManagerOptions{Logger: quietLogger()})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	wasm := []byte("good module")
+	if _, err := m.opts.Modules.Put(ctx, digestOf(wasm), wasm); err != nil {
+		t.Fatal(err)
+	}
+	waitServed(t, svc)
+	if _, err := svc.Create(ctx, Resource, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": Group + "/" + Version, "kind": Kind, "metadata": map[string]any{"name": "edited"},
+		"spec": map[string]any{
+			"module":      map[string]any{"digest": digestOf(wasm)},
+			"permissions": map[string]any{"read": []any{"namespaces"}, "write": []any{"events"}},
+		},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	roles := rbacv1.SchemeGroupVersion.WithResource("clusterroles")
+	rules := func() []rbacv1.PolicyRule {
+		u, err := svc.Get(ctx, roles, "", RoleName("edited"), metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		var r rbacv1.ClusterRole
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r)
+		return r.Rules
+	}
+	specRules := []rbacv1.PolicyRule{prule(readVerbs, "", "namespaces"), prule(emitVerbs, "", "events")}
+	testsupport.Poll(t, 10*time.Second, "the plugin's ClusterRole", func() (bool, string) {
+		got := rules()
+		return cmp.Equal(got, specRules), fmt.Sprint(got)
+	})
+	added := prule([]string{"get"}, "", "configmaps")
+	// edit sets the role's rules and autoupdate annotation, then has the
+	// manager reconcile the Plugin (a label change).
+	edit := func(rs []rbacv1.PolicyRule, autoupdate string, label string) {
+		t.Helper()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			u, err := svc.Get(ctx, roles, "", RoleName("edited"), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var list []any
+			for _, r := range rs {
+				m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&r)
+				list = append(list, m)
+			}
+			u.Object["rules"] = list
+			a := u.GetAnnotations()
+			if autoupdate == "" {
+				delete(a, rbacv1.AutoUpdateAnnotationKey)
+			} else {
+				a[rbacv1.AutoUpdateAnnotationKey] = autoupdate
+			}
+			u.SetAnnotations(a)
+			_, err = svc.Update(ctx, roles, u, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := svc.Get(ctx, Resource, "", "edited", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.SetLabels(map[string]string{"touch": label})
+			_, err = svc.Update(ctx, Resource, cur, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The events rule taken out, a configmaps rule added: the first comes
+	// back, the second stays.
+	edit([]rbacv1.PolicyRule{specRules[0], added}, "", "1")
+	testsupport.Poll(t, 10*time.Second, "the spec's rule back, the added one kept", func() (bool, string) {
+		got := rules()
+		return cmp.Equal(got, append(slices.Clone(specRules), added)), fmt.Sprint(got)
+	})
+	// Annotated autoupdate "false", the role stays as edited, even when
+	// the spec then asks for more.
+	edit([]rbacv1.PolicyRule{specRules[0]}, "false", "2")
+	var gen int64
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := svc.Get(ctx, Resource, "", "edited", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		_ = unstructured.SetNestedStringSlice(cur.Object, []string{"namespaces", "*"}, "spec", "permissions", "read")
+		out, err := svc.Update(ctx, Resource, cur, metav1.UpdateOptions{})
+		if err == nil {
+			gen = out.GetGeneration()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Poll(t, 10*time.Second, "the Plugin's new spec observed", func() (bool, string) {
+		cur, err := svc.Get(ctx, Resource, "", "edited", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		og, _, _ := unstructured.NestedInt64(cur.Object, "status", "observedGeneration")
+		return og >= gen, fmt.Sprint(og)
+	})
+	if got := rules(); !cmp.Equal(got, specRules[:1]) {
+		t.Errorf("a role annotated autoupdate=false was changed: %v", got)
+	}
 }
