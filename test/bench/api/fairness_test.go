@@ -82,8 +82,8 @@ const fairRounds = 5
 // (--fair-share-seats -1); a fair share of 8 seats per core; the share
 // and queuing (--max-queued-requests-per-user -1) off; and FAIR_SEATS (16)
 // write seats, fewer than A's connections, the share off, with queuing on
-// and off, where A's flood takes every write seat. FAIR_MODES, a
-// comma-separated list of their names, runs only those.
+// and off, where A's flood takes every write seat. FAIR_MODES, a list of
+// their names separated by semicolons, runs those in that order.
 func BenchmarkFairness(b *testing.B) {
 	flooders := benchtest.Env("FLOOD_CONNECTIONS", 64)
 	gets := benchtest.Env("FAIR_GETS", 10000)
@@ -101,9 +101,15 @@ func BenchmarkFairness(b *testing.B) {
 		{name: seats + " w. seats, share, queue off", args: append([]string{"--max-mutating-requests-inflight", seats}, append(slices.Clone(shareOff), off...)...)},
 	}
 	if only := os.Getenv("FAIR_MODES"); only != "" {
-		modes = slices.DeleteFunc(modes, func(m fairMode) bool {
-			return !slices.Contains(strings.Split(only, ","), m.name)
-		})
+		var picked []fairMode
+		for _, name := range strings.Split(only, ";") {
+			i := slices.IndexFunc(modes, func(m fairMode) bool { return m.name == name })
+			if i < 0 {
+				b.Fatalf("FAIR_MODES: no configuration %q", name)
+			}
+			picked = append(picked, modes[i])
+		}
+		modes = picked
 	}
 	for range b.N {
 		var results []fairResult
