@@ -11,7 +11,7 @@ import (
 // cores the server may use (GOMAXPROCS): past a few requests per core more
 // at once only make each one slower, so that a user who keeps many in
 // flight takes the CPU from one who sends one at a time.
-const DefaultFairShareSeatsPerCPU = 4
+const DefaultFairShareSeatsPerCPU = 8
 
 // DefaultFairShareSeats is LimitOptions.FairShareSeats' default,
 // DefaultFairShareSeatsPerCPU for each of GOMAXPROCS.

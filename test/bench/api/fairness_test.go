@@ -78,8 +78,8 @@ const fairRounds = 5
 // 64 connections) and over B's segments under the flood. Both clients
 // honour 429's Retry-After as client-go does (B retries the same create up
 // to 10 times; the latency counts the waits). The configurations: the
-// defaults (fair share of 4 seats per core on); the fair share off
-// (--fair-share-seats -1); a fair share of 8 seats per core; the share
+// defaults (fair share of 8 seats per core on); the fair share off
+// (--fair-share-seats -1); a fair share of 4 seats per core; the share
 // and queuing (--max-queued-requests-per-user -1) off; and FAIR_SEATS (16)
 // write seats, fewer than A's connections, the share off, with queuing on
 // and off, where A's flood takes every write seat. FAIR_MODES, a list of
@@ -91,11 +91,11 @@ func BenchmarkFairness(b *testing.B) {
 	seats := strconv.Itoa(benchtest.Env("FAIR_SEATS", 16))
 	off := []string{"--max-queued-requests-per-user", "-1"}
 	shareOff := []string{"--fair-share-seats", "-1"}
-	share8 := strconv.Itoa(8 * runtime.GOMAXPROCS(0))
+	share4 := strconv.Itoa(4 * runtime.GOMAXPROCS(0))
 	modes := []fairMode{
 		{name: "defaults"},
 		{name: "fair share off", args: shareOff},
-		{name: "fair share " + share8 + " seats", args: []string{"--fair-share-seats", share8}},
+		{name: "fair share " + share4 + " seats", args: []string{"--fair-share-seats", share4}},
 		{name: "share off, queuing off", args: append(slices.Clone(shareOff), off...)},
 		{name: seats + " write seats, share off", args: append([]string{"--max-mutating-requests-inflight", seats}, shareOff...)},
 		{name: seats + " w. seats, share, queue off", args: append([]string{"--max-mutating-requests-inflight", seats}, append(slices.Clone(shareOff), off...)...)},
