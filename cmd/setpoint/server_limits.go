@@ -25,6 +25,7 @@ type limitFlags struct {
 	maxQueuedPerUser            int
 	maxQueued                   int
 	queueWaitTimeout            time.Duration
+	fairShareSeats              int
 	requestTimeout              time.Duration
 	watchWriteTimeout           time.Duration
 	maxConnections              int
@@ -41,7 +42,8 @@ func (l *limitFlags) register(f *pflag.FlagSet) {
 	f.IntVar(&l.maxWatches, "max-watches", serving.DefaultMaxWatches, "the most watches (and other long-running requests) open at once, counted apart from the two limits above; further ones get 429 with Retry-After; -1 for no limit")
 	f.IntVar(&l.maxQueuedPerUser, "max-queued-requests-per-user", serving.DefaultMaxQueuedRequestsPerUser, "the most reads, and apart the most writes, of one user that wait for a seat once the in-flight limits above are reached; freed seats go to the waiting users in turn; further ones get 429 with Retry-After; -1 turns queuing off (429 at once at the limits)")
 	f.IntVar(&l.maxQueued, "max-queued-requests", serving.DefaultMaxQueuedRequests, "the most reads, and apart the most writes, waiting for a seat, all users together; further ones get 429 with Retry-After; -1 for no bound but the one per user")
-	f.DurationVar(&l.queueWaitTimeout, "queue-wait-timeout", serving.DefaultQueueWaitTimeout, "how long a read or write may wait for a seat before it gets 429 with Retry-After")
+	f.DurationVar(&l.queueWaitTimeout, "queue-wait-timeout", serving.DefaultQueueWaitTimeout, "how long a read or write may wait for a seat, or for its fair share, before it gets 429 with Retry-After")
+	f.IntVar(&l.fairShareSeats, "fair-share-seats", serving.DefaultFairShareSeats(), fmt.Sprintf("the reads and writes in flight, all users together, past which a user already holding its fair share of them (this number over the users active) waits while the other users' requests go on at once; a lone user is never held back; the default is %d per core (GOMAXPROCS); -1 turns it off", serving.DefaultFairShareSeatsPerCPU))
 	f.DurationVar(&l.requestTimeout, "request-timeout", serving.DefaultRequestTimeout, "how long a request other than a watch may run, writing its response included; later it fails with 504 Timeout or its connection is cut")
 	f.DurationVar(&l.watchWriteTimeout, "watch-write-timeout", serving.DefaultWatchWriteTimeout, "how long one event of a watch over HTTP may take to reach a client before its watch is ended (a client that stops reading); it resumes from its last resourceVersion")
 	f.IntVar(&l.maxConnections, "max-connections", 0, fmt.Sprintf("the most client connections open at once; at the limit, the oldest connection that has not yet sent an authenticated request is closed to make room, or the new one is refused; 0 for three quarters of the open-file limit, at most %d", serving.DefaultMaxConnectionsCeiling))
@@ -70,6 +72,9 @@ func (l *limitFlags) validate() error {
 	}
 	if l.maxQueuedPerUser < -1 {
 		return fmt.Errorf("--max-queued-requests-per-user %d: want a positive number, or -1 to turn queuing off", l.maxQueuedPerUser)
+	}
+	if l.fairShareSeats < -1 {
+		return fmt.Errorf("--fair-share-seats %d: want a positive number, or -1 to turn the fair share off", l.fairShareSeats)
 	}
 	if l.maxConnections < 0 {
 		return fmt.Errorf("--max-connections %d: want a positive number, or 0 for the default", l.maxConnections)
@@ -112,6 +117,7 @@ func (l *limitFlags) requests(h hostLimits) serving.LimitOptions {
 		MaxQueuedRequestsPerUser:    l.maxQueuedPerUser,
 		MaxQueuedRequests:           l.maxQueued,
 		QueueWaitTimeout:            l.queueWaitTimeout,
+		FairShareSeats:              l.fairShareSeats,
 		RequestTimeout:              l.requestTimeout,
 		LongerTimeout:               uploadTimeout(l.requestTimeout, h.compileTimeout),
 		WatchWriteTimeout:           l.watchWriteTimeout,

@@ -22,6 +22,9 @@ func TestServerLimitFlags(t *testing.T) {
 		{name: "queue bounds", args: []string{"--max-queued-requests-per-user", "5", "--max-queued-requests", "100", "--queue-wait-timeout", "2s"}},
 		{name: "queue per user below -1", args: []string{"--max-queued-requests-per-user", "-3"}, wantErr: "--max-queued-requests-per-user -3: want a positive number, or -1 to turn queuing off"},
 		{name: "queue total below -1", args: []string{"--max-queued-requests", "-2"}, wantErr: "--max-queued-requests -2: want a positive number, or -1 for no limit"},
+		{name: "fair share off", args: []string{"--fair-share-seats", "-1"}},
+		{name: "fair share seats", args: []string{"--fair-share-seats", "32"}},
+		{name: "fair share below -1", args: []string{"--fair-share-seats", "-2"}, wantErr: "--fair-share-seats -2: want a positive number, or -1 to turn the fair share off"},
 		{name: "negative queue wait", args: []string{"--queue-wait-timeout", "-1s"}, wantErr: "--queue-wait-timeout -1s: want a positive duration"},
 		{name: "TLS 1.3", args: []string{"--tls-min-version", "VersionTLS13"}},
 		{name: "unknown TLS version", args: []string{"--tls-min-version", "TLS1.3"}, wantErr: `--tls-min-version "TLS1.3": want one of`},
@@ -41,6 +44,7 @@ func TestServerLimitFlags(t *testing.T) {
 				got.maxQueuedPerUser, _ = f.GetInt("max-queued-requests-per-user")
 				got.maxQueued, _ = f.GetInt("max-queued-requests")
 				got.queueWaitTimeout, _ = f.GetDuration("queue-wait-timeout")
+				got.fairShareSeats, _ = f.GetInt("fair-share-seats")
 				got.requestTimeout, _ = f.GetDuration("request-timeout")
 				got.tlsMinVersion, _ = f.GetString("tls-min-version")
 				got.tlsCipherSuites, _ = f.GetStringSlice("tls-cipher-suites")

@@ -57,9 +57,15 @@ type LimitOptions struct {
 	// MaxQueuedRequests bounds the requests waiting in each class, all
 	// users together; negative for no bound but the one per user.
 	MaxQueuedRequests int
-	// QueueWaitTimeout bounds how long a request waits for a seat before
-	// it gets 429.
+	// QueueWaitTimeout bounds how long a request waits for a seat, or for
+	// its fair share, before it gets 429.
 	QueueWaitTimeout time.Duration
+	// FairShareSeats is the budget of reads and writes in flight, all
+	// users together, past which a user holding its fair share of it
+	// (FairShareSeats / active users) waits while users under theirs go on
+	// (see fairShare); a lone user is never held back. Zero for
+	// DefaultFairShareSeats, negative to turn it off.
+	FairShareSeats int
 	// RequestTimeout bounds every request but the long-running ones: its
 	// context ends then, and writes to the client fail from then on.
 	RequestTimeout time.Duration
@@ -98,6 +104,7 @@ func (o *LimitOptions) setDefaults() {
 	def(&o.MaxWatches, DefaultMaxWatches)
 	def(&o.MaxQueuedRequestsPerUser, DefaultMaxQueuedRequestsPerUser)
 	def(&o.MaxQueuedRequests, DefaultMaxQueuedRequests)
+	def(&o.FairShareSeats, DefaultFairShareSeats())
 	if o.QueueWaitTimeout <= 0 {
 		o.QueueWaitTimeout = DefaultQueueWaitTimeout
 	}
@@ -153,6 +160,7 @@ const (
 // takes a seat, a receive gives it back). A nil one is no limit.
 type limiter struct {
 	reads, writes       *fairQueue
+	share               *fairShare
 	watches             chan struct{}
 	timeout, watchWrite time.Duration
 	longer              func(*http.Request) time.Duration
@@ -201,7 +209,13 @@ func userName(ctx context.Context) string {
 // alive. Requests other than long-running ones get a context that ends
 // after RequestTimeout from when they got their seat, and the same write
 // deadline, so that neither a slow handler nor a client that stops reading
-// holds its seat (and what the request has built) longer. Limit must run
+// holds its seat (and what the request has built) longer. Once it has its
+// seat, a read or write passes the fair share (see fairShare), which, once
+// FairShareSeats requests run and several users are active, holds back a
+// user already holding its share of them, so that the others' requests do
+// not share the CPU with all of that user's; one that waits there keeps
+// its seat, and what waits in the queues for a seat counts for no share.
+// Limit must run
 // inside Instrument, which puts the RequestInfo it reads in the context,
 // and after authentication, which puts the user there.
 func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
@@ -214,6 +228,13 @@ func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 	}
 	l.reads = l.queue(classReadOnly, opts, opts.MaxRequestsInflight)
 	l.writes = l.queue(classMutating, opts, opts.MaxMutatingRequestsInflight)
+	if opts.FairShareSeats > 0 {
+		var o fairShareObserver
+		if m != nil {
+			o = m.shareGauges
+		}
+		l.share = newFairShare(opts.FairShareSeats, opts.QueueWaitTimeout, o)
+	}
 	if opts.MaxWatches >= 0 {
 		l.watches = make(chan struct{}, opts.MaxWatches)
 	}
@@ -239,8 +260,9 @@ func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 		if mutating(r) {
 			q, class = l.writes, classMutating
 		}
+		user := userName(r.Context())
 		if q != nil {
-			a := q.acquire(r.Context(), userName(r.Context()))
+			a := q.acquire(r.Context(), user)
 			if a.queued && l.metrics != nil {
 				l.metrics.queueWait.WithLabelValues(class, strconv.FormatBool(a.rejected == "")).Observe(a.waited.Seconds())
 			}
@@ -249,6 +271,17 @@ func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 				return
 			}
 			defer q.release()
+		}
+		if l.share != nil {
+			a := l.share.acquire(r.Context(), user)
+			if a.queued && l.metrics != nil {
+				l.metrics.shareWait.WithLabelValues(class, strconv.FormatBool(a.rejected == "")).Observe(a.waited.Seconds())
+			}
+			if a.rejected != "" {
+				l.reject(w, class, a.rejected)
+				return
+			}
+			defer l.share.release(user)
 		}
 		timeout := l.timeout
 		if l.longer != nil && timeout > 0 {

@@ -35,6 +35,9 @@ type Metrics struct {
 	rejectedBy *prometheus.CounterVec
 	queued     *prometheus.GaugeVec
 	queueWait  *prometheus.HistogramVec
+	// shareWait and shareGauges are the fair share's: see fairShare.
+	shareWait   *prometheus.HistogramVec
+	shareGauges shareGauges
 
 	mu        sync.Mutex // guards resources
 	resources map[string]struct{}
@@ -89,9 +92,31 @@ func NewMetrics() *Metrics {
 			Help:      "How long requests that found every in-flight seat of their class taken waited, by class and whether they got a seat in the end (execute).",
 			Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"request_kind", "execute"}),
+		shareWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "setpoint",
+			Subsystem: "apiserver",
+			Name:      "fair_share_wait_seconds",
+			Help:      "How long reads and writes of a user holding its fair share of the in-flight budget (--fair-share-seats) waited while several users were active, by class and whether they went on in the end (execute).",
+			Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"request_kind", "execute"}),
+		shareGauges: shareGauges{
+			waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+				Namespace: "setpoint",
+				Subsystem: "apiserver",
+				Name:      "fair_share_waiting_requests",
+				Help:      "Reads and writes waiting because their user holds its fair share of the in-flight budget (--fair-share-seats).",
+			}),
+			active: prometheus.NewGauge(prometheus.GaugeOpts{
+				Namespace: "setpoint",
+				Subsystem: "apiserver",
+				Name:      "fair_share_active_users",
+				Help:      "Users among whom the in-flight budget (--fair-share-seats) is shared: with reads or writes in flight or waiting, or whose last one ended within a second; as of the last change of the fair share's state.",
+			}),
+		},
 		resources: make(map[string]struct{}),
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.inflight, m.rejected, m.rejectedBy, m.queued, m.queueWait,
+		m.shareWait, m.shareGauges.waiting, m.shareGauges.active,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -141,3 +166,11 @@ func (m *Metrics) observe(verb, resource, subresource string, served bool, code 
 type queuedGauge struct{ g prometheus.Gauge }
 
 func (q queuedGauge) queuedChanged(n int) { q.g.Set(float64(n)) }
+
+// shareGauges set the fair share's gauges.
+type shareGauges struct{ waiting, active prometheus.Gauge }
+
+func (g shareGauges) shareChanged(waiting, active int) {
+	g.waiting.Set(float64(waiting))
+	g.active.Set(float64(active))
+}

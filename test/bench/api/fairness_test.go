@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,7 +46,11 @@ type fairResult struct {
 	bGaveUp                 int // B's creates that got 429 eleven times
 	aCreated, aRejected     int
 	aRate                   float64
+	aAloneRate              float64 // A's creates/s with B idle
 }
+
+// fairAloneWindow is how long A's creates are counted alone in each round.
+const fairAloneWindow = 2 * time.Second
 
 // fairRounds is how many segments of B's GETs alone and under the flood
 // BenchmarkFairness alternates.
@@ -68,23 +73,43 @@ const fairRounds = 5
 //
 // A runs in a process of its own (TestFairFlood), so that its client work
 // does not delay B's requests in this process's scheduler; its creates per
-// second are counted over B's segments under the flood. Both clients
+// second are counted alone (fairAloneWindow each round, B idle for longer
+// than the fair share counts it active: a lone user's create throughput at
+// 64 connections) and over B's segments under the flood. Both clients
 // honour 429's Retry-After as client-go does (B retries the same create up
 // to 10 times; the latency counts the waits). The configurations: the
-// default limits with queuing on and off (--max-queued-requests-per-user
-// -1), and FAIR_SEATS (16) write seats, fewer than A's connections, with
-// queuing on and off, where A's flood takes every write seat.
+// defaults (fair share of 8 seats per core on); the fair share off
+// (--fair-share-seats -1); a fair share of 4 seats per core; the share
+// and queuing (--max-queued-requests-per-user -1) off; and FAIR_SEATS (16)
+// write seats, fewer than A's connections, the share off, with queuing on
+// and off, where A's flood takes every write seat. FAIR_MODES, a list of
+// their names separated by semicolons, runs those in that order.
 func BenchmarkFairness(b *testing.B) {
 	flooders := benchtest.Env("FLOOD_CONNECTIONS", 64)
 	gets := benchtest.Env("FAIR_GETS", 10000)
 	creates := benchtest.Env("FAIR_CREATES", 100)
 	seats := strconv.Itoa(benchtest.Env("FAIR_SEATS", 16))
 	off := []string{"--max-queued-requests-per-user", "-1"}
+	shareOff := []string{"--fair-share-seats", "-1"}
+	share4 := strconv.Itoa(4 * runtime.GOMAXPROCS(0))
 	modes := []fairMode{
-		{name: "defaults, queuing on"},
-		{name: "defaults, queuing off", args: off},
-		{name: seats + " write seats, queuing on", args: []string{"--max-mutating-requests-inflight", seats}},
-		{name: seats + " write seats, queuing off", args: append([]string{"--max-mutating-requests-inflight", seats}, off...)},
+		{name: "defaults"},
+		{name: "fair share off", args: shareOff},
+		{name: "fair share " + share4 + " seats", args: []string{"--fair-share-seats", share4}},
+		{name: "share off, queuing off", args: append(slices.Clone(shareOff), off...)},
+		{name: seats + " write seats, share off", args: append([]string{"--max-mutating-requests-inflight", seats}, shareOff...)},
+		{name: seats + " w. seats, share, queue off", args: append([]string{"--max-mutating-requests-inflight", seats}, append(slices.Clone(shareOff), off...)...)},
+	}
+	if only := os.Getenv("FAIR_MODES"); only != "" {
+		var picked []fairMode
+		for _, name := range strings.Split(only, ";") {
+			i := slices.IndexFunc(modes, func(m fairMode) bool { return m.name == name })
+			if i < 0 {
+				b.Fatalf("FAIR_MODES: no configuration %q", name)
+			}
+			picked = append(picked, modes[i])
+		}
+		modes = picked
 	}
 	for range b.N {
 		var results []fairResult
@@ -93,14 +118,14 @@ func BenchmarkFairness(b *testing.B) {
 		}
 		b.Logf("B's GETs and creates alone and while A floods creates from %d connections (GOMAXPROCS %d, load average %s):",
 			flooders, runtime.GOMAXPROCS(0), benchtest.LoadAvg())
-		b.Logf("%-28s | %-33s | %-40s | %s", "server", "B GET p50 / p99 alone -> flood", "B create p50 / p99 alone -> flood (429s; done, gave up of all)", "A creates/s (429s)")
+		b.Logf("%-28s | %-33s | %-40s | %s", "server", "B GET p50 / p99 alone -> flood", "B create p50 / p99 alone -> flood (429s; done, gave up of all)", "A creates/s alone -> with B's GETs (429s)")
 		for _, r := range results {
 			ratio := float64(r.floodGet.quantile(0.99)) / float64(r.idleGet.quantile(0.99))
-			b.Logf("%-28s | %s / %s -> %s / %s = %.2fx | %s / %s -> %s / %s (%d; %d, %d of %d) | %.0f (%d)",
+			b.Logf("%-28s | %s / %s -> %s / %s = %.2fx | %s / %s -> %s / %s (%d; %d, %d of %d) | %.0f -> %.0f (%d)",
 				r.mode.name,
 				ms(r.idleGet.quantile(0.5)), ms(r.idleGet.quantile(0.99)), ms(r.floodGet.quantile(0.5)), ms(r.floodGet.quantile(0.99)), ratio,
 				ms(r.idleCreate.quantile(0.5)), ms(r.idleCreate.quantile(0.99)), ms(r.floodCreate.quantile(0.5)), ms(r.floodCreate.quantile(0.99)),
-				r.bRejected, r.floodCreate.ops, r.bGaveUp, creates, r.aRate, r.aRejected)
+				r.bRejected, r.floodCreate.ops, r.bGaveUp, creates, r.aAloneRate, r.aRate, r.aRejected)
 		}
 		r := results[0]
 		b.ReportMetric(float64(r.floodGet.quantile(0.99))/float64(r.idleGet.quantile(0.99)), "get-p99-ratio")
@@ -238,7 +263,8 @@ func fairRun(b *testing.B, m fairMode, flooders, gets, creates int) fairResult {
 	// B's GETs in segments, alone and under A's flood in turn, so that
 	// what else the machine runs weighs on both alike.
 	fl := startFlood(b, s, tokens["flood"], flooders)
-	var window time.Duration
+	var window, aloneWindow time.Duration
+	aAlone := 0
 	for round := range fairRounds {
 		idle := bob.gets(1, gets/fairRounds, objects, "fair", timeout)
 		if idle.err != nil {
@@ -247,8 +273,14 @@ func fairRun(b *testing.B, m fairMode, flooders, gets, creates int) fairResult {
 		if round == 0 {
 			r.idleCreate, _ = bCreates("idle", timeout)
 		}
-		a0, r0 := fl.resume()
+		// A alone, B idle for longer than the fair share counts it active.
+		al0, _ := fl.resume()
 		t0 := time.Now()
+		time.Sleep(fairAloneWindow)
+		a0, r0 := fl.counts()
+		aloneWindow += time.Since(t0)
+		aAlone += a0 - al0
+		t0 = time.Now()
 		flooded := bob.gets(1, gets/fairRounds, objects, "fair", timeout)
 		window += time.Since(t0)
 		a1, r1 := fl.pause()
@@ -263,6 +295,7 @@ func fairRun(b *testing.B, m fairMode, flooders, gets, creates int) fairResult {
 	slices.Sort(r.idleGet.lat)
 	slices.Sort(r.floodGet.lat)
 	r.aRate = float64(r.aCreated) / window.Seconds()
+	r.aAloneRate = float64(aAlone) / aloneWindow.Seconds()
 	if r.idleCreate.err != nil {
 		b.Fatalf("creates alone: %v", r.idleCreate.err)
 	}
@@ -314,6 +347,9 @@ func startFlood(b *testing.B, s *testserver.Server, token string, conns int) *fl
 // resume starts the flood and returns once it has run for two seconds,
 // with how many creates it has made, and how many got 429, so far.
 func (f *flood) resume() (created, rejected int) { return f.tell("resume") }
+
+// counts returns the flood's counts so far, going on.
+func (f *flood) counts() (created, rejected int) { return f.tell("counts") }
 
 // pause stops the flood and returns once none of its requests is left,
 // with its counts.
@@ -417,6 +453,10 @@ func TestFairFlood(t *testing.T) {
 	}
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
+		if sc.Text() == "counts" {
+			fmt.Printf("counts %d %d\n", created.Load(), u.rejected.Load())
+			continue
+		}
 		mu.Lock()
 		on = sc.Text() == "resume"
 		running.Broadcast()
