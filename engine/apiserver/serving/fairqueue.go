@@ -40,10 +40,10 @@ type fairQueue struct {
 	mu     sync.Mutex
 	inUse  int // seats taken; while queued > 0 it equals seats
 	queued int // requests waiting, in all flows
-	// flows holds the users with requests waiting, each also in the ring
-	// from head to tail, the order in which they get the next seats.
-	flows      map[string]*flow
-	head, tail *flow
+	// flows holds the users with requests waiting, each also in ring, in
+	// the order in which they get the next seats.
+	flows map[string]*flow
+	ring  linkList[flow, *flow]
 }
 
 // queueObserver learns what the queue does, for the metrics.
@@ -53,21 +53,15 @@ type queueObserver interface {
 	queuedChanged(n int)
 }
 
-// flow is one user's waiting requests, oldest first.
+// flow is one user's waiting requests, in the ring while it has any.
 type flow struct {
-	user        string
-	first, last *waiter
-	n           int
-	prev, next  *flow // the ring of flows with requests waiting
+	links[flow]
+
+	user    string
+	waiters linkList[waiter, *waiter] // oldest first
 }
 
-// waiter is one waiting request.
-type waiter struct {
-	ready      chan struct{} // closed once the request has a seat
-	granted    bool          // under the queue's lock
-	flow       *flow
-	prev, next *waiter
-}
+func (f *flow) link() *links[flow] { return &f.links }
 
 func newFairQueue(seats, perUser, total int, wait time.Duration, o queueObserver) *fairQueue {
 	return &fairQueue{
@@ -138,18 +132,12 @@ func (q *fairQueue) enqueueLocked(user string) (*waiter, string) {
 	if f == nil {
 		f = &flow{user: user}
 		q.flows[user] = f
-		q.pushFlowLocked(f)
-	} else if f.n >= q.perUser {
+		q.ring.pushBack(f)
+	} else if f.waiters.n >= q.perUser {
 		return nil, reasonQueueFull
 	}
-	w := &waiter{ready: make(chan struct{}), flow: f, prev: f.last}
-	if f.last != nil {
-		f.last.next = w
-	} else {
-		f.first = w
-	}
-	f.last = w
-	f.n++
+	w := &waiter{ready: make(chan struct{}), flow: f}
+	f.waiters.pushBack(w)
 	q.queued++
 	q.notifyLocked()
 	return w, ""
@@ -160,17 +148,15 @@ func (q *fairQueue) enqueueLocked(user string) (*waiter, string) {
 func (q *fairQueue) release() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	f := q.head
+	f := q.ring.first
 	if f == nil {
 		q.inUse--
 		return
 	}
-	w := f.first
+	w := f.waiters.first
 	q.removeLocked(w)
-	if f.n > 0 {
-		// The user's turn is over: to the back of the ring.
-		q.unlinkFlowLocked(f)
-		q.pushFlowLocked(f)
+	if f.waiters.n > 0 {
+		q.ring.moveToBack(f)
 	}
 	w.granted = true
 	close(w.ready)
@@ -180,48 +166,13 @@ func (q *fairQueue) release() {
 // it is empty.
 func (q *fairQueue) removeLocked(w *waiter) {
 	f := w.flow
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		f.first = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		f.last = w.prev
-	}
-	w.prev, w.next = nil, nil
-	f.n--
+	f.waiters.remove(w)
 	q.queued--
-	if f.n == 0 {
-		q.unlinkFlowLocked(f)
+	if f.waiters.n == 0 {
+		q.ring.remove(f)
 		delete(q.flows, f.user)
 	}
 	q.notifyLocked()
-}
-
-func (q *fairQueue) pushFlowLocked(f *flow) {
-	f.prev, f.next = q.tail, nil
-	if q.tail != nil {
-		q.tail.next = f
-	} else {
-		q.head = f
-	}
-	q.tail = f
-}
-
-func (q *fairQueue) unlinkFlowLocked(f *flow) {
-	if f.prev != nil {
-		f.prev.next = f.next
-	} else {
-		q.head = f.next
-	}
-	if f.next != nil {
-		f.next.prev = f.prev
-	} else {
-		q.tail = f.prev
-	}
-	f.prev, f.next = nil, nil
 }
 
 func (q *fairQueue) notifyLocked() {

@@ -56,9 +56,9 @@ func TestFairQueueRoundRobin(t *testing.T) {
 		if !slices.Equal(order, want) {
 			t.Errorf("seats went to %v, want %v", order, want)
 		}
-		if q.inUse != 2 || q.queued != 0 || len(q.flows) != 0 || q.head != nil || q.tail != nil {
+		if q.inUse != 2 || q.queued != 0 || len(q.flows) != 0 || q.ring.first != nil || q.ring.last != nil {
 			t.Errorf("after the queue drained: inUse %d queued %d flows %d head %v tail %v; want 2 seats taken and nothing queued",
-				q.inUse, q.queued, len(q.flows), q.head, q.tail)
+				q.inUse, q.queued, len(q.flows), q.ring.first, q.ring.last)
 		}
 		q.release()
 		q.release()
@@ -228,7 +228,7 @@ func TestFairQueueManyUsers(t *testing.T) {
 	if reasons[""] == 0 {
 		t.Errorf("no request got a seat: %v", reasons)
 	}
-	if q.inUse != 0 || q.queued != 0 || len(q.flows) != 0 || q.head != nil {
+	if q.inUse != 0 || q.queued != 0 || len(q.flows) != 0 || q.ring.first != nil {
 		t.Errorf("after the run: inUse %d queued %d flows %d, want none", q.inUse, q.queued, len(q.flows))
 	}
 }

@@ -47,15 +47,14 @@ type fairShare struct {
 	held  int // requests let go on and not yet ended, all users
 	busy  int // users with requests held or waiting
 	users map[string]*shareUser
-	// idleHead..idleTail are the users with nothing held or waiting that
-	// still count as active, the one idle longest first.
-	idleHead, idleTail *shareUser
-	idle               int
-	// ringHead..ringTail are the users with requests waiting, in the order
-	// they are next considered.
-	ringHead, ringTail *shareUser
-	waiting            int
-	free               *shareUser // entries to reuse, linked by next
+	// idle holds the users with nothing held or waiting that still count
+	// as active, the one idle longest first.
+	idle linkList[shareUser, *shareUser]
+	// ring holds the users with requests waiting, in the order they are
+	// next considered.
+	ring    linkList[shareUser, *shareUser]
+	waiting int
+	free    *shareUser // entries to reuse, linked by next
 }
 
 // fairShareObserver learns what the share does, for the metrics.
@@ -68,17 +67,16 @@ type fairShareObserver interface {
 
 // shareUser is one user's state in a fairShare.
 type shareUser struct {
-	name     string
-	held     int
-	idleAt   time.Time // when held and waiting last reached zero
-	inIdle   bool
-	inRing   bool
-	prev     *shareUser // in the idle list or the ring
-	next     *shareUser
-	first    *waiter // waiting requests, oldest first
-	last     *waiter
-	nWaiting int
+	links[shareUser] // in idle or the ring; next also links free entries
+
+	name    string
+	held    int
+	idleAt  time.Time // when held and waiting last reached zero
+	inIdle  bool
+	waiters linkList[waiter, *waiter] // oldest first; in the ring while any
 }
+
+func (u *shareUser) link() *links[shareUser] { return &u.links }
 
 func newFairShare(budget int, wait time.Duration, o fairShareObserver) *fairShare {
 	return &fairShare{budget: budget, wait: wait, observer: o, users: make(map[string]*shareUser)}
@@ -95,17 +93,11 @@ func (s *fairShare) acquire(ctx context.Context, user string) admission {
 		s.mu.Unlock()
 		return admission{}
 	}
-	w := &waiter{ready: make(chan struct{}), prev: u.last}
-	if u.last != nil {
-		u.last.next = w
-	} else {
-		u.first = w
-	}
-	u.last = w
-	u.nWaiting++
+	w := &waiter{ready: make(chan struct{})}
+	u.waiters.pushBack(w)
 	s.waiting++
-	if !u.inRing {
-		s.pushRingLocked(u)
+	if u.waiters.n == 1 {
+		s.ring.pushBack(u)
 	}
 	s.notifyLocked()
 	s.mu.Unlock()
@@ -128,7 +120,7 @@ func (s *fairShare) acquire(ctx context.Context, user string) admission {
 		return admission{queued: true, waited: time.Since(start)}
 	}
 	s.removeWaiterLocked(u, w)
-	if u.held == 0 && u.nWaiting == 0 {
+	if u.held == 0 && u.waiters.n == 0 {
 		s.idleLocked(u, time.Now())
 	}
 	// The request that gave up may have been what held the others back.
@@ -145,7 +137,7 @@ func (s *fairShare) release(user string) {
 	u := s.users[user]
 	u.held--
 	s.held--
-	if u.held == 0 && u.nWaiting == 0 {
+	if u.held == 0 && u.waiters.n == 0 {
 		s.idleLocked(u, time.Now())
 	}
 	if s.waiting > 0 {
@@ -170,7 +162,8 @@ func (s *fairShare) userLocked(name string) *shareUser {
 		s.busy++
 		s.notifyLocked()
 	case u.inIdle:
-		s.unlinkIdleLocked(u)
+		s.idle.remove(u)
+		u.inIdle = false
 		s.busy++
 	}
 	return u
@@ -192,69 +185,46 @@ func (s *fairShare) mayLocked(u *shareUser, now time.Time) bool {
 // activeLocked drops the idle users whose linger is over and returns the
 // number of active users.
 func (s *fairShare) activeLocked(now time.Time) int {
-	for u := s.idleHead; u != nil && now.Sub(u.idleAt) > fairShareLinger; u = s.idleHead {
-		s.unlinkIdleLocked(u)
+	for u := s.idle.first; u != nil && now.Sub(u.idleAt) > fairShareLinger; u = s.idle.first {
+		s.idle.remove(u)
 		delete(s.users, u.name)
 		u.name = ""
 		u.next, s.free = s.free, u
 	}
-	return s.busy + s.idle
+	return s.busy + s.idle.n
 }
 
 // grantLocked lets waiting requests go on, one user at a time in ring
 // order, while the rule lets one in.
 func (s *fairShare) grantLocked() {
 	now := time.Now()
-	for tried := 0; s.ringHead != nil && tried < s.ringLen(); {
-		u := s.ringHead
+	for tried := 0; s.ring.first != nil && tried < s.ring.n; {
+		u := s.ring.first
 		if !s.mayLocked(u, now) {
-			s.unlinkRingLocked(u)
-			s.pushRingLocked(u)
+			s.ring.moveToBack(u)
 			tried++
 			continue
 		}
-		w := u.first
+		w := u.waiters.first
 		s.removeWaiterLocked(u, w)
 		u.held++
 		s.held++
 		w.granted = true
 		close(w.ready)
-		if u.inRing {
-			// Its turn is over: to the back.
-			s.unlinkRingLocked(u)
-			s.pushRingLocked(u)
+		if u.waiters.n > 0 {
+			s.ring.moveToBack(u)
 		}
 		tried = 0
 	}
 }
 
-// ringLen counts the users in the ring; few wait at once.
-func (s *fairShare) ringLen() int {
-	n := 0
-	for u := s.ringHead; u != nil; u = u.next {
-		n++
-	}
-	return n
-}
-
 // removeWaiterLocked takes w out of u's waiting requests, and u out of the
 // ring once it has none.
 func (s *fairShare) removeWaiterLocked(u *shareUser, w *waiter) {
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		u.first = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		u.last = w.prev
-	}
-	w.prev, w.next = nil, nil
-	u.nWaiting--
+	u.waiters.remove(w)
 	s.waiting--
-	if u.nWaiting == 0 {
-		s.unlinkRingLocked(u)
+	if u.waiters.n == 0 {
+		s.ring.remove(u)
 	}
 }
 
@@ -263,63 +233,11 @@ func (s *fairShare) idleLocked(u *shareUser, now time.Time) {
 	s.busy--
 	u.idleAt = now
 	u.inIdle = true
-	u.prev, u.next = s.idleTail, nil
-	if s.idleTail != nil {
-		s.idleTail.next = u
-	} else {
-		s.idleHead = u
-	}
-	s.idleTail = u
-	s.idle++
-}
-
-func (s *fairShare) unlinkIdleLocked(u *shareUser) {
-	if u.prev != nil {
-		u.prev.next = u.next
-	} else {
-		s.idleHead = u.next
-	}
-	if u.next != nil {
-		u.next.prev = u.prev
-	} else {
-		s.idleTail = u.prev
-	}
-	u.prev, u.next = nil, nil
-	u.inIdle = false
-	s.idle--
-}
-
-func (s *fairShare) pushRingLocked(u *shareUser) {
-	u.prev, u.next = s.ringTail, nil
-	if s.ringTail != nil {
-		s.ringTail.next = u
-	} else {
-		s.ringHead = u
-	}
-	s.ringTail = u
-	u.inRing = true
-}
-
-func (s *fairShare) unlinkRingLocked(u *shareUser) {
-	if !u.inRing {
-		return
-	}
-	if u.prev != nil {
-		u.prev.next = u.next
-	} else {
-		s.ringHead = u.next
-	}
-	if u.next != nil {
-		u.next.prev = u.prev
-	} else {
-		s.ringTail = u.prev
-	}
-	u.prev, u.next = nil, nil
-	u.inRing = false
+	s.idle.pushBack(u)
 }
 
 func (s *fairShare) notifyLocked() {
 	if s.observer != nil {
-		s.observer.shareChanged(s.waiting, s.busy+s.idle)
+		s.observer.shareChanged(s.waiting, s.busy+s.idle.n)
 	}
 }
