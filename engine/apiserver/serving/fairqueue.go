@@ -99,15 +99,8 @@ func (q *fairQueue) acquire(ctx context.Context, user string) admission {
 		return admission{rejected: reason}
 	}
 	start := time.Now()
-	timer := time.NewTimer(q.wait)
-	defer timer.Stop()
-	select {
-	case <-w.ready:
+	if reason = w.await(ctx, q.wait); reason == "" {
 		return admission{queued: true, waited: time.Since(start)}
-	case <-timer.C:
-		reason = reasonTimeout
-	case <-ctx.Done():
-		reason = reasonCancelled
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()

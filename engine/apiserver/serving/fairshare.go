@@ -103,16 +103,9 @@ func (s *fairShare) acquire(ctx context.Context, user string) admission {
 	s.mu.Unlock()
 
 	start := time.Now()
-	timer := time.NewTimer(s.wait)
-	defer timer.Stop()
-	var reason string
-	select {
-	case <-w.ready:
+	reason := w.await(ctx, s.wait)
+	if reason == "" {
 		return admission{queued: true, waited: time.Since(start)}
-	case <-timer.C:
-		reason = reasonTimeout
-	case <-ctx.Done():
-		reason = reasonCancelled
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,5 +1,10 @@
 package serving
 
+import (
+	"context"
+	"time"
+)
+
 // waiter is one request waiting for a seat or its share.
 type waiter struct {
 	links[waiter]
@@ -10,6 +15,22 @@ type waiter struct {
 }
 
 func (w *waiter) link() *links[waiter] { return &w.links }
+
+// await waits at most wait for w to be let go on: "" once it is, else why
+// it gave up (reasonTimeout, reasonCancelled). Its owner must then check
+// granted under its lock, as the grant may have come as it gave up.
+func (w *waiter) await(ctx context.Context, wait time.Duration) string {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-w.ready:
+		return ""
+	case <-timer.C:
+		return reasonTimeout
+	case <-ctx.Done():
+		return reasonCancelled
+	}
+}
 
 // links are an element's place in a list.
 type links[E any] struct{ prev, next *E }
