@@ -34,6 +34,9 @@ import (
 type fairMode struct {
 	name string
 	args []string
+	// elsewhere has A flood a second server of its own (same flags, its
+	// own data directory) while B uses the first.
+	elsewhere bool
 }
 
 // fairResult is what one mode measured: user B's GETs and creates alone
@@ -82,8 +85,12 @@ const fairRounds = 5
 // (--fair-share-seats -1); a fair share of 4 seats per core; the share
 // and queuing (--max-queued-requests-per-user -1) off; and FAIR_SEATS (16)
 // write seats, fewer than A's connections, the share off, with queuing on
-// and off, where A's flood takes every write seat. FAIR_MODES, a list of
-// their names separated by semicolons, runs those in that order.
+// and off, where A's flood takes every write seat; and a control, the
+// flood elsewhere: A floods a second server process with the defaults
+// while B uses the first, which A does not touch, so that B's p99 ratio
+// there is what sharing the machine's cores alone costs, a floor no
+// fairness in B's server can beat. FAIR_MODES, a list of their names
+// separated by semicolons, runs those in that order.
 func BenchmarkFairness(b *testing.B) {
 	flooders := benchtest.Env("FLOOD_CONNECTIONS", 64)
 	gets := benchtest.Env("FAIR_GETS", 10000)
@@ -99,6 +106,7 @@ func BenchmarkFairness(b *testing.B) {
 		{name: "share off, queuing off", args: append(slices.Clone(shareOff), off...)},
 		{name: seats + " write seats, share off", args: append([]string{"--max-mutating-requests-inflight", seats}, shareOff...)},
 		{name: seats + " w. seats, share, queue off", args: append([]string{"--max-mutating-requests-inflight", seats}, append(slices.Clone(shareOff), off...)...)},
+		{name: "flood elsewhere", elsewhere: true},
 	}
 	if only := os.Getenv("FAIR_MODES"); only != "" {
 		var picked []fairMode
@@ -204,12 +212,22 @@ func fairRun(b *testing.B, m fairMode, flooders, gets, creates int) fairResult {
 	if err := os.WriteFile(file, csv.Bytes(), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	s := testserver.Start(b, testserver.Options{LogLevel: "warn", Args: append([]string{"--token-auth-file", file}, m.args...)})
+	opts := testserver.Options{LogLevel: "warn", Args: append([]string{"--token-auth-file", file}, m.args...)}
+	s := testserver.Start(b, opts)
 	admin := newAPIClient(s, 2)
 	defer admin.http.CloseIdleConnections()
 	registerWidget(b, admin)
 	createNamespace(b, admin, "fair")
-	createNamespace(b, admin, "flood")
+	floodServer := s
+	if m.elsewhere {
+		floodServer = testserver.Start(b, opts)
+		other := newAPIClient(floodServer, 2)
+		defer other.http.CloseIdleConnections()
+		registerWidget(b, other)
+		createNamespace(b, other, "flood")
+	} else {
+		createNamespace(b, admin, "flood")
+	}
 	const objects = 100
 	timeout := 5 * time.Minute
 	if p := admin.creates(2, 0, objects, "fair", timeout); p.err != nil {
@@ -262,7 +280,7 @@ func fairRun(b *testing.B, m fairMode, flooders, gets, creates int) fairResult {
 
 	// B's GETs in segments, alone and under A's flood in turn, so that
 	// what else the machine runs weighs on both alike.
-	fl := startFlood(b, s, tokens["flood"], flooders)
+	fl := startFlood(b, floodServer, tokens["flood"], flooders)
 	var window, aloneWindow time.Duration
 	aAlone := 0
 	for round := range fairRounds {
@@ -322,9 +340,15 @@ type flood struct {
 
 // startFlood runs TestFairFlood in a process of its own, so that the
 // client work of its connections does not delay B's requests in this
-// process's scheduler. It floods from the first resume.
+// process's scheduler. It floods from the first resume. With
+// FAIR_FLOOD_CPUS set, it runs under taskset -c FAIR_FLOOD_CPUS (with
+// go test -exec 'taskset -c 0' for this process and the servers, that
+// keeps A's client off B's and the servers' cores).
 func startFlood(b *testing.B, s *testserver.Server, token string, conns int) *flood {
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestFairFlood$", "-test.count", "1")
+	if cpus := os.Getenv("FAIR_FLOOD_CPUS"); cpus != "" {
+		cmd = exec.Command("taskset", append([]string{"-c", cpus}, cmd.Args...)...)
+	}
 	cmd.Env = append(os.Environ(),
 		"FAIR_FLOOD_KUBECONFIG="+s.Kubeconfig, "FAIR_FLOOD_TOKEN="+token, "FAIR_FLOOD_CONNECTIONS="+strconv.Itoa(conns))
 	cmd.Stderr = os.Stderr
