@@ -2,46 +2,36 @@ package serviceaccount
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
+	"k8s.io/client-go/tools/cache"
 )
 
-// Watcher opens a watch of a resource; engine.Service implements it.
+// Watcher lists and watches a resource; engine.Service implements it.
 type Watcher interface {
+	List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
 	Watch(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 // serviceAccounts is the resource Cache watches.
 var serviceAccounts = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 
-// initialEventsEnd is the annotation of the bookmark that ends a watch's
-// initial events.
-const initialEventsEnd = metav1.InitialEventsAnnotationKey
-
-// Cache delay bounds: how long UID waits for the first load, and the retry
-// delays after a failed watch.
-const (
-	syncWait   = 10 * time.Second
-	retryFirst = 100 * time.Millisecond
-	retryMax   = 5 * time.Second
-)
+// syncWait bounds how long UID waits for the first load.
+const syncWait = 10 * time.Second
 
 // Cache holds the UID of every ServiceAccount that exists and is not being
 // deleted, kept current by a watch of ServiceAccounts: a token is checked
 // against it without a store read, and a deleted ServiceAccount's tokens
 // fail as soon as the watch delivers the deletion.
 //
-// Run's goroutine owns the watch; mu guards what UID reads.
+// Run owns the informer; mu guards what UID reads.
 type Cache struct {
 	w   Watcher
 	log *slog.Logger
@@ -87,98 +77,59 @@ func (c *Cache) UID(ctx context.Context, namespace, name string) (string, bool, 
 	return uid, ok, nil
 }
 
-// Run keeps the cache current until ctx is done: one watch that sends every
-// ServiceAccount, then their changes; resumed from its last revision when it
-// ends, started over (a full load) when that revision is too old.
+// Run keeps the cache current until ctx is done, with client-go's informer
+// over the engine's list and watch (it resumes, relists after a 410 and
+// backs off as every informer does); the cache counts as loaded once the
+// informer has synced.
 func (c *Cache) Run(ctx context.Context) error {
-	rv := ""
-	delay := retryFirst
-	for ctx.Err() == nil {
-		next, err := c.watchOnce(ctx, rv)
-		if ctx.Err() != nil {
-			return nil
-		}
-		progressed := next != rv
-		rv = next
-		if err == nil && progressed {
-			delay = retryFirst
-			continue
-		}
-		// A failed watch, or one that ended without a change: wait.
-		if err != nil {
-			c.log.Warn("watch ServiceAccounts", "err", err, "retry_in", delay)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, retryMax)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return c.w.List(ctx, serviceAccounts, "", opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return c.w.Watch(ctx, serviceAccounts, "", opts)
+		},
 	}
+	_, ctl := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    &unstructured.Unstructured{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.put(obj) },
+			UpdateFunc: func(_, obj any) { c.put(obj) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				if u, ok := obj.(*unstructured.Unstructured); ok {
+					c.mu.Lock()
+					delete(c.uids, u.GetNamespace()+"/"+u.GetName())
+					c.mu.Unlock()
+				}
+			},
+		},
+	})
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), ctl.HasSynced) {
+			c.once.Do(func() { close(c.synced) })
+		}
+	}()
+	ctl.RunWithContext(ctx)
 	return nil
 }
 
-// watchOnce watches from rv ("" for a full load first) until the watch
-// ends, and returns the revision to resume from ("" to load again).
-func (c *Cache) watchOnce(ctx context.Context, rv string) (string, error) {
-	opts := metav1.ListOptions{AllowWatchBookmarks: true, ResourceVersion: rv}
-	var fresh map[string]string // the full load, until its end
-	if rv == "" {
-		opts.SendInitialEvents = ptr.To(true)
-		opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
-		fresh = map[string]string{}
+// put records the ServiceAccount obj: its UID while it is not being
+// deleted, none once it is.
+func (c *Cache) put(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := c.w.Watch(ctx, serviceAccounts, "", opts)
-	if err != nil {
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-			return "", err
-		}
-		return rv, err
-	}
-	defer w.Stop()
-	for ev := range w.ResultChan() {
-		if ev.Type == watch.Error {
-			if st, ok := ev.Object.(*metav1.Status); ok && st.Code == http.StatusGone {
-				return "", nil // too old: load again
-			}
-			return rv, errors.New("the watch sent an error")
-		}
-		u, ok := ev.Object.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		if ev.Type == watch.Bookmark {
-			if fresh != nil && u.GetAnnotations()[initialEventsEnd] == "true" {
-				c.mu.Lock()
-				c.uids = fresh
-				c.mu.Unlock()
-				fresh = nil
-				c.once.Do(func() { close(c.synced) })
-			}
-		} else {
-			c.apply(fresh, ev.Type, u)
-		}
-		if v := u.GetResourceVersion(); v != "" && fresh == nil {
-			rv = v
-		}
-	}
-	return rv, nil
-}
-
-// apply records one change in into, or, when into is nil, in the cache.
-func (c *Cache) apply(into map[string]string, t watch.EventType, u *unstructured.Unstructured) {
 	key := u.GetNamespace() + "/" + u.GetName()
-	live := t != watch.Deleted && u.GetDeletionTimestamp() == nil
-	if into == nil {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		into = c.uids
-	}
-	if live {
-		into[key] = string(u.GetUID())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if u.GetDeletionTimestamp() == nil {
+		c.uids[key] = string(u.GetUID())
 	} else {
-		delete(into, key)
+		delete(c.uids, key)
 	}
 }
