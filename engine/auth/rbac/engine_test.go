@@ -344,6 +344,14 @@ func TestEscalation(t *testing.T) {
 	)
 	alice := who("alice", user.AllAuthenticated)
 	s.waitDecision(t, alice, nsReqAttrs("create", rbacv1.GroupName, "roles", "a"), authorizer.DecisionAllow)
+	// The binding checks below read the ClusterRoles from the authorizer's
+	// cache, which follows the writes a moment later.
+	for _, name := range []string{"widget-reader", "secret-reader"} {
+		eventually(t, "ClusterRole "+name+" cached", func() bool {
+			_, err := s.a.RoleRules(context.Background(), rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}, "")
+			return err == nil
+		})
+	}
 
 	forbidden := func(t *testing.T, err error, want string) {
 		t.Helper()
