@@ -106,7 +106,8 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 	ctx, cancelCompile := context.WithTimeoutCause(ctx, h.opts.CompileTimeout,
 		fmt.Errorf("compiling the module took longer than %v (--plugin-compile-timeout)", h.opts.CompileTimeout))
 	defer cancelCompile()
-	enter, err := h.gate.enter(ctx, compileEstimate(shape))
+	estimate := compileEstimate(shape)
+	enter, err := h.gate.enter(ctx, estimate)
 	if err != nil {
 		return nil, refuse(ErrInvalidModule, "%v", err)
 	}
@@ -133,7 +134,14 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		WithCloseOnContextDone(!cfg.DisablePreemption && !p.ownPreemption).
 		WithMemoryLimitPages(cfg.Limits.MemoryPages).
 		WithCustomSections(true)
-	rt := wazero.NewRuntimeWithConfig(ctx, rcfg)
+	// A module not compiled before may start on the interpreter and move
+	// to compiled code in the background (tier.go).
+	first := h.interpreterFirst(p.digest, shape)
+	loadCfg, cacheDir := rcfg, h.opts.CacheDir
+	if first {
+		loadCfg, cacheDir = interpreterConfig(cfg, p.ownPreemption), ""
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, loadCfg)
 	// Functions compile in parallel, one worker per core, and at least two:
 	// only the parallel compiler stops when ctx is done.
 	ctx = experimental.WithCompilationWorkers(ctx, max(2, runtime.GOMAXPROCS(0)))
@@ -189,7 +197,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		}
 	case ExtismABI:
 		discard()
-		r, err = newExtismRunner(ctx, p, rcfg, wasm, h.opts.CacheDir)
+		r, err = newExtismRunner(ctx, p, loadCfg, wasm, cacheDir)
 	}
 	release() // compiled: what follows is bounded by the instance's limits
 	if err != nil {
@@ -232,7 +240,12 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		p.pool.close()
 		return nil, err
 	}
-	p.log.Debug("plugin loaded", "digest", p.digest, "abi", abiKind.String(), "handlers", handlers)
+	if first {
+		p.startTierUp(code, wasm, estimate, rcfg)
+	} else {
+		h.markCompiled(p.digest)
+	}
+	p.log.Debug("plugin loaded", "digest", p.digest, "abi", abiKind.String(), "handlers", handlers, "tier", p.Tier())
 	return p, nil
 }
 

@@ -28,6 +28,9 @@ type Plugin struct {
 	// preemptReason says why a native-ABI module runs on wazero's slower
 	// close-on-context-done instead; empty otherwise.
 	preemptReason string
+	// tier is the background compile of a version loaded on the
+	// interpreter (tier.go).
+	tier tierState
 
 	calls, failures atomic.Int64
 
@@ -262,6 +265,7 @@ func (p *Plugin) retire() {
 }
 
 func (p *Plugin) shutdown() {
+	p.tier.stop()
 	p.pool.close()
 	p.host.untrack(p)
 	p.doneOnce.Do(func() { close(p.done) })

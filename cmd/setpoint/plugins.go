@@ -328,6 +328,10 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wasm host: %w", err)
 	}
+	if err := registerTierMetrics(promReg, h); err != nil {
+		_ = h.Close()
+		return nil, err
+	}
 	reg := host.NewRegistry(h)
 	checked := &checkedVersion{}
 	adapter := hostAdapter{h: h, reg: reg, checked: checked}
