@@ -166,7 +166,11 @@ func exportsOf(p *host.Plugin) plugins.Exports {
 	if why := p.PreemptionReason(); why != "" {
 		pre += " (" + why + ")"
 	}
-	return plugins.Exports{Reconcile: p.HasReconcile(), Admit: p.HasAdmit(), Finalize: p.HasFinalize(), Preemption: pre}
+	ex := plugins.Exports{Reconcile: p.HasReconcile(), Admit: p.HasAdmit(), Finalize: p.HasFinalize(), Preemption: pre}
+	if p.Tier() == host.TierInterpreter {
+		ex.Tier = p
+	}
+	return ex
 }
 
 func (a hostAdapter) Remove(name string) { a.reg.Remove(name) }

@@ -184,6 +184,12 @@ spec:
               preemption:
                 type: string
                 description: How calls of the loaded module are stopped at their deadline (loop-checks, or wazero and why), see docs/ABI.md.
+              tier:
+                type: string
+                description: 'Set while a new module runs on the interpreter as it compiles in the background (--plugin-interpreter-first): interpreter, then compiled.'
+              tierError:
+                type: string
+                description: Why the module stays on the interpreter (slower) when its background compile failed; it compiles again at the next load.
               calls:
                 type: integer
                 format: int64

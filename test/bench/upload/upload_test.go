@@ -200,6 +200,12 @@ func BenchmarkUploadToReady(b *testing.B) {
 			before := benchtest.LoadAvg()
 			t, u := uploadToReady(b, s, wasm)
 			cold, coldUpload = append(cold, t), append(coldUpload, u)
+			// The status says which code serves it: the interpreter at
+			// Ready, unless the compile was done by the status's write.
+			if body := do(b, s, http.MethodGet, pluginsPath+"/widget", "", nil, http.StatusOK); !bytes.Contains(body, []byte(`"tier":"interpreter"`)) &&
+				!bytes.Contains(body, []byte(`"tier":"compiled"`)) {
+				b.Fatalf("the Plugin's status does not say its tier: %s", body)
+			}
 			// The restart below waits for nothing: let the background
 			// compile finish, so that the cache holds the compiled code.
 			waitSwitched(b, s)
