@@ -62,6 +62,8 @@ func (p *Plugin) Adopt(name string, cfg Config) bool {
 		return false
 	}
 	// Only what calls read changes; the pool's idle timer reads Limits.
+	p.tier.mu.Lock()
+	defer p.tier.mu.Unlock()
 	p.name = name
 	p.log = p.host.opts.Logger.With("plugin", name)
 	p.cfg.Permissions = cfg.Permissions

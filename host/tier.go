@@ -54,9 +54,12 @@ type tierState struct {
 	interpreted atomic.Bool
 	err         atomic.Pointer[string]
 	switchedIn  atomic.Int64 // nanoseconds from load to the switch, once switched
-	cancel      context.CancelFunc
-	done        chan struct{} // closed when the background compile ended; nil without one
-	stopOnce    sync.Once
+	// mu orders Adopt's renaming before or after the instance the
+	// background compile starts, whose guest output is logged by name.
+	mu       sync.Mutex
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the background compile ended; nil without one
+	stopOnce sync.Once
 }
 
 // stop cancels the background compile and waits for it to end.
@@ -143,6 +146,9 @@ func (p *Plugin) startTierUp(code, wasm []byte, estimate int64, rcfg wazero.Runt
 	p.pool.startFirstTier()
 	h.tiers.interpreted.Add(1)
 	start := time.Now()
+	// Adopt may rename the version while it compiles: the goroutine logs
+	// by digest and reads nothing Adopt writes.
+	log := h.opts.Logger.With("digest", p.digest)
 	go func() {
 		defer close(p.tier.done)
 		defer cancel()
@@ -153,11 +159,11 @@ func (p *Plugin) startTierUp(code, wasm []byte, estimate int64, rcfg wazero.Runt
 			msg := "compiling the module in the background failed, so it keeps running on the interpreter (slower): " + err.Error()
 			p.tier.err.Store(&msg)
 			h.tiers.failed.Add(1)
-			p.log.Warn("plugin stays on the interpreter", "err", err.Error())
+			log.Warn("plugin module stays on the interpreter", "err", err.Error())
 			return
 		}
 		p.tier.switchedIn.Store(int64(time.Since(start)))
-		p.log.Debug("plugin switched to compiled code", "after", time.Since(start))
+		log.Debug("plugin module switched to compiled code", "after", time.Since(start))
 	}()
 }
 
@@ -180,7 +186,9 @@ func (p *Plugin) tierUp(ctx context.Context, code, wasm []byte, estimate int64, 
 	h.markCompiled(p.digest)
 	// A warm compiled instance, so that the first call after the switch
 	// does not start one; calls start their own when this fails.
+	p.tier.mu.Lock()
 	_ = p.pool.prewarm(ctx, 1)
+	p.tier.mu.Unlock()
 	return nil
 }
 

@@ -151,3 +151,26 @@ func TestTierCloseStopsCompile(t *testing.T) {
 		t.Fatalf("%d bytes reserved after close", got)
 	}
 }
+
+// TestTierAdoptWhileCompiling: an upload's checked version is adopted by
+// its Plugin while its background compile runs; the rename and the
+// compile's first instance do not race.
+func TestTierAdoptWhileCompiling(t *testing.T) {
+	hold := make(chan struct{})
+	_, p := loadInterpreted(t, guestModule(guestSpec{reconcile: spinUnless(nestedLoops)}), Config{}, Options{}, hold, nil)
+	close(hold)
+	if !p.Adopt("renamed", Config{}) {
+		t.Fatal("Adopt refused the same config")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.WaitCompiled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.Name() != "renamed" || p.Tier() != TierCompiled {
+		t.Fatalf("name %q, tier %q", p.Name(), p.Tier())
+	}
+	if _, err := p.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+}
