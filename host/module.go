@@ -75,6 +75,21 @@ func Digest(wasm []byte) string {
 // ErrUnsupportedABI or ErrMemoryLimit, with a message that says what is
 // wrong.
 func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (*Plugin, error) {
+	p, err := h.load(ctx, name, wasm, cfg, true)
+	var fail *interpreterFailed
+	if errors.As(err, &fail) {
+		// What fails on the interpreter loads as it always did, compiled:
+		// a refusal is then the compiler's, and so is its message.
+		h.opts.Logger.Debug("module failed to load on the interpreter; compiling it", "plugin", name, "err", fail.err.Error())
+		return h.load(ctx, name, wasm, cfg, false)
+	}
+	return p, err
+}
+
+// load is Load, on the interpreter first when mayInterpret and the host
+// says so (tier.go); a failure past that choice is then an
+// *interpreterFailed.
+func (h *Host) load(ctx context.Context, name string, wasm []byte, cfg Config, mayInterpret bool) (*Plugin, error) {
 	h.mu.Lock()
 	closed := h.closed
 	h.mu.Unlock()
@@ -136,10 +151,20 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		WithCustomSections(true)
 	// A module not compiled before may start on the interpreter and move
 	// to compiled code in the background (tier.go).
-	first := h.interpreterFirst(p.digest, shape)
+	first := mayInterpret && h.interpreterFirst(p.digest, shape)
 	loadCfg, cacheDir := rcfg, h.opts.CacheDir
+	// instCtx bounds the first instance: on the interpreter, a module whose
+	// start takes longer than interpreterStartBudget loads compiled.
+	instCtx := ctx
 	if first {
-		loadCfg, cacheDir = interpreterConfig(cfg, p.ownPreemption), ""
+		loadCfg, cacheDir = interpreterConfig(cfg), ""
+		compiledRefusal := refuse
+		refuse = func(err error, format string, args ...any) error {
+			return &interpreterFailed{err: compiledRefusal(err, format, args...)}
+		}
+		var cancel context.CancelFunc
+		instCtx, cancel = context.WithTimeout(ctx, interpreterStartBudget)
+		defer cancel()
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, loadCfg)
 	// Functions compile in parallel, one worker per core, and at least two:
@@ -192,8 +217,12 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 	var r runner
 	switch abiKind {
 	case NativeABI:
-		if r, err = newNativeRunner(ctx, p, rt, compiled); err != nil {
+		var nr *nativeRunner
+		if nr, err = newNativeRunner(ctx, p, rt, compiled); err != nil {
 			compiled.Close(ctx) // newNativeRunner closed rt
+		} else {
+			nr.ownPreemption = nr.ownPreemption && !first
+			r = nr
 		}
 	case ExtismABI:
 		discard()
@@ -208,7 +237,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 
 	// A first instance proves the module initializes within its limits and
 	// reports its version and handlers; it stays in the pool, warm.
-	inst, err := p.pool.get(ctx)
+	inst, err := p.pool.get(instCtx)
 	if err != nil {
 		p.pool.close()
 		var ce *CallError
@@ -217,7 +246,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		}
 		return nil, refuse(ErrInvalidModule, "starting an instance: %v", err)
 	}
-	version, handlers, err := inst.describe(ctx)
+	version, handlers, err := inst.describe(instCtx)
 	if err != nil {
 		p.pool.put(inst, true)
 		p.pool.close()

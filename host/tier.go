@@ -27,15 +27,19 @@ import (
 // replaces the interpreter's in the version's pool (pool.upgrade): calls in
 // flight finish on their interpreter instances, which are then closed, and
 // new calls start compiled instances. Both tiers run the same code (the
-// instrumented module, for native-ABI guests), so preemption works alike:
-// the loop checks' stop global, or wazero's close-on-context-done, which
-// the interpreter checks at the same loop heads as compiled code.
+// instrumented module, for native-ABI guests). The interpreter stops a
+// call at its deadline by wazero's close-on-context-done (see
+// interpreterConfig), the compiled code by the loop checks' stop global or
+// the same close-on-context-done.
 //
 // A module compiled once is marked (in memory, and on disk next to the
 // compilation cache), so a later load of it (a restart, a rollback) goes
 // straight to the compiler, whose cache makes it cheap. A background
 // compile that fails leaves the version on the interpreter, with the
-// reason in TierError and the plugin's log; the next load tries again.
+// reason in TierError (the Plugin's status.tierError); the next load
+// tries again. A module that fails to load on the interpreter, or whose
+// first instance takes longer than interpreterStartBudget there, loads
+// compiled as it would without it.
 
 // Tier names, as Plugin.Tier reports them.
 const (
@@ -47,6 +51,19 @@ const (
 // InterpreterFirst to load it on the interpreter: smaller modules compile
 // in milliseconds.
 const DefaultInterpreterMinCodeBytes = 256 << 10
+
+// interpreterStartBudget bounds starting and describing the first
+// instance on the interpreter. A Go guest's runtime starts there in tens
+// of milliseconds; a module whose start does much more work (filling
+// memory, say) may run a hundred times slower interpreted than compiled,
+// and loads compiled instead.
+const interpreterStartBudget = 2 * time.Second
+
+// interpreterFailed is a load on the interpreter that failed; Load then
+// loads the module compiled.
+type interpreterFailed struct{ err error }
+
+func (e *interpreterFailed) Error() string { return e.err.Error() }
 
 // tierState is a version's background compile.
 type tierState struct {
@@ -127,10 +144,15 @@ func (h *Host) interpreterFirst(digest string, sh moduleShape) bool {
 }
 
 // interpreterConfig is rcfg's settings on the interpreter, without the
-// compilation cache: interpreted code is not worth keeping.
-func interpreterConfig(cfg Config, ownPreemption bool) wazero.RuntimeConfig {
+// compilation cache: interpreted code is not worth keeping. Calls stop at
+// their deadline by wazero's close-on-context-done, which the interpreter
+// checks at every loop head with an atomic load, at little cost next to
+// interpreting; the loop checks' stop global, set from another goroutine,
+// would be a data race there, since interpreted code reads globals as Go
+// memory.
+func interpreterConfig(cfg Config) wazero.RuntimeConfig {
 	return wazero.NewRuntimeConfigInterpreter().
-		WithCloseOnContextDone(!cfg.DisablePreemption && !ownPreemption).
+		WithCloseOnContextDone(!cfg.DisablePreemption).
 		WithMemoryLimitPages(cfg.Limits.MemoryPages).
 		WithCustomSections(true)
 }

@@ -40,8 +40,9 @@ func loadInterpreted(t *testing.T, wasm []byte, cfg Config, opts Options, hold <
 }
 
 // TestDeadlineHoldsOnInterpreter: a guest spinning on the interpreter is
-// stopped at its call timeout, by the loop checks and by wazero's
-// close-on-context-done alike, and the next call works.
+// stopped at its call timeout by wazero's close-on-context-done, whether
+// its compiled code is to use the loop checks or not, and the next call
+// works.
 func TestDeadlineHoldsOnInterpreter(t *testing.T) {
 	tests := []struct {
 		name, preemption string
@@ -172,5 +173,34 @@ func TestTierAdoptWhileCompiling(t *testing.T) {
 	}
 	if _, err := p.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(`{}`)}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTierSlowStartLoadsCompiled: a module whose start runs far longer on
+// the interpreter than compiled (here: its version export counts to 200
+// million) passes the interpreter's start budget and loads compiled, as
+// it would without the interpreter.
+func TestTierSlowStartLoadsCompiled(t *testing.T) {
+	count := append([]byte{0x03, 0x40, 0x23, 0x00, 0x41, 0x01, 0x6a, 0x24, 0x00, 0x23, 0x00, 0x41}, appendSleb(nil, 200_000_000)...)
+	count = append(count, 0x49, 0x0d, 0x00, 0x0b) // lt_u br_if 0 end
+	count = appendSleb(append(count, 0x41), int64(abi.Version))
+	wasm := guestModule(guestSpec{globals: 1, version: count})
+	h, err := New(Options{InterpreterFirst: true, InterpreterMinCodeBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	start := time.Now()
+	p, err := h.Load(context.Background(), "slow", wasm, Config{Limits: Limits{CallTimeout: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	t.Logf("loaded in %v", time.Since(start))
+	if got := p.Tier(); got != TierCompiled {
+		t.Fatalf("tier = %q, want %q", got, TierCompiled)
+	}
+	if got := h.TierStats(); got != (TierStats{}) {
+		t.Fatalf("tier stats %+v, want none: no version served on the interpreter", got)
 	}
 }
