@@ -9,17 +9,20 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io/fs"
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
@@ -328,9 +331,10 @@ func TestSecretsEncryptedOnEtcd(t *testing.T) {
 }
 
 // TestPluginReadsSecret: a Plugin reads a Secret through the host only
-// when its spec.permissions.read names secrets; it then gets the Secret's
-// data as Kubernetes' JSON has it (base64), and without the grant the
-// denial names what is missing.
+// when its spec.permissions.read names secrets (no spec.privileged needed)
+// and RBAC lets its user; it then gets the Secret's data as Kubernetes'
+// JSON has it (base64). Without the grant in the spec, or with the rule
+// taken out of its ClusterRole, the denial names what is missing.
 func TestPluginReadsSecret(t *testing.T) {
 	faulty := wasmModule(t, "faulty")
 	s := testserver.Start(t, testserver.Options{})
@@ -377,4 +381,37 @@ func TestPluginReadsSecret(t *testing.T) {
 	eventually(t, "the Secret's data in g2's status", time.Minute, base64.StdEncoding.EncodeToString([]byte(pluginValue)), func() string {
 		return get("get", "gizmo", "g2", "-o", "jsonpath={.status.object.data.token}")
 	})
+
+	// RBAC decides too: an administrator takes the rule out of the
+	// plugin's ClusterRole, and the read is denied with the role named.
+	const role = "clusterrole/setpoint:plugin:reader"
+	var cr rbacv1.ClusterRole
+	if err := json.Unmarshal([]byte(get("get", role, "-o", "json")), &cr); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cr.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "secrets") })
+	if i < 0 {
+		t.Fatalf("%s grants nothing on secrets: %+v", role, cr.Rules)
+	}
+	for _, args := range [][]string{{"annotate", role, rbacv1.AutoUpdateAnnotationKey + "=false"},
+		{"patch", role, "--type=json", "-p", fmt.Sprintf(`[{"op":"remove","path":"/rules/%d"}]`, i)}} {
+		if out, errOut, err := s.Kubectl(args...); err != nil {
+			t.Fatalf("kubectl %v: %v %s%s", args, err, out, errOut)
+		}
+	}
+	eventually(t, "kubectl auth can-i get secrets for the plugin", 30*time.Second, "no", func() string {
+		return strings.TrimSpace(get("auth", "can-i", "get", "secrets", "--as", "system:setpoint:plugin:reader"))
+	})
+	gizmo("g3")
+	eventually(t, "the RBAC denial on g3", time.Minute, "False/denied by RBAC", func() string {
+		c := get("get", "gizmo", "g3", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}|{.status.conditions[?(@.type=="Ready")].message}`)
+		st, msg, _ := strings.Cut(c, "|")
+		if strings.Contains(msg, `cannot get resource "secrets"`) && strings.Contains(msg, "setpoint:plugin:reader") {
+			msg = "denied by RBAC"
+		}
+		return st + "/" + msg
+	})
+	if out := get("get", "gizmo", "g3", "-o", "jsonpath={.status.object}"); out != "" {
+		t.Errorf("a plugin denied by RBAC got the Secret: %s", out)
+	}
 }
