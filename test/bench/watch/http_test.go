@@ -52,7 +52,7 @@ func BenchmarkHTTPWatch(b *testing.B) {
 	b.Logf("load average %s", benchtest.LoadAvg())
 	for i := 0; i < b.N; i++ {
 		for si, watchers := range sizes {
-			x := newBench(b, testserver.Options{LogLevel: "warn"})
+			x := newBench(b, testserver.Options{LogLevel: "warn", Args: limitsFor(watchers)})
 			for j := 0; j < objects; j++ {
 				obj := fmt.Sprintf(`{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"w%03d"},"spec":{"name":"w%03d","size":"small","note":"0"}}`, j, j)
 				if code, body := x.do("POST", path, "application/json", []byte(obj)); code != 201 {
