@@ -1,9 +1,13 @@
-// Package watch benchmarks watch over WebSocket end to end (`make
-// bench-watch`): 1,000 WebSocket watchers of one kind on the built server
-// while objects of that kind are written at rising rates. It reports
-// deliveries per second, write-to-receipt latency (p50, p99) and the
-// server's memory per idle watcher. The watchers run in the benchmark's
-// process, so on a small machine they compete with the server for CPU.
+// Package watch benchmarks watch fan-out end to end (`make bench-watch`) on
+// the built server, while objects of one kind are written at rising rates:
+// 1,000 WebSocket watchers (BenchmarkWebSocketWatch), 200 and 2,000
+// chunked HTTP watchers as client-go's informers use
+// (BenchmarkHTTPWatch), and the server's memory per idle WebSocket watcher
+// with 10,000 of them (BenchmarkIdleWebSocketWatchers). It reports
+// deliveries per second, write-to-receipt latency (p50, p99), the server's
+// CPU per delivery and memory per idle watcher. The watchers run in the
+// benchmark's process, so on a small machine they compete with the server
+// for CPU. SETPOINT_BIN runs another build (such as main's) for a baseline.
 package watch
 
 import (
