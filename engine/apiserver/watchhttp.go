@@ -89,6 +89,13 @@ func (ew *eventWriter) send(ev watch.Event) bool {
 }
 
 func (ew *eventWriter) queue(b []byte) bool {
+	// A send that need not wait skips the select below, which locks
+	// every channel it waits on.
+	select {
+	case ew.q <- b:
+		return true
+	default:
+	}
 	select {
 	case ew.q <- b:
 		return true
