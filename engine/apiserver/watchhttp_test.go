@@ -229,3 +229,55 @@ func readWatch(resp *http.Response, format string, want int) ([]string, error) {
 	}
 	return got, fmt.Errorf("stream ended after %d events: %v", len(got), sc.Err())
 }
+
+// countingWriter is a ResponseWriter that counts what reaches it.
+type countingWriter struct {
+	header  http.Header
+	lines   int
+	flushes int
+}
+
+func (c *countingWriter) Header() http.Header { return c.header }
+func (c *countingWriter) WriteHeader(int)     {}
+func (c *countingWriter) Flush()              { c.flushes++ }
+func (c *countingWriter) Write(b []byte) (int, error) {
+	c.lines += strings.Count(string(b), "\n")
+	return len(b), nil
+}
+
+// TestHTTPWatchBatches checks the flush policy of the HTTP watch stream:
+// the events already queued go out with the one that woke the writer, in
+// one flush, up to about batchBytes.
+func TestHTTPWatchBatches(t *testing.T) {
+	small := []byte(`{"type":"MODIFIED","object":{}}`)
+	large := []byte(`{"type":"MODIFIED","object":{"data":"` + strings.Repeat("x", batchBytes/4) + `"}}`)
+	for _, tc := range []struct {
+		name          string
+		event         []byte
+		queued        int
+		wantRemaining int
+	}{
+		{name: "nothing queued", event: small},
+		{name: "small events queued", event: small, queued: 20},
+		// The first and three queued events reach batchBytes: the rest
+		// wait for the next batch.
+		{name: "large events queued", event: large, queued: 6, wantRemaining: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cw := &countingWriter{header: http.Header{}}
+			hs := &httpStream{w: cw, rc: http.NewResponseController(cw), flusher: true, writeTimeout: time.Second}
+			q := make(chan []byte, 64)
+			for range tc.queued {
+				q <- tc.event
+			}
+			if !hs.writeBatch(tc.event, q) {
+				t.Fatal("writeBatch failed")
+			}
+			wantLines := 1 + tc.queued - tc.wantRemaining
+			if cw.flushes != 1 || cw.lines != wantLines || len(q) != tc.wantRemaining {
+				t.Errorf("flushes %d, events written %d, left queued %d; want 1, %d, %d",
+					cw.flushes, cw.lines, len(q), wantLines, tc.wantRemaining)
+			}
+		})
+	}
+}
