@@ -46,6 +46,8 @@ type egressClient struct {
 	// setupErr is why the grant cannot be used (a CA bundle without a
 	// certificate); every call fails with it.
 	setupErr error
+	// extismHosts are the grant's hosts as Extism's allowed_hosts.
+	extismHosts []string
 }
 
 // lazyEgress makes a version's egressClient on first use.
@@ -60,7 +62,7 @@ func (l *lazyEgress) get(p *Plugin) *egressClient {
 }
 
 func newEgressClient(plugin string, g *Egress) *egressClient {
-	c := &egressClient{grant: g, plugin: plugin}
+	c := &egressClient{grant: g, plugin: plugin, extismHosts: extismAllowedHosts(g)}
 	if g == nil {
 		return c
 	}

@@ -126,10 +126,10 @@ func egressFuncs() []extism.HostFunction {
 	return fs
 }
 
-// extismAllowedHosts are the host names of a grant, as Extism's manifest
-// lists them in allowed_hosts. The host's own checks, which replace the
-// SDK's http_request, go further (scheme, port, method); the manifest
-// states the hosts so that it describes the plugin as Extism tools expect.
+// extismAllowedHosts are the host names of a grant, as Extism's
+// allowed_hosts lists them; the host sets them on each instance it calls.
+// They decide nothing: the host's own checks, which replace the SDK's
+// http_request, go further (scheme, port, method, address).
 func extismAllowedHosts(g *Egress) []string {
 	if g == nil {
 		return []string{}
