@@ -382,7 +382,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		Service: svc, Modules: modules, Host: adapter, Controllers: ctrls,
 		Metrics: ctrlMetrics, Registerer: promReg,
 		StatusInterval: o.statusInterval, ModuleGCGrace: o.moduleGCGrace, Logger: log.With("component", "plugins"),
-		Writes: writes, Logs: logs, Admitter: admitter, ReportsCounters: p.reportsCounters.Load,
+		Writes: writes, Logs: logs, Egress: egress, Admitter: admitter, ReportsCounters: p.reportsCounters.Load,
 		Audit: pluginAudit, Authorizer: authz,
 	})
 	if err != nil {
