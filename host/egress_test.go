@@ -7,10 +7,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -225,6 +227,8 @@ func TestEgressGrants(t *testing.T) {
 		{name: "redirect off the list", grant: grant(mustRule(t, base, "GET")),
 			config: map[string]string{"url": base + "/redirect?to=" + url.QueryEscape(other.URL+"/echo")},
 			reason: abi.HTTPForbidden, errHas: "egress to " + other.URL + " (GET) is not granted"},
+		{name: "connection refused", grant: grant(mustRule(t, "http://127.0.0.1:"+closedPort(t), "GET")),
+			config: map[string]string{"url": "http://127.0.0.1:" + closedPort(t) + "/"}, reason: abi.HTTPUnavailable, errHas: "connection refused"},
 		{name: "size cap", grant: &host.Egress{Allow: []host.EgressRule{mustRule(t, base, "GET")}, MaxResponseBytes: 1024},
 			config: map[string]string{"url": base + "/big"}, reason: abi.HTTPTooLarge, errHas: "larger than spec.egress.maxResponseBytes (1024)"},
 		{name: "under the size cap", grant: &host.Egress{Allow: []host.EgressRule{mustRule(t, base, "GET")}, MaxResponseBytes: 2048},
@@ -303,6 +307,25 @@ func TestEgressGrants(t *testing.T) {
 		}
 	})
 }
+
+// closedPort is a loopback port nothing listens on (it was free a moment
+// ago), the same one on every call of a test.
+func closedPort(t *testing.T) string {
+	closedOnce.Do(func() {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+	})
+	return closed
+}
+
+var (
+	closedOnce sync.Once
+	closed     string
+)
 
 // waitFor polls cond for up to 10 seconds.
 func waitFor(t *testing.T, cond func() bool) {
