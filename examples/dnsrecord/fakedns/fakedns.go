@@ -23,7 +23,8 @@
 //	DELETE /v1/zones/{zone}/records/{id}           204, or 404
 //	GET    /admin/records                          every record's latest state, now
 //	PUT    /admin/records/{id}                     {"value", "ttl"}: a change nobody asked the client for
-//	POST   /admin/faults                           {"count": N, "afterWrite": bool}: the next N API requests answer 500
+//	POST   /admin/faults                           {"count": N}: the next N API requests answer 500;
+//	                                               with "afterWrite": true, the next N writes do, once done
 //	GET    /admin/stats                            request and fault counters
 //
 // Errors are {"error": "message"}. Admin requests never fail on purpose and
@@ -136,9 +137,10 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-// InjectFaults makes the next n API requests answer 500: before doing
-// anything, or, with afterWrite, after doing their write, as when a
-// response is lost on its way back.
+// InjectFaults makes the next n API requests answer 500 before doing
+// anything, or, with afterWrite, the next n writes (POST, PUT, DELETE)
+// answer 500 after doing their write, as when a response is lost on its
+// way back.
 func (s *Server) InjectFaults(n int, afterWrite bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -199,7 +201,7 @@ func (s *Server) api(h apiHandler) http.HandlerFunc {
 		s.stats.Requests++
 		fail, after := false, false
 		switch {
-		case s.faults > 0:
+		case s.faults > 0 && (!s.afterWrite || r.Method != http.MethodGet):
 			s.faults--
 			fail, after = true, s.afterWrite
 		case s.opts.ErrorRate > 0 && s.rnd.Float64() < s.opts.ErrorRate:
@@ -208,7 +210,7 @@ func (s *Server) api(h apiHandler) http.HandlerFunc {
 		if fail {
 			s.stats.Faults++
 		}
-		if fail && (!after || r.Method == http.MethodGet) {
+		if fail && !after {
 			writeError(w, http.StatusInternalServerError, "internal error (injected)")
 			return
 		}

@@ -1,0 +1,188 @@
+package operator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/setpoint-dev/setpoint/sdk/plugin"
+)
+
+// Request is one HTTP request to the DNS service.
+type Request struct {
+	Method string
+	URL    string
+	Header map[string]string
+	Body   []byte
+}
+
+// Response is the service's answer. A status other than 2xx is a
+// response, not an error.
+type Response struct {
+	Status int
+	Body   []byte
+}
+
+// Doer sends a request to the outside world. Inside the Wasm guest it is
+// the host's egress call (sdk/plugin.HTTP), which the Plugin's egress grant
+// allows or denies; native tests send it with an http.Client.
+type Doer interface {
+	Do(h plugin.Host, req Request) (Response, error)
+}
+
+// DoerFunc adapts a function to Doer.
+type DoerFunc func(h plugin.Host, req Request) (Response, error)
+
+// Do implements Doer.
+func (f DoerFunc) Do(h plugin.Host, req Request) (Response, error) { return f(h, req) }
+
+// Record is a DNS record as the service's API has it.
+type Record struct {
+	ID      string `json:"id,omitempty"`
+	Zone    string `json:"zone,omitempty"`
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Value   string `json:"value"`
+	TTL     int64  `json:"ttl"`
+	Owner   string `json:"owner,omitempty"`
+	Version int64  `json:"version,omitempty"`
+}
+
+// String describes r in messages: "www.example.com A 192.0.2.10 (ttl 300)".
+func (r Record) String() string {
+	return fmt.Sprintf("%s.%s %s %s (ttl %d)", r.Name, r.Zone, r.Type, r.Value, r.TTL)
+}
+
+// APIError is an answer of the service other than the one asked for.
+type APIError struct {
+	// Op is what was asked ("create record www.example.com A").
+	Op string
+	// Status is the HTTP status; Message the service's error text.
+	Status  int
+	Message string
+}
+
+func (e *APIError) Error() string {
+	msg := fmt.Sprintf("%s: the service answered %d %s", e.Op, e.Status, http.StatusText(e.Status))
+	switch {
+	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
+		msg += " (check the token in the credentials Secret)"
+	case e.Message != "":
+		msg += ": " + e.Message
+	}
+	return msg
+}
+
+// ExistsError is a create refused because the zone holds a record of that
+// name and type: Record is that record, as the service holds it now.
+type ExistsError struct {
+	Record Record
+}
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("record %s exists as %s", e.Record, e.Record.ID)
+}
+
+// service calls the DNS service's API for one reconcile.
+type service struct {
+	h     plugin.Host
+	do    Doer
+	base  string
+	token string
+}
+
+func (s *service) recordsURL(zone string) string {
+	return s.base + "/v1/zones/" + url.PathEscape(zone) + "/records"
+}
+
+// call sends a request and decodes a JSON answer of status want into out.
+// It returns the status it got and, for another one, an *APIError.
+func (s *service) call(op, method, u string, in, out any, want ...int) (int, error) {
+	req := Request{Method: method, URL: u, Header: map[string]string{
+		"Authorization": "Bearer " + s.token,
+		"Accept":        "application/json",
+	}}
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", op, err)
+		}
+		req.Body = b
+		req.Header["Content-Type"] = "application/json"
+	}
+	resp, err := s.do.Do(s.h, req)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	for _, w := range want {
+		if resp.Status != w {
+			continue
+		}
+		if out != nil && len(resp.Body) > 0 {
+			if err := json.Unmarshal(resp.Body, out); err != nil {
+				return resp.Status, fmt.Errorf("%s: the service's answer is not the JSON expected: %w", op, err)
+			}
+		}
+		return resp.Status, nil
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	_ = json.Unmarshal(resp.Body, &e)
+	return resp.Status, &APIError{Op: op, Status: resp.Status, Message: e.Error}
+}
+
+// get reads a record by ID; found is false on 404.
+func (s *service) get(zone, id string) (rec Record, found bool, err error) {
+	code, err := s.call("read record "+id, http.MethodGet, s.recordsURL(zone)+"/"+url.PathEscape(id), nil, &rec, http.StatusOK, http.StatusNotFound)
+	return rec, code == http.StatusOK, err
+}
+
+// find lists the records of a name and type in a zone.
+func (s *service) find(zone, name, typ string) ([]Record, error) {
+	var out struct {
+		Records []Record `json:"records"`
+	}
+	q := url.Values{"name": {name}, "type": {typ}}
+	_, err := s.call("find record "+name+"."+zone+" "+typ, http.MethodGet, s.recordsURL(zone)+"?"+q.Encode(), nil, &out, http.StatusOK)
+	return out.Records, err
+}
+
+// create creates a record; a 409 is an *ExistsError with the record that
+// exists.
+func (s *service) create(r Record) (Record, error) {
+	var out struct {
+		Record
+		Existing Record `json:"record"`
+	}
+	code, err := s.call("create record "+r.Name+"."+r.Zone+" "+r.Type, http.MethodPost, s.recordsURL(r.Zone), r, &out, http.StatusCreated, http.StatusConflict)
+	if err != nil {
+		return Record{}, err
+	}
+	if code == http.StatusConflict {
+		return Record{}, &ExistsError{Record: out.Existing}
+	}
+	return out.Record, nil
+}
+
+// update sets a record's value and TTL.
+func (s *service) update(zone, id, value string, ttl int64) (Record, error) {
+	var out Record
+	in := map[string]any{"value": value, "ttl": ttl}
+	_, err := s.call("update record "+id, http.MethodPut, s.recordsURL(zone)+"/"+url.PathEscape(id), in, &out, http.StatusOK)
+	return out, err
+}
+
+// remove deletes a record; found is false when it was gone already (404).
+func (s *service) remove(zone, id string) (found bool, err error) {
+	code, err := s.call("delete record "+id, http.MethodDelete, s.recordsURL(zone)+"/"+url.PathEscape(id), nil, nil, http.StatusNoContent, http.StatusOK, http.StatusNotFound)
+	return code != http.StatusNotFound, err
+}
+
+// isNotFound reports whether err is the service's 404.
+func isNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
