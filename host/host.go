@@ -40,6 +40,8 @@ type Options struct {
 	CompileTimeout time.Duration
 	// Budget bounds all plugins together.
 	Budget Budget
+	// Egress is told about every HTTP call of every plugin. Nil: nobody.
+	Egress EgressObserver
 }
 
 // DefaultCompileTimeout bounds one module's compile.
@@ -52,6 +54,8 @@ type Config struct {
 	// DisablePreemption runs calls without close-on-context-done: faster,
 	// but a spinning guest cannot be stopped. For benchmarks only.
 	DisablePreemption bool
+	// Egress is what the plugin may reach over HTTP; nil grants nothing.
+	Egress *Egress
 }
 
 // Limits bound one plugin version. Zero values get defaults.

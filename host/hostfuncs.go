@@ -209,6 +209,8 @@ func (s *callScope) handle(ctx context.Context, fn string, req []byte) []byte {
 		return s.errorDoc("")
 	case abi.HostCreate, abi.HostUpdate, abi.HostPatch, abi.HostDelete:
 		return s.write(ctx, fn, req)
+	case abi.HostHTTP:
+		return s.http(ctx, req)
 	}
 	return s.errorDoc("unknown host function " + fn)
 }

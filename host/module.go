@@ -59,7 +59,7 @@ var extismEnvFuncs = []string{
 // hostFuncNames are the host functions of both ABIs, in the order listed
 // in errors.
 var hostFuncNames = []string{abi.HostLog, abi.HostGet, abi.HostList, abi.HostEmitEvent,
-	abi.HostCreate, abi.HostUpdate, abi.HostPatch, abi.HostDelete}
+	abi.HostCreate, abi.HostUpdate, abi.HostPatch, abi.HostDelete, abi.HostHTTP}
 
 // Digest returns the content address of a module: "sha256:" and the hex
 // digest of its bytes.
@@ -318,9 +318,9 @@ func checkImports(m wazero.CompiledModule, kind ABI) error {
 		return nil
 	}
 	sort.Strings(unknown)
-	offer := "wasi_snapshot_preview1 and setpoint.{log,get,list,emit_event,create,update,patch,delete} (reqPtr, reqLen, outPtr, outCap i32) -> i32, setpoint.result (i32, i32) -> i32"
+	offer := "wasi_snapshot_preview1 and setpoint.{log,get,list,emit_event,create,update,patch,delete,http} (reqPtr, reqLen, outPtr, outCap i32) -> i32, setpoint.result (i32, i32) -> i32"
 	if kind == ExtismABI {
-		offer = "wasi_snapshot_preview1, extism:host/env and extism:host/user.{log,get,list,emit_event,create,update,patch,delete} (i64) -> i64"
+		offer = "wasi_snapshot_preview1, extism:host/env and extism:host/user.{log,get,list,emit_event,create,update,patch,delete,http} (i64) -> i64"
 	}
 	return fmt.Errorf("the module imports %s, which the host does not offer (it offers %s)", strings.Join(unknown, ", "), offer)
 }

@@ -31,6 +31,9 @@ type Plugin struct {
 
 	calls, failures atomic.Int64
 
+	// egress sends the version's HTTP calls under cfg.Egress.
+	egress lazyEgress
+
 	mu       sync.Mutex // guards inflight, retired, closed
 	inflight int
 	retired  bool // no new calls; closes when inflight reaches 0
@@ -62,6 +65,7 @@ func (p *Plugin) Adopt(name string, cfg Config) bool {
 	p.name = name
 	p.log = p.host.opts.Logger.With("plugin", name)
 	p.cfg.Permissions = cfg.Permissions
+	p.cfg.Egress = cfg.Egress
 	return true
 }
 
