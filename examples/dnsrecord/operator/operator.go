@@ -1,7 +1,7 @@
 // Package operator is the logic of the DNSRecord plugin
 // (examples/dnsrecord/plugin): it keeps a record in an external DNS
 // service (examples/dnsrecord/fakedns stands in for one) as each DNSRecord
-// object says, through the host's egress call, authenticated with a token
+// object says, through the host's egress call (sdk/plugin.HTTP), authenticated with a token
 // read from a Secret. It is the actuation pattern of docs/PLUGINS.md:
 //
 //   - level-triggered: every reconcile reads the record from the service
@@ -22,8 +22,9 @@
 //     and a record already gone (404) is fine.
 //
 // It is plain Go on the SDK's types, unit-tested natively against the fake
-// service; the plugin's main package only registers it with the guest glue
-// and the host's HTTP call.
+// service (sdk/plugintest's Host sends the egress calls with an
+// http.Client); the plugin's main package only registers it with the
+// guest glue.
 package operator
 
 import (
@@ -74,11 +75,9 @@ const (
 // ErrConfig reports a Plugin configuration the plugin cannot work with.
 var ErrConfig = errors.New("plugin config")
 
-// Operator holds the plugin's handlers.
-type Operator struct {
-	// HTTP sends requests to the DNS service.
-	HTTP Doer
-}
+// Operator holds the plugin's handlers. It keeps nothing between calls:
+// what it knows of the outside world is in each object's status.
+type Operator struct{}
 
 // Handlers returns the handlers to register with the SDK's glue.
 func (op *Operator) Handlers() plugin.Handlers {
@@ -193,8 +192,5 @@ func (op *Operator) connect(h plugin.Host, c config, namespace string) (*service
 	if token == "" {
 		return nil, fmt.Errorf("%s: key %q is empty", where, c.secretKey)
 	}
-	if op.HTTP == nil {
-		return nil, errors.New("operator: no HTTP Doer")
-	}
-	return &service{h: h, do: op.HTTP, base: c.endpoint, token: token}, nil
+	return &service{h: h, base: c.endpoint, token: token}, nil
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/setpoint-dev/setpoint/examples/dnsrecord/fakedns"
 	"github.com/setpoint-dev/setpoint/examples/dnsrecord/operator"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
-	"github.com/setpoint-dev/setpoint/sdk/plugin"
 	"github.com/setpoint-dev/setpoint/sdk/plugintest"
 )
 
@@ -44,25 +43,25 @@ func (c *clock) step(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// nativeHTTP sends the operator's requests with an http.Client, as the
-// host's egress call does inside the server.
-func nativeHTTP(c *http.Client) operator.Doer {
-	return operator.DoerFunc(func(_ plugin.Host, r operator.Request) (operator.Response, error) {
+// nativeHTTP answers the plugin's egress calls with an http.Client, as
+// the host does inside the server.
+func nativeHTTP(c *http.Client) func(abi.HTTPRequest) (abi.HTTPResponse, error) {
+	return func(r abi.HTTPRequest) (abi.HTTPResponse, error) {
 		req, err := http.NewRequest(r.Method, r.URL, bytes.NewReader(r.Body))
 		if err != nil {
-			return operator.Response{}, err
+			return abi.HTTPResponse{}, err
 		}
-		for k, v := range r.Header {
+		for k, v := range r.Headers {
 			req.Header.Set(k, v)
 		}
 		resp, err := c.Do(req)
 		if err != nil {
-			return operator.Response{}, err
+			return abi.HTTPResponse{}, err
 		}
 		defer resp.Body.Close()
 		b, err := io.ReadAll(resp.Body)
-		return operator.Response{Status: resp.StatusCode, Body: b}, err
-	})
+		return abi.HTTPResponse{Status: int32(resp.StatusCode), Body: b}, err
+	}
 }
 
 // env is one DNSRecord, the fake service and a host holding the Secret;
@@ -84,11 +83,11 @@ func newEnv(t *testing.T) *env {
 	dns := fakedns.New(fakedns.Options{Token: token, Delay: delay, Now: clk.now})
 	hs := httptest.NewServer(dns)
 	t.Cleanup(hs.Close)
-	host := &plugintest.Host{}
+	host := &plugintest.Host{HTTPHandler: nativeHTTP(hs.Client())}
 	host.Add(secret("dns-credentials", token))
 	return &env{
 		t: t, dns: dns, clk: clk, host: host,
-		op: &operator.Operator{HTTP: nativeHTTP(hs.Client())},
+		op: &operator.Operator{},
 		config: map[string]string{
 			operator.ConfigEndpoint:     hs.URL,
 			operator.ConfigCredentials:  "dns-system/dns-credentials",
@@ -273,7 +272,7 @@ func TestSomeoneElsesRecord(t *testing.T) {
 	other := newEnv(t)
 	other.dns = e.dns
 	other.obj["metadata"].(map[string]any)["uid"] = "uid-other"
-	other.op = e.op
+	other.host.HTTPHandler = e.host.HTTPHandler
 	other.config = e.config
 	other.mustSync()
 	e.clk.step(delay)
@@ -448,7 +447,7 @@ func TestCredentials(t *testing.T) {
 		want   string
 		noLeak bool
 	}{
-		{name: "no Secret", setup: func(e *env) { e.host = &plugintest.Host{} },
+		{name: "no Secret", setup: func(e *env) { e.host = &plugintest.Host{HTTPHandler: e.host.HTTPHandler} },
 			want: "credentials: Secret dns-system/dns-credentials not found"},
 		{name: "read denied", setup: func(e *env) {
 			e.host.Deny = func(string) error { return errors.New("Secret is not in spec.permissions.read") }
@@ -456,14 +455,11 @@ func TestCredentials(t *testing.T) {
 		{name: "no key", setup: func(e *env) { e.config[operator.ConfigCredentialsKey] = "password" },
 			want: `has no key "password"`},
 		{name: "wrong token", setup: func(e *env) {
-			e.host = &plugintest.Host{}
+			e.host = &plugintest.Host{HTTPHandler: e.host.HTTPHandler}
 			e.host.Add(secret("dns-credentials", "not-the-token"))
 		}, want: "the service answered 401 Unauthorized (check the token in the credentials Secret)", noLeak: true},
-		{name: "egress denied", setup: func(e *env) {
-			e.op.HTTP = operator.DoerFunc(func(plugin.Host, operator.Request) (operator.Response, error) {
-				return operator.Response{}, errors.New("egress: POST http://127.0.0.1 is not granted by spec.egress")
-			})
-		}, want: "is not granted by spec.egress"},
+		{name: "egress denied", setup: func(e *env) { e.host.HTTPHandler = nil },
+			want: "is not granted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)

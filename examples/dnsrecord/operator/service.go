@@ -7,36 +7,9 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/sdk/plugin"
 )
-
-// Request is one HTTP request to the DNS service.
-type Request struct {
-	Method string
-	URL    string
-	Header map[string]string
-	Body   []byte
-}
-
-// Response is the service's answer. A status other than 2xx is a
-// response, not an error.
-type Response struct {
-	Status int
-	Body   []byte
-}
-
-// Doer sends a request to the outside world. Inside the Wasm guest it is
-// the host's egress call (sdk/plugin.HTTP), which the Plugin's egress grant
-// allows or denies; native tests send it with an http.Client.
-type Doer interface {
-	Do(h plugin.Host, req Request) (Response, error)
-}
-
-// DoerFunc adapts a function to Doer.
-type DoerFunc func(h plugin.Host, req Request) (Response, error)
-
-// Do implements Doer.
-func (f DoerFunc) Do(h plugin.Host, req Request) (Response, error) { return f(h, req) }
 
 // Record is a DNS record as the service's API has it.
 type Record struct {
@@ -85,10 +58,11 @@ func (e *ExistsError) Error() string {
 	return fmt.Sprintf("record %s exists as %s", e.Record, e.Record.ID)
 }
 
-// service calls the DNS service's API for one reconcile.
+// service calls the DNS service's API for one reconcile, through the
+// host's egress call (plugin.HTTP), which the Plugin's spec.egress grants
+// or denies.
 type service struct {
 	h     plugin.Host
-	do    Doer
 	base  string
 	token string
 }
@@ -100,7 +74,7 @@ func (s *service) recordsURL(zone string) string {
 // call sends a request and decodes a JSON answer of status want into out.
 // It returns the status it got and, for another one, an *APIError.
 func (s *service) call(op, method, u string, in, out any, want ...int) (int, error) {
-	req := Request{Method: method, URL: u, Header: map[string]string{
+	req := abi.HTTPRequest{Method: method, URL: u, Headers: map[string]string{
 		"Authorization": "Bearer " + s.token,
 		"Accept":        "application/json",
 	}}
@@ -110,28 +84,29 @@ func (s *service) call(op, method, u string, in, out any, want ...int) (int, err
 			return 0, fmt.Errorf("%s: %w", op, err)
 		}
 		req.Body = b
-		req.Header["Content-Type"] = "application/json"
+		req.Headers["Content-Type"] = "application/json"
 	}
-	resp, err := s.do.Do(s.h, req)
+	resp, err := plugin.HTTP(s.h, req)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
+	status := int(resp.Status)
 	for _, w := range want {
-		if resp.Status != w {
+		if status != w {
 			continue
 		}
 		if out != nil && len(resp.Body) > 0 {
 			if err := json.Unmarshal(resp.Body, out); err != nil {
-				return resp.Status, fmt.Errorf("%s: the service's answer is not the JSON expected: %w", op, err)
+				return status, fmt.Errorf("%s: the service's answer is not the JSON expected: %w", op, err)
 			}
 		}
-		return resp.Status, nil
+		return status, nil
 	}
 	var e struct {
 		Error string `json:"error"`
 	}
 	_ = json.Unmarshal(resp.Body, &e)
-	return resp.Status, &APIError{Op: op, Status: resp.Status, Message: e.Error}
+	return status, &APIError{Op: op, Status: status, Message: e.Error}
 }
 
 // get reads a record by ID; found is false on 404.
