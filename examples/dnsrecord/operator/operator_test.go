@@ -478,6 +478,17 @@ func TestCredentials(t *testing.T) {
 	}
 }
 
+// TestInvalidRecord: a record the service refuses as invalid is a terminal
+// error, not retried until the spec changes.
+func TestInvalidRecord(t *testing.T) {
+	e := newEnv(t)
+	e.setSpec("ttl", 0) // the kind's schema forbids it; the service too
+	resp := e.reconcile()
+	if !resp.Terminal || !strings.Contains(resp.Error, "the service answered 400 Bad Request: fakedns: invalid record: ttl must be positive") {
+		t.Errorf("error %q terminal %v, want a terminal 400", resp.Error, resp.Terminal)
+	}
+}
+
 func TestConfig(t *testing.T) {
 	for _, tc := range []struct{ key, value, want string }{
 		{operator.ConfigEndpoint, "127.0.0.1:8053", "not an http:// or https:// URL"},

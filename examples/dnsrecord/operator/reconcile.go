@@ -42,7 +42,9 @@ func (op *Operator) Reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.Re
 	s := &syncer{svc: svc, obj: obj, st: obj.Status}
 	requeue, err := s.sync()
 	if err != nil {
-		resp := failed(obj, err, false)
+		// The service refusing the record as invalid answers the same
+		// until the spec changes; anything else may pass on a retry.
+		resp := failed(obj, err, isInvalid(err))
 		resp.Status = s.st.withSynced(condition(obj, "False", ReasonSyncFailed, err.Error())).encode()
 		resp.Events = s.events
 		return resp, nil

@@ -161,3 +161,10 @@ func isNotFound(err error) bool {
 	var ae *APIError
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }
+
+// isInvalid reports whether err is the service refusing a request as
+// invalid (400, 422).
+func isInvalid(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity)
+}
