@@ -4,12 +4,39 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/sdk/plugin"
 )
+
+// HTTP methods and statuses the service's API uses. (net/http is not
+// imported: it would add its client and TLS to the module, which never
+// use them; the host makes the calls.)
+const (
+	methodGet    = "GET"
+	methodPost   = "POST"
+	methodPut    = "PUT"
+	methodDelete = "DELETE"
+
+	statusOK                  = 200
+	statusCreated             = 201
+	statusNoContent           = 204
+	statusBadRequest          = 400
+	statusUnauthorized        = 401
+	statusForbidden           = 403
+	statusNotFound            = 404
+	statusConflict            = 409
+	statusUnprocessableEntity = 422
+)
+
+// statusText names the statuses a message shows.
+var statusText = map[int]string{
+	400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
+	422: "Unprocessable Entity", 429: "Too Many Requests", 500: "Internal Server Error",
+	502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
+}
 
 // Record is a DNS record as the service's API has it.
 type Record struct {
@@ -38,9 +65,9 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
-	msg := fmt.Sprintf("%s: the service answered %d %s", e.Op, e.Status, http.StatusText(e.Status))
+	msg := strings.TrimSpace(fmt.Sprintf("%s: the service answered %d %s", e.Op, e.Status, statusText[e.Status]))
 	switch {
-	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
+	case e.Status == statusUnauthorized || e.Status == statusForbidden:
 		msg += " (check the token in the credentials Secret)"
 	case e.Message != "":
 		msg += ": " + e.Message
@@ -111,8 +138,8 @@ func (s *service) call(op, method, u string, in, out any, want ...int) (int, err
 
 // get reads a record by ID; found is false on 404.
 func (s *service) get(zone, id string) (rec Record, found bool, err error) {
-	code, err := s.call("read record "+id, http.MethodGet, s.recordsURL(zone)+"/"+url.PathEscape(id), nil, &rec, http.StatusOK, http.StatusNotFound)
-	return rec, code == http.StatusOK, err
+	code, err := s.call("read record "+id, methodGet, s.recordsURL(zone)+"/"+url.PathEscape(id), nil, &rec, statusOK, statusNotFound)
+	return rec, code == statusOK, err
 }
 
 // find lists the records of a name and type in a zone.
@@ -121,7 +148,7 @@ func (s *service) find(zone, name, typ string) ([]Record, error) {
 		Records []Record `json:"records"`
 	}
 	q := url.Values{"name": {name}, "type": {typ}}
-	_, err := s.call("find record "+name+"."+zone+" "+typ, http.MethodGet, s.recordsURL(zone)+"?"+q.Encode(), nil, &out, http.StatusOK)
+	_, err := s.call("find record "+name+"."+zone+" "+typ, methodGet, s.recordsURL(zone)+"?"+q.Encode(), nil, &out, statusOK)
 	return out.Records, err
 }
 
@@ -132,11 +159,11 @@ func (s *service) create(r Record) (Record, error) {
 		Record
 		Existing Record `json:"record"`
 	}
-	code, err := s.call("create record "+r.Name+"."+r.Zone+" "+r.Type, http.MethodPost, s.recordsURL(r.Zone), r, &out, http.StatusCreated, http.StatusConflict)
+	code, err := s.call("create record "+r.Name+"."+r.Zone+" "+r.Type, methodPost, s.recordsURL(r.Zone), r, &out, statusCreated, statusConflict)
 	if err != nil {
 		return Record{}, err
 	}
-	if code == http.StatusConflict {
+	if code == statusConflict {
 		return Record{}, &ExistsError{Record: out.Existing}
 	}
 	return out.Record, nil
@@ -146,25 +173,25 @@ func (s *service) create(r Record) (Record, error) {
 func (s *service) update(zone, id, value string, ttl int64) (Record, error) {
 	var out Record
 	in := map[string]any{"value": value, "ttl": ttl}
-	_, err := s.call("update record "+id, http.MethodPut, s.recordsURL(zone)+"/"+url.PathEscape(id), in, &out, http.StatusOK)
+	_, err := s.call("update record "+id, methodPut, s.recordsURL(zone)+"/"+url.PathEscape(id), in, &out, statusOK)
 	return out, err
 }
 
 // remove deletes a record; found is false when it was gone already (404).
 func (s *service) remove(zone, id string) (found bool, err error) {
-	code, err := s.call("delete record "+id, http.MethodDelete, s.recordsURL(zone)+"/"+url.PathEscape(id), nil, nil, http.StatusNoContent, http.StatusOK, http.StatusNotFound)
-	return code != http.StatusNotFound, err
+	code, err := s.call("delete record "+id, methodDelete, s.recordsURL(zone)+"/"+url.PathEscape(id), nil, nil, statusNoContent, statusOK, statusNotFound)
+	return code != statusNotFound, err
 }
 
 // isNotFound reports whether err is the service's 404.
 func isNotFound(err error) bool {
 	var ae *APIError
-	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+	return errors.As(err, &ae) && ae.Status == statusNotFound
 }
 
 // isInvalid reports whether err is the service refusing a request as
 // invalid (400, 422).
 func isInvalid(err error) bool {
 	var ae *APIError
-	return errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity)
+	return errors.As(err, &ae) && (ae.Status == statusBadRequest || ae.Status == statusUnprocessableEntity)
 }
