@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/sdk/abi"
 )
 
 // Egress is what one plugin may reach over HTTP through the http host
@@ -51,103 +53,19 @@ const (
 	DefaultEgressConcurrency      = 4
 )
 
-// EgressRule grants calls with one of Methods to one scheme, host pattern
-// and port.
-type EgressRule struct {
-	// Scheme is "http" or "https".
-	Scheme string
-	// Host is a lower-case host name, a pattern "*.example.com" (any name
-	// under example.com, not example.com itself), or an IP address
-	// (IPv6 without brackets).
-	Host string
-	// Port is the port; zero means the scheme's (80, 443).
-	Port int
-	// Methods are the granted methods, upper case.
-	Methods []string
-}
+// EgressRule grants calls with one of its methods to one scheme, host
+// pattern and port (see abi.EgressRule; ParseEgressURL reads the patterns
+// of spec.egress.allow).
+type EgressRule = abi.EgressRule
 
-// String is the rule's URL pattern, as spec.egress.allow writes it.
-func (r EgressRule) String() string {
-	h := r.Host
-	if strings.Contains(h, ":") {
-		h = "[" + h + "]"
-	}
-	s := r.Scheme + "://" + h
-	if r.Port != 0 {
-		s += ":" + strconv.Itoa(r.Port)
-	}
-	return s
-}
+// ParseEgressURL reads a URL pattern of spec.egress.allow.
+func ParseEgressURL(pattern string) (EgressRule, error) { return abi.ParseEgressURL(pattern) }
 
-// ParseEgressURL reads a URL pattern of spec.egress.allow: scheme "http" or
-// "https", a host name, "*." and a domain, or an IP address, an optional
-// port, and no path, query, fragment or user.
-func ParseEgressURL(pattern string) (EgressRule, error) {
-	u, err := url.Parse(pattern)
-	if err != nil {
-		return EgressRule{}, fmt.Errorf("%q is not a URL: %w", pattern, err)
-	}
-	r := EgressRule{Scheme: u.Scheme}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return r, fmt.Errorf("%q: the scheme must be http or https", pattern)
-	case u.User != nil:
-		return r, fmt.Errorf("%q: a user or password does not belong in a grant", pattern)
-	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
-		return r, fmt.Errorf("%q: a grant names a scheme, a host and a port only (no path, query or fragment)", pattern)
-	case u.Hostname() == "":
-		return r, fmt.Errorf("%q names no host", pattern)
-	}
-	r.Host = strings.ToLower(u.Hostname())
-	if p := u.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 || n > 65535 {
-			return r, fmt.Errorf("%q: port %q is not 1 to 65535", pattern, p)
-		}
-		if n != defaultPort(r.Scheme) {
-			r.Port = n
-		}
-	}
-	if _, err := netip.ParseAddr(r.Host); err == nil {
-		return r, nil
-	}
-	name := strings.TrimPrefix(r.Host, "*.")
-	if strings.Contains(name, "*") {
-		return r, fmt.Errorf("%q: a wildcard is allowed only as the whole first label (*.example.com)", pattern)
-	}
-	if name != r.Host && !strings.Contains(name, ".") {
-		return r, fmt.Errorf("%q: a wildcard must stand under a domain of at least two labels (*.example.com, not *.com)", pattern)
-	}
-	for _, label := range strings.Split(name, ".") {
-		if !validLabel(label) {
-			return r, fmt.Errorf("%q: %q is not a valid host name", pattern, name)
-		}
-	}
-	return r, nil
-}
-
-func validLabel(l string) bool {
-	if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-		return false
-	}
-	for _, c := range l {
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
-			return false
-		}
-	}
-	return true
-}
-
-func defaultPort(scheme string) int {
-	if scheme == "https" {
-		return 443
-	}
-	return 80
-}
+func defaultPort(scheme string) int { return abi.DefaultPort(scheme) }
 
 // matchHost reports whether host (lower case, no brackets) matches the
 // rule's host.
-func (r EgressRule) matchHost(host string) bool {
+func matchHost(r EgressRule, host string) bool {
 	if suffix, ok := strings.CutPrefix(r.Host, "*"); ok {
 		return len(host) > len(suffix) && strings.HasSuffix(host, suffix)
 	}
@@ -155,17 +73,17 @@ func (r EgressRule) matchHost(host string) bool {
 }
 
 // grants reports whether the rule grants method to u.
-func (r EgressRule) grants(scheme, host string, port int, method string) bool {
+func grants(r EgressRule, scheme, host string, port int, method string) bool {
 	rp := r.Port
 	if rp == 0 {
 		rp = defaultPort(r.Scheme)
 	}
-	return r.Scheme == scheme && rp == port && r.matchHost(host) && slices.Contains(r.Methods, method)
+	return r.Scheme == scheme && rp == port && matchHost(r, host) && slices.Contains(r.Methods, method)
 }
 
 // names reports whether the rule names host literally: the one way a call
 // may reach a loopback, link-local or unspecified address.
-func (r EgressRule) names(host string) bool { return !strings.HasPrefix(r.Host, "*") && r.Host == host }
+func names(r EgressRule, host string) bool { return !strings.HasPrefix(r.Host, "*") && r.Host == host }
 
 // target is what a call's URL asks for.
 type target struct {
@@ -216,7 +134,7 @@ func (e *Egress) rule(t target, method string) (EgressRule, bool) {
 		return EgressRule{}, false
 	}
 	for _, r := range e.Allow {
-		if r.grants(t.scheme, t.host, t.port, method) {
+		if grants(r, t.scheme, t.host, t.port, method) {
 			return r, true
 		}
 	}
@@ -232,7 +150,7 @@ func (e *Egress) mayReachSpecial(host string, ip netip.Addr) bool {
 		return false
 	}
 	for _, r := range e.Allow {
-		if !r.names(host) {
+		if !names(r, host) {
 			continue
 		}
 		if lit, err := netip.ParseAddr(r.Host); err == nil && lit.Unmap() == ip {
@@ -251,13 +169,13 @@ func specialAddr(ip netip.Addr) string {
 	ip = ip.Unmap()
 	switch {
 	case ip.IsLoopback():
-		return "loopback"
+		return "a loopback"
 	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
-		return "link-local"
+		return "a link-local"
 	case ip.IsUnspecified(), ip.Is4() && ip.As4()[0] == 0:
-		return "unspecified"
+		return "an unspecified"
 	case ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
-		return "multicast"
+		return "a multicast"
 	}
 	return ""
 }
@@ -273,7 +191,7 @@ func (e *Egress) dialGuard(host string) func(network, address string, _ syscall.
 		}
 		ip := ap.Addr().Unmap()
 		if why := specialAddr(ip); why != "" && !e.mayReachSpecial(host, ip) {
-			return &egressDenied{msg: fmt.Sprintf("egress to %s: %s resolves to %s, a %s address, which a grant must name literally (e.g. http://%s)",
+			return &egressDenied{msg: fmt.Sprintf("egress to %s: %s resolves to %s, %s address, which a grant must name literally (e.g. http://%s)",
 				host, host, ip, why, hostPort(ip.String(), int(ap.Port())))}
 		}
 		return nil

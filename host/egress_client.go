@@ -167,11 +167,8 @@ func (c *egressClient) do(ctx context.Context, r abi.HTTPRequest, admit bool) (r
 	if c.setupErr != nil {
 		return fail(abi.HTTPTLS, "http: "+c.setupErr.Error())
 	}
-	if c.grant.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.grant.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := egressContext(ctx, c.grant.Timeout)
+	defer cancel()
 	select {
 	case c.slots <- struct{}{}:
 		defer func() { <-c.slots }()
@@ -219,6 +216,21 @@ func (c *egressClient) do(ctx context.Context, r abi.HTTPRequest, admit bool) (r
 		}
 	}
 	return resp, grant
+}
+
+// egressContext bounds one call: by timeout when set, and always to 90% of
+// what remains of the plugin call's deadline, so that the guest still has
+// time to handle a call that timed out rather than be stopped with it.
+func egressContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl) * 9 / 10; timeout <= 0 || left < timeout {
+			timeout = left
+		}
+	}
+	if timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // classifyEgress returns the reason and message of a failed call.

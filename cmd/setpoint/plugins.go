@@ -128,6 +128,7 @@ func hostConfig(cfg plugins.Config) host.Config {
 	return host.Config{
 		Permissions: host.Permissions{Read: cfg.Read, Write: cfg.Write, Events: cfg.Events},
 		Limits:      host.Limits{CallTimeout: cfg.CallTimeout, MemoryPages: cfg.MemoryPages, PoolSize: cfg.PoolSize},
+		Egress:      (*host.Egress)(cfg.Egress),
 	}
 }
 
@@ -321,6 +322,10 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		pluginAudit = o.audit
 		objects.AuditWrites(pluginAudit)
 	}
+	egress, err := plugins.NewEgressMetrics(promReg)
+	if err != nil {
+		return nil, err
+	}
 	hopts := host.Options{
 		CacheDir: filepath.Join(o.dataDir, "wasm-cache"),
 		// The plugins' log lines go to their Plugin's log (the log
@@ -328,6 +333,9 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		Logger:  slog.New(logs.Handler(log.With("component", "host").Handler())),
 		Objects: objects,
 		Events:  objects,
+	}
+	if egress != nil { // a nil *EgressMetrics must stay a nil interface
+		hopts.Egress = egress
 	}
 	if err := o.hostLimits.apply(&hopts); err != nil {
 		return nil, err

@@ -54,6 +54,8 @@ type Config struct {
 	Write []string
 	// Events allows the emit_event host function.
 	Events bool
+	// Egress is what the plugin may reach over HTTP; nil grants nothing.
+	Egress *EgressConfig
 }
 
 // Exports are the handlers a loaded module provides.
