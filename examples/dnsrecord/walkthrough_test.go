@@ -1,6 +1,7 @@
 package dnsrecord_test
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -14,8 +15,20 @@ import (
 func TestWalkthrough(t *testing.T) {
 	steps := exampletest.Sections(t, "README.md")["Walkthrough"]
 	// The fake service runs in the background: stop it however the script
-	// ends (its last step stops it when all goes well).
-	steps = append([]string{`trap '[ -z "${FAKEDNS_PID:-}" ] || kill "$FAKEDNS_PID" 2>/dev/null || true' EXIT`}, steps...)
+	// ends (its last step stops it when all goes well). Each traced command
+	// shows the seconds since the script started, so a slow step shows.
+	steps = append([]string{`trap '[ -z "${FAKEDNS_PID:-}" ] || kill "$FAKEDNS_PID" 2>/dev/null || true' EXIT`, `PS4='+ [${SECONDS}s] '`}, steps...)
+	// The walkthrough builds the fake service with go build, under a HOME
+	// of its own: keep the Go caches this test's go uses, or the build
+	// starts from nothing.
+	env, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	if dirs := strings.Fields(string(env)); len(dirs) == 2 {
+		t.Setenv("GOCACHE", dirs[0])
+		t.Setenv("GOMODCACHE", dirs[1])
+	}
 	out := exampletest.Run(t, steps)
 	for _, want := range []string{
 		`{"records":[]}`, // the service before and after

@@ -189,7 +189,7 @@ func (s *syncer) ours(r Record) error {
 func (s *syncer) inSync(r Record) {
 	s.st.ExternalID = r.ID
 	s.st.ExternalVersion = max(s.st.ExternalVersion, r.Version)
-	s.st = s.st.withSynced(condition(s.obj, "True", ReasonInSync, fmt.Sprintf("record %s is %s (version %d)", r.ID, r, r.Version)))
+	s.st = s.st.withSynced(condition(s.obj, "True", ReasonInSync, fmt.Sprintf("record %s is %s, version %d", r.ID, r, r.Version)))
 }
 
 // pending keeps a Synced condition that holds for this generation (the
