@@ -101,6 +101,19 @@ func newEnv(t *testing.T) *env {
 	}
 }
 
+// withObject returns an env for another DNSRecord of the same name and
+// spec, with its own UID, on the same service and host.
+func (e *env) withObject(uid string) *env {
+	o := *e
+	o.obj = map[string]any{
+		"apiVersion": operator.APIVersion, "kind": operator.Kind,
+		"metadata": map[string]any{"name": "www", "namespace": "other", "uid": uid, "generation": 1},
+		"spec":     e.obj["spec"],
+	}
+	o.events = nil
+	return &o
+}
+
 func secret(name, tok string) abi.RawJSON {
 	b, _ := json.Marshal(map[string]any{
 		"apiVersion": "v1", "kind": "Secret",
@@ -269,11 +282,7 @@ func TestStatusLost(t *testing.T) {
 // created is not taken over.
 func TestSomeoneElsesRecord(t *testing.T) {
 	e := newEnv(t)
-	other := newEnv(t)
-	other.dns = e.dns
-	other.obj["metadata"].(map[string]any)["uid"] = "uid-other"
-	other.host.HTTPHandler = e.host.HTTPHandler
-	other.config = e.config
+	other := e.withObject("uid-other")
 	other.mustSync()
 	e.clk.step(delay)
 	resp := e.reconcile()
@@ -283,6 +292,9 @@ func TestSomeoneElsesRecord(t *testing.T) {
 	if rec := e.oneRecord(); rec.Owner != "uid-other" {
 		t.Errorf("record = %+v", rec)
 	}
+	// Its deletion leaves the other's record alone.
+	e.finalize()
+	e.oneRecord()
 }
 
 func TestUpdate(t *testing.T) {

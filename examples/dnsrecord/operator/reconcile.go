@@ -1,10 +1,9 @@
 package operator
 
 import (
-	"time"
-
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/setpoint-dev/setpoint/sdk/abi"
 	"github.com/setpoint-dev/setpoint/sdk/plugin"
@@ -33,19 +32,19 @@ func (op *Operator) Reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.Re
 	cfg, err := configOf(req.Config)
 	if err != nil {
 		// Fixed by changing the Plugin, which reconciles every object again.
-		return failed(obj, err, true), nil
+		return failed(obj, obj.Status, err, true), nil
 	}
 	svc, err := op.connect(h, cfg, obj.Metadata.Namespace)
 	if err != nil {
-		return failed(obj, err, false), nil
+		return failed(obj, obj.Status, err, false), nil
 	}
 	s := &syncer{svc: svc, obj: obj, st: obj.Status}
 	requeue, err := s.sync()
 	if err != nil {
 		// The service refusing the record as invalid answers the same
 		// until the spec changes; anything else may pass on a retry.
-		resp := failed(obj, err, isInvalid(err))
-		resp.Status = s.st.withSynced(condition(obj, "False", ReasonSyncFailed, err.Error())).encode()
+		// The status keeps what this reconcile learned (an ID adopted).
+		resp := failed(obj, s.st, err, isInvalid(err))
 		resp.Events = s.events
 		return resp, nil
 	}
@@ -55,10 +54,11 @@ func (op *Operator) Reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.Re
 	return &abi.ReconcileResponse{Status: s.st.encode(), RequeueAfter: requeue, Events: s.events}, nil
 }
 
-// failed is the response that reports err: Synced False saying what failed
-// (the engine's Ready says it too, with the retry count).
-func failed(obj *DNSRecord, err error, terminal bool) *abi.ReconcileResponse {
-	st := obj.Status.withSynced(condition(obj, "False", ReasonSyncFailed, err.Error()))
+// failed is the response that reports err: the status st with Synced False
+// saying what failed (the engine's Ready says it too, with the retry
+// count).
+func failed(obj *DNSRecord, st Status, err error, terminal bool) *abi.ReconcileResponse {
+	st = st.withSynced(condition(obj, "False", ReasonSyncFailed, err.Error()))
 	return &abi.ReconcileResponse{Status: st.encode(), Error: err.Error(), Terminal: terminal}
 }
 
@@ -169,13 +169,14 @@ func (s *syncer) lookup(want Record) (Record, bool, error) {
 	if err != nil {
 		return Record{}, false, err
 	}
-	for _, r := range recs {
-		if err := s.ours(r); err != nil {
-			return Record{}, false, err
-		}
-		return r, true, nil
+	if len(recs) == 0 {
+		return Record{}, false, nil
 	}
-	return Record{}, false, nil
+	// The service keeps one record per zone, name and type.
+	if err := s.ours(recs[0]); err != nil {
+		return Record{}, false, err
+	}
+	return recs[0], true, nil
 }
 
 // ours refuses a record another client created.
