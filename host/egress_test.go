@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -322,4 +323,60 @@ func mustRule(t *testing.T, pattern string, methods ...string) host.EgressRule {
 	}
 	r.Methods = methods
 	return r
+}
+
+// TestEgressExtism: an Extism-ABI guest reaches the outside world through
+// Extism's own http_request (what Extism kits' HTTP helpers call), served
+// under the plugin's grant like the http host function, and through the
+// SDK's http host function. A call the grant refuses traps, as in Extism,
+// with a message that names the grant.
+func TestEgressExtism(t *testing.T) {
+	srv := &echoServer{}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	other := httptest.NewServer(srv)
+	defer other.Close()
+	base := ts.URL
+	obs := &observer{}
+	h := hosttest.NewHost(t, host.Options{Egress: obs, CompileTimeout: 10 * time.Minute})
+	grant := &host.Egress{Allow: []host.EgressRule{mustRule(t, base, "GET", "POST")}, MaxResponseBytes: 1024}
+	p := hosttest.LoadWith(t, h, "extismegress", host.Config{Egress: grant, Limits: host.Limits{CallTimeout: 5 * time.Second, PoolSize: 1}})
+
+	st := egressCall(t, p, map[string]string{"kit": "extism", "url": base + "/echo", "method": "post", "body": "from-kit"})
+	if st.Status != 200 || st.Body != "POST from-kit " || st.ContentType != "text/plain" {
+		t.Errorf("http_request POST /echo = %+v", st)
+	}
+	st = egressCall(t, p, map[string]string{"kit": "extism", "url": base + "/status/404"})
+	if st.Status != 404 {
+		t.Errorf("http_request GET /status/404 = %+v, want the 404 as a response", st)
+	}
+	st = egressCall(t, p, map[string]string{"url": base + "/echo", "method": "GET"})
+	if st.Status != 200 || st.Body != "GET  " {
+		t.Errorf("SDK http GET /echo = %+v", st)
+	}
+
+	refusals := []struct {
+		name   string
+		config map[string]string
+		want   string
+	}{
+		{"method", map[string]string{"kit": "extism", "url": base + "/echo", "method": "DELETE"},
+			"egress to " + base + " (DELETE) is not granted: add it to spec.egress.allow of Plugin extismegress"},
+		{"redirect off the list", map[string]string{"kit": "extism", "url": base + "/redirect?to=" + url.QueryEscape(other.URL+"/echo")},
+			"egress to " + other.URL + " (GET) is not granted"},
+		{"size cap", map[string]string{"kit": "extism", "url": base + "/big"}, "larger than spec.egress.maxResponseBytes (1024)"},
+	}
+	for _, tt := range refusals {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := p.Reconcile(context.Background(), &abi.ReconcileRequest{Config: tt.config, Object: abi.RawJSON(`{}`)})
+			if !errors.Is(err, host.ErrTrap) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("reconcile = %v, want a trap naming %q", err, tt.want)
+			}
+		})
+	}
+	want := []string{"extismegress " + base + " 200", "extismegress " + base + " 404", "extismegress " + base + " 200",
+		"extismegress  forbidden", "extismegress " + base + " forbidden", "extismegress " + base + " toolarge"}
+	if diff := cmp.Diff(want, obs.calls()); diff != "" {
+		t.Errorf("observed calls (-want +got):\n%s", diff)
+	}
 }

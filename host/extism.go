@@ -58,9 +58,13 @@ func newExtismRunner(ctx context.Context, p *Plugin, rcfg wazero.RuntimeConfig, 
 		funcs = append(funcs, f)
 	}
 	funcs = append(funcs, traceFuncs()...)
+	funcs = append(funcs, egressFuncs()...)
 	manifest := extism.Manifest{
 		Wasm:   []extism.Wasm{extism.WasmData{Data: routeTrace(wasm), Name: "main"}},
 		Memory: &extism.ManifestMemory{MaxPages: p.cfg.Limits.MemoryPages, MaxVarBytes: maxVarBytes},
+		// The host serves http_request itself, under the plugin's egress
+		// grant (egress_extism.go); the manifest names the grant's hosts.
+		AllowedHosts: extismAllowedHosts(p.cfg.Egress),
 	}
 	// The kit's log functions (log_debug to log_error) reach the
 	// instance's logger only at or above the SDK's process-wide level; the

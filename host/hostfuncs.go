@@ -91,6 +91,9 @@ type callScope struct {
 	// the result host function (native ABI).
 	pending []byte
 	buf     []byte
+	// extismHTTP is the last response of Extism's http_request, which
+	// http_status_code and http_headers report.
+	extismHTTP extismHTTP
 }
 
 // objectRef is the reference of the call's object, computed on first use.

@@ -43,3 +43,21 @@ func TestParseEgressURL(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseEgressURL: a pattern that parses prints as one that parses to
+// the same rule, and nothing panics.
+func FuzzParseEgressURL(f *testing.F) {
+	for _, s := range []string{"https://api.example.com", "https://*.example.com:8443", "http://[::1]:9000", "http://127.0.0.1", "ftp://x", "https://a.*.b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseEgressURL(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseEgressURL(r.String())
+		if err != nil || again.Scheme != r.Scheme || again.Host != r.Host || again.Port != r.Port {
+			t.Fatalf("ParseEgressURL(%q) = %+v, printed %q, which parses to %+v, %v", s, r, r.String(), again, err)
+		}
+	})
+}
