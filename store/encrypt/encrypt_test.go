@@ -27,7 +27,7 @@ var (
 
 // writeConfig writes an EncryptionConfiguration for resources with the
 // providers given as YAML list items, and returns its path.
-func writeConfig(t *testing.T, resources string, providers ...string) string {
+func writeConfig(t testing.TB, resources string, providers ...string) string {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [%s]\n  providers:\n", resources)
@@ -55,7 +55,7 @@ func aesKeys(mode string, keys ...[2]string) string {
 
 const identity = "  - identity: {}\n"
 
-func load(t *testing.T, path string) *encrypt.Config {
+func load(t testing.TB, path string) *encrypt.Config {
 	t.Helper()
 	c, err := encrypt.Load(context.Background(), path)
 	if err != nil {
@@ -64,7 +64,7 @@ func load(t *testing.T, path string) *encrypt.Config {
 	return c
 }
 
-func openBadger(t *testing.T, dir string) store.Store {
+func openBadger(t testing.TB, dir string) store.Store {
 	t.Helper()
 	db, err := badger.Open(dir, badger.Options{WatchBuffer: 1024, MemTableSize: 4 << 20, BlockCacheSize: 4 << 20})
 	if err != nil {

@@ -54,7 +54,7 @@ func resourceOf(key string) (schema.GroupResource, bool) {
 		return schema.GroupResource{}, false
 	}
 	resource, _, ok := strings.Cut(rest, "/")
-	if !ok || resource == "" {
+	if !ok || resource == "" || group == "" {
 		return schema.GroupResource{}, false
 	}
 	if group == store.CoreGroup {
