@@ -100,8 +100,12 @@ type Status struct {
 	ExternalID string `json:"externalID,omitempty"`
 	// ExternalVersion is the newest version of the record the plugin
 	// wrote or saw; a read that shows an older one is stale.
-	ExternalVersion int64       `json:"externalVersion,omitempty"`
-	Conditions      []Condition `json:"conditions,omitempty"`
+	ExternalVersion int64 `json:"externalVersion,omitempty"`
+	// SyncedGeneration is the generation whose spec the record last
+	// matched: a difference found at that generation is drift, at a later
+	// one a new spec. A failure in between (a 500) does not change it.
+	SyncedGeneration int64       `json:"syncedGeneration,omitempty"`
+	Conditions       []Condition `json:"conditions,omitempty"`
 }
 
 // DNSRecord is the object the plugin reconciles, as far as it reads it.

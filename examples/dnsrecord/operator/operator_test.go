@@ -347,8 +347,26 @@ func TestDrift(t *testing.T) {
 	if ev.Type != "Warning" || !strings.Contains(ev.Message, "203.0.113.66") {
 		t.Errorf("event = %+v", ev)
 	}
-	if st := e.status(); st.ExternalVersion != 3 {
-		t.Errorf("status = %+v", st)
+	if st := e.status(); st.SyncedGeneration != 1 {
+		t.Errorf("syncedGeneration = %d, want 1", st.SyncedGeneration)
+	}
+
+	// A failure just before the drift is read does not make it look like
+	// a new spec.
+	if _, err := e.dns.Drift(id, "203.0.113.67", 300); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.step(delay)
+	e.dns.InjectFaults(1, false)
+	if resp := e.reconcile(); resp.Error == "" {
+		t.Fatal("reconcile with a 500: no error")
+	}
+	e.mustSync()
+	if ev := e.lastEvent(operator.EventDriftRepaired); !strings.Contains(ev.Message, "203.0.113.67") {
+		t.Errorf("event after a failure = %+v, want the drift repaired", ev)
+	}
+	if rec := e.oneRecord(); rec.Value != "192.0.2.10" || e.status().ExternalVersion != rec.Version {
+		t.Errorf("record %+v, status %+v", rec, e.status())
 	}
 
 	// Deleted behind its back: created again, and said so.

@@ -190,13 +190,15 @@ func (s *syncer) ours(r Record) error {
 func (s *syncer) inSync(r Record) {
 	s.st.ExternalID = r.ID
 	s.st.ExternalVersion = max(s.st.ExternalVersion, r.Version)
+	s.st.SyncedGeneration = s.obj.Metadata.Generation
 	s.st = s.st.withSynced(condition(s.obj, "True", ReasonInSync, fmt.Sprintf("record %s is %s, version %d", r.ID, r, r.Version)))
 }
 
-// pending keeps a Synced condition that holds for this generation (the
-// plugin's write succeeded; only reads lag), else reports Pending.
+// pending reports a stale read: a Synced True that holds for this
+// generation stays (the plugin's write succeeded; only reads lag), else
+// Synced is Unknown until the service shows the record.
 func (s *syncer) pending(msg string) {
-	if s.st.syncedAt(s.obj.Metadata.Generation) {
+	if c, ok := s.st.synced(); ok && c.Status == "True" && s.st.syncedAt(s.obj.Metadata.Generation) {
 		return
 	}
 	s.st = s.st.withSynced(condition(s.obj, "Unknown", ReasonPending, msg))

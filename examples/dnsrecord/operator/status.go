@@ -44,11 +44,10 @@ func (s Status) synced() (Condition, bool) {
 	return Condition{}, false
 }
 
-// syncedAt reports whether the status says the record was in sync at
-// generation: a difference found now is then drift, not a new spec.
+// syncedAt reports whether the record matched the spec of generation: a
+// difference found now is then drift, not a new spec.
 func (s Status) syncedAt(generation int64) bool {
-	c, ok := s.synced()
-	return ok && c.Status == "True" && c.ObservedGeneration == generation
+	return s.SyncedGeneration == generation
 }
 
 // withSynced returns s with its Synced condition set to c (keeping the
