@@ -168,6 +168,7 @@ func converge(b *testing.B, d *deployment, wasm string, k knobs) converged {
 	if err != nil {
 		b.Fatalf("%s: %v", d.name, err)
 	}
+	idle := d.idle(b, 2*time.Second)
 	sizes := []string{"small", "medium", "large"}
 	cpu0 := d.cpu(b)
 	start := time.Now()
@@ -191,8 +192,8 @@ func converge(b *testing.B, d *deployment, wasm string, k knobs) converged {
 	if ids != nil {
 		c.leases = leaders(b, d, ids)
 	}
-	b.Logf("%-20s %d widgets created in %v, all Ready in %v: %.0f objects/s, CPU %.0f µs/object; leases: %s (load %s)",
-		d.name, c.n, c.created.Round(time.Millisecond), c.ready.Round(time.Millisecond), c.rate(), c.cpu/float64(c.n)*1e6, c.leases, benchtest.LoadAvg())
+	b.Logf("%-20s %d widgets created in %v, all Ready in %v: %.0f objects/s, CPU %.0f µs/object (idle before: %.0f%% of a core); leases: %s (load %s)",
+		d.name, c.n, c.created.Round(time.Millisecond), c.ready.Round(time.Millisecond), c.rate(), c.cpu/float64(c.n)*1e6, idle*100, c.leases, benchtest.LoadAvg())
 	return c
 }
 

@@ -114,6 +114,15 @@ func (d *deployment) cpu(b *testing.B) float64 {
 	return sum
 }
 
+// idle is the CPU share (1 = one core) the deployment's processes use
+// over d when nothing is asked of them: leases, etcd's own upkeep. It is
+// part of every per-operation figure, most of it in short runs.
+func (d *deployment) idle(b *testing.B, over time.Duration) float64 {
+	c0 := d.cpu(b)
+	time.Sleep(over)
+	return (d.cpu(b) - c0) / over.Seconds()
+}
+
 // pick is the client of the replica that request i goes to: round robin.
 func (d *deployment) pick(i int) *client { return d.clients[i%len(d.clients)] }
 

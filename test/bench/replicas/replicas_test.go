@@ -159,6 +159,7 @@ func creates(b *testing.B, d *deployment, k knobs) measured {
 	if p := run("warm", k.creates/5+1); p.Err != nil {
 		b.Fatalf("%s: warm-up creates: %v", d.name, p.Err)
 	}
+	b.Logf("%-23s idle: %.0f%% of a core", d.name, d.idle(b, 2*time.Second)*100)
 	c0 := d.cpu(b)
 	p := run("bench", k.creates)
 	if p.Err != nil {
