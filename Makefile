@@ -113,16 +113,18 @@ bench-hostile: build plugins
 ## bench-replicas: creates/s and watch fan-out on Badger, one replica on etcd
 ## and three replicas on one etcd, next to raw etcd Puts and watchers, then
 ## the time for REPLICAS_WIDGETS Widgets to converge through the widget
-## plugin on each (test/bench/replicas; REPLICAS_* are the sizes, its
-## defaults without make are small)
+## plugin on each, and two plugins converging at once on three replicas
+## with their controllers on one replica or on two (test/bench/replicas;
+## REPLICAS_* are the sizes, its defaults without make are small)
 REPLICAS_CREATES ?= 10000
 REPLICAS_WIDGETS ?= 10000
 REPLICAS_WATCHERS ?= 100
 REPLICAS_UPDATES ?= 1000
+REPLICAS_SPREAD ?= 2000
 bench-replicas: build plugins deps
 	SETPOINT_BIN=$(CURDIR)/bin/setpoint SETPOINT_BENCH_REPLICAS_CREATES=$(REPLICAS_CREATES) \
 	  SETPOINT_BENCH_REPLICAS_WIDGETS=$(REPLICAS_WIDGETS) SETPOINT_BENCH_REPLICAS_WATCHERS=$(REPLICAS_WATCHERS) \
-	  SETPOINT_BENCH_REPLICAS_UPDATES=$(REPLICAS_UPDATES) \
+	  SETPOINT_BENCH_REPLICAS_UPDATES=$(REPLICAS_UPDATES) SETPOINT_BENCH_REPLICAS_SPREAD=$(REPLICAS_SPREAD) \
 	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m -v ./test/bench/replicas
 
 clean:

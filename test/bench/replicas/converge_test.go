@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,35 +18,56 @@ import (
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
-// readyWatch follows the Widgets of ns through one replica and counts
-// those whose status is Ready with a Ready condition.
+// readyWatch follows the objects at a collection path through one
+// replica and counts those that ready says are done.
 type readyWatch struct {
 	mu    sync.Mutex
 	ready map[string]bool
 	n     int
-	done  chan struct{} // closed once n are Ready
+	done  chan struct{} // closed once n are ready
 	err   chan error
 }
 
-type widgetEvent struct {
-	Type   string `json:"type"`
-	Object struct {
-		Metadata struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
-		Status struct {
-			State      string `json:"state"`
-			Conditions []struct {
-				Type   string `json:"type"`
-				Status string `json:"status"`
-			} `json:"conditions"`
-		} `json:"status"`
-	} `json:"object"`
+// watchedObject is what readiness looks at in a Widget or a ReplicaGroup.
+type watchedObject struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		Replicas *int64 `json:"replicas"`
+	} `json:"spec"`
+	Status struct {
+		State      string `json:"state"`
+		Replicas   *int64 `json:"replicas"`
+		Conditions []struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+		} `json:"conditions"`
+	} `json:"status"`
 }
 
-func watchReady(ctx context.Context, c *client, ns, rv string, n int) (*readyWatch, error) {
+// widgetReady: status.state Ready with a Ready condition, as the widget
+// plugin writes once the widget's WidgetProvision exists.
+func widgetReady(o *watchedObject) bool {
+	if o.Status.State != "Ready" {
+		return false
+	}
+	for _, c := range o.Status.Conditions {
+		if c.Type == "Ready" && c.Status == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// groupReady: status.state Ready with as many replicas as the spec asks.
+func groupReady(o *watchedObject) bool {
+	return o.Status.State == "Ready" && o.Spec.Replicas != nil && o.Status.Replicas != nil && *o.Status.Replicas == *o.Spec.Replicas
+}
+
+func watchReady(ctx context.Context, c *client, path, rv string, n int, ready func(*watchedObject) bool) (*readyWatch, error) {
 	w := &readyWatch{ready: make(map[string]bool, n), n: n, done: make(chan struct{}), err: make(chan error, 1)}
-	req, err := http.NewRequestWithContext(ctx, "GET", c.url+widgets(ns)+"?watch=true&resourceVersion="+rv, nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", c.url+path+"?watch=true&resourceVersion="+rv, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -66,33 +86,28 @@ func watchReady(ctx context.Context, c *client, ns, rv string, n int) (*readyWat
 		defer resp.Body.Close()
 		d := json.NewDecoder(bufio.NewReaderSize(resp.Body, 64<<10))
 		for {
-			var ev widgetEvent
+			var ev struct {
+				Type   string        `json:"type"`
+				Object watchedObject `json:"object"`
+			}
 			if err := d.Decode(&ev); err != nil {
 				if ctx.Err() == nil {
-					w.err <- fmt.Errorf("watch: %w", err)
+					w.err <- fmt.Errorf("watch %s: %w", path, err)
 				}
 				return
 			}
 			if ev.Type == "ERROR" {
-				w.err <- errors.New("watch: an ERROR event (the watch fell behind?)")
+				w.err <- fmt.Errorf("watch %s: an ERROR event (the watch fell behind?)", path)
 				return
 			}
-			if ev.Object.Status.State != "Ready" {
-				continue
-			}
-			for _, cond := range ev.Object.Status.Conditions {
-				if cond.Type == "Ready" && cond.Status == "True" {
-					if !w.ready[ev.Object.Metadata.Name] {
-						w.ready[ev.Object.Metadata.Name] = true
-						w.mu.Lock()
-						w.n--
-						left := w.n
-						w.mu.Unlock()
-						if left == 0 {
-							close(w.done)
-						}
-					}
-					break
+			if name := ev.Object.Metadata.Name; !w.ready[name] && ready(&ev.Object) {
+				w.ready[name] = true
+				w.mu.Lock()
+				w.n--
+				left := w.n
+				w.mu.Unlock()
+				if left == 0 {
+					close(w.done)
 				}
 			}
 		}
@@ -107,23 +122,28 @@ func (w *readyWatch) left() int {
 }
 
 // installWidget registers the example's kinds and installs the widget
-// plugin through the last replica, then waits until every replica has
-// loaded it (admission runs on each). The replica that installs the plugin
+// plugin through the last replica. The replica that installs a plugin
 // loads it first and so most often takes its lease: with the first
 // replica leading the garbage collector, the controllers spread.
 func installWidget(b *testing.B, d *deployment, wasm string) {
 	registerWidget(b, d, true)
-	s := d.servers[len(d.servers)-1]
-	if out, errOut, err := s.Setpoint("plugin", "install", "widget", "--wasm", wasm, "--reconcile", "widgets", "--owns", "widgetprovisions"); err != nil {
-		b.Fatalf("%s: setpoint plugin install: %v\n%s%s", d.name, err, out, errOut)
+	installPlugin(b, d, len(d.servers)-1, "widget", wasm, "widgets", "widgetprovisions")
+}
+
+// installPlugin installs a plugin through replica via and waits until
+// every replica has loaded it (admission runs on each).
+func installPlugin(b *testing.B, d *deployment, via int, name, wasm, reconcile, owns string) {
+	if out, errOut, err := d.servers[via].Setpoint("plugin", "install", name, "--wasm", wasm, "--reconcile", reconcile, "--owns", owns); err != nil {
+		b.Fatalf("%s: setpoint plugin install %s: %v\n%s%s", d.name, name, err, out, errOut)
 	}
+	metric := fmt.Sprintf("setpoint_plugin_calls_total{plugin=%q}", name)
 	for i, c := range d.clients {
-		waitFor(b, 2*time.Minute, fmt.Sprintf("%s: the widget plugin loaded on replica %d", d.name, i), func() (bool, string) {
+		waitFor(b, 2*time.Minute, fmt.Sprintf("%s: the %s plugin loaded on replica %d", d.name, name, i), func() (bool, string) {
 			m, err := c.metrics(context.Background())
 			if err != nil {
 				return false, err.Error()
 			}
-			return strings.Contains(m, `setpoint_plugin_calls_total{plugin="widget"}`), "no setpoint_plugin_calls_total of the widget plugin"
+			return strings.Contains(m, metric), "no " + metric
 		})
 	}
 }
@@ -164,11 +184,11 @@ func converge(b *testing.B, d *deployment, wasm string, k knobs) converged {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, err := watchReady(ctx, d.clients[len(d.clients)-1], ns, listRV(b, body), k.widgets)
+	w, err := watchReady(ctx, d.clients[len(d.clients)-1], widgets(ns), listRV(b, body), k.widgets, widgetReady)
 	if err != nil {
 		b.Fatalf("%s: %v", d.name, err)
 	}
-	idle := d.idle(b, 2*time.Second)
+	idle := d.settle(b, time.Minute)
 	sizes := []string{"small", "medium", "large"}
 	cpu0 := d.cpu(b)
 	start := time.Now()
@@ -192,7 +212,7 @@ func converge(b *testing.B, d *deployment, wasm string, k knobs) converged {
 	if ids != nil {
 		c.leases = leaders(b, d, ids)
 	}
-	b.Logf("%-20s %d widgets created in %v, all Ready in %v: %.0f objects/s, CPU %.0f µs/object (idle before: %.0f%% of a core); leases: %s (load %s)",
+	b.Logf("%-20s %d widgets created in %v, all Ready in %v: %.0f objects/s, CPU %.0f µs/object (idle before the clock: %.0f%% of a core); leases: %s (load %s)",
 		d.name, c.n, c.created.Round(time.Millisecond), c.ready.Round(time.Millisecond), c.rate(), c.cpu/float64(c.n)*1e6, idle*100, c.leases, benchtest.LoadAvg())
 	return c
 }

@@ -123,6 +123,19 @@ func (d *deployment) idle(b *testing.B, over time.Duration) float64 {
 	return (d.cpu(b) - c0) / over.Seconds()
 }
 
+// settle waits, at most limit, until the deployment's processes are nearly
+// idle (under a fifth of a core over a second): a plugin just installed is
+// still being compiled on every replica. It returns the last idle share.
+func (d *deployment) settle(b *testing.B, limit time.Duration) float64 {
+	deadline := time.Now().Add(limit)
+	for {
+		idle := d.idle(b, time.Second)
+		if idle < 0.2 || time.Now().After(deadline) {
+			return idle
+		}
+	}
+}
+
 // pick is the client of the replica that request i goes to: round robin.
 func (d *deployment) pick(i int) *client { return d.clients[i%len(d.clients)] }
 
@@ -198,14 +211,22 @@ func applyYAML(b *testing.B, c *client, file, path string) {
 // WidgetProvision kind) through the first replica and waits until every
 // replica serves them.
 func registerWidget(b *testing.B, d *deployment, provisions bool) {
-	applyYAML(b, d.clients[0], "examples/widget/crd.yaml", crdPath)
-	paths := []string{widgets("default")}
 	if provisions {
-		applyYAML(b, d.clients[0], "examples/widget/provision-crd.yaml", crdPath)
-		paths = append(paths, group+"/namespaces/default/widgetprovisions")
+		registerKinds(b, d, []string{"examples/widget/crd.yaml", "examples/widget/provision-crd.yaml"}, []string{"widgets", "widgetprovisions"})
+		return
+	}
+	registerKinds(b, d, []string{"examples/widget/crd.yaml"}, []string{"widgets"})
+}
+
+// registerKinds creates the CRDs in files through the first replica and
+// waits until every replica serves the plurals (of example.setpoint.dev).
+func registerKinds(b *testing.B, d *deployment, files, plurals []string) {
+	for _, f := range files {
+		applyYAML(b, d.clients[0], f, crdPath)
 	}
 	for _, c := range d.clients {
-		for _, p := range paths {
+		for _, plural := range plurals {
+			p := group + "/namespaces/default/" + plural
 			waitFor(b, time.Minute, "GET "+p+" on "+c.url, func() (bool, string) {
 				code, body, err := c.do(context.Background(), "GET", p+"?limit=1", "", nil)
 				if err != nil {

@@ -38,11 +38,19 @@ type fanout struct {
 	last      atomic.Int64 // the last delivery, Unix ns
 	lats      [][]time.Duration
 	wg        sync.WaitGroup
-	errs      chan error
+	closed    atomic.Int64 // watches that ended before the benchmark ended them
+	firstErr  atomic.Value // the first of those watches' error
 }
 
 func newFanout(n int) *fanout {
-	return &fanout{lats: make([][]time.Duration, n), errs: make(chan error, n)}
+	return &fanout{lats: make([][]time.Duration, n)}
+}
+
+// lost records a watch that ended early: the server closed it (as it
+// closes watchers too slow to keep up) or the connection broke.
+func (f *fanout) lost(err error) {
+	f.firstErr.CompareAndSwap(nil, err)
+	f.closed.Add(1)
 }
 
 // receive accounts for one event carrying stamp (the annotation's or the
@@ -86,6 +94,7 @@ type fanResult struct {
 	writes            benchtest.Phase
 	p50, p99          time.Duration
 	cpu               float64 // seconds, the servers' and etcd's
+	closed            int64   // watches that ended early
 }
 
 func (r fanResult) rate() float64 { return float64(r.delivered) / r.elapsed.Seconds() }
@@ -123,7 +132,7 @@ func watchHTTP(ctx context.Context, d *deployment, n int, ns, rv string) (*fanou
 				full := errors.Is(err, bufio.ErrBufferFull)
 				if err != nil && !full {
 					if ctx.Err() == nil {
-						f.errs <- fmt.Errorf("watcher %d: %w", w, err)
+						f.lost(fmt.Errorf("watcher %d: %w", w, err))
 					}
 					return
 				}
@@ -136,6 +145,9 @@ func watchHTTP(ctx context.Context, d *deployment, n int, ns, rv string) (*fanou
 					_, err = r.ReadSlice('\n')
 					full = errors.Is(err, bufio.ErrBufferFull)
 					if err != nil && !full {
+						if ctx.Err() == nil {
+							f.lost(fmt.Errorf("watcher %d: %w", w, err))
+						}
 						return
 					}
 				}
@@ -163,7 +175,7 @@ func watchEtcd(ctx context.Context, endpoint string, n int, prefix string, rev i
 			for resp := range ch {
 				if err := resp.Err(); err != nil {
 					if ctx.Err() == nil {
-						f.errs <- fmt.Errorf("etcd watcher %d: %w", w, err)
+						f.lost(fmt.Errorf("etcd watcher %d: %w", w, err))
 					}
 					return
 				}
@@ -185,43 +197,40 @@ func watchEtcd(ctx context.Context, endpoint string, n int, prefix string, rev i
 
 // measureFanout waits until every watcher has seen a probe write (so all
 // are live), then has writers workers make updates writes with write(i,
-// stamp) and waits (at most drain) until each watcher has received every
-// one. cpu reads the CPU of the processes that serve.
+// stamp) and waits until each watcher has received every one, or until
+// no delivery came for quiet after the last write. cpu reads the CPU of
+// the processes that serve.
 func measureFanout(b *testing.B, f *fanout, watchers, updates, workers int, cpu func() float64,
-	write func(ctx context.Context, i int, stamp string) error, drain time.Duration) fanResult {
+	write func(ctx context.Context, i int, stamp string) error, timeout time.Duration) fanResult {
+	const quiet = 5 * time.Second
 	if err := write(context.Background(), 0, "probe"); err != nil {
 		b.Fatalf("probe write: %v", err)
 	}
 	waitFor(b, time.Minute, "every watcher sees the probe", func() (bool, string) {
-		select {
-		case err := <-f.errs:
-			b.Fatal(err)
-		default:
-		}
-		n := f.probes.Load()
-		return n >= int64(watchers), fmt.Sprintf("%d of %d watchers", n, watchers)
+		n, closed := f.probes.Load(), f.closed.Load()
+		return n+closed >= int64(watchers), fmt.Sprintf("%d of %d watchers (%d closed)", n, watchers, closed)
 	})
 	cpu0 := cpu()
 	start := time.Now()
-	p := benchtest.Run(workers, updates, drain, func(ctx context.Context, i int) error {
+	p := benchtest.Run(workers, updates, timeout, func(ctx context.Context, i int) error {
 		return write(ctx, i, fmt.Sprint(time.Now().UnixNano()))
 	})
 	if p.Err != nil {
 		b.Fatalf("updates: %v", p.Err)
 	}
 	want := int64(updates) * int64(watchers)
-	deadline := time.Now().Add(drain)
+	deadline := time.Now().Add(timeout)
 	for f.delivered.Load() < want && time.Now().Before(deadline) {
-		select {
-		case err := <-f.errs:
-			b.Fatal(err)
-		case <-time.After(10 * time.Millisecond):
+		if last := time.Unix(0, f.last.Load()); time.Since(last) > quiet && time.Since(start) > p.Elapsed+quiet {
+			break
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	r := fanResult{watchers: watchers, updates: updates, delivered: f.delivered.Load(), writes: p, cpu: cpu() - cpu0}
+	r := fanResult{watchers: watchers, updates: updates, delivered: f.delivered.Load(), writes: p, cpu: cpu() - cpu0, closed: f.closed.Load()}
 	r.elapsed = time.Unix(0, f.last.Load()).Sub(start)
 	if r.delivered < want {
-		b.Errorf("%d of %d deliveries within %v of the last write", r.delivered, want, drain)
+		err, _ := f.firstErr.Load().(error)
+		b.Logf("%d of %d deliveries; %d watches ended early (first: %v)", r.delivered, want, r.closed, err)
 	}
 	return r
 }

@@ -172,9 +172,9 @@ func creates(b *testing.B, d *deployment, k knobs) measured {
 }
 
 func logFan(b *testing.B, name string, r fanResult) {
-	b.Logf("%-23s %d watchers x %d updates (%.0f updates/s): %d deliveries in %v: %7.0f/s  p50 %s  p99 %s  CPU %.1f µs/delivery  (load %s)",
+	b.Logf("%-23s %d watchers x %d updates (%.0f updates/s): %d deliveries in %v: %7.0f/s  p50 %s  p99 %s  CPU %.1f µs/delivery; %d watches ended early  (load %s)",
 		name+" watch", r.watchers, r.updates, r.writes.Rate(), r.delivered, r.elapsed.Round(time.Millisecond), r.rate(),
-		ms(r.p50), ms(r.p99), r.cpu/float64(r.delivered)*1e6, benchtest.LoadAvg())
+		ms(r.p50), ms(r.p99), r.cpu/float64(r.delivered)*1e6, r.closed, benchtest.LoadAvg())
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
@@ -228,14 +228,14 @@ func BenchmarkReplicas(b *testing.B) {
 
 		badger, base := rows[0], rows[len(rows)-1]
 		var t strings.Builder
-		fmt.Fprintf(&t, "\n| Set-up | creates/s | create p99 | CPU µs/create | x raw Put | x Badger | updates/s | events/s | delivery p99 | CPU µs/event | x raw watch | x Badger |\n")
-		fmt.Fprintf(&t, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&t, "\n| Set-up | creates/s | create p99 | CPU µs/create | x raw Put | x Badger | updates/s | events/s | delivery p99 | CPU µs/event | x raw watch | x Badger | watches ended early |\n")
+		fmt.Fprintf(&t, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rows {
-			fmt.Fprintf(&t, "| %s | %.0f | %s | %.0f | %.2f | %.2f | %.0f | %.0f | %s | %.1f | %.2f | %.2f |\n",
+			fmt.Fprintf(&t, "| %s | %.0f | %s | %.0f | %.2f | %.2f | %.0f | %.0f | %s | %.1f | %.2f | %.2f | %d |\n",
 				r.name, r.create.p.Rate(), ms(r.create.p.Quantile(0.99)), r.create.cpuPerOp(),
 				r.create.p.Rate()/base.create.p.Rate(), r.create.p.Rate()/badger.create.p.Rate(),
 				r.fan.writes.Rate(), r.fan.rate(), ms(r.fan.p99), r.fan.cpu/float64(r.fan.delivered)*1e6,
-				r.fan.rate()/base.fan.rate(), r.fan.rate()/badger.fan.rate())
+				r.fan.rate()/base.fan.rate(), r.fan.rate()/badger.fan.rate(), r.fan.closed)
 		}
 		b.Logf("creates: %d at concurrency %d; fan-out: %d watchers, %d updates (%d writers); CPU: servers + etcd; load average %s%s",
 			k.creates, k.workers, k.watchers, k.updates, fanWriters, benchtest.LoadAvg(), t.String())
