@@ -98,6 +98,19 @@ type deployment struct {
 	servers []*testserver.Server
 	clients []*client
 	pids    []int // the servers' and, on etcd, etcd's
+	etcd    int   // etcd's pid; 0 on Badger
+}
+
+// etcdCPU is the CPU time etcd spent so far, in seconds; 0 on Badger.
+func (d *deployment) etcdCPU(b *testing.B) float64 {
+	if d.etcd == 0 {
+		return 0
+	}
+	s, err := benchtest.ProcessCPU(d.etcd)
+	if err != nil {
+		b.Fatalf("etcd's CPU: %v", err)
+	}
+	return s
 }
 
 // cpu is the CPU time the deployment's processes (etcd included) spent so
@@ -179,6 +192,7 @@ func startReplicas(b *testing.B, name string, e *etcdtest.Server, etcdPID, n int
 		d.pids = append(d.pids, s.Pid())
 	}
 	d.pids = append(d.pids, etcdPID)
+	d.etcd = etcdPID
 	return d
 }
 

@@ -94,6 +94,7 @@ type fanResult struct {
 	writes            benchtest.Phase
 	p50, p99          time.Duration
 	cpu               float64 // seconds, the servers' and etcd's
+	etcdCPU           float64 // seconds, etcd's part of cpu
 	closed            int64   // watches that ended early
 }
 
@@ -200,7 +201,7 @@ func watchEtcd(ctx context.Context, endpoint string, n int, prefix string, rev i
 // stamp) and waits until each watcher has received every one, or until
 // no delivery came for quiet after the last write. cpu reads the CPU of
 // the processes that serve.
-func measureFanout(b *testing.B, f *fanout, watchers, updates, workers int, cpu func() float64,
+func measureFanout(b *testing.B, f *fanout, watchers, updates, workers int, cpu func() (all, etcd float64),
 	write func(ctx context.Context, i int, stamp string) error, timeout time.Duration) fanResult {
 	const quiet = 5 * time.Second
 	if err := write(context.Background(), 0, "probe"); err != nil {
@@ -210,7 +211,7 @@ func measureFanout(b *testing.B, f *fanout, watchers, updates, workers int, cpu 
 		n, closed := f.probes.Load(), f.closed.Load()
 		return n+closed >= int64(watchers), fmt.Sprintf("%d of %d watchers (%d closed)", n, watchers, closed)
 	})
-	cpu0 := cpu()
+	cpu0, etcd0 := cpu()
 	start := time.Now()
 	p := benchtest.Run(workers, updates, timeout, func(ctx context.Context, i int) error {
 		return write(ctx, i, fmt.Sprint(time.Now().UnixNano()))
@@ -226,7 +227,8 @@ func measureFanout(b *testing.B, f *fanout, watchers, updates, workers int, cpu 
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	r := fanResult{watchers: watchers, updates: updates, delivered: f.delivered.Load(), writes: p, cpu: cpu() - cpu0, closed: f.closed.Load()}
+	cpu1, etcd1 := cpu()
+	r := fanResult{watchers: watchers, updates: updates, delivered: f.delivered.Load(), writes: p, cpu: cpu1 - cpu0, etcdCPU: etcd1 - etcd0, closed: f.closed.Load()}
 	r.elapsed = time.Unix(0, f.last.Load()).Sub(start)
 	if r.delivered < want {
 		err, _ := f.firstErr.Load().(error)
@@ -274,7 +276,7 @@ func fanoutAPI(b *testing.B, d *deployment, watchers, updates, workers, objects 
 	if err != nil {
 		b.Fatalf("%s: %v", d.name, err)
 	}
-	r := measureFanout(b, f, watchers, updates, workers, func() float64 { return d.cpu(b) },
+	r := measureFanout(b, f, watchers, updates, workers, func() (float64, float64) { return d.cpu(b), d.etcdCPU(b) },
 		func(ctx context.Context, i int, stamp string) error {
 			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, stampKey, stamp)
 			_, err := d.pick(i).expect(ctx, http.StatusOK, "PATCH", fmt.Sprintf("%s/f%04d", widgets(ns), i%objects), "application/merge-patch+json", patch)
@@ -300,7 +302,7 @@ func fanoutEtcd(b *testing.B, e *etcdBase, watchers, updates, workers, objects i
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := measureFanout(b, f, watchers, updates, workers, func() float64 { return e.cpu(b) },
+	r := measureFanout(b, f, watchers, updates, workers, func() (float64, float64) { c := e.cpu(b); return c, c },
 		func(ctx context.Context, i int, stamp string) error {
 			_, err := e.client.Put(ctx, fmt.Sprintf("%sf%04d", prefix, i%objects), value(stamp))
 			return err

@@ -122,11 +122,12 @@ func (e *etcdBase) puts(workers, n int, prefix, value string, timeout time.Durat
 
 // measured is a phase with the CPU the serving processes spent on it.
 type measured struct {
-	p   benchtest.Phase
-	cpu float64 // seconds
+	p         benchtest.Phase
+	cpu, etcd float64 // seconds: all serving processes', etcd's part
 }
 
-func (m measured) cpuPerOp() float64 { return m.cpu / float64(m.p.Ops) * 1e6 }
+func (m measured) cpuPerOp() float64  { return m.cpu / float64(m.p.Ops) * 1e6 }
+func (m measured) etcdPerOp() float64 { return m.etcd / float64(m.p.Ops) * 1e6 }
 
 // rawPuts measures raw etcd Puts of 1 KiB values after a warm-up.
 func rawPuts(b *testing.B, e *etcdBase, k knobs, round int) measured {
@@ -140,6 +141,7 @@ func rawPuts(b *testing.B, e *etcdBase, k knobs, round int) measured {
 		b.Fatalf("etcd Puts: %v", p.Err)
 	}
 	m := measured{p: p, cpu: e.cpu(b) - c0}
+	m.etcd = m.cpu
 	b.Logf("raw etcd Put (1 KiB)    %6d in %8v: %7.0f/s  p50 %s  p99 %s  etcd CPU %4.0f µs/op  (load %s)",
 		p.Ops, p.Elapsed.Round(time.Millisecond), p.Rate(), ms(p.Quantile(0.5)), ms(p.Quantile(0.99)), m.cpuPerOp(), benchtest.LoadAvg())
 	return m
@@ -160,21 +162,21 @@ func creates(b *testing.B, d *deployment, k knobs) measured {
 		b.Fatalf("%s: warm-up creates: %v", d.name, p.Err)
 	}
 	b.Logf("%-23s idle: %.0f%% of a core", d.name, d.idle(b, 2*time.Second)*100)
-	c0 := d.cpu(b)
+	c0, e0 := d.cpu(b), d.etcdCPU(b)
 	p := run("bench", k.creates)
 	if p.Err != nil {
 		b.Fatalf("%s: creates: %v", d.name, p.Err)
 	}
-	m := measured{p: p, cpu: d.cpu(b) - c0}
-	b.Logf("%-23s %6d in %8v: %7.0f/s  p50 %s  p99 %s  server CPU %4.0f µs/op  (load %s)",
-		d.name+" create", p.Ops, p.Elapsed.Round(time.Millisecond), p.Rate(), ms(p.Quantile(0.5)), ms(p.Quantile(0.99)), m.cpuPerOp(), benchtest.LoadAvg())
+	m := measured{p: p, cpu: d.cpu(b) - c0, etcd: d.etcdCPU(b) - e0}
+	b.Logf("%-23s %6d in %8v: %7.0f/s  p50 %s  p99 %s  CPU %4.0f µs/op (etcd %.0f)  (load %s)",
+		d.name+" create", p.Ops, p.Elapsed.Round(time.Millisecond), p.Rate(), ms(p.Quantile(0.5)), ms(p.Quantile(0.99)), m.cpuPerOp(), m.etcdPerOp(), benchtest.LoadAvg())
 	return m
 }
 
 func logFan(b *testing.B, name string, r fanResult) {
-	b.Logf("%-23s %d watchers x %d updates (%.0f updates/s): %d deliveries in %v: %7.0f/s  p50 %s  p99 %s  CPU %.1f µs/delivery; %d watches ended early  (load %s)",
+	b.Logf("%-23s %d watchers x %d updates (%.0f updates/s): %d deliveries in %v: %7.0f/s  p50 %s  p99 %s  CPU %.1f µs/delivery (etcd %.1f); %d watches ended early  (load %s)",
 		name+" watch", r.watchers, r.updates, r.writes.Rate(), r.delivered, r.elapsed.Round(time.Millisecond), r.rate(),
-		ms(r.p50), ms(r.p99), r.cpu/float64(r.delivered)*1e6, r.closed, benchtest.LoadAvg())
+		ms(r.p50), ms(r.p99), r.cpu/float64(r.delivered)*1e6, r.etcdCPU/float64(r.delivered)*1e6, r.closed, benchtest.LoadAvg())
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
@@ -223,18 +225,18 @@ func BenchmarkReplicas(b *testing.B) {
 			Ops:     raw1.p.Ops + raw2.p.Ops,
 			Elapsed: raw1.p.Elapsed + raw2.p.Elapsed,
 			Lat:     mergeSorted(raw1.p.Lat, raw2.p.Lat),
-		}, cpu: raw1.cpu + raw2.cpu}
+		}, cpu: raw1.cpu + raw2.cpu, etcd: raw1.etcd + raw2.etcd}
 		rows = append(rows, row{name: "raw etcd (Put / watch)", create: raw, fan: rawFan})
 
 		badger, base := rows[0], rows[len(rows)-1]
 		var t strings.Builder
-		fmt.Fprintf(&t, "\n| Set-up | creates/s | create p99 | CPU µs/create | x raw Put | x Badger | updates/s | events/s | delivery p99 | CPU µs/event | x raw watch | x Badger | watches ended early |\n")
+		fmt.Fprintf(&t, "\n| Set-up | creates/s | create p99 | CPU µs/create (etcd) | x raw Put | x Badger | updates/s | events/s | delivery p99 | CPU µs/event (etcd) | x raw watch | x Badger | watches ended early |\n")
 		fmt.Fprintf(&t, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rows {
-			fmt.Fprintf(&t, "| %s | %.0f | %s | %.0f | %.2f | %.2f | %.0f | %.0f | %s | %.1f | %.2f | %.2f | %d |\n",
-				r.name, r.create.p.Rate(), ms(r.create.p.Quantile(0.99)), r.create.cpuPerOp(),
+			fmt.Fprintf(&t, "| %s | %.0f | %s | %.0f (%.0f) | %.2f | %.2f | %.0f | %.0f | %s | %.1f (%.1f) | %.2f | %.2f | %d |\n",
+				r.name, r.create.p.Rate(), ms(r.create.p.Quantile(0.99)), r.create.cpuPerOp(), r.create.etcdPerOp(),
 				r.create.p.Rate()/base.create.p.Rate(), r.create.p.Rate()/badger.create.p.Rate(),
-				r.fan.writes.Rate(), r.fan.rate(), ms(r.fan.p99), r.fan.cpu/float64(r.fan.delivered)*1e6,
+				r.fan.writes.Rate(), r.fan.rate(), ms(r.fan.p99), r.fan.cpu/float64(r.fan.delivered)*1e6, r.fan.etcdCPU/float64(r.fan.delivered)*1e6,
 				r.fan.rate()/base.fan.rate(), r.fan.rate()/badger.fan.rate(), r.fan.closed)
 		}
 		b.Logf("creates: %d at concurrency %d; fan-out: %d watchers, %d updates (%d writers); CPU: servers + etcd; load average %s%s",
