@@ -17,18 +17,24 @@
 //     change an annotation that carries the write's start time: events
 //     delivered per second (first write to last delivery) and the latency
 //     from a write's start to each delivery; next to as many raw etcd
-//     watchers of a prefix receiving as many Puts.
+//     watchers of a prefix receiving as many Puts. The writes are closed
+//     loop, so events/s is updates/s times the watchers while none falls
+//     behind; a watch the server ends (too slow to keep up) is counted.
 //
-// The CPU per operation is the servers' and, on etcd, etcd's own, read
-// from /proc/PID/stat before and after each phase, so it does not depend
-// on how much of a shared machine the others leave.
+// The CPU per operation is the servers' and, on etcd, etcd's own (also
+// shown apart), read from /proc/PID/stat before and after each phase, so
+// it does not depend on how much of a shared machine the others leave.
 //
-// BenchmarkConverge (converge_test.go) measures the time for Widgets to
-// become Ready through the widget plugin on the same set-ups.
+// BenchmarkConverge (converge_test.go) measures the time for WIDGETS
+// Widgets to become Ready through the widget plugin on three replicas,
+// one replica and Badger, and which replica leads which Lease.
+// BenchmarkSpread (spread_test.go) converges two plugins' kinds at once on
+// three replicas, with both controllers on one replica and then on two.
 //
 // The knobs are environment variables: SETPOINT_BENCH_REPLICAS_CREATES,
-// _WATCHERS, _UPDATES, _WIDGETS, _CONCURRENCY and _TIMEOUT (seconds per
-// phase). Everything the benchmarks start is stopped by b.Cleanup
+// _WATCHERS, _UPDATES, _WIDGETS, _SPREAD, _CONCURRENCY and _TIMEOUT
+// (seconds per phase); the defaults are small, `make bench-replicas` sets
+// the figures' sizes. Everything the benchmarks start is stopped by b.Cleanup
 // (testserver and etcdtest kill their process groups), on loopback only,
 // and every phase gives up after its timeout.
 package replicas
