@@ -165,17 +165,19 @@ func (d *deployment) stop(b *testing.B) {
 	}
 }
 
-// startBadger starts one server on the embedded store.
-func startBadger(b *testing.B, workers int) *deployment {
-	s := testserver.Start(b, testserver.Options{LogLevel: "warn"})
+// startBadger starts one server on the embedded store, with the extra
+// server flags args.
+func startBadger(b *testing.B, workers int, args ...string) *deployment {
+	s := testserver.Start(b, testserver.Options{Args: args, LogLevel: "warn"})
 	return &deployment{name: "Badger", servers: []*testserver.Server{s}, clients: []*client{newClient(s, workers)}, pids: []int{s.Pid()}}
 }
 
-// startReplicas starts n replicas on the etcd e under prefix: the first
+// startReplicas starts n replicas on the etcd e under prefix, with the
+// extra server flags extra: the first
 // alone, so that it takes the leases of the controllers every replica runs
 // (the garbage collector's), then the others at once.
-func startReplicas(b *testing.B, name string, e *etcdtest.Server, etcdPID, n int, prefix string, workers int) *deployment {
-	args := []string{"--store", "etcd", "--etcd-servers", e.Endpoint, "--etcd-prefix", prefix}
+func startReplicas(b *testing.B, name string, e *etcdtest.Server, etcdPID, n int, prefix string, workers int, extra ...string) *deployment {
+	args := append([]string{"--store", "etcd", "--etcd-servers", e.Endpoint, "--etcd-prefix", prefix}, extra...)
 	servers := make([]*testserver.Server, n)
 	servers[0] = testserver.Start(b, testserver.Options{Args: args, LogLevel: "warn"})
 	var wg sync.WaitGroup

@@ -47,7 +47,7 @@ func BenchmarkSpread(b *testing.B) {
 			name                string
 			widgetVia, groupVia int
 		}{{"same replica", 2, 2}, {"different replicas", 1, 2}} {
-			d := startReplicas(b, "3 replicas, plugins installed through "+pl.name, e.e, e.pid, replicas, "/spread-"+strings.ReplaceAll(pl.name, " ", "-"), k.workers)
+			d := startReplicas(b, "3 replicas, plugins installed through "+pl.name, e.e, e.pid, replicas, "/spread-"+strings.ReplaceAll(pl.name, " ", "-"), k.workers, unlimitedWrites...)
 			registerKinds(b, d, []string{"examples/widget/crd.yaml", "examples/widget/provision-crd.yaml",
 				"examples/replicagroup/crd.yaml", "examples/replicagroup/replica-crd.yaml"},
 				[]string{"widgets", "widgetprovisions", "replicagroups", "replicas"})
