@@ -129,5 +129,11 @@ bench-replicas: build plugins deps
 	  SETPOINT_BENCH_REPLICAS_TIMEOUT=$(REPLICAS_TIMEOUT) \
 	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m -v ./test/bench/replicas
 
+## bench-restart: time to ready, resumed watches and served plugins after a
+## restart with 100,000 objects and 3 plugins (OBJECTS, ROUNDS)
+.PHONY: bench-restart
+bench-restart: build plugins
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/restart
+
 clean:
 	rm -rf $(BIN)
