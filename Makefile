@@ -8,7 +8,7 @@ ADDR  ?= 127.0.0.1:6443
 TEST_TIMEOUT ?= 20m
 
 .PHONY: all build plugins test test-go vet lint run soak soak-store soak-server soak-linearizability fuzz bench bench-store \
-	bench-api bench-watch bench-plugin bench-upload bench-reconcile bench-hostile deps clean
+	bench-api bench-watch bench-plugin bench-upload bench-reconcile bench-hostile bench-replicas deps clean
 
 all: build plugins
 
@@ -87,7 +87,7 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; done
 
-bench: bench-store bench-api bench-watch bench-plugin bench-upload bench-reconcile bench-hostile bench-restart
+bench: bench-store bench-api bench-watch bench-plugin bench-upload bench-reconcile bench-hostile bench-restart bench-replicas
 
 bench-store:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./store/badger/bench
@@ -109,6 +109,25 @@ bench-reconcile: build plugins
 
 bench-hostile: build plugins
 	SETPOINT_BIN=$(CURDIR)/bin/setpoint $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/hostile
+
+## bench-replicas: creates/s and watch fan-out on Badger, one replica on etcd
+## and three replicas on one etcd, next to raw etcd Puts and watchers, then
+## the time for REPLICAS_WIDGETS Widgets to converge through the widget
+## plugin on each, and two plugins converging at once on three replicas
+## with their controllers on one replica or on two (test/bench/replicas;
+## REPLICAS_* are the sizes, its defaults without make are small)
+REPLICAS_CREATES ?= 10000
+REPLICAS_WIDGETS ?= 10000
+REPLICAS_WATCHERS ?= 100
+REPLICAS_UPDATES ?= 1000
+REPLICAS_SPREAD ?= 2000
+REPLICAS_TIMEOUT ?= 1200
+bench-replicas: build plugins deps
+	SETPOINT_BIN=$(CURDIR)/bin/setpoint SETPOINT_BENCH_REPLICAS_CREATES=$(REPLICAS_CREATES) \
+	  SETPOINT_BENCH_REPLICAS_WIDGETS=$(REPLICAS_WIDGETS) SETPOINT_BENCH_REPLICAS_WATCHERS=$(REPLICAS_WATCHERS) \
+	  SETPOINT_BENCH_REPLICAS_UPDATES=$(REPLICAS_UPDATES) SETPOINT_BENCH_REPLICAS_SPREAD=$(REPLICAS_SPREAD) \
+	  SETPOINT_BENCH_REPLICAS_TIMEOUT=$(REPLICAS_TIMEOUT) \
+	  $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m -v ./test/bench/replicas
 
 ## bench-restart: time to ready, resumed watches and served plugins after a
 ## restart with 100,000 objects and 3 plugins (OBJECTS, ROUNDS)
