@@ -91,7 +91,11 @@ func (w *WriteLimiter) allowCreate(ctx context.Context, plugin, source string, g
 	if w == nil {
 		return nil
 	}
-	if err := w.allow(plugin, source); err != nil {
+	take := w.allow
+	if source == sourceChildren {
+		take = func(plugin, source string) error { return w.wait(ctx, plugin, source) }
+	}
+	if err := take(plugin, source); err != nil {
 		return err
 	}
 	return w.objects.admit(ctx, plugin, source, gr, obj)
@@ -104,7 +108,7 @@ func NewWriteLimiter(opts WriteLimits, reg prometheus.Registerer) (*WriteLimiter
 	if reg != nil {
 		w.throttled = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "setpoint", Subsystem: "plugin", Name: "writes_throttled_total",
-			Help: "Writes of a plugin (host calls, children) refused with 429 because it wrote faster than its write rate limit.",
+			Help: "Writes of a plugin over its write rate limit: host calls refused with 429, children delayed for their turn (or refused with 429 when it is too far off).",
 		}, []string{"plugin", "source"})
 		if err := reg.Register(w.throttled); err != nil {
 			return nil, fmt.Errorf("plugins: register write metrics: %w", err)
@@ -119,25 +123,83 @@ const (
 	sourceChildren = "children"
 )
 
+// bucket is plugin's token bucket.
+func (w *WriteLimiter) bucket(plugin string) *rate.Limiter {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.buckets[plugin]
+	if b == nil {
+		b = rate.NewLimiter(rate.Limit(w.opts.Rate), w.opts.Burst)
+		w.buckets[plugin] = b
+	}
+	return b
+}
+
 // allow takes one write from plugin's bucket, or returns the 429 Status
 // error that refuses it, counted under source.
 func (w *WriteLimiter) allow(plugin, source string) error {
 	if w == nil {
 		return nil
 	}
-	w.mu.Lock()
-	b := w.buckets[plugin]
-	if b == nil {
-		b = rate.NewLimiter(rate.Limit(w.opts.Rate), w.opts.Burst)
-		w.buckets[plugin] = b
-	}
-	w.mu.Unlock()
-	if b.AllowN(w.opts.Now(), 1) {
+	if w.bucket(plugin).AllowN(w.opts.Now(), 1) {
 		return nil
 	}
+	w.count(plugin, source)
+	return w.refusal(plugin)
+}
+
+// maxChildWait is the longest a child write waits for its turn in its
+// plugin's bucket before it is refused.
+const maxChildWait = 5 * time.Second
+
+// wait takes one write from plugin's bucket for a child the controller
+// writes, waiting for its turn as client-go's rate limiter makes a
+// controller wait, up to maxChildWait and ctx's deadline; a write whose turn
+// is further off is refused as allow refuses it. Failing at once would fail
+// the reconcile, and its per-object backoff would hold convergence far
+// below the rate the limit allows.
+func (w *WriteLimiter) wait(ctx context.Context, plugin, source string) error {
+	if w == nil {
+		return nil
+	}
+	now := w.opts.Now()
+	r := w.bucket(plugin).ReserveN(now, 1)
+	if !r.OK() {
+		w.count(plugin, source)
+		return w.refusal(plugin)
+	}
+	d := r.DelayFrom(now)
+	if d == 0 {
+		return nil
+	}
+	w.count(plugin, source)
+	limit := maxChildWait
+	if dl, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(dl))
+	}
+	if d > limit {
+		r.CancelAt(now)
+		return w.refusal(plugin)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		r.CancelAt(w.opts.Now())
+		return ctx.Err()
+	}
+}
+
+func (w *WriteLimiter) count(plugin, source string) {
 	if w.throttled != nil {
 		w.throttled.WithLabelValues(plugin, source).Inc()
 	}
+}
+
+// refusal is the 429 Status error of a write over plugin's limit.
+func (w *WriteLimiter) refusal(plugin string) error {
 	retry := int(math.Ceil(1 / w.opts.Rate))
 	return apierrors.NewTooManyRequests(fmt.Sprintf(
 		"plugin %s writes faster than its limit of %g writes/s (burst %d); retry later", plugin, w.opts.Rate, w.opts.Burst), max(retry, 1))
@@ -200,7 +262,7 @@ func (c *limitedClient) Create(ctx context.Context, gvr schema.GroupVersionResou
 
 func (c *limitedClient) Update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
 	if c.owns[gvr.GroupResource()] {
-		if err := c.w.allow(c.plugin, sourceChildren); err != nil {
+		if err := c.w.wait(ctx, c.plugin, sourceChildren); err != nil {
 			return nil, err
 		}
 		if c.w.objects != nil {

@@ -60,8 +60,9 @@ func TestWriteObjectRateLimited(t *testing.T) {
 	}
 }
 
-// The children a controller writes for a plugin take from the same bucket;
-// its status and event writes do not.
+// The children a controller writes for a plugin take from the same bucket,
+// waiting for their turn up to the reconcile's deadline; its status and
+// event writes do not.
 func TestLimitedClientChildren(t *testing.T) {
 	svc := newWriteService(t)
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -80,14 +81,32 @@ func TestLimitedClientChildren(t *testing.T) {
 		u.SetNamespace("default")
 		return u
 	}
+	// A turn further off than the reconcile's deadline is refused at once.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
 	var errs []string
 	for i := range 3 {
-		if _, err := c.Create(ctx, notes, obj(fmt.Sprint("c", i)), metav1.CreateOptions{}); err != nil {
+		if _, err := c.Create(short, notes, obj(fmt.Sprint("c", i)), metav1.CreateOptions{}); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
 	if len(errs) != 1 || !strings.Contains(errs[0], "writes faster than its limit") {
 		t.Fatalf("child creates past the burst of 2: errors %q", errs)
+	}
+	// A turn within it is waited for: the write is made, not failed.
+	fast, err := NewWriteLimiter(WriteLimits{Rate: 20, Burst: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := fast.Client("q", svc, []controller.Kind{{Resource: notes, Kind: "Note", Namespaced: true}})
+	start := time.Now()
+	for i := range 3 {
+		if _, err := fc.Create(ctx, notes, obj(fmt.Sprint("f", i)), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("child create %d at 20/s, burst 1: %v", i, err)
+		}
+	}
+	if took := time.Since(start); took < 90*time.Millisecond {
+		t.Errorf("3 child creates at 20 writes/s, burst 1, took %s: they did not wait their turn", took)
 	}
 	ev := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Event",
 		"metadata": map[string]any{"name": "e1", "namespace": "default"}, "involvedObject": map[string]any{"name": "c0"},
