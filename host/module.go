@@ -131,7 +131,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 	rcfg := wazero.NewRuntimeConfig().
 		WithCompilationCache(h.cache).
 		WithCloseOnContextDone(!cfg.DisablePreemption && !p.ownPreemption).
-		WithMemoryLimitPages(cfg.Limits.MemoryPages).WithMemoryCapacityFromMax(true).
+		WithMemoryLimitPages(cfg.Limits.MemoryPages).
 		WithCustomSections(true)
 	rt := wazero.NewRuntimeWithConfig(ctx, rcfg)
 	// Functions compile in parallel, one worker per core, and at least two:
