@@ -87,7 +87,7 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; done
 
-bench: bench-store bench-api bench-watch bench-plugin bench-upload bench-reconcile bench-hostile
+bench: bench-store bench-api bench-watch bench-plugin bench-upload bench-reconcile bench-hostile bench-restart
 
 bench-store:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./store/badger/bench
@@ -109,6 +109,12 @@ bench-reconcile: build plugins
 
 bench-hostile: build plugins
 	SETPOINT_BIN=$(CURDIR)/bin/setpoint $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/hostile
+
+## bench-restart: time to ready, resumed watches and served plugins after a
+## restart with 100,000 objects and 3 plugins (OBJECTS, ROUNDS)
+.PHONY: bench-restart
+bench-restart: build plugins
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/restart
 
 clean:
 	rm -rf $(BIN)
