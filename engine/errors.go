@@ -39,6 +39,10 @@ func storeError(err error, gr schema.GroupResource, name string) error {
 		return noSpace()
 	case errors.Is(err, store.ErrTooLarge):
 		return apierrors.NewRequestEntityTooLargeError(err.Error())
+	case errors.Is(err, store.ErrWriteTimedOut):
+		// As kube-apiserver answers a request past its timeout; the
+		// outcome of this write is unknown, so the message says so.
+		return apierrors.NewTimeoutError("request did not complete within the allotted timeout: the write waits for the server's disk and may still be committed; get the object before retrying", 0)
 	case errors.Is(err, store.ErrUnavailable):
 		return apierrors.NewServiceUnavailable("the server's store is unavailable; try again later")
 	case errors.Is(err, store.ErrCorrupt):

@@ -5,7 +5,7 @@ import "errors"
 // The store's errors. Backends wrap them with %w; callers test with errors.Is.
 // The API maps them to HTTP codes: ErrNotFound 404, ErrAlreadyExists and
 // ErrConflict 409, ErrCompacted and ErrInvalidContinue 410, ErrTooLarge 413,
-// ErrNoSpace 507, ErrUnavailable 503, ErrCorrupt 500.
+// ErrNoSpace 507, ErrUnavailable 503, ErrCorrupt 500, ErrWriteTimedOut 504.
 var (
 	ErrNotFound        = errors.New("store: not found")
 	ErrAlreadyExists   = errors.New("store: already exists")
@@ -27,4 +27,7 @@ var (
 	// ErrUnavailable: the backend cannot be reached or cannot answer now
 	// (an etcd without quorum); the request may succeed later.
 	ErrUnavailable = errors.New("store: backend unavailable")
+	// ErrWriteTimedOut: the caller's context ended while its write waited
+	// for the disk; the write was queued and may still be committed.
+	ErrWriteTimedOut = errors.New("store: write timed out; it may still be committed")
 )

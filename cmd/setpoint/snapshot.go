@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/store/etcd"
 	"github.com/setpoint-dev/setpoint/store/snapshot"
 )
 
@@ -168,13 +169,17 @@ the checksum. A damaged or truncated file fails with exit code 1.
 
 type snapshotRestoreOptions struct {
 	dataDir string
+	// etcd: the store, its flags as setpoint server's, and the revisions
+	// to advance etcd by past the snapshot's.
+	etcd      etcdFlags
+	extraRevs int64
 }
 
 func newSnapshotRestoreCommand() *cobra.Command {
 	o := &snapshotRestoreOptions{}
 	cmd := &cobra.Command{
-		Use:   "restore FILE --data-dir DIR",
-		Short: "Build a new data directory from a snapshot",
+		Use:   "restore FILE (--data-dir DIR | --store etcd --etcd-servers URLS --etcd-prefix PREFIX)",
+		Short: "Build a new data directory, or fill an etcd prefix, from a snapshot",
 		Long: `Verify the snapshot FILE, then build a new data directory DIR from it for
 setpoint server --data-dir DIR. DIR must not exist or be empty. Every key
 keeps its revisions (resourceVersions), and the store starts at the
@@ -182,21 +187,53 @@ snapshot's revision; its history before that is not restored, so a watch
 or a continue token from an older resourceVersion gets 410 Gone and relists,
 as after compaction.
 
+With --store etcd, write the snapshot's keys under --etcd-prefix of the etcd
+at --etcd-servers instead, for setpoint server --store etcd with the same
+flags; the prefix must hold no key. etcd assigns its own revisions: every
+object keeps its content but gets a new resourceVersion. So that no
+resourceVersion a client of the source holds is taken for a restored one,
+etcd's revision is first advanced past the snapshot's (one small write per
+revision; --bump-revision N adds N more, for the writes the source made after
+the snapshot), and etcd's history is compacted after the restore: a watch,
+list or get from any older resourceVersion gets 410 Gone and relists. The
+compaction is etcd's, seen by every prefix of that etcd.
+
 ` + exitCodeHelp,
 		Example: `  setpoint snapshot restore backup.snap --data-dir ./restored
-  setpoint server --data-dir ./restored`,
+  setpoint server --data-dir ./restored
+
+  setpoint snapshot restore backup.snap --store etcd --etcd-servers http://127.0.0.1:2379 --etcd-prefix /restored
+  setpoint server --store etcd --etcd-servers http://127.0.0.1:2379 --etcd-prefix /restored`,
 		Args: rangeArgs(1, 1, "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.etcd.kind == "etcd" {
+				return runSnapshotRestoreEtcd(cmd.Context(), o, args[0], cmd.OutOrStdout())
+			}
+			if o.etcd.kind != "badger" {
+				return usageError("--store %q: want badger or etcd", o.etcd.kind)
+			}
 			return runSnapshotRestore(o, args[0], cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVar(&o.dataDir, "data-dir", "", "the new data `DIR` (required; must not exist or be empty)")
+	f := cmd.Flags()
+	f.StringVar(&o.dataDir, "data-dir", "", "the new data `DIR` (with --store badger, required; must not exist or be empty)")
+	e := &o.etcd
+	f.StringVar(&e.kind, "store", "badger", "what to restore into: badger (a new --data-dir) or etcd (an empty --etcd-prefix of --etcd-servers)")
+	f.StringSliceVar(&e.servers, "etcd-servers", nil, "with --store etcd: the etcd client URLs, separated by commas")
+	f.StringVar(&e.caFile, "etcd-cafile", "", "with --store etcd: PEM CA bundle that verifies the etcd servers' certificates")
+	f.StringVar(&e.certFile, "etcd-certfile", "", "with --store etcd: PEM client certificate for etcd (needs --etcd-keyfile)")
+	f.StringVar(&e.keyFile, "etcd-keyfile", "", "with --store etcd: PEM private key of --etcd-certfile")
+	f.StringVar(&e.prefix, "etcd-prefix", etcd.DefaultPrefix, "with --store etcd: the key prefix to restore into; it must hold no key")
+	f.Int64Var(&o.extraRevs, "bump-revision", 0, "with --store etcd: advance etcd's revision this much further past the snapshot's before writing, so that resourceVersions of writes the source made after the snapshot get 410 too")
 	return cmd
 }
 
 func runSnapshotRestore(o *snapshotRestoreOptions, file string, stdout io.Writer) error {
 	if o.dataDir == "" {
-		return usageError("snapshot restore needs --data-dir DIR, the new data directory")
+		return usageError("snapshot restore needs --data-dir DIR, the new data directory (or --store etcd)")
+	}
+	if len(o.etcd.servers) > 0 || o.extraRevs != 0 {
+		return usageError("--etcd-servers and --bump-revision need --store etcd")
 	}
 	entries, err := os.ReadDir(o.dataDir)
 	created := errors.Is(err, os.ErrNotExist)

@@ -22,6 +22,9 @@ import (
 // failures in a row its calls are refused at once for breakerMinOpen; then
 // one call is let through (half-open): if it succeeds calls resume, if it
 // fails they are refused again for twice as long, up to breakerMaxOpen.
+// A failed call's duration counts too (calltime.go): a failure that held a
+// core for long opens the breaker at once, for as long as it takes the
+// plugin's budget of failed call time to be paid back.
 const (
 	breakerThreshold = 5
 	breakerMinOpen   = 2 * time.Second
@@ -39,6 +42,8 @@ type CallsSuspendedError struct {
 	Calls string
 	// Failures is the number of failed calls in a row that opened it.
 	Failures int
+	// Cause says why it opened: failures in a row, or failed call time.
+	Cause string
 	// Retry is when one call is let through again.
 	Retry time.Time
 	// Last is the last failure.
@@ -46,8 +51,8 @@ type CallsSuspendedError struct {
 }
 
 func (e *CallsSuspendedError) Error() string {
-	return fmt.Sprintf("plugin %q: %s calls suspended after %d failed calls in a row (last: %s); one call is let through after a backoff to see whether the plugin recovered",
-		e.Plugin, e.Calls, e.Failures, e.Last)
+	return fmt.Sprintf("plugin %q: %s calls suspended after %s (last: %s); one call is let through after a backoff to see whether the plugin recovered",
+		e.Plugin, e.Calls, e.Cause, e.Last)
 }
 
 // CallsSuspended marks the error for the controller (controller.Suspended).
@@ -77,6 +82,8 @@ type breaker struct {
 	openFor  time.Duration // of the current or last opening
 	retry    time.Time     // when an open breaker lets a trial call through
 	last     string        // last failure
+	spent    callTimeDebt  // failed call time
+	cause    string        // why it last opened
 	opened   int64         // times opened since created or reset
 	closedAt int64         // opened count when it last closed after opening
 	since    time.Time     // of the last transition between open and closed
@@ -105,11 +112,11 @@ func (b *breaker) allow() (trial bool, err error) {
 	if b.refusedCtr != nil {
 		b.refusedCtr.Inc()
 	}
-	return false, &CallsSuspendedError{Plugin: b.plugin, Calls: b.calls, Failures: b.failures, Retry: b.retry, Last: b.last}
+	return false, &CallsSuspendedError{Plugin: b.plugin, Calls: b.calls, Failures: b.failures, Cause: b.cause, Retry: b.retry, Last: b.last}
 }
 
-// done records the outcome of a call allow let run.
-func (b *breaker) done(trial bool, err error) {
+// done records the outcome of a call allow let run, and how long it took.
+func (b *breaker) done(trial bool, err error, took time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err == nil {
@@ -126,20 +133,29 @@ func (b *breaker) done(trial bool, err error) {
 		msg = msg[:509] + "..."
 	}
 	b.last = msg
+	hold := min(b.spent.charge(b.now(), took), breakerMaxOpen)
+	cause := fmt.Sprintf("%d failed calls in a row", b.failures)
+	if hold > 0 {
+		cause = fmt.Sprintf("failed calls that ran %v in all (the last %v); failing calls may take %.0f%% of one core", b.spent.debt.Round(time.Millisecond), took.Round(time.Millisecond), failedCallShare*100)
+	}
 	switch {
 	case trial && b.state == breakerHalfOpen: // not reset meanwhile
-		b.openLocked(max(breakerMinOpen, min(2*b.openFor, breakerMaxOpen)))
-	case b.state == breakerClosed && b.failures >= breakerThreshold:
-		b.openLocked(breakerMinOpen)
+		b.openLocked(max(breakerMinOpen, min(2*b.openFor, breakerMaxOpen), hold), cause)
+	case b.state == breakerClosed && (b.failures >= breakerThreshold || hold > 0):
+		b.openLocked(max(breakerMinOpen, hold), cause)
+	case b.state == breakerOpen && hold > 0 && b.now().Add(hold).After(b.retry):
+		// A call that was running when the breaker opened failed slowly
+		// too: the open period lasts until the budget is paid back.
+		b.openFor, b.retry = hold, b.now().Add(hold)
 	}
 }
 
-func (b *breaker) openLocked(d time.Duration) {
+func (b *breaker) openLocked(d time.Duration, cause string) {
 	if b.state == breakerClosed {
 		b.opened++
 		b.since = b.now()
 	}
-	b.state, b.openFor, b.retry = breakerOpen, d, b.now().Add(d)
+	b.state, b.openFor, b.retry, b.cause = breakerOpen, d, b.now().Add(d), cause
 	b.setGauge(1)
 }
 
@@ -159,6 +175,7 @@ func (b *breaker) reset() {
 		b.setGauge(0)
 	}
 	b.state, b.failures, b.openFor = breakerClosed, 0, 0
+	b.spent.clear()
 }
 
 // breakerView is what the Plugin's status and events show of a breaker.
@@ -167,8 +184,9 @@ type breakerView struct {
 	open           bool
 	opened, closed int64 // times opened; opened count when last closed
 	failures       int
+	openFor        time.Duration
 	retry, since   time.Time
-	last           string
+	last, cause    string
 	refused        int64
 }
 
@@ -176,7 +194,7 @@ func (b *breaker) view() breakerView {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return breakerView{calls: b.calls, open: b.state != breakerClosed, opened: b.opened, closed: b.closedAt,
-		failures: b.failures, retry: b.retry, since: b.since, last: b.last, refused: b.refused}
+		failures: b.failures, openFor: b.openFor, retry: b.retry, since: b.since, last: b.last, cause: b.cause, refused: b.refused}
 }
 
 // guard runs call unless b refuses it, and records its outcome. A call the
@@ -187,7 +205,9 @@ func guard[R any](ctx context.Context, b *breaker, call func() (R, error)) (R, e
 		var zero R
 		return zero, err
 	}
+	start := b.now()
 	r, err := call()
+	took := b.now().Sub(start)
 	if err != nil && ctx.Err() != nil {
 		if trial {
 			b.mu.Lock()
@@ -196,7 +216,7 @@ func guard[R any](ctx context.Context, b *breaker, call func() (R, error)) (R, e
 		}
 		return r, err
 	}
-	b.done(trial, err)
+	b.done(trial, err, took)
 	return r, err
 }
 
@@ -285,7 +305,7 @@ func (bs *breakers) condition(generation int64) map[string]any {
 		if i > 0 {
 			msg += "; "
 		}
-		msg += fmt.Sprintf("%s calls suspended after %d failed calls in a row, retried one at a time with backoff (last failure: %s)", o.calls, max(o.failures, breakerThreshold), o.last)
+		msg += fmt.Sprintf("%s calls suspended after %s, retried one at a time with backoff (last failure: %s)", o.calls, o.cause, o.last)
 		if o.since.Before(since) {
 			since = o.since
 		}
@@ -309,8 +329,8 @@ func (bs *breakers) events() []abi.Event {
 		was := bs.reported[v.calls]
 		if v.opened > was[0] {
 			out = append(out, abi.Event{Type: "Warning", Reason: ReasonRepeatedFailures, Message: fmt.Sprintf(
-				"%s calls suspended after %d failed calls in a row (last: %s); the server lets one call through after %s, then backs off up to %s while calls keep failing",
-				v.calls, max(v.failures, breakerThreshold), v.last, breakerMinOpen, breakerMaxOpen)})
+				"%s calls suspended after %s (last: %s); the server lets one call through after %s, then backs off up to %s while calls keep failing",
+				v.calls, v.cause, v.last, v.openFor.Round(time.Millisecond), breakerMaxOpen)})
 		}
 		if v.closed > was[1] {
 			out = append(out, abi.Event{Type: "Normal", Reason: ReasonCallsResumed, Message: v.calls + " calls resumed: a call succeeded, or the spec or module changed"})

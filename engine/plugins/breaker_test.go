@@ -207,7 +207,7 @@ func TestBreakerOpensBacksOffAndCloses(t *testing.T) {
 	// stays closed until the threshold.
 	b := newBreaker("p", "admit", clock.now, nil, nil)
 	for range breakerThreshold {
-		b.done(false, errors.New("trap"))
+		b.done(false, errors.New("trap"), 0)
 	}
 	clock.add(breakerMinOpen)
 	trial, err := b.allow()
@@ -215,7 +215,7 @@ func TestBreakerOpensBacksOffAndCloses(t *testing.T) {
 		t.Fatalf("allow after the open period: trial %v, %v", trial, err)
 	}
 	b.reset()
-	b.done(true, errors.New("trap"))
+	b.done(true, errors.New("trap"), 0)
 	if _, err := b.allow(); err != nil {
 		t.Fatalf("after a reset and one failed call: %v, want closed", err)
 	}

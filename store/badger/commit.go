@@ -91,15 +91,53 @@ func (db *DB) write(ctx context.Context, op writeOp, key string, value []byte, e
 	q.leading = true
 	q.mu.Unlock()
 	// Once queued, a write is always committed or failed: the context no
-	// longer cancels it.
+	// longer cancels it. But the caller need not wait for a disk that has
+	// stopped completing writes: when ctx ends first, write returns
+	// ErrWriteTimedOut and a goroutine takes over the write's part in the
+	// group commit (leading it, or waiting its turn to lead).
+	if ctx.Done() == nil {
+		r := db.finish(req, lead)
+		return r, r.err
+	}
+	if !lead {
+		select {
+		case r := <-req.done:
+			if !r.lead {
+				return r, r.err
+			}
+		case <-ctx.Done():
+			go db.finish(req, false)
+			return writeResult{}, writeTimedOut(ctx)
+		}
+	}
+	// The leader commits on a goroutine of its own, so that its caller can
+	// leave when the disk stalls; one per group, not per write.
+	res := make(chan writeResult, 1)
+	go func() { res <- db.lead(req) }()
+	select {
+	case r := <-res:
+		return r, r.err
+	case <-ctx.Done():
+		return writeResult{}, writeTimedOut(ctx)
+	}
+}
+
+// finish waits for req's outcome, leading the group commit when handed
+// the lead (or when lead is set).
+func (db *DB) finish(req *writeReq, lead bool) writeResult {
 	if !lead {
 		r := <-req.done
 		if !r.lead {
-			return r, r.err
+			return r
 		}
 	}
-	r := db.lead(req)
-	return r, r.err
+	return db.lead(req)
+}
+
+// writeTimedOut is the error of a queued write whose caller's context
+// ended: the write stays queued and may still be committed.
+func writeTimedOut(ctx context.Context) error {
+	return fmt.Errorf("store/badger: %w: %w", store.ErrWriteTimedOut, context.Cause(ctx))
 }
 
 // writeQueue holds the writes waiting for a group commit. At most one writer

@@ -67,7 +67,8 @@ type LimitOptions struct {
 	// DefaultFairShareSeats, negative to turn it off.
 	FairShareSeats int
 	// RequestTimeout bounds every request but the long-running ones: its
-	// context ends then, and writes to the client fail from then on.
+	// context ends then, and writes to the client fail a little later
+	// (statusGrace), once a handler stopped by it could answer 504.
 	RequestTimeout time.Duration
 	// LongerTimeout, when set, gives the requests it returns a duration for
 	// that timeout instead of RequestTimeout (module uploads, whose compile
@@ -207,8 +208,8 @@ func userName(ctx context.Context) string {
 // never wait: past MaxWatches they get 429 at once. Probes and /version are
 // not limited, so that a saturated server still tells its supervisor it is
 // alive. Requests other than long-running ones get a context that ends
-// after RequestTimeout from when they got their seat, and the same write
-// deadline, so that neither a slow handler nor a client that stops reading
+// after RequestTimeout from when they got their seat, and a write deadline
+// a little later (statusGrace, time to write a 504 Timeout), so that neither a slow handler nor a client that stops reading
 // holds its seat (and what the request has built) longer. Once it has its
 // seat, a read or write passes the fair share (see fairShare), which, once
 // FairShareSeats requests run and several users are active, holds back a
@@ -295,12 +296,20 @@ func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 		ctx, cancel := context.WithDeadline(r.Context(), deadline)
 		defer cancel()
 		rc := http.NewResponseController(w)
-		if rc.SetWriteDeadline(deadline) == nil {
+		if rc.SetWriteDeadline(deadline.Add(statusGrace(timeout))) == nil {
 			// The connection outlives the request under keep-alive.
 			defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// statusGrace is how long after a request's context ends its response may
+// still be written: a handler that stops at the deadline (a write that
+// waited for the disk) answers 504 Timeout then, rather than having its
+// stream cut with no Status. A tenth of the timeout, between 100 ms and 1 s.
+func statusGrace(timeout time.Duration) time.Duration {
+	return min(max(timeout/10, 100*time.Millisecond), time.Second)
 }
 
 // tooManyRequests answers 429 as kube-apiserver's max-in-flight filter does.
