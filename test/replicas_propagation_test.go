@@ -125,9 +125,9 @@ func within(t *testing.T, what string, delays []time.Duration, limit time.Durati
 }
 
 const (
-	gizmoGroup = "prop.example.setpoint.dev"
-	gizmosPath = "/apis/" + gizmoGroup + "/v1/namespaces/default/gizmos"
-	gizmoCRDPath   = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos." + gizmoGroup
+	gizmoGroup   = "prop.example.setpoint.dev"
+	gizmosPath   = "/apis/" + gizmoGroup + "/v1/namespaces/default/gizmos"
+	gizmoCRDPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos." + gizmoGroup
 )
 
 func gizmoCRDObject(spec map[string]any) map[string]any {
