@@ -274,6 +274,7 @@ func (m *Manager) finalize(ctx context.Context, req *abi.FinalizeRequest) (*abi.
 	if m.opts.Finalizes != nil && !m.opts.Finalizes() {
 		return &abi.FinalizeResponse{RequeueAfter: finalizeRetry}, nil
 	}
+	m.log.Info("plugin finalized", "plugin", obj.GetName())
 	return &abi.FinalizeResponse{Done: true, Events: events}, nil
 }
 
