@@ -8,9 +8,10 @@ import (
 )
 
 // Proxy is a loopback TCP forwarder for failure tests: it accepts
-// connections on Addr and joins each to its current target. The test moves
-// the target (a load balancer that fails over), or cuts every connection
-// and refuses new ones (a partition), and heals it again.
+// connections on Addr and joins each to its current target, or to each of
+// its targets in turn (a balancer). The test moves the target (a load
+// balancer that fails over), or cuts every connection and refuses new ones
+// (a partition), and heals it again.
 type Proxy struct {
 	// Addr is the host:port it listens on.
 	Addr string
@@ -18,21 +19,29 @@ type Proxy struct {
 	ln net.Listener
 	wg sync.WaitGroup // the accept loop and the copies
 
-	mu     sync.Mutex // guards the fields below
-	target string
-	cut    bool
-	conns  map[net.Conn]struct{} // both ends of each joined connection
+	mu      sync.Mutex // guards the fields below
+	targets []string   // joined in turn
+	next    int        // the index in targets of the next connection's
+	cut     bool
+	conns   map[net.Conn]struct{} // both ends of each joined connection
 }
 
 // StartProxy listens on a free loopback port and forwards to target until
 // the end of t.
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
+	return StartBalancer(t, []string{target})
+}
+
+// StartBalancer listens on a free loopback port and forwards each new
+// connection to the next of targets in turn, until the end of t.
+func StartBalancer(t testing.TB, targets []string) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{Addr: ln.Addr().String(), ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{Addr: ln.Addr().String(), ln: ln, targets: targets, conns: map[net.Conn]struct{}{}}
 	p.wg.Go(p.accept)
 	t.Cleanup(p.close)
 	return p
@@ -42,7 +51,7 @@ func StartProxy(t testing.TB, target string) *Proxy {
 func (p *Proxy) SetTarget(target string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.target = target
+	p.targets, p.next = []string{target}, 0
 }
 
 // Cut closes every open connection and, until Heal, every new one at once.
@@ -87,7 +96,8 @@ func (p *Proxy) accept() {
 			return // closed
 		}
 		p.mu.Lock()
-		cut, target := p.cut, p.target
+		cut, target := p.cut, p.targets[p.next%len(p.targets)]
+		p.next++
 		p.mu.Unlock()
 		if cut {
 			_ = in.Close()
