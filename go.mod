@@ -51,6 +51,7 @@ require (
 	github.com/pquerna/cachecontrol v0.1.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	gopkg.in/go-jose/go-jose.v2 v2.6.3 // indirect
+	k8s.io/kms v0.37.2 // indirect
 )
 
 require gopkg.in/natefinch/lumberjack.v2 v2.2.1

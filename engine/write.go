@@ -344,7 +344,7 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 		return nil, nil, err
 	}
 	obj = kinds.IgnoreManagedFieldsTimestamps(ctx, obj, old)
-	if objjson.SemanticEqual(obj.Object, old.Object) || dry {
+	if dry || objjson.SemanticEqual(obj.Object, old.Object) && !s.staleStored(u.stored) {
 		return obj, nil, nil // nothing to write: the resourceVersion stays
 	}
 	b, err := sv.Encode(obj)
@@ -437,4 +437,14 @@ func terminating(doc []byte) bool {
 		m, _ = exactStoredMeta(doc)
 	}
 	return m.Deleting()
+}
+
+// staleStored reports whether the store read kv through an encryption key
+// that no longer writes (store/encrypt): writing it unchanged re-encrypts
+// it, as Kubernetes does for a stale read.
+func (s *Service) staleStored(kv *store.KeyValue) bool {
+	st, ok := s.store.(interface {
+		Stale(key string, rev int64) bool
+	})
+	return ok && st.Stale(kv.Key, kv.ModRevision)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/plugins"
 	"github.com/setpoint-dev/setpoint/host"
 	"github.com/setpoint-dev/setpoint/store"
+	"github.com/setpoint-dev/setpoint/store/encrypt"
 )
 
 // hostAdapter is the Wasm host as the plugin manager sees it.
@@ -259,6 +260,9 @@ type pluginAPIOptions struct {
 	// audit, when set, records the plugins' writes; the server's handler
 	// records the requests with it too.
 	audit *serving.Auditor
+	// encryption, when set, encrypts the resources it lists in the store
+	// the engine and the garbage collector use (store/encrypt).
+	encryption *encrypt.Config
 }
 
 // newPluginAPI builds the parts of the server's object layer and wires them
@@ -286,11 +290,15 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	chain := admissionChain{rbac.NewEscalation(authz), admitter}
 	// No one installs a Plugin with permissions they do not hold.
 	admitter.CheckInstallers(authz)
-	svc, err := engine.New(ctx, engine.Options{Store: o.store, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain})
+	objStore := o.store
+	if o.encryption != nil {
+		objStore = encrypt.New(o.store, o.encryption)
+	}
+	svc, err := engine.New(ctx, engine.Options{Store: objStore, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain})
 	if err != nil {
 		return nil, err
 	}
-	collector, err := gc.New(svc, gc.Options{Store: o.store, Logger: log.With("component", "gc")})
+	collector, err := gc.New(svc, gc.Options{Store: objStore, Logger: log.With("component", "gc")})
 	if err != nil {
 		return nil, err
 	}

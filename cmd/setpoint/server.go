@@ -56,6 +56,7 @@ type serverOptions struct {
 	auth                      authFlags
 	serviceAccounts           serviceAccountFlags
 	audit                     auditFlags
+	encryption                encryptionFlags
 }
 
 func newServerCommand() *cobra.Command {
@@ -123,6 +124,7 @@ signal exits at once.`,
 	o.addAuthFlags(cmd)
 	o.serviceAccounts.register(f)
 	o.audit.register(f)
+	o.encryption.register(f)
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
@@ -258,13 +260,17 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	if err != nil {
 		return err
 	}
+	encryption, err := o.encryption.load(ctx, log)
+	if err != nil {
+		return err
+	}
 
 	api, err := newPluginAPI(ctx, pluginAPIOptions{
 		store: st, log: log, dataDir: o.dataDir, allowedOrigins: o.allowedOrigins,
 		statusInterval: o.pluginStatusInterval, moduleGCGrace: o.moduleGCGrace, registerer: metrics.Registry(),
 		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
 		election: o.leaderElect.options(identity), serviceAccounts: o.serviceAccounts, audit: auditor,
-		clientCerts: material.ClientCertSigner(),
+		clientCerts: material.ClientCertSigner(), encryption: encryption,
 	})
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)

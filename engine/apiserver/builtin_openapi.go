@@ -53,6 +53,8 @@ func builtinStandIns() []*apiextensionsv1.CustomResourceDefinition {
 		noStatus(standIn("rbac.authorization.k8s.io", "rolebindings", "rolebinding", "RoleBinding", apiextensionsv1.NamespaceScoped, kindSchema(rbacv1.RoleBinding{}))),
 		noStatus(standIn("rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", apiextensionsv1.ClusterScoped, kindSchema(rbacv1.ClusterRoleBinding{}))),
 		standIn("", "serviceaccounts", "serviceaccount", "ServiceAccount", apiextensionsv1.NamespaceScoped, kindSchema(corev1.ServiceAccount{})),
+		noStatus(standIn("", "secrets", "secret", "Secret", apiextensionsv1.NamespaceScoped, kindSchema(corev1.Secret{}))),
+		noStatus(standIn("", "configmaps", "configmap", "ConfigMap", apiextensionsv1.NamespaceScoped, kindSchema(corev1.ConfigMap{}))),
 	}
 }
 

@@ -77,93 +77,62 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 			return err
 		}
 	}
-	flusher, _ := w.(http.Flusher)
-	// Each event must reach the client within WatchWriteTimeout, or the
-	// watch ends: a client that stops reading must not keep what its watch
-	// holds (the initial list it has not taken, the store's backlog) for
-	// ever, as the WebSocket server drops one whose queue fills. The
-	// deadline holds only while a write is under way: over HTTP/2 a
-	// deadline left set resets the stream when it passes, writing or not,
-	// which would end every watch idle for that long.
+	_, flusher := w.(http.Flusher)
+	// Each batch of events must reach the client within
+	// WatchWriteTimeout, or the watch ends: a client that stops reading
+	// must not keep what its watch holds (the initial list it has not
+	// taken, the store's backlog) for ever, as the WebSocket server drops
+	// one whose queue fills. The deadline holds only while a write is
+	// under way: over HTTP/2 a deadline left set resets the stream when
+	// it passes, writing or not, which would end every watch idle for
+	// that long.
 	writeTimeout := s.opts.WatchWriteTimeout
 	if d, ok := serving.WatchWriteTimeout(r.Context()); ok {
 		writeTimeout = d
 	}
-	slow := false // ended for its client's slowness; counted once
+	rc := http.NewResponseController(w)
+	hs := &httpStream{w: w, rc: rc, flusher: flusher, writeTimeout: writeTimeout}
+	hs.deadlines = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) == nil
+	var ew *eventWriter
 	defer func() {
-		if slow {
+		if hs.slow || ew != nil && ew.slow.Load() {
 			s.slowClosed.WithLabelValues("http").Inc()
 		}
 	}()
-	rc := http.NewResponseController(w)
-	deadlines := rc.SetWriteDeadline(time.Now().Add(writeTimeout)) == nil
-	if deadlines {
+	if hs.deadlines {
 		// The connection outlives the watch under keep-alive.
 		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
-	// write sends one encoded event. Encoded events may be shared with
-	// other watches (EncodeShared): b is never modified.
-	write := func(b []byte) bool {
-		deadline := time.Now().Add(writeTimeout)
-		if deadlines {
-			_ = rc.SetWriteDeadline(deadline)
-		}
-		_, err := w.Write(b)
-		if err == nil {
-			_, err = w.Write(newline)
-		}
-		if err == nil && flusher != nil {
-			err = rc.Flush()
-		}
-		if err == nil && deadlines {
-			_ = rc.SetWriteDeadline(time.Time{})
-		}
-		if err != nil {
-			// HTTP/1 reports the deadline; HTTP/2 resets the stream, so
-			// the time tells a slow client from one that went away.
-			if deadlines && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
-				slow = true
-			}
-			s.log.Debug("watch client not reading; watch ended", "resource", t.gvr().Resource, "err", err)
-			return false
-		}
-		return true
-	}
-	sendError := func(err error) {
+	if err != nil {
 		st := statusOf(err)
 		if b, err := wswatch.EncodeEvent(watch.Event{Type: watch.Error, Object: &st}); err == nil {
-			write(b)
+			hs.writeBatch(b, nil)
 		}
-	}
-	if err != nil {
-		sendError(err)
 		return nil
 	}
-	defer wi.Stop()
-	if flusher != nil {
-		flusher.Flush()
+	if flusher {
+		_ = rc.Flush()
 	}
-	if deadlines {
+	if hs.deadlines {
 		_ = rc.SetWriteDeadline(time.Time{})
 	}
-	for ev := range wi.ResultChan() {
-		if behind(ev) {
-			// The store ended the watch before its writes stalled: the
-			// client gets 410 Expired and resumes.
-			slow = true
-		}
-		// Converted (when the client asked for Tables or metadata) and
-		// encoded once for every watch that sends the same event.
-		b, err := s.ws.EncodeShared(ev, conv)
-		if err != nil {
-			// As over WebSocket: the ERROR event ends the stream.
-			sendError(err)
-			return nil
-		}
-		if !write(b) {
+	// The watch's goroutine encodes each event, once for every watch that
+	// sends the same one (converted when the client asked for Tables or
+	// metadata), and queues it; this one writes what is queued, a batch
+	// at a time.
+	ew = newEventWriter(r.Context(), s, conv)
+	wait := ew.start(wi)
+	defer func() {
+		ew.stop()
+		wi.Stop()
+		wait()
+	}()
+	for b := range ew.q {
+		if !hs.writeBatch(b, ew.q) {
+			s.log.Debug("watch client not reading; watch ended", "resource", t.gvr().Resource)
 			return nil
 		}
 	}

@@ -84,6 +84,15 @@ func (c *Collector) relist(ctx context.Context) (int64, error) {
 		opts := store.ListOptions{Limit: 1000, Revision: rev}
 		for {
 			res, err := c.st.List(ctx, store.ResourcePrefix(gr.Group, gr.Resource, ""), opts)
+			if err != nil && unreadable(ctx, err) {
+				// One resource the store cannot read (a value encrypted with a
+				// key the server lacks) must not stop collection of the
+				// others. Its objects stay out of the graph; a dependent whose
+				// owner is among them is checked with a live read, which fails
+				// the same way, so it is never taken for an orphan.
+				c.log.Warn("garbage collector skips a resource it cannot read", "resource", gr.String(), "err", err)
+				break
+			}
 			if err != nil {
 				return 0, err
 			}
@@ -123,6 +132,21 @@ func (c *Collector) relist(ctx context.Context) (int64, error) {
 		c.q.Add(uid)
 	}
 	return rev, nil
+}
+
+// unreadable tells whether a list failed for what its values hold rather
+// than for the store or the caller: the store answers and others list.
+func unreadable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	for _, transient := range []error{store.ErrUnavailable, store.ErrClosed, store.ErrCompacted,
+		store.ErrFutureRevision, store.ErrInvalidContinue, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, transient) {
+			return false
+		}
+	}
+	return true
 }
 
 // watch applies the store's events after rev to the graph and returns the

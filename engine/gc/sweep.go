@@ -41,10 +41,16 @@ func (c *Collector) sweep(ctx context.Context) (bool, error) {
 	byUID := map[types.UID]*gcObject{}
 	var all []*gcObject
 	namespaces := map[string]*nsState{}
+	skippedNamespaced := false
 	for _, r := range c.svc.GroupResources() {
 		opts := store.ListOptions{Limit: 1000}
 		for {
 			res, err := c.st.List(ctx, store.ResourcePrefix(r.GVR.Group, r.GVR.Resource, ""), opts)
+			if err != nil && unreadable(ctx, err) {
+				c.log.Warn("garbage collection sweep skips a resource it cannot read", "resource", r.GVR.GroupResource().String(), "err", err)
+				skippedNamespaced = skippedNamespaced || r.Namespaced
+				break
+			}
 			if err != nil {
 				return false, err
 			}
@@ -76,6 +82,12 @@ func (c *Collector) sweep(ctx context.Context) (bool, error) {
 				break
 			}
 			opts.Continue = res.Continue
+		}
+	}
+	if skippedNamespaced {
+		// Objects it could not read may be in any namespace: none is empty.
+		for _, st := range namespaces {
+			st.contents++
 		}
 	}
 	dependents := map[types.UID][]*gcObject{}

@@ -152,6 +152,7 @@ func builtins() []*Kind {
 			[]apiextensionsv1.CustomResourceColumnDefinition{{Name: "Created At", Type: "string", Format: "date-time", JSONPath: ".metadata.creationTimestamp"}},
 			nil, []string{"spec", "status"}, "crd", "crds"),
 		newServiceAccountKind(),
+		newSecretKind(), newConfigMapKind(),
 	}
 	out[1].table = eventTable{} // kube-apiserver's own columns for Events
 	out = append(out, rbacBuiltins()...)

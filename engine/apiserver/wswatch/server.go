@@ -61,8 +61,10 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, allowed: allowed, cache: newEncodeCache(opts.EncodeCacheSize, opts.EncodeCacheBytes)}
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: opts.WriteTimeout,
-		// A small read buffer: clients send only pongs and close frames.
-		ReadBufferSize: 512,
+		// No read buffer of its own: the connection reuses the HTTP
+		// server's, which the request holds for as long as the session
+		// lasts anyway (clients send only pongs and close frames).
+		ReadBufferSize: 0,
 		// Write buffers go back to the pool between messages, so an idle
 		// connection holds none.
 		WriteBufferPool: &sync.Pool{},

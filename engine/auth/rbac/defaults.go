@@ -96,6 +96,8 @@ func DefaultClusterRoles() []rbacv1.ClusterRole {
 				rule([]string{"impersonate"}, "", "serviceaccounts"),
 				rule(write, "", "serviceaccounts"),
 				rule([]string{"create"}, "", "serviceaccounts/token"),
+				rule(readWrite, "", "secrets"), // not in view: reading them is sensitive
+				rule(write, "", "configmaps"),
 			},
 		},
 		{
@@ -104,6 +106,7 @@ func DefaultClusterRoles() []rbacv1.ClusterRole {
 				rule(read, "", "serviceaccounts"),
 				rule(read, "", "events", "namespaces/status"),
 				rule(read, "", "namespaces"),
+				rule(read, "", "configmaps"),
 			},
 		},
 	}

@@ -1,9 +1,13 @@
-// Package watch benchmarks watch over WebSocket end to end (`make
-// bench-watch`): 1,000 WebSocket watchers of one kind on the built server
-// while objects of that kind are written at rising rates. It reports
-// deliveries per second, write-to-receipt latency (p50, p99) and the
-// server's memory per idle watcher. The watchers run in the benchmark's
-// process, so on a small machine they compete with the server for CPU.
+// Package watch benchmarks watch fan-out end to end (`make bench-watch`) on
+// the built server, while objects of one kind are written at rising rates:
+// 1,000 WebSocket watchers (BenchmarkWebSocketWatch), 200 and 2,000
+// chunked HTTP watchers as client-go's informers use
+// (BenchmarkHTTPWatch), and the server's memory per idle WebSocket watcher
+// with 10,000 of them (BenchmarkIdleWebSocketWatchers). It reports
+// deliveries per second, write-to-receipt latency (p50, p99), the server's
+// CPU per delivery and memory per idle watcher. The watchers run in the
+// benchmark's process, so on a small machine they compete with the server
+// for CPU. SETPOINT_BIN runs another build (such as main's) for a baseline.
 package watch
 
 import (
@@ -239,9 +243,9 @@ func BenchmarkWebSocketWatch(b *testing.B) {
 		}
 	}
 	for i := 0; i < b.N; i++ {
-		b.ReportMetric(idleMemory(b, watchers), "server-bytes/idle-watcher")
+		b.ReportMetric(idleMemory(b, watchers, nil), "server-bytes/idle-watcher")
 
-		x := newBench(b, testserver.Options{LogLevel: "warn"})
+		x := newBench(b, testserver.Options{LogLevel: "warn", Args: limitsFor(watchers)})
 		for j := 0; j < objects; j++ {
 			obj := fmt.Sprintf(`{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"w%03d"},"spec":{"name":"w%03d","size":"small","note":"0"}}`, j, j)
 			if code, body := x.do("POST", path, "application/json", []byte(obj)); code != 201 {
@@ -305,6 +309,13 @@ func BenchmarkWebSocketWatch(b *testing.B) {
 	}
 }
 
+// limitsFor is the server's arguments that let n watches and their
+// connections in, all from the loopback address.
+func limitsFor(n int) []string {
+	m := strconv.Itoa(2*n + 256)
+	return []string{"--max-watches", m, "--max-connections", m, "--max-connections-per-address", m}
+}
+
 // newBench starts a server and registers the Widget kind.
 func newBench(b *testing.B, opts testserver.Options) *bench {
 	s := testserver.Start(b, opts)
@@ -336,20 +347,26 @@ func (x *bench) listRV() string {
 // idleMemory opens n idle watchers on a server of its own that runs with
 // GOGC=5, so that its heap holds little garbage and the figures read from
 // /metrics are close to the live heap, and returns the growth of the heap and
-// goroutine stacks per watcher.
-func idleMemory(b *testing.B, n int) float64 {
-	x := newBench(b, testserver.Options{LogLevel: "warn", Env: []string{"GOGC=5"}})
+// goroutine stacks per watcher. open, when not nil, is called with the
+// watchers open, after the figures are read.
+func idleMemory(b *testing.B, n int, open func(*bench)) float64 {
+	x := newBench(b, testserver.Options{LogLevel: "warn", Env: []string{"GOGC=5"}, Args: limitsFor(n)})
 	rv := x.listRV()
 	time.Sleep(time.Second)
 	memBefore, rssBefore, gBefore := x.serverMemory(), x.metric("process_resident_memory_bytes"), x.metric("go_goroutines")
+	stackBefore := x.metric("go_memstats_stack_inuse_bytes")
 	var delivered atomic.Int64
 	var wg sync.WaitGroup
 	ws := x.openWatchers(n, rv, &histogram{}, &delivered, &wg)
 	time.Sleep(2 * time.Second)
 	memAfter, rssAfter, gAfter := x.serverMemory(), x.metric("process_resident_memory_bytes"), x.metric("go_goroutines")
+	stacks := (x.metric("go_memstats_stack_inuse_bytes") - stackBefore) / float64(n)
 	per := (memAfter - memBefore) / float64(n)
-	b.Logf("%d idle watchers: server heap+stacks %+.1f MiB (%.0f bytes/watcher), RSS %+.1f MiB, %.1f goroutines/watcher",
-		n, (memAfter-memBefore)/(1<<20), per, (rssAfter-rssBefore)/(1<<20), (gAfter-gBefore)/float64(n))
+	if open != nil {
+		open(x)
+	}
+	b.Logf("%d idle watchers: server heap+stacks %+.1f MiB (%.0f bytes/watcher, %.0f of them stacks), RSS %+.1f MiB, %.1f goroutines/watcher",
+		n, (memAfter-memBefore)/(1<<20), per, stacks, (rssAfter-rssBefore)/(1<<20), (gAfter-gBefore)/float64(n))
 	for _, w := range ws {
 		w.c.Close()
 	}

@@ -1,0 +1,88 @@
+package kinds
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+)
+
+// dataTable is the table kube-apiserver prints for Secrets (NAME, TYPE,
+// DATA, AGE) and ConfigMaps (NAME, DATA, AGE): DATA counts the keys, and
+// no value is shown.
+type dataTable struct {
+	secret bool
+	now    func() time.Time
+}
+
+func (t dataTable) columns() []metav1.TableColumnDefinition {
+	name := metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]}
+	data := metav1.TableColumnDefinition{Name: "Data", Type: "string", Description: "the number of keys in data (and binaryData)"}
+	age := metav1.TableColumnDefinition{Name: "Age", Type: "string", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]}
+	if t.secret {
+		return []metav1.TableColumnDefinition{name, {Name: "Type", Type: "string", Description: "the type of the Secret"}, data, age}
+	}
+	return []metav1.TableColumnDefinition{name, data, age}
+}
+
+// ConvertToTable implements rest.TableConvertor for a Secret or a
+// ConfigMap, or a list of them.
+func (t dataTable) ConvertToTable(_ context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
+	table := &metav1.Table{}
+	if o, ok := opts.(*metav1.TableOptions); !ok || o == nil || !o.NoHeaders {
+		table.ColumnDefinitions = t.columns()
+	}
+	var items []runtime.Object
+	if meta.IsListType(obj) {
+		var err error
+		if items, err = meta.ExtractList(obj); err != nil {
+			return nil, err
+		}
+		if m, err := meta.ListAccessor(obj); err == nil {
+			table.ResourceVersion = m.GetResourceVersion()
+			table.Continue = m.GetContinue()
+			table.RemainingItemCount = m.GetRemainingItemCount()
+		}
+	} else {
+		items = []runtime.Object{obj}
+		if m, err := meta.CommonAccessor(obj); err == nil {
+			table.ResourceVersion = m.GetResourceVersion()
+		}
+	}
+	now := time.Now
+	if t.now != nil {
+		now = t.now
+	}
+	for _, item := range items {
+		u, ok := item.(runtime.Unstructured)
+		if !ok {
+			return nil, fmt.Errorf("data table: unexpected %T", item)
+		}
+		m := u.UnstructuredContent()
+		acc, err := meta.Accessor(item)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, f := range []string{"data", "binaryData"} {
+			if d, ok := m[f].(map[string]any); ok {
+				n += len(d)
+			}
+		}
+		age := "<unknown>"
+		if ts := acc.GetCreationTimestamp(); !ts.IsZero() {
+			age = duration.HumanDuration(now().Sub(ts.Time))
+		}
+		cells := []any{acc.GetName(), int64(n), age}
+		if t.secret {
+			typ, _ := m["type"].(string)
+			cells = []any{acc.GetName(), typ, int64(n), age}
+		}
+		table.Rows = append(table.Rows, metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Object: item}})
+	}
+	return table, nil
+}
