@@ -118,5 +118,11 @@ bench-reconcile: build plugins
 bench-hostile: build plugins
 	SETPOINT_BIN=$(CURDIR)/bin/setpoint $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/hostile
 
+## bench-restart: time to ready, resumed watches and served plugins after a
+## restart with 100,000 objects and 3 plugins (OBJECTS, ROUNDS)
+.PHONY: bench-restart
+bench-restart: build plugins
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/restart
+
 clean:
 	rm -rf $(BIN)

@@ -29,6 +29,11 @@
 //     (vet.go), at most Options.MaxCompiles at once within
 //     Options.CompileMemory (compilegate.go); wazero's compile workers end
 //     with the compile, or between functions when the load's context ends.
+//   - A version loaded on the interpreter first (Options.InterpreterFirst,
+//     tier.go) has one goroutine that compiles its module in the background
+//     under the same gate, switches its pool to the compiled code and starts
+//     one compiled instance; it owns nothing after that and ends. Closing
+//     the version cancels it and waits for it.
 //   - After instances whose memory caps add up to 64 MiB were closed, a
 //     short-lived goroutine runs debug.FreeOSMemory (budget.go), at most
 //     every ten seconds.

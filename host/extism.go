@@ -58,9 +58,14 @@ func newExtismRunner(ctx context.Context, p *Plugin, rcfg wazero.RuntimeConfig, 
 		funcs = append(funcs, f)
 	}
 	funcs = append(funcs, traceFuncs()...)
+	funcs = append(funcs, egressFuncs()...)
 	manifest := extism.Manifest{
 		Wasm:   []extism.Wasm{extism.WasmData{Data: routeTrace(wasm), Name: "main"}},
 		Memory: &extism.ManifestMemory{MaxPages: p.cfg.Limits.MemoryPages, MaxVarBytes: maxVarBytes},
+		// The host serves http_request itself, under the plugin's egress
+		// grant (egress_extism.go); each call names the grant's hosts in
+		// the instance's AllowedHosts.
+		AllowedHosts: []string{},
 	}
 	// The kit's log functions (log_debug to log_error) reach the
 	// instance's logger only at or above the SDK's process-wide level; the
@@ -195,6 +200,7 @@ func (in *extismInstance) call(ctx context.Context, export string, input []byte)
 	} else {
 		in.pl.Config = noConfig
 	}
+	in.pl.AllowedHosts = in.p.egress.get(in.p).extismHosts
 	in.clock.done = ctx.Done()
 	rc, out, err := in.pl.CallWithContext(ctx, export, input)
 	in.scope, in.clock.done = nil, nil

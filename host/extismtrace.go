@@ -25,19 +25,26 @@ func init() {
 	}
 }
 
-// tracedImports are the extism:host/env imports the host serves from
-// traceModule.
-var tracedImports = map[string]bool{"log_trace": true, "get_log_level": true}
+// tracedImports are the extism:host/env imports the host serves itself,
+// each with the namespace it is renamed to: traceModule, and egressModule
+// (egress_extism.go).
+var tracedImports = map[string]string{"log_trace": traceModule, "get_log_level": traceModule,
+	"http_request": egressModule, "http_status_code": egressModule, "http_headers": egressModule}
 
-// routeTrace returns wasm with its imports of extism:host/env's log_trace
-// and get_log_level renamed to traceModule; wasm itself is not changed. A
+// routeTrace returns wasm with its imports of extism:host/env's functions
+// that tracedImports lists renamed to their namespace; wasm itself is not
+// changed. A
 // module with neither import, or one the reader cannot follow, comes back
 // as it is (the compiler has accepted it already).
 func routeTrace(wasm []byte) []byte {
 	if len(wasm) < 8 {
 		return wasm
 	}
-	var at []int // offsets of the module names to rename
+	type rename struct {
+		at int    // the offset of the module name
+		to string // the namespace
+	}
+	var at []rename
 	r := reader{b: wasm, i: 8}
 	for r.i < len(r.b) && r.err == nil {
 		id := r.byte()
@@ -54,8 +61,8 @@ func routeTrace(wasm []byte) []byte {
 			mAt := ir.i
 			m := ir.bytes(ml)
 			name := ir.bytes(int(ir.u32()))
-			if string(m) == extismEnv && tracedImports[string(name)] {
-				at = append(at, mAt)
+			if to, ok := tracedImports[string(name)]; ok && string(m) == extismEnv {
+				at = append(at, rename{mAt, to})
 			}
 			switch ir.byte() {
 			case 0x00:
@@ -81,8 +88,8 @@ func routeTrace(wasm []byte) []byte {
 		return wasm
 	}
 	out := append([]byte(nil), wasm...)
-	for _, i := range at {
-		copy(out[i:], traceModule)
+	for _, r := range at {
+		copy(out[r.at:], r.to)
 	}
 	return out
 }

@@ -40,6 +40,17 @@ type Options struct {
 	CompileTimeout time.Duration
 	// Budget bounds all plugins together.
 	Budget Budget
+	// InterpreterFirst loads a module the host has not compiled before on
+	// wazero's interpreter, which serves calls at once, and compiles it in
+	// the background; new calls move to the compiled code when it is ready
+	// (see tier.go).
+	InterpreterFirst bool
+	// InterpreterMinCodeBytes is the least code a module needs to be
+	// loaded on the interpreter first. Default
+	// DefaultInterpreterMinCodeBytes.
+	InterpreterMinCodeBytes int
+	// Egress is told about every HTTP call of every plugin. Nil: nobody.
+	Egress EgressObserver
 }
 
 // DefaultCompileTimeout bounds one module's compile.
@@ -52,6 +63,8 @@ type Config struct {
 	// DisablePreemption runs calls without close-on-context-done: faster,
 	// but a spinning guest cannot be stopped. For benchmarks only.
 	DisablePreemption bool
+	// Egress is what the plugin may reach over HTTP; nil grants nothing.
+	Egress *Egress
 }
 
 // Limits bound one plugin version. Zero values get defaults.
@@ -103,7 +116,7 @@ type Host struct {
 	gate  *compileGate
 	mem   *guestMemory
 
-	mu      sync.Mutex // guards closed, plugins and instrumented
+	mu      sync.Mutex // guards closed, plugins, instrumented and compiled
 	closed  bool
 	plugins map[*Plugin]struct{} // loaded and not yet closed
 	// instrumented keeps the rewritten bytes of the last few modules by
@@ -112,6 +125,13 @@ type Host struct {
 	// instrumentcache.go.
 	instrumented map[string][]byte
 	order        []string
+	// compiled holds the digests of the modules compiled by the optimizing
+	// compiler (see tier.go).
+	compiled map[string]struct{}
+	tiers    tierCounters
+	// tierCompileHook, when set, runs before each background compile; a
+	// test makes it fail.
+	tierCompileHook func(context.Context) error
 }
 
 // New returns a Host. It creates CacheDir when it does not exist.
@@ -124,7 +144,10 @@ func New(opts Options) (*Host, error) {
 	if opts.CompileTimeout <= 0 {
 		opts.CompileTimeout = DefaultCompileTimeout
 	}
-	h := &Host{opts: opts, plugins: make(map[*Plugin]struct{}), instrumented: make(map[string][]byte),
+	if opts.InterpreterMinCodeBytes <= 0 {
+		opts.InterpreterMinCodeBytes = DefaultInterpreterMinCodeBytes
+	}
+	h := &Host{opts: opts, plugins: make(map[*Plugin]struct{}), instrumented: make(map[string][]byte), compiled: make(map[string]struct{}),
 		gate: newCompileGate(opts.MaxCompiles, opts.CompileMemory),
 		mem:  &guestMemory{budget: opts.Budget.GuestMemory, freeAfter: 64 << 20}}
 	if opts.CacheDir != "" {

@@ -91,6 +91,9 @@ type callScope struct {
 	// the result host function (native ABI).
 	pending []byte
 	buf     []byte
+	// extismHTTP is the last response of Extism's http_request, which
+	// http_status_code and http_headers report.
+	extismHTTP extismHTTP
 }
 
 // objectRef is the reference of the call's object, computed on first use.
@@ -209,6 +212,8 @@ func (s *callScope) handle(ctx context.Context, fn string, req []byte) []byte {
 		return s.errorDoc("")
 	case abi.HostCreate, abi.HostUpdate, abi.HostPatch, abi.HostDelete:
 		return s.write(ctx, fn, req)
+	case abi.HostHTTP:
+		return s.http(ctx, req)
 	}
 	return s.errorDoc("unknown host function " + fn)
 }

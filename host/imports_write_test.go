@@ -31,6 +31,7 @@ func TestWriteImportsAreOptional(t *testing.T) {
 		{"no imports", nil, nil},
 		{"ABI 1.0 functions", []string{"log", "get", "list", "emit_event"}, nil},
 		{"write functions", []string{"create", "update", "patch", "delete", "log"}, nil},
+		{"http function", []string{"http", "log"}, nil},
 		{"unknown function", []string{"create", "truncate"}, host.ErrUnknownImport},
 	}
 	for _, tt := range tests {
@@ -40,7 +41,7 @@ func TestWriteImportsAreOptional(t *testing.T) {
 				t.Fatalf("Load: %v, want %v", err, tt.wantErr)
 			}
 			if err != nil {
-				if !strings.Contains(err.Error(), "setpoint.truncate") || !strings.Contains(err.Error(), "emit_event,create,update,patch,delete}") {
+				if !strings.Contains(err.Error(), "setpoint.truncate") || !strings.Contains(err.Error(), "emit_event,create,update,patch,delete,http}") {
 					t.Errorf("refusal %q does not name the import and the write functions", err)
 				}
 				return

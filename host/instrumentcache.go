@@ -76,6 +76,7 @@ func (h *Host) remember(digest string, b []byte) {
 // same dir is wazero's own (its files are named by wazero's hash of the
 // code, not by digest) and is left alone.
 func (h *Host) ForgetModule(digest string) {
+	h.forgetCompiled(digest)
 	h.mu.Lock()
 	if _, ok := h.instrumented[digest]; ok {
 		delete(h.instrumented, digest)

@@ -59,7 +59,7 @@ var extismEnvFuncs = []string{
 // hostFuncNames are the host functions of both ABIs, in the order listed
 // in errors.
 var hostFuncNames = []string{abi.HostLog, abi.HostGet, abi.HostList, abi.HostEmitEvent,
-	abi.HostCreate, abi.HostUpdate, abi.HostPatch, abi.HostDelete}
+	abi.HostCreate, abi.HostUpdate, abi.HostPatch, abi.HostDelete, abi.HostHTTP}
 
 // Digest returns the content address of a module: "sha256:" and the hex
 // digest of its bytes.
@@ -75,6 +75,21 @@ func Digest(wasm []byte) string {
 // ErrUnsupportedABI or ErrMemoryLimit, with a message that says what is
 // wrong.
 func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (*Plugin, error) {
+	p, err := h.load(ctx, name, wasm, cfg, true)
+	var fail *interpreterFailed
+	if errors.As(err, &fail) {
+		// What fails on the interpreter loads as it always did, compiled:
+		// a refusal is then the compiler's, and so is its message.
+		h.opts.Logger.Debug("module failed to load on the interpreter; compiling it", "plugin", name, "err", fail.err.Error())
+		return h.load(ctx, name, wasm, cfg, false)
+	}
+	return p, err
+}
+
+// load is Load, on the interpreter first when mayInterpret and the host
+// says so (tier.go); a failure past that choice is then an
+// *interpreterFailed.
+func (h *Host) load(ctx context.Context, name string, wasm []byte, cfg Config, mayInterpret bool) (*Plugin, error) {
 	h.mu.Lock()
 	closed := h.closed
 	h.mu.Unlock()
@@ -106,7 +121,8 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 	ctx, cancelCompile := context.WithTimeoutCause(ctx, h.opts.CompileTimeout,
 		fmt.Errorf("compiling the module took longer than %v (--plugin-compile-timeout)", h.opts.CompileTimeout))
 	defer cancelCompile()
-	enter, err := h.gate.enter(ctx, compileEstimate(shape))
+	estimate := compileEstimate(shape)
+	enter, err := h.gate.enter(ctx, estimate)
 	if err != nil {
 		return nil, refuse(ErrInvalidModule, "%v", err)
 	}
@@ -133,7 +149,24 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		WithCloseOnContextDone(!cfg.DisablePreemption && !p.ownPreemption).
 		WithMemoryLimitPages(cfg.Limits.MemoryPages).
 		WithCustomSections(true)
-	rt := wazero.NewRuntimeWithConfig(ctx, rcfg)
+	// A module not compiled before may start on the interpreter and move
+	// to compiled code in the background (tier.go).
+	first := mayInterpret && h.interpreterFirst(p.digest, shape)
+	loadCfg, cacheDir := rcfg, h.opts.CacheDir
+	// instCtx bounds the first instance: on the interpreter, a module whose
+	// start takes longer than interpreterStartBudget loads compiled.
+	instCtx := ctx
+	if first {
+		loadCfg, cacheDir = interpreterConfig(cfg), ""
+		compiledRefusal := refuse
+		refuse = func(err error, format string, args ...any) error {
+			return &interpreterFailed{err: compiledRefusal(err, format, args...)}
+		}
+		var cancel context.CancelFunc
+		instCtx, cancel = context.WithTimeout(ctx, interpreterStartBudget)
+		defer cancel()
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, loadCfg)
 	// Functions compile in parallel, one worker per core, and at least two:
 	// only the parallel compiler stops when ctx is done.
 	ctx = experimental.WithCompilationWorkers(ctx, max(2, runtime.GOMAXPROCS(0)))
@@ -184,12 +217,16 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 	var r runner
 	switch abiKind {
 	case NativeABI:
-		if r, err = newNativeRunner(ctx, p, rt, compiled); err != nil {
+		var nr *nativeRunner
+		if nr, err = newNativeRunner(ctx, p, rt, compiled); err != nil {
 			compiled.Close(ctx) // newNativeRunner closed rt
+		} else {
+			nr.ownPreemption = nr.ownPreemption && !first
+			r = nr
 		}
 	case ExtismABI:
 		discard()
-		r, err = newExtismRunner(ctx, p, rcfg, wasm, h.opts.CacheDir)
+		r, err = newExtismRunner(ctx, p, loadCfg, wasm, cacheDir)
 	}
 	release() // compiled: what follows is bounded by the instance's limits
 	if err != nil {
@@ -200,7 +237,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 
 	// A first instance proves the module initializes within its limits and
 	// reports its version and handlers; it stays in the pool, warm.
-	inst, err := p.pool.get(ctx)
+	inst, err := p.pool.get(instCtx)
 	if err != nil {
 		p.pool.close()
 		var ce *CallError
@@ -209,7 +246,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		}
 		return nil, refuse(ErrInvalidModule, "starting an instance: %v", err)
 	}
-	version, handlers, err := inst.describe(ctx)
+	version, handlers, err := inst.describe(instCtx)
 	if err != nil {
 		p.pool.put(inst, true)
 		p.pool.close()
@@ -232,7 +269,12 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 		p.pool.close()
 		return nil, err
 	}
-	p.log.Debug("plugin loaded", "digest", p.digest, "abi", abiKind.String(), "handlers", handlers)
+	if first {
+		p.startTierUp(code, wasm, estimate, rcfg)
+	} else {
+		h.markCompiled(p.digest)
+	}
+	p.log.Debug("plugin loaded", "digest", p.digest, "abi", abiKind.String(), "handlers", handlers, "tier", p.Tier())
 	return p, nil
 }
 
@@ -318,9 +360,9 @@ func checkImports(m wazero.CompiledModule, kind ABI) error {
 		return nil
 	}
 	sort.Strings(unknown)
-	offer := "wasi_snapshot_preview1 and setpoint.{log,get,list,emit_event,create,update,patch,delete} (reqPtr, reqLen, outPtr, outCap i32) -> i32, setpoint.result (i32, i32) -> i32"
+	offer := "wasi_snapshot_preview1 and setpoint.{log,get,list,emit_event,create,update,patch,delete,http} (reqPtr, reqLen, outPtr, outCap i32) -> i32, setpoint.result (i32, i32) -> i32"
 	if kind == ExtismABI {
-		offer = "wasi_snapshot_preview1, extism:host/env and extism:host/user.{log,get,list,emit_event,create,update,patch,delete} (i64) -> i64"
+		offer = "wasi_snapshot_preview1, extism:host/env and extism:host/user.{log,get,list,emit_event,create,update,patch,delete,http} (i64) -> i64"
 	}
 	return fmt.Errorf("the module imports %s, which the host does not offer (it offers %s)", strings.Join(unknown, ", "), offer)
 }

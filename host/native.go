@@ -53,6 +53,9 @@ type nativeRunner struct {
 	p        *Plugin
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
+	// ownPreemption: the instances arm the loop checks' stop global; false
+	// on the interpreter, whose runtime closes on context done (tier.go).
+	ownPreemption bool
 }
 
 func newNativeRunner(ctx context.Context, p *Plugin, rt wazero.Runtime, compiled wazero.CompiledModule) (*nativeRunner, error) {
@@ -77,7 +80,7 @@ func newNativeRunner(ctx context.Context, p *Plugin, rt wazero.Runtime, compiled
 		rt.Close(ctx)
 		return nil, err
 	}
-	return &nativeRunner{p: p, rt: rt, compiled: compiled}, nil
+	return &nativeRunner{p: p, rt: rt, compiled: compiled, ownPreemption: p.ownPreemption}, nil
 }
 
 // close closes the runtime (the host modules and any instance left) and the
@@ -111,7 +114,7 @@ func (r *nativeRunner) newInstance(ctx context.Context) (instance, error) {
 	in.fns[0] = mod.ExportedFunction(abi.ExportReconcile)
 	in.fns[1] = mod.ExportedFunction(abi.ExportAdmit)
 	in.fns[2] = mod.ExportedFunction(abi.ExportFinalize)
-	if r.p.ownPreemption {
+	if r.ownPreemption {
 		g, ok := mod.ExportedGlobal(stopGlobal).(api.MutableGlobal)
 		if !ok {
 			mod.Close(ctx)

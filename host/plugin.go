@@ -28,8 +28,14 @@ type Plugin struct {
 	// preemptReason says why a native-ABI module runs on wazero's slower
 	// close-on-context-done instead; empty otherwise.
 	preemptReason string
+	// tier is the background compile of a version loaded on the
+	// interpreter (tier.go).
+	tier tierState
 
 	calls, failures atomic.Int64
+
+	// egress sends the version's HTTP calls under cfg.Egress.
+	egress lazyEgress
 
 	mu       sync.Mutex // guards inflight, retired, closed
 	inflight int
@@ -59,9 +65,12 @@ func (p *Plugin) Adopt(name string, cfg Config) bool {
 		return false
 	}
 	// Only what calls read changes; the pool's idle timer reads Limits.
+	p.tier.mu.Lock()
+	defer p.tier.mu.Unlock()
 	p.name = name
 	p.log = p.host.opts.Logger.With("plugin", name)
 	p.cfg.Permissions = cfg.Permissions
+	p.cfg.Egress = cfg.Egress
 	return true
 }
 
@@ -262,6 +271,7 @@ func (p *Plugin) retire() {
 }
 
 func (p *Plugin) shutdown() {
+	p.tier.stop()
 	p.pool.close()
 	p.host.untrack(p)
 	p.doneOnce.Do(func() { close(p.done) })

@@ -9,18 +9,34 @@ import (
 )
 
 // pool holds the instances of one plugin version: at most Limits.PoolSize,
-// created on demand, reused while sound, trimmed when idle.
+// created on demand, reused while sound, trimmed when idle. Its instances
+// come from one runner at a time; upgrade replaces the runner (the
+// interpreter's by the compiler's, see tier.go) without failing a call.
 type pool struct {
 	p     *Plugin
-	r     runner
-	slots chan struct{} // one token per instance that may exist
+	slots chan struct{} // one token per instance that may be out
 	// started counts the instances ever started.
 	started atomic.Int64
 
 	mu     sync.Mutex // guards the fields below
+	r      runner     // makes new instances
 	idle   []idleInstance
 	timer  *time.Timer // armed while more than one instance is idle
 	closed bool
+	// first is the runner the version was loaded on while it serves
+	// interpreted code, or still has instances out after upgrade; nil
+	// otherwise, so that a compiled-only pool tracks nothing per call.
+	first *firstTier
+}
+
+// firstTier tracks the instances of the runner a pool starts on when a
+// faster one is on its way: those out in calls when upgrade replaces it are
+// closed as they come back, and the runner closes after the last.
+type firstTier struct {
+	r       runner
+	live    map[instance]struct{} // its instances, idle or out
+	out     int                   // its instances out, and those being started
+	retired bool                  // upgrade replaced it
 }
 
 type idleInstance struct {
@@ -30,6 +46,14 @@ type idleInstance struct {
 
 func newPool(p *Plugin, r runner) *pool {
 	return &pool{p: p, r: r, slots: make(chan struct{}, p.cfg.Limits.PoolSize)}
+}
+
+// startFirstTier marks the pool's runner as the first tier, to be replaced
+// by upgrade.
+func (pl *pool) startFirstTier() {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.first = &firstTier{r: pl.r, live: make(map[instance]struct{})}
 }
 
 // get takes an idle instance, or starts one when below the cap, or waits.
@@ -45,30 +69,66 @@ func (pl *pool) get(ctx context.Context) (instance, error) {
 		<-pl.slots
 		return nil, &failure{err: ErrClosed, detail: "plugin version closed"}
 	}
+	ft := pl.first
 	if n := len(pl.idle); n > 0 {
 		in := pl.idle[n-1].in
 		pl.idle = pl.idle[:n-1]
+		if ft != nil && !ft.retired {
+			ft.out++ // idle instances are of the current runner
+		}
 		pl.mu.Unlock()
 		return in, nil
+	}
+	r := pl.r
+	if ft != nil && ft.retired {
+		ft = nil // the new instance is of the runner that replaced it
+	}
+	if ft != nil {
+		ft.out++ // the runner stays open while its instance starts
 	}
 	pl.mu.Unlock()
 	// Every instance reserves its memory cap from the server's budget
 	// while it exists.
 	mem, cap := pl.p.host.mem, pl.instanceCap()
 	if !mem.reserve(cap) {
+		pl.firstDone(ft)
 		<-pl.slots
 		return nil, &failure{err: ErrOverBudget, detail: fmt.Sprintf(
 			"starting an instance would pass the server's guest memory budget of %d MiB (%d MiB reserved by live instances; --plugin-guest-memory)",
 			mem.budget>>20, mem.reserved.Load()>>20)}
 	}
-	in, err := pl.r.newInstance(ctx)
+	in, err := r.newInstance(ctx)
 	if err != nil {
 		mem.release(cap)
+		pl.firstDone(ft)
 		<-pl.slots
 		return nil, err
 	}
+	if ft != nil {
+		pl.mu.Lock()
+		ft.live[in] = struct{}{}
+		pl.mu.Unlock()
+	}
 	pl.started.Add(1)
 	return in, nil
+}
+
+// firstDone ends one use of the first tier's runner that did not give an
+// instance, and closes the runner when it was the last after upgrade.
+func (pl *pool) firstDone(ft *firstTier) {
+	if ft == nil {
+		return
+	}
+	pl.mu.Lock()
+	ft.out--
+	last := ft.retired && ft.out == 0
+	if last && pl.first == ft {
+		pl.first = nil
+	}
+	pl.mu.Unlock()
+	if last {
+		ft.r.close(context.Background())
+	}
 }
 
 // instanceCap is the memory an instance of this pool may reach, in bytes.
@@ -80,12 +140,31 @@ func (pl *pool) closeInstance(ctx context.Context, in instance) {
 	pl.p.host.mem.release(pl.instanceCap())
 }
 
-// put returns an instance after a call, or discards it.
+// put returns an instance after a call, or discards it. An instance of a
+// retired first tier is discarded, and its runner closed after the last.
 func (pl *pool) put(in instance, discard bool) {
 	pl.mu.Lock()
+	var closeRunner runner
+	if ft := pl.first; ft != nil {
+		if _, ok := ft.live[in]; ok {
+			ft.out--
+			if ft.retired {
+				discard = true
+				if ft.out == 0 {
+					closeRunner, pl.first = ft.r, nil
+				}
+			}
+			if discard || pl.closed {
+				delete(ft.live, in)
+			}
+		}
+	}
 	if discard || pl.closed {
 		pl.mu.Unlock()
 		pl.closeInstance(context.Background(), in)
+		if closeRunner != nil {
+			closeRunner.close(context.Background())
+		}
 		<-pl.slots
 		return
 	}
@@ -95,6 +174,43 @@ func (pl *pool) put(in instance, discard bool) {
 	}
 	pl.mu.Unlock()
 	<-pl.slots
+}
+
+// upgrade makes r the runner of new instances: the idle instances of the
+// first tier close now, those out in calls when they come back, and the
+// first tier's runner after them. It reports false, changing nothing, when
+// the pool is closed or has no first tier; the caller keeps r.
+func (pl *pool) upgrade(r runner) bool {
+	pl.mu.Lock()
+	ft := pl.first
+	if pl.closed || ft == nil || ft.retired {
+		pl.mu.Unlock()
+		return false
+	}
+	pl.r = r
+	ft.retired = true
+	idle := pl.idle
+	pl.idle = nil
+	if pl.timer != nil {
+		pl.timer.Stop()
+		pl.timer = nil
+	}
+	for _, it := range idle {
+		delete(ft.live, it.in)
+	}
+	last := ft.out == 0
+	if last {
+		pl.first = nil
+	}
+	pl.mu.Unlock()
+	ctx := context.Background()
+	for _, it := range idle {
+		pl.closeInstance(ctx, it.in)
+	}
+	if last {
+		ft.r.close(ctx)
+	}
+	return true
 }
 
 // trim closes instances idle for longer than the idle timeout, keeping one
@@ -113,6 +229,9 @@ func (pl *pool) trim() {
 	for i, it := range pl.idle {
 		if it.since.Before(cutoff) && i < len(pl.idle)-1 {
 			stale = append(stale, it.in)
+			if pl.first != nil {
+				delete(pl.first.live, it.in)
+			}
 			continue
 		}
 		keep = append(keep, it)
@@ -157,7 +276,7 @@ func (pl *pool) memory() (total uint64, n int) {
 	return total, len(pl.idle)
 }
 
-// close closes the idle instances and the runner; calls must be over.
+// close closes the idle instances and the runners; calls must be over.
 func (pl *pool) close() {
 	pl.mu.Lock()
 	if pl.closed {
@@ -171,10 +290,15 @@ func (pl *pool) close() {
 	}
 	idle := pl.idle
 	pl.idle = nil
+	r, ft := pl.r, pl.first
+	pl.first = nil
 	pl.mu.Unlock()
 	ctx := context.Background()
 	for _, it := range idle {
 		pl.closeInstance(ctx, it.in)
 	}
-	pl.r.close(ctx)
+	if ft != nil && ft.r != r {
+		ft.r.close(ctx)
+	}
+	r.close(ctx)
 }

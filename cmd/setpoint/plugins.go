@@ -128,6 +128,7 @@ func hostConfig(cfg plugins.Config) host.Config {
 	return host.Config{
 		Permissions: host.Permissions{Read: cfg.Read, Write: cfg.Write, Events: cfg.Events},
 		Limits:      host.Limits{CallTimeout: cfg.CallTimeout, MemoryPages: cfg.MemoryPages, PoolSize: cfg.PoolSize},
+		Egress:      (*host.Egress)(cfg.Egress),
 	}
 }
 
@@ -167,7 +168,11 @@ func exportsOf(p *host.Plugin) plugins.Exports {
 	if why := p.PreemptionReason(); why != "" {
 		pre += " (" + why + ")"
 	}
-	return plugins.Exports{Reconcile: p.HasReconcile(), Admit: p.HasAdmit(), Finalize: p.HasFinalize(), Preemption: pre}
+	ex := plugins.Exports{Reconcile: p.HasReconcile(), Admit: p.HasAdmit(), Finalize: p.HasFinalize(), Preemption: pre}
+	if p.Tier() == host.TierInterpreter {
+		ex.Tier = p
+	}
+	return ex
 }
 
 func (a hostAdapter) Remove(name string) { a.reg.Remove(name) }
@@ -324,6 +329,10 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		pluginAudit = o.audit
 		objects.AuditWrites(pluginAudit)
 	}
+	egress, err := plugins.NewEgressMetrics(promReg)
+	if err != nil {
+		return nil, err
+	}
 	hopts := host.Options{
 		CacheDir: filepath.Join(o.dataDir, "wasm-cache"),
 		// The plugins' log lines go to their Plugin's log (the log
@@ -332,12 +341,19 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		Objects: objects,
 		Events:  objects,
 	}
+	if egress != nil { // a nil *EgressMetrics must stay a nil interface
+		hopts.Egress = egress
+	}
 	if err := o.hostLimits.apply(&hopts); err != nil {
 		return nil, err
 	}
 	h, err := host.New(hopts)
 	if err != nil {
 		return nil, fmt.Errorf("wasm host: %w", err)
+	}
+	if err := registerTierMetrics(promReg, h); err != nil {
+		_ = h.Close()
+		return nil, err
 	}
 	reg := host.NewRegistry(h)
 	checked := &checkedVersion{}
@@ -378,7 +394,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		Service: svc, Modules: modules, Host: adapter, Controllers: ctrls,
 		Metrics: ctrlMetrics, Registerer: promReg,
 		StatusInterval: o.statusInterval, ModuleGCGrace: o.moduleGCGrace, Logger: log.With("component", "plugins"),
-		Writes: writes, Logs: logs, Admitter: admitter, ReportsCounters: p.reportsCounters.Load,
+		Writes: writes, Logs: logs, Egress: egress, Admitter: admitter, ReportsCounters: p.reportsCounters.Load,
 		Audit: pluginAudit, Authorizer: authz,
 		ModuleGCApart: true, Finalizes: p.finalizesPlugins.Load,
 	})

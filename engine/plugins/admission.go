@@ -115,6 +115,9 @@ func (a *Admitter) Validate(ctx context.Context, req *engine.AdmissionRequest) e
 	if err := a.checkInstaller(ctx, req); err != nil {
 		return err
 	}
+	if err := validateEgress(req); err != nil {
+		return err
+	}
 	return a.admit(ctx, req, false)
 }
 

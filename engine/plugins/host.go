@@ -54,6 +54,8 @@ type Config struct {
 	Write []string
 	// Events allows the emit_event host function.
 	Events bool
+	// Egress is what the plugin may reach over HTTP; nil grants nothing.
+	Egress *EgressConfig
 }
 
 // Exports are the handlers a loaded module provides.
@@ -62,4 +64,16 @@ type Exports struct {
 	// Preemption says how the host stops the module's calls at their
 	// deadline, and why when it is the slow path; empty when unknown.
 	Preemption string
+	// Tier, when set, says which code serves the module's calls while the
+	// host compiles it in the background; nil when it ran compiled from
+	// the start.
+	Tier Tier
+}
+
+// Tier reports the code that serves a version loaded on an interpreter
+// first: "interpreter" until its background compile is done, then
+// "compiled"; TierError says why a version stays on the interpreter.
+type Tier interface {
+	Tier() string
+	TierError() string
 }

@@ -171,6 +171,46 @@ spec:
               privileged:
                 type: boolean
                 description: 'Lets the plugin write resources that can grant privileges (Plugins and the rest of setpoint.dev, CustomResourceDefinitions, RBAC, ServiceAccounts, Secrets) through reconcile.owns, permissions.write and mutating admission; without it those are refused, "*" included. Only an administrator should set it.'
+              egress:
+                type: object
+                description: 'HTTP calls to the outside world the plugin may make (the http host function, Extism''s http_request). Without it the plugin may call nothing; see docs/ABI.md.'
+                properties:
+                  allow:
+                    type: array
+                    description: The grants; a call needs one whose URL and methods match.
+                    maxItems: 64
+                    items:
+                      type: object
+                      required: [url, methods]
+                      properties:
+                        url:
+                          type: string
+                          description: 'Scheme, host and optional port: https://api.example.com, https://*.example.com:8443, http://127.0.0.1:9000. Loopback and link-local addresses are reachable only when named literally.'
+                        methods:
+                          type: array
+                          description: The methods allowed (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS); none is implied.
+                          minItems: 1
+                          items:
+                            type: string
+                  timeout:
+                    type: string
+                    description: The deadline of one HTTP call, as a Go duration; the plugin's call deadline bounds it too.
+                  maxResponseBytes:
+                    type: integer
+                    format: int64
+                    description: The largest response body; default 1 MiB.
+                  concurrency:
+                    type: integer
+                    description: The most calls in flight; default 4.
+                  ratePerSecond:
+                    type: number
+                    description: Calls per second (a token bucket of burst); 0 for no limit.
+                  burst:
+                    type: integer
+                    description: The token bucket's size; default ratePerSecond rounded up.
+                  caBundle:
+                    type: string
+                    description: PEM certificates that replace the system roots for https calls. Certificates are always verified.
           status:
             type: object
             description: What the server made of the spec.
@@ -184,6 +224,12 @@ spec:
               preemption:
                 type: string
                 description: How calls of the loaded module are stopped at their deadline (loop-checks, or wazero and why), see docs/ABI.md.
+              tier:
+                type: string
+                description: 'Set while a new module runs on the interpreter as it compiles in the background (--plugin-interpreter-first): interpreter, then compiled.'
+              tierError:
+                type: string
+                description: Why the module stays on the interpreter (slower) when its background compile failed; it compiles again at the next load.
               calls:
                 type: integer
                 format: int64

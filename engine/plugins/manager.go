@@ -98,6 +98,8 @@ type Options struct {
 	Authorizer authorizer.Authorizer
 	// Logs, when set, forgets a deleted Plugin's log.
 	Logs *Logs
+	// Egress, when set, forgets a deleted Plugin's egress series.
+	Egress *EgressMetrics
 	// Admitter is the admission chain the Manager keeps in step with the
 	// loaded plugins; give the same one to the engine
 	// (engine.Options.Admitter). New makes one when nil.
@@ -305,6 +307,7 @@ func (m *Manager) unload(name string) []abi.Event {
 	m.met.forget(name)
 	m.opts.Writes.Forget(name)
 	m.opts.Logs.Forget(name)
+	m.opts.Egress.Forget(name)
 	if ok {
 		m.log.Info("plugin unloaded", "plugin", name)
 	}

@@ -308,6 +308,12 @@ func (st *status) doc(phase string, cs metav1.ConditionStatus, reason, msg strin
 	if st.cur != nil && st.cur.exports.Preemption != "" {
 		out["preemption"] = st.cur.exports.Preemption
 	}
+	if st.cur != nil && st.cur.exports.Tier != nil {
+		out["tier"] = st.cur.exports.Tier.Tier()
+		if e := st.cur.exports.Tier.TierError(); e != "" {
+			out["tierError"] = e
+		}
+	}
 	switch {
 	case !st.reportsCounters:
 		for _, k := range []string{"calls", "errors", "lastError"} {

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
@@ -25,6 +26,9 @@ type Spec struct {
 	// Privileged, set by an administrator, lets the plugin write the
 	// resources that can grant privileges (see privilegedResource).
 	Privileged bool `json:"privileged,omitempty"`
+	// Egress grants the plugin HTTP calls to the outside world; nil grants
+	// none (see egress.go).
+	Egress *EgressSpec `json:"egress,omitempty"`
 }
 
 // ModuleRef names a module by digest.
@@ -105,6 +109,12 @@ func (sp Spec) hostConfig(svc *engine.Service) (Config, error) {
 	cfg, err := sp.Limits.config()
 	if err != nil {
 		return cfg, fmt.Errorf("%w: spec.limits.%w", ErrInvalidSpec, err)
+	}
+	if sp.Egress != nil {
+		var errs field.ErrorList
+		if cfg.Egress, errs = sp.Egress.config(cfg.CallTimeout); len(errs) > 0 {
+			return cfg, fmt.Errorf("%w: %w", ErrInvalidSpec, errs.ToAggregate())
+		}
 	}
 	for _, r := range sp.Permissions.Read {
 		if r == "*" {

@@ -67,6 +67,10 @@ const (
 	HostUpdate = "update"
 	HostPatch  = "patch"
 	HostDelete = "delete"
+	// HostHTTP sends an HTTP request to the outside world (HTTPRequest in,
+	// HTTPResponse out), only to the URLs and methods the Plugin's
+	// spec.egress grants. Added in ABI 1.2 (docs/ABI.md).
+	HostHTTP = "http"
 	// HostResult is `result(outPtr, outCap i32) -> i32` (native ABI only):
 	// it copies the pending response of the last host call to outPtr and
 	// returns its length.
@@ -353,3 +357,53 @@ type WriteResponse struct {
 	Reason string `abi:"reason"`
 	Code   int    `abi:"code"`
 }
+
+// HTTPRequest is the input of the http host function: one request to the
+// outside world.
+//
+//abi:document
+type HTTPRequest struct {
+	// Method is the HTTP method, upper case; empty means GET.
+	Method string `abi:"method"`
+	// URL is absolute: http or https, a host, an optional port.
+	URL string `abi:"url"`
+	// Headers are sent as given, one value each.
+	Headers map[string]string `abi:"headers"`
+	// Body is sent as the request body (base64 on the wire).
+	Body []byte `abi:"body"`
+}
+
+// HTTPResponse is the output of the http host function. A response with any
+// status is a response; Error is set instead when no response came (the call
+// was not granted, or the transport failed), and Reason then classifies it.
+//
+//abi:document
+type HTTPResponse struct {
+	Status int32 `abi:"status"`
+	// Headers are the response's headers, names in canonical form
+	// (Content-Type), several values joined with ", ".
+	Headers map[string]string `abi:"headers"`
+	// Body is the response body (base64 on the wire), at most the grant's
+	// maxResponseBytes.
+	Body []byte `abi:"body"`
+	// Error says why there is no response.
+	Error string `abi:"error"`
+	// Reason classifies Error: one of the HTTPReason constants.
+	Reason string `abi:"reason"`
+}
+
+// Reasons an http host call gives no response (HTTPResponse.Reason).
+const (
+	// HTTPForbidden: the Plugin's spec.egress grants no such request.
+	HTTPForbidden = "Forbidden"
+	// HTTPTimeout: the call's timeout or deadline passed first.
+	HTTPTimeout = "Timeout"
+	// HTTPTooLarge: the response body exceeds maxResponseBytes.
+	HTTPTooLarge = "TooLarge"
+	// HTTPTLS: the server's certificate did not verify.
+	HTTPTLS = "TLS"
+	// HTTPUnavailable: the name did not resolve or the connection failed.
+	HTTPUnavailable = "Unavailable"
+	// HTTPBadRequest: the request is malformed (URL, method, headers).
+	HTTPBadRequest = "BadRequest"
+)

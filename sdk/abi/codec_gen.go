@@ -985,3 +985,96 @@ func (r *WriteResponse) decode(d *decoder) error {
 	}
 	return d.end()
 }
+
+// AppendJSON appends the encoding of r to b.
+func (r *HTTPRequest) AppendJSON(b []byte) []byte {
+	e := newEncoder(b)
+	e.str("method", r.Method)
+	e.str("url", r.URL)
+	e.strMap("headers", r.Headers)
+	e.bytes("body", r.Body)
+	return e.close()
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r *HTTPRequest) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *HTTPRequest) UnmarshalJSON(b []byte) error {
+	d := decoder{b: b}
+	return r.decode(&d)
+}
+
+func (r *HTTPRequest) decode(d *decoder) error {
+	*r = HTTPRequest{}
+	if !d.document() {
+		return d.err
+	}
+	for first, open := true, d.open('{'); open; first = false {
+		k, ok := d.member(first)
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "method":
+			r.Method = d.str()
+		case "url":
+			r.URL = d.str()
+		case "headers":
+			r.Headers = d.strMap()
+		case "body":
+			r.Body = d.bytes()
+		default:
+			d.skip(0)
+		}
+	}
+	return d.end()
+}
+
+// AppendJSON appends the encoding of r to b.
+func (r *HTTPResponse) AppendJSON(b []byte) []byte {
+	e := newEncoder(b)
+	e.int("status", int64(r.Status))
+	e.strMap("headers", r.Headers)
+	e.bytes("body", r.Body)
+	e.str("error", r.Error)
+	e.str("reason", r.Reason)
+	return e.close()
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r *HTTPResponse) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *HTTPResponse) UnmarshalJSON(b []byte) error {
+	d := decoder{b: b}
+	return r.decode(&d)
+}
+
+func (r *HTTPResponse) decode(d *decoder) error {
+	*r = HTTPResponse{}
+	if !d.document() {
+		return d.err
+	}
+	for first, open := true, d.open('{'); open; first = false {
+		k, ok := d.member(first)
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "status":
+			r.Status = int32(d.int())
+		case "headers":
+			r.Headers = d.strMap()
+		case "body":
+			r.Body = d.bytes()
+		case "error":
+			r.Error = d.str()
+		case "reason":
+			r.Reason = d.str()
+		default:
+			d.skip(0)
+		}
+	}
+	return d.end()
+}

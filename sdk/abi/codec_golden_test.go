@@ -74,6 +74,14 @@ var goldenDocs = []struct {
 	{"write response", &WriteResponse{Object: RawJSON(`{"a":1}`), Error: "conflict", Reason: "Conflict", Code: 409},
 		`{"object":{"a":1},"error":"conflict","reason":"Conflict","code":409}`},
 	{"write response, empty", &WriteResponse{}, `{}`},
+	{"http request", &HTTPRequest{Method: "PUT", URL: "https://api.example.com/r/1", Headers: map[string]string{"Content-Type": "application/json"},
+		Body: []byte("{\"a\":\xff}")},
+		`{"method":"PUT","url":"https://api.example.com/r/1","headers":{"Content-Type":"application/json"},"body":"eyJhIjr/fQ=="}`},
+	{"http request, empty", &HTTPRequest{}, `{}`},
+	{"http response", &HTTPResponse{Status: 503, Headers: map[string]string{"Retry-After": "1"}, Body: []byte("busy")},
+		`{"status":503,"headers":{"Retry-After":"1"},"body":"YnVzeQ=="}`},
+	{"http response, error", &HTTPResponse{Error: "not granted", Reason: HTTPForbidden}, `{"error":"not granted","reason":"Forbidden"}`},
+	{"http response, empty", &HTTPResponse{}, `{}`},
 }
 
 // goldenAgain is the encoding of a decoded golden document where it differs

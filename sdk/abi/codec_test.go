@@ -183,6 +183,14 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("ReconcileRequest accepted invalid JSON %q", b)
 		}
 		_, _ = RawJSON(b).Get("metadata", "name")
+		var hr HTTPResponse
+		if err := hr.UnmarshalJSON(b); err == nil {
+			// What decodes encodes and decodes to the same response.
+			var again HTTPResponse
+			if err := again.UnmarshalJSON(hr.AppendJSON(nil)); err != nil || !reflect.DeepEqual(hr, again) {
+				t.Fatalf("HTTPResponse %q: re-decoded %+v, %v; want %+v", b, again, err, hr)
+			}
+		}
 	})
 }
 

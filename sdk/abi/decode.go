@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"encoding/base64"
 	"slices"
 	"strconv"
 	"unicode/utf16"
@@ -318,6 +319,25 @@ func (d *decoder) str() string {
 		return ""
 	}
 	return string(d.rawStr())
+}
+
+// bytes reads a base64 string (standard encoding, padded) or null.
+func (d *decoder) bytes() []byte {
+	if d.null() {
+		return nil
+	}
+	at := d.i
+	s := d.rawStr()
+	if d.err != nil {
+		return nil
+	}
+	b, err := base64.StdEncoding.AppendDecode(nil, s)
+	if err != nil {
+		d.i = at
+		d.fail("expected a base64 string")
+		return nil
+	}
+	return b
 }
 
 // int reads an integer or null.

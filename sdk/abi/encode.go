@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"encoding/base64"
 	"slices"
 	"strconv"
 )
@@ -80,6 +81,16 @@ func (e *encoder) strList(k string, l []string) {
 		e.b = appendString(e.b, s)
 	}
 	e.b = append(e.b, ']')
+}
+
+// bytes writes v as a base64 string (standard encoding, padded).
+func (e *encoder) bytes(k string, v []byte) {
+	if len(v) != 0 {
+		e.key(k)
+		e.b = append(e.b, '"')
+		e.b = base64.StdEncoding.AppendEncode(e.b, v)
+		e.b = append(e.b, '"')
+	}
 }
 
 func (e *encoder) rawList(k string, l []RawJSON) {

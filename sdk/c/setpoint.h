@@ -61,6 +61,13 @@ SETPOINT_IMPORT("create") int32_t setpoint_host_create(const void *, int32_t, vo
 SETPOINT_IMPORT("update") int32_t setpoint_host_update(const void *, int32_t, void *, int32_t);
 SETPOINT_IMPORT("patch") int32_t setpoint_host_patch(const void *, int32_t, void *, int32_t);
 SETPOINT_IMPORT("delete") int32_t setpoint_host_delete(const void *, int32_t, void *, int32_t);
+/* http (ABI 1.2) sends {"method","url","headers":{...},"body":"<base64>"}
+ * to the outside world under the Plugin's spec.egress and answers
+ * {"status","headers","body":"<base64>"}, or {"error","reason"} when there
+ * is no response (reason Forbidden: not granted); see docs/ABI.md. Call it
+ * with setpoint_call(setpoint_host_http, req, len). A module imports it
+ * only when it calls it. */
+SETPOINT_IMPORT("http") int32_t setpoint_host_http(const void *, int32_t, void *, int32_t);
 /* result copies the pending response of the last host call into out (at
  * most out_cap bytes) and returns the bytes copied. */
 SETPOINT_IMPORT("result") int32_t setpoint_host_result(void *out, int32_t out_cap);

@@ -73,6 +73,9 @@ func hostPatch(offs uint64) uint64
 //go:wasmimport extism:host/user delete
 func hostDelete(offs uint64) uint64
 
+//go:wasmimport extism:host/user http
+func hostHTTP(offs uint64) uint64
+
 // inBuf holds the input of the call in progress, reused across calls.
 var inBuf []byte
 
@@ -153,5 +156,5 @@ func hostCall(fn func(uint64) uint64, req []byte) []byte {
 // callHost makes each host call through the module's imports.
 var callHost = glue.CallHost(glue.Imports[func(offs uint64) uint64]{
 	Log: hostLog, Get: hostGet, List: hostList, EmitEvent: hostEmitEvent,
-	Create: hostCreate, Update: hostUpdate, Patch: hostPatch, Delete: hostDelete,
+	Create: hostCreate, Update: hostUpdate, Patch: hostPatch, Delete: hostDelete, HTTP: hostHTTP,
 }, hostCall)

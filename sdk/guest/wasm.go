@@ -81,6 +81,9 @@ func hostPatch(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int3
 //go:wasmimport setpoint delete
 func hostDelete(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int32) int32
 
+//go:wasmimport setpoint http
+func hostHTTP(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int32) int32
+
 //go:wasmimport setpoint result
 func hostResult(out unsafe.Pointer, outCap int32) int32
 
@@ -105,5 +108,5 @@ func hostCall(fn func(unsafe.Pointer, int32, unsafe.Pointer, int32) int32, req [
 // callHost makes each host call through the module's imports.
 var callHost = glue.CallHost(glue.Imports[func(req unsafe.Pointer, reqLen int32, out unsafe.Pointer, outCap int32) int32]{
 	Log: hostLog, Get: hostGet, List: hostList, EmitEvent: hostEmitEvent,
-	Create: hostCreate, Update: hostUpdate, Patch: hostPatch, Delete: hostDelete,
+	Create: hostCreate, Update: hostUpdate, Patch: hostPatch, Delete: hostDelete, HTTP: hostHTTP,
 }, hostCall)

@@ -16,6 +16,8 @@ const (
 	HostUpdate
 	HostPatch
 	HostDelete
+	// HostHTTP calls the outside world over HTTP (ABI 1.2); see HTTPDoer.
+	HostHTTP
 )
 
 // CallHost sends the request document req to the host function fn and returns

@@ -42,11 +42,16 @@ type WriteError struct {
 
 func (e *WriteError) Error() string { return e.Message }
 
-// ReasonOf returns the reason of the *WriteError in err's chain, or "".
+// ReasonOf returns the reason of the *WriteError or *HTTPError in err's
+// chain, or "".
 func ReasonOf(err error) string {
 	var we *WriteError
 	if errors.As(err, &we) {
 		return we.Reason
+	}
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.Reason
 	}
 	return ""
 }
@@ -62,7 +67,8 @@ func IsAlreadyExists(err error) bool { return ReasonOf(err) == ReasonAlreadyExis
 func IsConflict(err error) bool { return ReasonOf(err) == ReasonConflict }
 
 // IsForbidden reports whether err is a write denied by the plugin's
-// permissions, by admission, or because the call may not write.
+// permissions, by admission, or because the call may not write, or an HTTP
+// call the Plugin's spec.egress does not grant.
 func IsForbidden(err error) bool { return ReasonOf(err) == ReasonForbidden }
 
 // Create creates obj (a whole object with apiVersion, kind and metadata) and

@@ -39,7 +39,13 @@ type Host struct {
 	Events    []abi.EmitEventRequest
 	// Writes records every write, in order, with its outcome.
 	Writes []WriteEntry
-	rev    int // the last resourceVersion a write assigned
+	// HTTPHandler, when set, answers the plugin's HTTP calls (plugin.HTTP);
+	// without it every call is refused as not granted. Return a
+	// *plugin.HTTPError to fail a call as the server would.
+	HTTPHandler func(abi.HTTPRequest) (abi.HTTPResponse, error)
+	// Requests records every HTTP call, in order, with its outcome.
+	Requests []HTTPEntry
+	rev      int // the last resourceVersion a write assigned
 }
 
 // Add makes objects visible to Get and List, and to writes.

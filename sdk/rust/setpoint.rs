@@ -86,6 +86,13 @@ extern "C" {
     pub fn host_patch(req: *const u8, req_len: i32, out: *mut u8, out_cap: i32) -> i32;
     #[link_name = "delete"]
     pub fn host_delete(req: *const u8, req_len: i32, out: *mut u8, out_cap: i32) -> i32;
+    /// Sends `{"method","url","headers":{..},"body":"<base64>"}` to the
+    /// outside world under the Plugin's spec.egress (ABI 1.2) and answers
+    /// `{"status","headers","body":"<base64>"}`, or `{"error","reason"}`
+    /// when there is no response (reason `Forbidden`: not granted); see
+    /// docs/ABI.md. Call it with `call(host_http, req)`.
+    #[link_name = "http"]
+    pub fn host_http(req: *const u8, req_len: i32, out: *mut u8, out_cap: i32) -> i32;
     /// Copies the pending response of the last host call into out.
     #[link_name = "result"]
     pub fn host_result(out: *mut u8, out_cap: i32) -> i32;

@@ -5,7 +5,7 @@ import "github.com/setpoint-dev/setpoint/sdk/plugin"
 // Imports are an ABI's host functions, one for each plugin.HostFunc. F is
 // the shape the ABI's imports take.
 type Imports[F any] struct {
-	Log, Get, List, EmitEvent, Create, Update, Patch, Delete F
+	Log, Get, List, EmitEvent, Create, Update, Patch, Delete, HTTP F
 }
 
 // CallHost returns the plugin.CallHost that sends each request through
@@ -21,6 +21,7 @@ func CallHost[F any](imports Imports[F], call func(fn F, req []byte) []byte) plu
 		plugin.HostUpdate:    imports.Update,
 		plugin.HostPatch:     imports.Patch,
 		plugin.HostDelete:    imports.Delete,
+		plugin.HostHTTP:      imports.HTTP,
 	}
 	return func(fn plugin.HostFunc, req []byte) []byte {
 		if fn < 0 || int(fn) >= len(table) {

@@ -2,17 +2,25 @@
 // bench-upload`): the time from sending a module to the built server until
 // its Plugin is Ready, end to end over HTTPS.
 //
-// Each round starts a fresh server (an empty data directory, so an empty
+// Each round starts fresh servers (an empty data directory, so an empty
 // compilation cache), registers the Widget kinds and then times
 //
 //   - cold: POST the module (bin/wasm/widget-plugin.wasm, about 3 MB) to the
-//     modules endpoint, which compiles and checks it before it answers, then
+//     modules endpoint, which loads and checks it before it answers, then
 //     create the Plugin that runs it, until the Plugin's Ready condition is
-//     True;
-//   - from the on-disk cache: restart the server on the same data directory,
-//     delete the Plugin, and time the same upload and create again: the
-//     module is stored already, so the upload answers at once, and the
-//     Plugin's module loads from the compilation cache on disk.
+//     True. It is timed twice in the same round, on two servers: with the
+//     module served at once by wazero's interpreter while it compiles in
+//     the background (the default), and with --plugin-interpreter-first=false,
+//     which waits for the optimizing compiler; the ratio is printed;
+//   - from the on-disk cache: restart the tiered server on the same data
+//     directory, delete the Plugin, and time the same upload and create
+//     again: the module is stored already, so the upload answers at once,
+//     and the Plugin's module loads compiled from the cache on disk.
+//
+// BenchmarkInterpreterWindow measures what the interpreter costs while it
+// serves: reconciles per second of the widget plugin's module on one
+// instance on the interpreter, until the background compile switches it,
+// and then compiled, in the same run, and how long the window lasted.
 //
 // Run it with
 //
@@ -31,6 +39,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,13 +185,30 @@ func BenchmarkUploadToReady(b *testing.B) {
 	}
 	for range b.N {
 		n := benchtest.MustEnv(b, "ROUNDS", 5)
-		var cold, coldUpload, cached, cachedUpload []time.Duration
+		var cold, coldUpload, compiled, compiledUpload, cached, cachedUpload []time.Duration
 		for r := range n {
+			// The server that waits for the compiler first, so that the
+			// tiered one's background compile does not overlap it.
+			sc := testserver.Start(b, testserver.Options{LogLevel: "warn", Args: []string{"--plugin-interpreter-first=false"}})
+			registerKinds(b, sc)
+			tc, uc := uploadToReady(b, sc, wasm)
+			compiled, compiledUpload = append(compiled, tc), append(compiledUpload, uc)
+			stop(b, sc)
+
 			s := testserver.Start(b, testserver.Options{LogLevel: "warn"})
 			registerKinds(b, s)
 			before := benchtest.LoadAvg()
 			t, u := uploadToReady(b, s, wasm)
 			cold, coldUpload = append(cold, t), append(coldUpload, u)
+			// The status says which code serves it: the interpreter at
+			// Ready, unless the compile was done by the status's write.
+			if body := do(b, s, http.MethodGet, pluginsPath+"/widget", "", nil, http.StatusOK); !bytes.Contains(body, []byte(`"tier":"interpreter"`)) &&
+				!bytes.Contains(body, []byte(`"tier":"compiled"`)) {
+				b.Fatalf("the Plugin's status does not say its tier: %s", body)
+			}
+			// The restart below waits for nothing: let the background
+			// compile finish, so that the cache holds the compiled code.
+			waitSwitched(b, s)
 
 			s.Restart()
 			if c := clients[s]; c != nil {
@@ -191,26 +217,70 @@ func BenchmarkUploadToReady(b *testing.B) {
 			deletePlugin(b, s)
 			t2, u2 := uploadToReady(b, s, wasm)
 			cached, cachedUpload = append(cached, t2), append(cachedUpload, u2)
-			b.Logf("round %d: cold %v (upload %v), from the on-disk cache %v (upload %v); load average %s, after %s",
-				r+1, t.Round(time.Millisecond), u.Round(time.Millisecond), t2.Round(time.Millisecond), u2.Round(time.Millisecond), before, benchtest.LoadAvg())
-			if err := s.Stop(); err != nil {
-				b.Fatal(err)
-			}
-			if c := clients[s]; c != nil {
-				c.CloseIdleConnections()
-				delete(clients, s)
-			}
+			b.Logf("round %d: cold %v (upload %v), waiting for the compiler %v (upload %v), from the on-disk cache %v (upload %v); load average %s, after %s",
+				r+1, t.Round(time.Millisecond), u.Round(time.Millisecond), tc.Round(time.Millisecond), uc.Round(time.Millisecond),
+				t2.Round(time.Millisecond), u2.Round(time.Millisecond), before, benchtest.LoadAvg())
+			stop(b, s)
 		}
+		med := func(d []time.Duration) time.Duration { d = slices.Clone(d); slices.Sort(d); return d[len(d)/2] }
 		report := func(what string, d, up []time.Duration, goal time.Duration) {
+			d = slices.Clone(d)
 			slices.Sort(d)
-			slices.Sort(up)
-			med := d[len(d)/2]
+			m := d[len(d)/2]
 			b.Logf("%s upload to Ready (%.1f MB module, %d rounds): median %v (min %v, max %v), of which the upload %v; goal %v: %s",
-				what, float64(len(wasm))/1e6, len(d), med.Round(time.Millisecond), d[0].Round(time.Millisecond),
-				d[len(d)-1].Round(time.Millisecond), up[len(up)/2].Round(time.Millisecond), goal, map[bool]string{true: "met", false: "NOT met"}[med < goal])
-			b.ReportMetric(float64(med.Microseconds())/1000, what+"-ms")
+				what, float64(len(wasm))/1e6, len(d), m.Round(time.Millisecond), d[0].Round(time.Millisecond),
+				d[len(d)-1].Round(time.Millisecond), med(up).Round(time.Millisecond), goal, map[bool]string{true: "met", false: "NOT met"}[m < goal])
+			b.ReportMetric(float64(m.Microseconds())/1000, strings.ReplaceAll(what, " ", "-")+"-ms")
 		}
-		report("cold", cold, coldUpload, 1500*time.Millisecond)
+		report("cold", cold, coldUpload, 300*time.Millisecond)
+		report("cold compiler-first", compiled, compiledUpload, 1500*time.Millisecond)
 		report("cached", cached, cachedUpload, 100*time.Millisecond)
+		b.Logf("cold upload to Ready, interpreter first / compiler first: %.2fx (medians %v / %v)",
+			float64(med(cold))/float64(med(compiled)), med(cold).Round(time.Millisecond), med(compiled).Round(time.Millisecond))
 	}
+}
+
+// stop stops s and drops its client.
+func stop(b *testing.B, s *testserver.Server) {
+	b.Helper()
+	if err := s.Stop(); err != nil {
+		b.Fatal(err)
+	}
+	if c := clients[s]; c != nil {
+		c.CloseIdleConnections()
+		delete(clients, s)
+	}
+}
+
+// waitSwitched waits until the server's plugin versions run compiled code:
+// its tier-switch counter reaches its interpreted-load counter.
+func waitSwitched(b *testing.B, s *testserver.Server) {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		body := do(b, s, http.MethodGet, "/metrics", "", nil, http.StatusOK)
+		interpreted, switched := metric(body, "setpoint_plugin_interpreted_loads_total"), metric(body, "setpoint_plugin_tier_switches_total")
+		if failed := metric(body, "setpoint_plugin_tier_failures_total"); failed > 0 {
+			b.Fatalf("%v background compiles failed", failed)
+		}
+		if interpreted > 0 && switched >= interpreted {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no switch to compiled code 2 minutes after the upload (%v loads on the interpreter, %v switched)", interpreted, switched)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// metric reads the value of an unlabelled metric from a Prometheus text
+// exposition; 0 when absent.
+func metric(body []byte, name string) float64 {
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
 }

@@ -178,6 +178,8 @@ func (g *gen) encode(f field) {
 		g.pf("\te.rawListMap(%s, %s)\n", k, x)
 	case kStrList:
 		g.pf("\te.strList(%s, %s)\n", k, x)
+	case kBytes:
+		g.pf("\te.bytes(%s, %s)\n", k, x)
 	case kRawList:
 		if f.result {
 			g.pf("\tif %s != nil || r.Error == \"\" {\n\t\te.key(%s)\n\t\te.b = appendRawList(e.b, %s)\n\t}\n", x, k, x)
@@ -207,7 +209,11 @@ func (g *gen) members(d *document, reuse bool) {
 				g.pf("\t\t\t%s = d.str()\n", x)
 			}
 		case kInt:
-			g.pf("\t\t\t%s = int(d.int())\n", x)
+			if f.named != "" {
+				g.pf("\t\t\t%s = %s(d.int())\n", x, f.named)
+			} else {
+				g.pf("\t\t\t%s = int(d.int())\n", x)
+			}
 		case kDuration:
 			g.useTime = true
 			g.pf("\t\t\t%s = time.Duration(d.int()) * time.Millisecond\n", x)
@@ -233,6 +239,8 @@ func (g *gen) members(d *document, reuse bool) {
 			}
 		case kStrList:
 			g.pf("\t\t\t%s = d.strList()\n", x)
+		case kBytes:
+			g.pf("\t\t\t%s = d.bytes()\n", x)
 		case kRawList:
 			g.pf("\t\t\t%s = d.rawList()\n", x)
 		case kStruct:

@@ -18,7 +18,9 @@
 //	last    the final member (a RawJSON): DecodeAliased takes it up to the
 //	        document's closing brace without scanning it
 //
-// A time.Duration travels as integer milliseconds. The codec calls the
+// A time.Duration travels as integer milliseconds, a []byte as a base64
+// string (standard encoding, padded, as encoding/json writes it), an int32
+// as an integer. The codec calls the
 // encoder and decoder of encode.go and decode.go, which hold the JSON
 // details; what is generated is the per-member code, which names each
 // member three or four times (encoder, decoder, aliased decoder, the
@@ -67,6 +69,7 @@ const (
 	kDuration
 	kStruct
 	kStructList
+	kBytes
 )
 
 // field is one member of a document.
@@ -288,6 +291,8 @@ func (p *parsed) classify(fd *field, t ast.Expr, seen map[string]bool) error {
 			fd.kind = kString
 		case t.Name == "int":
 			fd.kind = kInt
+		case t.Name == "int32":
+			fd.kind, fd.named = kInt, "int32"
 		case t.Name == "bool":
 			fd.kind = kBool
 		case t.Name == "RawJSON":
@@ -324,6 +329,9 @@ func (p *parsed) classify(fd *field, t ast.Expr, seen map[string]bool) error {
 			break
 		}
 		switch el := types(t.Elt); {
+		case el == "byte":
+			fd.kind = kBytes
+			return nil
 		case el == "RawJSON":
 			fd.kind = kRawList
 			return nil
