@@ -57,6 +57,14 @@ run: build
 	@./.ci/build-wasm $(RUN_PLUGINS)
 	$(BIN)/setpoint server --addr $(ADDR) --data-dir $(DATA) --examples
 
+## test-replicas: the end-to-end tests of CRUD, watch, apply, finalizers
+## and GC, and plugins (kubectl and client-go) against three replicas on
+## etcd, each test's requests spread over the replicas; `make test` runs a
+## shorter list (TestReplicasE2E)
+REPLICAS_TESTS ?= TestClientGo|TestKubectl|TestServerSideApplyKubectl|TestServerSideApplyClientGo|TestAPIFinalizersAndGarbageCollection|TestMutatingPluginCannotSetSystemFields|TestCLIPlugins|TestPluginWrites
+test-replicas: deps build plugins
+	SETPOINT_BIN=$(CURDIR)/$(BIN)/setpoint SETPOINT_TEST_REPLICAS=3 $(GO) test -race -count=1 -timeout 20m -run '^($(REPLICAS_TESTS))$$' -v ./test/
+
 ## soak: the long crash and load runs kept out of `make test`
 soak: soak-store soak-server soak-linearizability
 

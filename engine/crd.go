@@ -3,12 +3,15 @@ package engine
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/store"
 )
 
 // crdHooks keeps the registry in step with CRD writes.
@@ -65,6 +68,33 @@ func (s *Service) serveCRD(obj map[string]any, rev int64) {
 	}); rs != nil {
 		s.recordRead(crd.Name, rs)
 	}
+}
+
+// crdReadTimeout bounds readThroughCRD's read of the store.
+const crdReadTimeout = 2 * time.Second
+
+// readThroughCRD serves the kind gvr names at once when the store holds a
+// newer CRD for it than the registry has seen: a replica that shares its
+// store with others learns of their CRD writes through a watch, a moment
+// after they are made, and a client that created a CRD through one replica
+// and uses it through another must not meet a 404 meanwhile.
+func (s *Service) readThroughCRD(gvr schema.GroupVersionResource) (*kinds.Kind, bool) {
+	if gvr.Group == "" || gvr.Resource == "" {
+		return nil, false
+	}
+	name := gvr.Resource + "." + gvr.Group
+	ctx, cancel := context.WithTimeout(context.Background(), crdReadTimeout)
+	defer cancel()
+	kv, err := s.store.Get(ctx, store.ObjectKey(kinds.CRDResource.Group, kinds.CRDResource.Resource, "", name), store.GetOptions{})
+	if err != nil || kv.ModRevision <= s.reg.CRDRevision(name) {
+		return nil, false
+	}
+	u, err := kinds.DecodeMap(kv.Value)
+	if err != nil {
+		return nil, false
+	}
+	s.serveCRD(u, kv.ModRevision)
+	return s.reg.Get(gvr)
 }
 
 // revisionOf is the store revision an object's resourceVersion names.

@@ -168,7 +168,9 @@ func (s *Service) ConvertToTable(ctx context.Context, gvr schema.GroupVersionRes
 func (s *Service) lookup(gvr schema.GroupVersionResource, namespace string, all bool) (*kinds.Kind, error) {
 	sv, ok := s.reg.Get(gvr)
 	if !ok {
-		return nil, notServed(gvr)
+		if sv, ok = s.readThroughCRD(gvr); !ok {
+			return nil, notServed(gvr)
+		}
 	}
 	if !sv.Namespaced && namespace != "" {
 		return nil, notServed(gvr)

@@ -211,6 +211,9 @@ type pluginAPI struct {
 	// reportsCounters is set while this replica writes the Plugins' call
 	// counters (it holds pluginStatusLease, or runs alone).
 	reportsCounters atomic.Bool
+	// finalizesPlugins is set while this replica removes the finalizer of
+	// deleted Plugins (it holds pluginFinalizeLease, or runs alone).
+	finalizesPlugins atomic.Bool
 	// tokens verify and issue ServiceAccount tokens.
 	tokens *serviceAccountTokens
 	// audit records the API's requests and the plugins' writes; nil when
@@ -384,6 +387,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		ctrlOpts.Electors = func(name string) controller.Elector { return p.leases.Elector(pluginLeasePrefix + name) }
 	} else {
 		p.reportsCounters.Store(true)
+		p.finalizesPlugins.Store(true)
 	}
 	ctrls := controller.NewManager(ctrlOpts)
 	mgr, err := plugins.New(plugins.Options{
@@ -392,6 +396,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		StatusInterval: o.statusInterval, ModuleGCGrace: o.moduleGCGrace, Logger: log.With("component", "plugins"),
 		Writes: writes, Logs: logs, Egress: egress, Admitter: admitter, ReportsCounters: p.reportsCounters.Load,
 		Audit: pluginAudit, Authorizer: authz,
+		ModuleGCApart: true, Finalizes: p.finalizesPlugins.Load,
 	})
 	if err != nil {
 		_ = h.Close()
@@ -477,6 +482,8 @@ func (p *pluginAPI) Run(ctx context.Context) error {
 		{"controllers", p.ctrls.Run},
 		{"checked versions", p.checked.run},
 		{"plugin status", p.runCountersReport},
+		{"module garbage collector", p.runModuleGC},
+		{"plugin finalization", p.runPluginFinalization},
 		{"rbac", p.runRBAC},
 		{"serviceaccount cache", p.tokens.cache.Run},
 	}
@@ -533,16 +540,41 @@ func (p *pluginAPI) runGC(ctx context.Context) error {
 // runCountersReport sets reportsCounters while this replica leads
 // pluginStatusLease, with leader election; without, it is always set.
 func (p *pluginAPI) runCountersReport(ctx context.Context) error {
+	return p.runFlag(ctx, pluginStatusLease, &p.reportsCounters)
+}
+
+// runPluginFinalization sets finalizesPlugins while this replica leads
+// pluginFinalizeLease, with leader election; without, it is always set.
+func (p *pluginAPI) runPluginFinalization(ctx context.Context) error {
+	return p.runFlag(ctx, pluginFinalizeLease, &p.finalizesPlugins)
+}
+
+// runFlag sets flag while this replica leads lease, with leader election;
+// without, the flag stays as newPluginAPI set it, and runFlag waits for
+// ctx.
+func (p *pluginAPI) runFlag(ctx context.Context, lease string, flag *atomic.Bool) error {
 	if p.leases == nil {
 		<-ctx.Done()
 		return nil
 	}
-	return election.Run(ctx, p.log.With("component", "plugins"), p.leases.Elector(pluginStatusLease), func(ctx context.Context) error {
-		p.reportsCounters.Store(true)
-		defer p.reportsCounters.Store(false)
+	return election.Run(ctx, p.log.With("component", "plugins"), p.leases.Elector(lease), func(ctx context.Context) error {
+		flag.Store(true)
+		defer flag.Store(false)
 		<-ctx.Done()
 		return nil
 	})
+}
+
+// runModuleGC runs the garbage collector of modules: while this replica
+// leads its Lease, with leader election. Its grace periods are counted in
+// the leader's memory, so a new leader counts them again from its first
+// pass: a takeover delays deletions and never hastens one.
+func (p *pluginAPI) runModuleGC(ctx context.Context) error {
+	gc := p.manager.ModuleGC()
+	if p.leases == nil {
+		return gc.Run(ctx)
+	}
+	return election.Run(ctx, p.log.With("component", "modules"), p.leases.Elector(moduleGCLease), gc.Run)
 }
 
 // runRBAC ensures the default roles and bindings, then fills the

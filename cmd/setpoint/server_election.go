@@ -14,13 +14,16 @@ import (
 )
 
 // Lease names, after election's "setpoint-" prefix: each plugin's reconcile
-// controller has "plugin." and the plugin's name; the garbage collector and
-// the writing of the Plugins' call counters have one each.
+// controller has "plugin." and the plugin's name; the garbage collector, the
+// writing of the Plugins' call counters, the garbage collector of modules
+// and the finalization of deleted Plugins have one each.
 const (
-	pluginLeasePrefix  = "plugin."
-	gcLease            = "garbage-collector"
-	pluginStatusLease  = "plugin-status"
-	leaderElectDefault = "on with --store etcd, off with --store badger"
+	pluginLeasePrefix   = "plugin."
+	gcLease             = "garbage-collector"
+	pluginStatusLease   = "plugin-status"
+	moduleGCLease       = "module-gc"
+	pluginFinalizeLease = "plugin-finalizer"
+	leaderElectDefault  = "on with --store etcd, off with --store badger"
 )
 
 // leaderElectFlags are `setpoint server`'s leader-election flags, named and

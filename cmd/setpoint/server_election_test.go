@@ -49,7 +49,7 @@ func TestPluginAPIElectsAndReleases(t *testing.T) {
 		h, _, _ := unstructured.NestedString(u.Object, "spec", "holderIdentity")
 		return h
 	}
-	leases := []string{"setpoint-" + gcLease, "setpoint-" + pluginStatusLease}
+	leases := []string{"setpoint-" + gcLease, "setpoint-" + pluginStatusLease, "setpoint-" + moduleGCLease, "setpoint-" + pluginFinalizeLease}
 	for _, l := range leases {
 		testsupport.Poll(t, 10*time.Second, "lease "+l, func() (bool, string) {
 			h := holder(l)
@@ -57,10 +57,13 @@ func TestPluginAPIElectsAndReleases(t *testing.T) {
 		})
 	}
 	testsupport.Eventually(t, 5*time.Second, "the counters reported by this replica", api.reportsCounters.Load)
+	testsupport.Eventually(t, 5*time.Second, "the Plugins finalized by this replica", api.finalizesPlugins.Load)
 	want := `
 # HELP setpoint_leader_election_leading 1 while this replica holds the lease, 0 once it stopped leading.
 # TYPE setpoint_leader_election_leading gauge
 setpoint_leader_election_leading{identity="replica-a_0001",lease="setpoint-garbage-collector"} 1
+setpoint_leader_election_leading{identity="replica-a_0001",lease="setpoint-module-gc"} 1
+setpoint_leader_election_leading{identity="replica-a_0001",lease="setpoint-plugin-finalizer"} 1
 setpoint_leader_election_leading{identity="replica-a_0001",lease="setpoint-plugin-status"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "setpoint_leader_election_leading"); err != nil {

@@ -35,6 +35,11 @@ type Options struct {
 	// Finalizer, when set, runs on deletion: the controller keeps
 	// FinalizerName on its objects until it reports done.
 	Finalizer Finalizer
+	// Gone, when set, is called with the key of an object a reconcile
+	// finds deleted (gone from the store, its finalizers done), so that
+	// state kept in memory about it can go too, on every replica that
+	// runs the controller, whichever removed the last finalizer.
+	Gone func(Key)
 	// FinalizerName is the finalizer the controller owns. Default
 	// "setpoint.dev/" + Name.
 	FinalizerName string

@@ -69,6 +69,7 @@ func (c *Controller) reconcile(ctx context.Context, r *run, key Key) result {
 	if !ok {
 		r.own.forget(key)
 		r.terminal.forget(key)
+		c.gone(key)
 		return result{skipped: true} // deleted; its children are collected by ownerReference
 	}
 	var obj *unstructured.Unstructured
@@ -78,6 +79,7 @@ func (c *Controller) reconcile(ctx context.Context, r *run, key Key) result {
 		fresh, err := c.opts.Client.Get(ctx, c.opts.For.Resource, key.Namespace, key.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			r.own.forget(key)
+			c.gone(key)
 			return result{skipped: true}
 		}
 		if err != nil {
@@ -104,6 +106,13 @@ func (c *Controller) reconcile(ctx context.Context, r *run, key Key) result {
 			return result{err: fmt.Errorf("get after conflict: %w", err)}
 		}
 		obj = fresh
+	}
+}
+
+// gone tells Options.Gone that the object under key was deleted.
+func (c *Controller) gone(key Key) {
+	if c.opts.Gone != nil {
+		c.opts.Gone(key)
 	}
 }
 

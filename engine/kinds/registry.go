@@ -327,6 +327,14 @@ func (r *Registry) Generation() int64 {
 	return r.generation
 }
 
+// CRDRevision is the store revision of the CRD name the registry last
+// served or removed; 0 when it has seen none.
+func (r *Registry) CRDRevision(name string) int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.crdRev[name]
+}
+
 // CRDs returns the CRDs whose kinds are served, by name.
 func (r *Registry) CRDs() []*apiextensionsv1.CustomResourceDefinition {
 	r.mu.RLock()

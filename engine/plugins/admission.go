@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -34,6 +35,10 @@ type Admitter struct {
 	bindings atomic.Pointer[[]*admissionBinding]
 	// gate holds writes until the plugins stored at startup have loaded.
 	gate atomic.Pointer[startupGate]
+	// loading hold writes until the Plugins in their first load on this
+	// replica have loaded, by name (see openLoading); guarded by loadMu.
+	loadMu  sync.Mutex
+	loading map[string]*startupGate
 	// privileged are the plugins whose spec sets spec.privileged.
 	privileged atomic.Pointer[map[string]bool]
 	// installers, when set, resolves the rules of a Plugin's writer.
@@ -129,6 +134,9 @@ func (a *Admitter) admit(ctx context.Context, req *engine.AdmissionRequest, muta
 		return nil
 	}
 	if err := a.hold(ctx, req); err != nil {
+		return err
+	}
+	if err := a.holdLoading(ctx, req); err != nil {
 		return err
 	}
 	var in *abi.AdmissionRequest

@@ -72,6 +72,14 @@ type Options struct {
 	// ModuleGCGrace is how long a module no Plugin uses stays stored (see
 	// ModuleGC). Default DefaultModuleGCGrace.
 	ModuleGCGrace time.Duration
+	// ModuleGCApart: the caller runs ModuleGC().Run itself (on one replica
+	// at a time, under leader election); Run does not run it.
+	ModuleGCApart bool
+	// Finalizes, when set, says whether this replica removes the
+	// finalizer of Plugins being deleted (it leads their finalization);
+	// every replica unloads a deleted Plugin, but only the one that says
+	// yes lets its deletion complete. Default: always.
+	Finalizes func() bool
 	// ModuleGCInterval is how often the ModuleGC looks for unused modules.
 	// Default half of ModuleGCGrace, at most a minute.
 	ModuleGCInterval time.Duration
@@ -210,8 +218,9 @@ func (m *Manager) running() map[string][]string {
 func (m *Manager) Admitter() *Admitter { return m.adm }
 
 // Run registers the Plugin kind and follows Plugin objects, and runs the
-// ModuleGC, until ctx is done. It returns after its controller and the
-// ModuleGC stopped; the binding controllers belong to Options.Controllers.
+// ModuleGC (unless Options.ModuleGCApart), until ctx is done. It returns
+// after its controller and the ModuleGC stopped; the binding controllers
+// belong to Options.Controllers.
 func (m *Manager) Run(ctx context.Context) error {
 	if err := EnsureKind(ctx, m.opts.Service); err != nil {
 		return err
@@ -226,6 +235,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		Reconciler:    controller.ReconcilerFunc(m.reconcile),
 		Finalizer:     controller.FinalizerFunc(m.finalize),
 		FinalizerName: finalizerName,
+		Gone:          m.gone,
 		// A Plugin waiting for its module to be uploaded, or for the kind
 		// it binds to be registered, looks again at least every 10 s.
 		RateLimiter: workqueue.NewExponential[controller.Key](100*time.Millisecond, 10*time.Second),
@@ -238,14 +248,24 @@ func (m *Manager) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = m.gc.Run(ctx) })
+	if !m.opts.ModuleGCApart {
+		wg.Go(func() { _ = m.gc.Run(ctx) })
+	}
 	err = c.Run(ctx)
 	cancel()
 	wg.Wait()
 	return err
 }
 
-// finalize unloads a Plugin that is being deleted.
+// finalizeRetry is how often a replica that does not lead the Plugins'
+// finalization looks again at a Plugin being deleted, in case it has
+// become the leader meanwhile.
+const finalizeRetry = time.Second
+
+// finalize unloads a Plugin that is being deleted, on every replica; the
+// one that leads the Plugins' finalization (Options.Finalizes) then lets
+// the deletion complete, and records the events of the unload on the
+// Plugin. The others keep looking until the Plugin is gone (see gone).
 func (m *Manager) finalize(ctx context.Context, req *abi.FinalizeRequest) (*abi.FinalizeResponse, error) {
 	obj, err := decodeObject(req.Object)
 	if err != nil {
@@ -253,14 +273,32 @@ func (m *Manager) finalize(ctx context.Context, req *abi.FinalizeRequest) (*abi.
 	}
 	events := m.unload(obj.GetName())
 	m.reconciled(obj.GetName())
+	if m.opts.Finalizes != nil && !m.opts.Finalizes() {
+		return &abi.FinalizeResponse{RequeueAfter: finalizeRetry}, nil
+	}
+	m.log.Info("plugin finalized", "plugin", obj.GetName())
 	return &abi.FinalizeResponse{Done: true, Events: events}, nil
+}
+
+// gone unloads a Plugin that was deleted, on a replica whose controller
+// did not see it being deleted (another replica finalized it first).
+func (m *Manager) gone(key controller.Key) {
+	m.mu.Lock()
+	_, ok := m.plugins[key.Name]
+	m.mu.Unlock()
+	if ok {
+		m.unload(key.Name)
+	} else {
+		m.unbind(key.Name, nil) // a claim without a loaded module
+	}
+	m.reconciled(key.Name)
 }
 
 // unload retires the plugin name; it returns the events to record on the
 // Plugin.
 func (m *Manager) unload(name string) []abi.Event {
 	m.mu.Lock()
-	cur := m.plugins[name]
+	cur, ok := m.plugins[name]
 	delete(m.plugins, name)
 	m.publishLocked()
 	m.mu.Unlock()
@@ -270,7 +308,9 @@ func (m *Manager) unload(name string) []abi.Event {
 	m.opts.Writes.Forget(name)
 	m.opts.Logs.Forget(name)
 	m.opts.Egress.Forget(name)
-	m.log.Info("plugin unloaded", "plugin", name)
+	if ok {
+		m.log.Info("plugin unloaded", "plugin", name)
+	}
 	return events
 }
 

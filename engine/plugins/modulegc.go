@@ -102,8 +102,14 @@ func newModuleGC(opts Options, running func() map[string][]string, log *slog.Log
 	return g
 }
 
-// Run collects every interval until ctx is done.
+// Run collects every interval until ctx is done. Each Run counts the grace
+// periods afresh: a replica that runs it again after another replica did
+// (leader election) cannot tell what happened to the modules meanwhile.
 func (g *ModuleGC) Run(ctx context.Context) error {
+	g.mu.Lock()
+	clear(g.seen)
+	clear(g.orphans)
+	g.mu.Unlock()
 	t := time.NewTicker(g.interval)
 	defer t.Stop()
 	for {

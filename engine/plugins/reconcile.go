@@ -52,6 +52,16 @@ func (m *Manager) reconcile(ctx context.Context, req *abi.ReconcileRequest) (*ab
 	if err := m.ensureRole(ctx, obj, sp); err != nil {
 		return nil, err
 	}
+	if len(sp.Admission) > 0 && cur.digest == "" {
+		// Its first load on this replica: hold the writes it binds (its
+		// own writes above are done).
+		var resources []string
+		for _, r := range sp.Admission {
+			resources = append(resources, r.Resources...)
+		}
+		m.adm.openLoading(name, resources)
+		defer m.adm.closeLoading(name)
+	}
 	failed, restored, events, err := m.loadModule(ctx, name, obj, cur, sp, cfg)
 	if err != nil {
 		return nil, err

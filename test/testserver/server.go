@@ -69,6 +69,9 @@ type Server struct {
 	CAPool *x509.CertPool
 
 	logs *syncBuffer // every run's stdout and stderr
+	// replicas are the servers of a deployment (ReplicasEnv) this Server
+	// stands for; nil for one server.
+	replicas []*Server
 
 	mu   sync.Mutex // guards cmd, done, exit
 	cmd  *exec.Cmd
@@ -87,6 +90,9 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	if opts.LogLevel == "" {
 		opts.LogLevel = "info"
+	}
+	if n := replicasFromEnv(t, opts); n > 0 {
+		return startDeployment(t, opts, n)
 	}
 	s := &Server{t: t, opts: opts, bin: bin, home: t.TempDir(), DataDir: opts.DataDir, logs: &syncBuffer{}}
 	if s.DataDir == "" {
@@ -243,6 +249,7 @@ func (s *Server) kill() {
 // Kill kills the server with SIGKILL, as a machine that dies would, and
 // waits for it to exit. It is not started again; Stop then returns nil.
 func (s *Server) Kill() {
+	s.single("Kill")
 	s.kill()
 	s.mu.Lock()
 	s.cmd = nil
@@ -303,6 +310,7 @@ func (s *Server) Stop() error {
 // and port. It fails the test if either step fails.
 func (s *Server) Restart() {
 	s.t.Helper()
+	s.single("Restart")
 	if err := s.Stop(); err != nil {
 		s.t.Fatalf("restart: stop: %v", err)
 	}
@@ -326,17 +334,41 @@ func (s *Server) Pid() int {
 // It fails the test if the new process does not become ready.
 func (s *Server) Crash() {
 	s.t.Helper()
+	s.single("Crash")
 	s.kill()
 	if err := s.start(s.Addr); err != nil {
 		s.t.Fatalf("start after a crash: %v\nserver output:\n%s", err, s.logs.String())
 	}
 }
 
-// Logs returns everything the server printed so far, across restarts.
-func (s *Server) Logs() string { return s.logs.String() }
+// Logs returns everything the server printed so far, across restarts;
+// for a deployment, what each replica printed, one after another.
+func (s *Server) Logs() string {
+	if s.replicas != nil {
+		var b strings.Builder
+		for _, r := range s.replicas {
+			b.WriteString(r.Logs())
+		}
+		return b.String()
+	}
+	return s.logs.String()
+}
 
-// HTTPClient returns a client that trusts the server's CA and sends no token.
+// single fails the test when s stands for a deployment, which op does not
+// apply to.
+func (s *Server) single(op string) {
+	s.t.Helper()
+	if s.replicas != nil {
+		s.t.Fatalf("testserver: %s is for one server; this test runs against %d replicas (%s)", op, len(s.replicas), ReplicasEnv)
+	}
+}
+
+// HTTPClient returns a client that trusts the server's CA and sends no
+// token. A deployment's client sends each request to the next replica.
 func (s *Server) HTTPClient() *http.Client {
+	if s.replicas != nil {
+		return &http.Client{Timeout: 30 * time.Second, Transport: s.spreadTransport()}
+	}
 	return &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{
@@ -378,6 +410,12 @@ func (s *Server) RESTConfig() *rest.Config {
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
 	if err != nil {
 		s.t.Fatal(err)
+	}
+	if s.replicas != nil {
+		// Each request goes to the next replica; the transport holds
+		// the trust in the CA.
+		cfg.TLSClientConfig = rest.TLSClientConfig{}
+		cfg.Transport = s.spreadTransport()
 	}
 	return cfg
 }
