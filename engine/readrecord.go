@@ -107,7 +107,14 @@ func (s *Service) recordRead(crd string, rs *kinds.ReadSchemas) {
 		if cur == nil || cur.Fingerprint() != rs.Fingerprint() {
 			return // changed again, or gone: the newer change records itself
 		}
-		cur.Settle()
+		rev, err := s.store.CurrentRevision(context.Background())
+		if err != nil {
+			// Stay unsettled (read through the schemas) and try again.
+			s.log.Warn("settle the CRD's read schemas", "crd", crd, "err", err)
+			s.recordRead(crd, rs)
+			return
+		}
+		cur.Settle(rev)
 		s.saveReadRecord(context.Background(), crd, cur)
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/store"
+	"github.com/setpoint-dev/setpoint/store/badger"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
@@ -354,5 +355,85 @@ func TestSchemaChangeCrashBeforeSettled(t *testing.T) {
 	}
 	if spec := doodadSpec(t, u); spec["tier"] != "gold" || spec["legacy"] != nil {
 		t.Errorf("after a restart before the change settled: spec %v, want it read through the new schema", spec)
+	}
+}
+
+// TestSchemaChangeSharedStore checks that a server sharing its store with
+// others reads through a CRD's new schemas the objects another server wrote
+// with the old ones after the change (it learns of the change a moment
+// later), until the change settles and afterwards, also after a restart;
+// and that objects written after it settled are read as stored. A server
+// alone on its store reads such an object as stored: only its own writes can
+// race a change there.
+func TestSchemaChangeSharedStore(t *testing.T) {
+	ctx := context.Background()
+	raw := func(name string) []byte {
+		return []byte(`{"apiVersion":"test.setpoint.dev/v1","kind":"Doodad","metadata":{"creationTimestamp":"2026-11-21T12:00:00Z","generation":1,"name":"` +
+			name + `","uid":"` + name + `-uid"},"spec":{"legacy":"x","name":"r"}}`)
+	}
+	throughNew := func(s *Service, name string) bool {
+		t.Helper()
+		u, err := s.Get(ctx, doodads, "", name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := doodadSpec(t, u)
+		return spec["tier"] == "gold" && spec["legacy"] == nil
+	}
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := badger.Open(dir, badger.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			s, err := New(ctx, Options{Store: db, SharedStore: shared})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.readSettle = time.Hour
+			if _, err := s.Create(ctx, kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			replaceCRD(t, s, doodadCRDv2)
+			// Another server, still on the old schemas, writes after the change.
+			if _, err := db.Create(ctx, store.ObjectKey("test.setpoint.dev", "doodads", "", "other"), raw("other")); err != nil {
+				t.Fatal(err)
+			}
+			if got := throughNew(s, "other"); got != shared {
+				t.Fatalf("an object another server wrote with the old schemas after the change: read through the new ones %v, want %v", got, shared)
+			}
+			if !shared {
+				return
+			}
+			rs := s.reg.ReadOf("doodads.test.setpoint.dev")
+			cur, err := db.CurrentRevision(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs.Settle(cur)
+			s.saveReadRecord(ctx, "doodads.test.setpoint.dev", rs)
+			if !throughNew(s, "other") {
+				t.Error("after the change settled, the other server's late write reads as stored")
+			}
+			after, err := s.Create(ctx, doodads, kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: after}\nspec: {name: c, tier: bronze}\n"), metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sv, _ := s.reg.Get(doodads); sv.ReadSchemas().Stale(revisionOf(after)) {
+				t.Error("an object written after the change settled is not read as stored")
+			}
+			s.Close()
+			s2, err := New(ctx, Options{Store: db, SharedStore: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			if !throughNew(s2, "other") {
+				t.Error("after a restart, the other server's late write reads as stored")
+			}
+		})
 	}
 }

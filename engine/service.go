@@ -33,6 +33,9 @@ type Options struct {
 	BookmarkInterval time.Duration
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
+	// SharedStore tells the Service that other servers write to its store
+	// (replicas on etcd): see kinds.Registry.SharedStore.
+	SharedStore bool
 	// MaxObjectBytes bounds the size of a stored object, encoded;
 	// DefaultMaxObjectBytes (etcd's 1.5 MiB) by default. See fitObject.
 	MaxObjectBytes int
@@ -95,6 +98,9 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		watchDecode:   kinds.NewDecodeCache(),
 		readSettle:    defaultReadRecordSettle,
 		listPageBytes: listJSONPageBytes,
+	}
+	if opts.SharedStore {
+		s.reg.SharedStore()
 	}
 	s.setAdmitter(opts.Admitter)
 	if _, err := s.loadCRDs(ctx); err != nil {

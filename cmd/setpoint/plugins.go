@@ -256,6 +256,9 @@ type pluginAPIOptions struct {
 	// Leases, so that each runs on one replica at a time; when nil, this
 	// server runs them all.
 	election *electionOptions
+	// sharedStore is set when other servers may write to the store
+	// (--store etcd): see engine.Options.SharedStore.
+	sharedStore bool
 	// clientCerts signs client certificates at
 	// serving.ClientCertificatesPath; nil on a server without a CA of its
 	// own, which answers there that it cannot.
@@ -299,7 +302,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	if o.encryption != nil {
 		objStore = encrypt.New(o.store, o.encryption)
 	}
-	svc, err := engine.New(ctx, engine.Options{Store: objStore, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain})
+	svc, err := engine.New(ctx, engine.Options{Store: objStore, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain, SharedStore: o.sharedStore})
 	if err != nil {
 		return nil, err
 	}

@@ -270,7 +270,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		statusInterval: o.pluginStatusInterval, moduleGCGrace: o.moduleGCGrace, registerer: metrics.Registry(),
 		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
 		election: o.leaderElect.options(identity), serviceAccounts: o.serviceAccounts, audit: auditor,
-		clientCerts: material.ClientCertSigner(), encryption: encryption,
+		clientCerts: material.ClientCertSigner(), encryption: encryption, sharedStore: o.storeEtcd.kind == "etcd",
 	})
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)

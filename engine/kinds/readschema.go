@@ -43,6 +43,12 @@ type ReadSchemas struct {
 	// revision stored, so that a crash while such a write is in flight restarts
 	// from the conservative revision.
 	settled atomic.Bool
+	// whole is set when other servers share the store: they learn of a
+	// schema change a moment later and may write with the previous schemas
+	// meanwhile, at revisions past the change, so until settled every stored
+	// object is read through these schemas, and settling raises since to the
+	// store's revision of that moment.
+	whole atomic.Bool
 	// superseded is closed when the CRD's schemas change: watches opened
 	// with these schemas end, as Kubernetes ends them when it rebuilds a
 	// CRD's storage, and clients resume with the new ones.
@@ -101,8 +107,15 @@ func (rs *ReadSchemas) Fingerprint() string { return rs.fp }
 // schemas, so that their revision may be stored.
 func (rs *ReadSchemas) Settled() bool { return rs.settled.Load() }
 
-// Settle marks rs settled: writes that took the previous schemas are done.
-func (rs *ReadSchemas) Settle() { rs.settled.Store(true) }
+// Settle marks rs settled: writes that took the previous schemas, on this
+// server or another sharing its store, are done; current is the store's
+// revision now.
+func (rs *ReadSchemas) Settle(current int64) {
+	if rs.whole.Load() {
+		rs.Raise(current + 1)
+	}
+	rs.settled.Store(true)
+}
 
 // Superseded is closed when the CRD's schemas change: watches opened with
 // rs end, as Kubernetes ends them when it rebuilds a CRD's storage. It is
@@ -117,7 +130,7 @@ func (rs *ReadSchemas) Superseded() <-chan struct{} {
 // Stale reports whether an object stored at revision rev may read
 // differently from how it was stored.
 func (rs *ReadSchemas) Stale(rev int64) bool {
-	return rs != nil && rev < rs.since.Load()
+	return rs != nil && (rev < rs.since.Load() || rs.whole.Load() && !rs.settled.Load())
 }
 
 // Raise makes objects written before rev stale.

@@ -114,6 +114,8 @@ type Registry struct {
 	read map[string]*ReadSchemas
 	// generation counts changes, so that callers can cache derived documents.
 	generation int64
+	// shared is set when other servers share the store (SharedStore).
+	shared bool
 
 	// fieldManagers holds the field managers last built for each CRD name
 	// (*crdFieldManagersEntry), reused while the CRD's schemas are the same
@@ -131,6 +133,16 @@ func NewRegistry() *Registry {
 	}
 	r.add(builtins()...)
 	return r
+}
+
+// SharedStore tells the registry that other servers write to its store:
+// after a schema change (or a CRD loaded without a record of its schemas)
+// objects are read through the schemas until the change settles, since
+// another server may still write with the previous ones (ReadSchemas.Settle).
+func (r *Registry) SharedStore() {
+	r.mu.Lock()
+	r.shared = true
+	r.mu.Unlock()
 }
 
 // Get returns the kind served as gvr.
@@ -182,16 +194,19 @@ func (r *Registry) SetCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*K
 			rs.settled.Store(true)
 		case prev == nil:
 			// Created, or loaded without a record of these schemas: no
-			// write can hold other schemas of it.
+			// write of this server's can hold other schemas of it.
 			rs.since.Store(max(rev, current()+1))
-			rs.settled.Store(true)
+			rs.whole.Store(r.shared)
+			rs.settled.Store(!r.shared)
 			changed = rs
 		case sameSchemas(prev, rs):
 			rs.since.Store(prev.since.Load())
+			rs.whole.Store(prev.whole.Load())
 			rs.settled.Store(prev.settled.Load())
 			rs.superseded = prev.superseded
 		default:
 			rs.since.Store(max(rev, current()+1))
+			rs.whole.Store(r.shared)
 			close(prev.superseded)
 			changed = rs
 		}
