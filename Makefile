@@ -60,10 +60,12 @@ run: build
 ## test-replicas: the end-to-end tests of CRUD, watch, apply, finalizers
 ## and GC, and plugins (kubectl and client-go) against three replicas on
 ## etcd, each test's requests spread over the replicas; `make test` runs a
-## shorter list (TestReplicasE2E)
+## shorter list (TestReplicasE2E); then the failover of the widget plugin's
+## leader with 1,000 Widgets (300 in make test)
 REPLICAS_TESTS ?= TestClientGo|TestKubectl|TestServerSideApplyKubectl|TestServerSideApplyClientGo|TestAPIFinalizersAndGarbageCollection|TestMutatingPluginCannotSetSystemFields|TestCLIPlugins|TestPluginWrites
 test-replicas: deps build plugins
 	SETPOINT_BIN=$(CURDIR)/$(BIN)/setpoint SETPOINT_TEST_REPLICAS=3 $(GO) test -race -count=1 -timeout 20m -run '^($(REPLICAS_TESTS))$$' -v ./test/
+	SETPOINT_BIN=$(CURDIR)/$(BIN)/setpoint SETPOINT_FAILOVER_WIDGETS=1000 $(GO) test -race -count=1 -timeout 20m -run '^TestReplicasFailover$$' -v ./test/
 
 ## soak: the long crash and load runs kept out of `make test`
 soak: soak-store soak-server soak-linearizability

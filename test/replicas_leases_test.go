@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -138,9 +140,16 @@ func TestLeasesOnEtcdServer(t *testing.T) {
 // converge. Another replica takes the plugin's lease over within 5 s (the
 // figure is logged), every widget converges, and no WidgetProvision is
 // created twice (a watch from before the first create sees each added once
-// and none deleted).
+// and none deleted). SETPOINT_FAILOVER_WIDGETS sets how many Widgets (300;
+// make test-replicas runs 1,000).
 func TestReplicasFailover(t *testing.T) {
-	const n = 300
+	n := 300
+	if v := os.Getenv("SETPOINT_FAILOVER_WIDGETS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 10 {
+			t.Fatalf("SETPOINT_FAILOVER_WIDGETS=%q: want a number >= 10", v)
+		}
+	}
 	wasm := wasmModule(t, "widget-plugin")
 	e := etcdtest.StartCluster(t, 3, etcdtest.Options{})
 	args := []string{"--store", "etcd", "--etcd-servers", strings.Join(e.Endpoints, ","), "--etcd-prefix", "/failover",
