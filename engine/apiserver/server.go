@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -185,8 +186,17 @@ var healthChecks = []struct {
 	check func(*Server, *http.Request) error
 }{
 	{"ping", func(*Server, *http.Request) error { return nil }},
-	{"store", func(s *Server, r *http.Request) error { return s.eng.CheckStore(r.Context()) }},
+	{"store", func(s *Server, r *http.Request) error {
+		ctx, cancel := context.WithTimeout(r.Context(), healthCheckTimeout)
+		defer cancel()
+		return s.eng.CheckStore(ctx)
+	}},
 }
+
+// healthCheckTimeout bounds a health check's wait for the store, as
+// kube-apiserver's --etcd-healthcheck-timeout (2 s) does: a probe must get
+// an answer before its own timeout, not the store client's request timeout.
+const healthCheckTimeout = 2 * time.Second
 
 // serveHealth answers a health endpoint the way kube-apiserver does: "ok", or
 // 500 naming the failed checks (their reasons are logged, not shown, since
