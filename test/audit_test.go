@@ -209,7 +209,9 @@ func TestAudit(t *testing.T) {
 		// also have tried to create it and been answered 409, audited as
 		// such: the events looked at are the create that made the child and
 		// the status write.
-		made := func(ev auditv1.Event) bool { return ev.ResponseStatus != nil && ev.ResponseStatus.Code != http.StatusConflict }
+		made := func(ev auditv1.Event) bool {
+			return ev.ResponseStatus != nil && ev.ResponseStatus.Code != http.StatusConflict
+		}
 		evs := log.wait(t, "the widget plugin's child and status writes", 2, func(ev auditv1.Event) bool {
 			return byPlugin(ev) && (ev.ObjectRef.Resource == "widgetprovisions" && ev.Verb == "create" && made(ev) ||
 				ev.ObjectRef.Resource == "widgets" && ev.ObjectRef.Subresource == "status" && ev.ObjectRef.Name == "audited")
