@@ -12,9 +12,10 @@ import (
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
-// TestCRDReadThrough: two Services share a store, as replicas do. A CRD
-// created through one is served by the other at its first request, before
-// any watch could have told it (neither runs its loops here).
+// TestCRDReadThrough: Services share a store, as replicas do. A CRD created
+// through one is served by the others at their first request (a write, or
+// the API's resolution of a request's resource), before any watch could
+// have told them (none runs its loops here).
 func TestCRDReadThrough(t *testing.T) {
 	db, err := badger.Open(t.TempDir(), badger.Options{})
 	if err != nil {
@@ -30,12 +31,19 @@ func TestCRDReadThrough(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
-	a, b := open(), open()
+	a, b, c := open(), open(), open()
 	if _, err := b.List(ctx, widgets, "default", metav1.ListOptions{}); err == nil {
 		t.Fatal("widgets served before their CRD exists")
 	}
+	if _, ok := c.Resource(widgets); ok {
+		t.Fatal("widgets resolved before their CRD exists")
+	}
 	if _, err := a.Create(ctx, kinds.CRDResource, kindstest.WidgetCRD(t), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The API server resolves a request's resource through Resource first.
+	if r, ok := c.Resource(widgets); !ok || r.Kind != "Widget" {
+		t.Fatalf("the API's lookup through a third Service: %+v %v", r, ok)
 	}
 	w := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "example.setpoint.dev/v1", "kind": "Widget",

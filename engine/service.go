@@ -130,11 +130,14 @@ func (s *Service) setAdmitter(a Admitter) {
 // and version priority.
 func (s *Service) Resources() []kinds.Resource { return s.reg.Resources() }
 
-// Resource returns the served resource gvr.
+// Resource returns the served resource gvr, read through to the store when
+// another server sharing it has just created its CRD (readThroughCRD).
 func (s *Service) Resource(gvr schema.GroupVersionResource) (kinds.Resource, bool) {
 	sv, ok := s.reg.Get(gvr)
 	if !ok {
-		return kinds.Resource{}, false
+		if sv, ok = s.readThroughCRD(gvr); !ok {
+			return kinds.Resource{}, false
+		}
 	}
 	return sv.Resource, true
 }
