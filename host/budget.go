@@ -97,9 +97,10 @@ type guestMemory struct {
 	budget   int64
 	reserved atomic.Int64
 
-	mu        sync.Mutex // guards freed and lastFree
+	mu        sync.Mutex // guards freed, lastFree and pending
 	freed     int64      // released since the last FreeOSMemory
 	lastFree  time.Time
+	pending   bool  // a FreeOSMemory is scheduled
 	freeAfter int64 // bytes of caps released that trigger a FreeOSMemory
 }
 
@@ -116,23 +117,36 @@ func (g *guestMemory) reserve(n int64) bool {
 	}
 }
 
+// How release schedules FreeOSMemory: a little after the release that
+// reaches freeAfter, so that the releases which come together (a pool
+// closing its instances one after another) are all in, and at most every
+// freeInterval.
+const (
+	freeCoalesce = 100 * time.Millisecond
+	freeInterval = 10 * time.Second
+)
+
 // release gives n bytes back. Once instances with caps of freeAfter bytes
-// or more were closed, and at most every ten seconds, it returns freed
-// memory to the operating system: Go keeps a closed instance's linear
+// or more were closed, it returns freed memory to the operating system, at
+// most every freeInterval; a release inside the interval is freed at its
+// end, not left to the next release: Go keeps a closed instance's linear
 // memory in its heap for minutes otherwise, and the server's resident size
 // would stay at its peak after a Plugin is deleted or a pool trimmed.
 func (g *guestMemory) release(n int64) {
 	g.reserved.Add(-n)
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.freed += n
-	run := g.freed >= g.freeAfter && time.Since(g.lastFree) > 10*time.Second
-	if run {
-		g.freed, g.lastFree = 0, time.Now()
+	if g.freed < g.freeAfter || g.pending {
+		return
 	}
-	g.mu.Unlock()
-	if run {
-		go debug.FreeOSMemory()
-	}
+	g.pending = true
+	time.AfterFunc(max(freeCoalesce, freeInterval-time.Since(g.lastFree)), func() {
+		g.mu.Lock()
+		g.freed, g.lastFree, g.pending = 0, time.Now(), false
+		g.mu.Unlock()
+		debug.FreeOSMemory()
+	})
 }
 
 // GuestMemoryReserved is the memory the live instances of every plugin

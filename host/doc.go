@@ -35,6 +35,6 @@
 //     one compiled instance; it owns nothing after that and ends. Closing
 //     the version cancels it and waits for it.
 //   - After instances whose memory caps add up to 64 MiB were closed, a
-//     short-lived goroutine runs debug.FreeOSMemory (budget.go), at most
+//     timer runs debug.FreeOSMemory (budget.go) a moment later, at most
 //     every ten seconds.
 package host
