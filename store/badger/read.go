@@ -32,7 +32,7 @@ func (db *DB) readAt(rev int64) (at int64, release func(), err error) {
 }
 
 // Get returns the document under key, at opts.Revision when it is not 0.
-func (db *DB) Get(ctx context.Context, key string, opts store.GetOptions) (*store.KeyValue, error) {
+func (db *DB) Get(ctx context.Context, key string, opts store.GetOptions) (_ *store.KeyValue, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -40,6 +40,7 @@ func (db *DB) Get(ctx context.Context, key string, opts store.GetOptions) (*stor
 		return nil, err
 	}
 	defer db.closeMu.RUnlock()
+	defer db.damagedOnPanic(&err, "get "+key)
 	if err := db.sound(); err != nil {
 		return nil, err
 	}
@@ -83,7 +84,7 @@ func itemKeyValue(key string, item *bdg.Item) (*store.KeyValue, error) {
 }
 
 // List returns the documents under prefix in key order, one page at a time.
-func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (*store.ListResult, error) {
+func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (_ *store.ListResult, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -94,6 +95,7 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 		return nil, err
 	}
 	defer db.closeMu.RUnlock()
+	defer db.damagedOnPanic(&err, "list "+prefix)
 	if err := db.sound(); err != nil {
 		return nil, err
 	}
@@ -161,4 +163,14 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 		return nil, db.readFailed(err)
 	}
 	return res, nil
+}
+
+// damagedOnPanic, deferred by a read, turns a panic in Badger's decoding of
+// a damaged table (it reads a damaged block without checking every bound)
+// into the DamageError the read returns, as withTable does for the table
+// checks: one damaged file must not kill the server.
+func (db *DB) damagedOnPanic(err *error, what string) {
+	if p := recover(); p != nil {
+		*err = db.readFailed(fmt.Errorf("%s: unreadable: %v", what, p))
+	}
 }
