@@ -40,26 +40,9 @@ var eventColumns = func() []metav1.TableColumnDefinition {
 // ConvertToTable implements rest.TableConvertor for an Event or a list of
 // them.
 func (t eventTable) ConvertToTable(_ context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
-	table := &metav1.Table{}
-	if o, ok := opts.(*metav1.TableOptions); !ok || o == nil || !o.NoHeaders {
-		table.ColumnDefinitions = eventColumns
-	}
-	var items []runtime.Object
-	if meta.IsListType(obj) {
-		var err error
-		if items, err = meta.ExtractList(obj); err != nil {
-			return nil, err
-		}
-		if m, err := meta.ListAccessor(obj); err == nil {
-			table.ResourceVersion = m.GetResourceVersion()
-			table.Continue = m.GetContinue()
-			table.RemainingItemCount = m.GetRemainingItemCount()
-		}
-	} else {
-		items = []runtime.Object{obj}
-		if m, err := meta.CommonAccessor(obj); err == nil {
-			table.ResourceVersion = m.GetResourceVersion()
-		}
+	table, items, err := newTable(obj, opts, eventColumns)
+	if err != nil {
+		return nil, err
 	}
 	now := time.Now
 	if t.now != nil {
@@ -122,4 +105,32 @@ func eventCells(ev *corev1.Event, now time.Time) []any {
 	}
 	return []any{last, ev.Type, ev.Reason, target, ev.InvolvedObject.FieldPath, source,
 		strings.TrimSpace(ev.Message), first, int64(count), ev.Name}
+}
+
+// newTable starts the Table of obj, an object or a list, for a
+// TableConvertor: columns unless opts asks for no headers, the list's
+// resourceVersion, continue token and remaining count, and obj's items.
+func newTable(obj, opts runtime.Object, columns []metav1.TableColumnDefinition) (*metav1.Table, []runtime.Object, error) {
+	table := &metav1.Table{}
+	if o, ok := opts.(*metav1.TableOptions); !ok || o == nil || !o.NoHeaders {
+		table.ColumnDefinitions = columns
+	}
+	var items []runtime.Object
+	if meta.IsListType(obj) {
+		var err error
+		if items, err = meta.ExtractList(obj); err != nil {
+			return nil, nil, err
+		}
+		if m, err := meta.ListAccessor(obj); err == nil {
+			table.ResourceVersion = m.GetResourceVersion()
+			table.Continue = m.GetContinue()
+			table.RemainingItemCount = m.GetRemainingItemCount()
+		}
+	} else {
+		items = []runtime.Object{obj}
+		if m, err := meta.CommonAccessor(obj); err == nil {
+			table.ResourceVersion = m.GetResourceVersion()
+		}
+	}
+	return table, items, nil
 }

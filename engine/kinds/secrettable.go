@@ -32,26 +32,9 @@ func (t dataTable) columns() []metav1.TableColumnDefinition {
 // ConvertToTable implements rest.TableConvertor for a Secret or a
 // ConfigMap, or a list of them.
 func (t dataTable) ConvertToTable(_ context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
-	table := &metav1.Table{}
-	if o, ok := opts.(*metav1.TableOptions); !ok || o == nil || !o.NoHeaders {
-		table.ColumnDefinitions = t.columns()
-	}
-	var items []runtime.Object
-	if meta.IsListType(obj) {
-		var err error
-		if items, err = meta.ExtractList(obj); err != nil {
-			return nil, err
-		}
-		if m, err := meta.ListAccessor(obj); err == nil {
-			table.ResourceVersion = m.GetResourceVersion()
-			table.Continue = m.GetContinue()
-			table.RemainingItemCount = m.GetRemainingItemCount()
-		}
-	} else {
-		items = []runtime.Object{obj}
-		if m, err := meta.CommonAccessor(obj); err == nil {
-			table.ResourceVersion = m.GetResourceVersion()
-		}
+	table, items, err := newTable(obj, opts, t.columns())
+	if err != nil {
+		return nil, err
 	}
 	now := time.Now
 	if t.now != nil {
