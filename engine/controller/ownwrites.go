@@ -3,6 +3,8 @@ package controller
 import (
 	"strconv"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // ownWrites remembers, per key, the resourceVersion of the controller's last
@@ -51,6 +53,34 @@ func (w *ownWrites) stale(key Key, cached string) bool {
 	}
 	delete(w.rv, key)
 	return false
+}
+
+// fromCache reads the object under key from the cache with get and
+// reports whether the copy predates the controller's last write of it.
+//
+// The write is looked up before the cache is read, not after: the cache's
+// handler forgets it once the cache holds it (Controller.onPrimary), and
+// may do so just after get returned the copy from before. Looked up after,
+// the write would be gone and that copy taken for current; the reconcile
+// would then compare its status with one the store no longer holds and
+// skip the write that puts it right, with nothing left to trigger another.
+// No write of key is recorded between the two reads: only a reconcile of
+// key records one, and a key is reconciled by one worker at a time.
+func (w *ownWrites) fromCache(key Key, get func(Key) (*unstructured.Unstructured, bool)) (obj *unstructured.Unstructured, ok, stale bool) {
+	w.mu.Lock()
+	written, pending := w.rv[key]
+	w.mu.Unlock()
+	obj, ok = get(key)
+	if !ok {
+		return nil, false, false
+	}
+	if !pending {
+		return obj, true, false
+	}
+	if olderRV(obj.GetResourceVersion(), written) {
+		return obj, true, true
+	}
+	return obj, true, w.stale(key, obj.GetResourceVersion()) // forgets the write the copy has
 }
 
 // forget drops what is known of key: the object is gone.

@@ -65,7 +65,7 @@ func (r result) outcome() string {
 // reconcile brings the object under key to its desired state, starting over
 // from a fresh read when a write meets a conflict.
 func (c *Controller) reconcile(ctx context.Context, r *run, key Key) result {
-	cached, ok := r.primary.get(key)
+	cached, ok, stale := r.own.fromCache(key, r.primary.get)
 	if !ok {
 		r.own.forget(key)
 		r.terminal.forget(key)
@@ -73,7 +73,7 @@ func (c *Controller) reconcile(ctx context.Context, r *run, key Key) result {
 		return result{skipped: true} // deleted; its children are collected by ownerReference
 	}
 	var obj *unstructured.Unstructured
-	if r.own.stale(key, cached.GetResourceVersion()) {
+	if stale {
 		// The cache has not seen this controller's last write: comparing
 		// with the cached status could skip a write the store needs.
 		fresh, err := c.opts.Client.Get(ctx, c.opts.For.Resource, key.Namespace, key.Name, metav1.GetOptions{})
