@@ -38,7 +38,7 @@ func (l *hostLimits) register(f *pflag.FlagSet) {
 	f.IntVar(&l.maxFunctions, "plugin-max-functions", 0, "most functions a module may define and import (0: 100000)")
 	f.IntVar(&l.maxFuncBytes, "plugin-max-function-bytes", 0, "largest function body a module may have, in bytes (0: 1048576)")
 	f.IntVar(&l.maxNesting, "plugin-max-nesting", 0, "deepest nesting of blocks, loops and ifs in a module's function (0: 2000)")
-	f.BoolVar(&l.interpreterFirst, "plugin-interpreter-first", false, "serve a module not compiled before at once on wazero's interpreter, compile it in the background and move its calls to the compiled code when it is ready")
+	f.BoolVar(&l.interpreterFirst, "plugin-interpreter-first", true, "serve a module not compiled before at once on wazero's interpreter, compile it in the background and move its calls to the compiled code when it is ready")
 }
 
 // apply sets the host options the flags give.

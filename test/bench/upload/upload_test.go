@@ -10,9 +10,9 @@
 //     create the Plugin that runs it, until the Plugin's Ready condition is
 //     True. It is timed twice in the same round, on two servers: with the
 //     module served at once by wazero's interpreter while it compiles in
-//     the background (--plugin-interpreter-first), and without it (the
-//     default), which waits for the optimizing compiler; the ratio is
-//     printed;
+//     the background (--plugin-interpreter-first, the default), and with
+//     --plugin-interpreter-first=false, which waits for the optimizing
+//     compiler; the ratio is printed;
 //   - from the on-disk cache: restart the tiered server on the same data
 //     directory, delete the Plugin, and time the same upload and create
 //     again: the module is stored already, so the upload answers at once,
