@@ -132,31 +132,59 @@ func (h *Host) load(ctx context.Context, name string, wasm []byte, cfg Config, m
 	if importsModule(wasm, extismEnv) {
 		abiKind = ExtismABI
 	}
-	// Native-ABI modules get the host's own cheap preemption checks (see
-	// preempt.go); others, and modules the rewriter cannot read, rely on
-	// wazero's close-on-context-done.
-	code := wasm
-	if abiKind == NativeABI && !cfg.DisablePreemption {
-		if inst, err := h.instrumentCached(p.digest, wasm); err == nil {
-			code, p.ownPreemption = inst, true
-		} else {
-			p.preemptReason = strings.TrimPrefix(err.Error(), errUninstrumentable.Error()+": ")
-			p.log.Info("plugin preempted by wazero, the slower path", "reason", p.preemptReason)
-		}
-	}
-	rcfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(h.cache).
-		WithCloseOnContextDone(!cfg.DisablePreemption && !p.ownPreemption).
-		WithMemoryLimitPages(cfg.Limits.MemoryPages).
-		WithCustomSections(true)
 	// A module not compiled before may start on the interpreter and move
 	// to compiled code in the background (tier.go).
 	first := mayInterpret && h.interpreterFirst(p.digest, shape)
-	loadCfg, cacheDir := rcfg, h.opts.CacheDir
+	// Native-ABI modules get the host's own cheap preemption checks (see
+	// preempt.go); others, and modules the rewriter cannot read, rely on
+	// wazero's close-on-context-done. The interpreter runs the module as
+	// uploaded (its calls stop by close-on-context-done), so on the way
+	// to it the rewrite runs beside its compile and is waited for only
+	// before the compiled runtime's settings are chosen.
+	code := wasm
+	instrumented := func() {}
+	if abiKind == NativeABI && !cfg.DisablePreemption {
+		var inst []byte
+		var instErr error
+		apply := func() {
+			if instErr == nil {
+				code, p.ownPreemption = inst, true
+				return
+			}
+			p.preemptReason = strings.TrimPrefix(instErr.Error(), errUninstrumentable.Error()+": ")
+			p.log.Info("plugin preempted by wazero, the slower path", "reason", p.preemptReason)
+		}
+		if first {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				inst, instErr = h.instrumentCached(p.digest, wasm)
+			}()
+			instrumented = sync.OnceFunc(func() {
+				<-done
+				apply()
+			})
+			defer instrumented()
+		} else {
+			inst, instErr = h.instrumentCached(p.digest, wasm)
+			apply()
+		}
+	}
+	runtimeConfig := func() wazero.RuntimeConfig {
+		return wazero.NewRuntimeConfig().
+			WithCompilationCache(h.cache).
+			WithCloseOnContextDone(!cfg.DisablePreemption && !p.ownPreemption).
+			WithMemoryLimitPages(cfg.Limits.MemoryPages).
+			WithCustomSections(true)
+	}
 	// instCtx bounds the first instance: on the interpreter, a module whose
 	// start takes longer than interpreterStartBudget loads compiled.
 	instCtx := ctx
-	if first {
+	var loadCfg wazero.RuntimeConfig
+	cacheDir := h.opts.CacheDir
+	if !first {
+		loadCfg = runtimeConfig()
+	} else {
 		loadCfg, cacheDir = interpreterConfig(cfg), ""
 		compiledRefusal := refuse
 		refuse = func(err error, format string, args ...any) error {
@@ -170,7 +198,11 @@ func (h *Host) load(ctx context.Context, name string, wasm []byte, cfg Config, m
 	// Functions compile in parallel, one worker per core, and at least two:
 	// only the parallel compiler stops when ctx is done.
 	ctx = experimental.WithCompilationWorkers(ctx, max(2, runtime.GOMAXPROCS(0)))
-	compiled, err := compileModule(ctx, rt, code)
+	loadCode := code
+	if first {
+		loadCode = wasm
+	}
+	compiled, err := compileModule(ctx, rt, loadCode)
 	if err == nil && ctx.Err() != nil {
 		compiled.Close(ctx)
 		compiled, err = nil, ctx.Err()
@@ -270,7 +302,8 @@ func (h *Host) load(ctx context.Context, name string, wasm []byte, cfg Config, m
 		return nil, err
 	}
 	if first {
-		p.startTierUp(code, wasm, estimate, rcfg)
+		instrumented()
+		p.startTierUp(code, wasm, estimate, runtimeConfig())
 	} else {
 		h.markCompiled(p.digest)
 	}

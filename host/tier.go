@@ -26,11 +26,13 @@ import (
 // background, under the compile gate like any compile, and its runner
 // replaces the interpreter's in the version's pool (pool.upgrade): calls in
 // flight finish on their interpreter instances, which are then closed, and
-// new calls start compiled instances. Both tiers run the same code (the
-// instrumented module, for native-ABI guests). The interpreter stops a
-// call at its deadline by wazero's close-on-context-done (see
-// interpreterConfig), the compiled code by the loop checks' stop global or
-// the same close-on-context-done.
+// new calls start compiled instances. The interpreter runs the module as
+// uploaded and stops a call at its deadline by wazero's
+// close-on-context-done (see interpreterConfig); the compiled code is the
+// instrumented module, for native-ABI guests, stopped by the loop checks'
+// stop global, or the uploaded one under close-on-context-done. The
+// rewrite that instruments a module runs beside the interpreter's compile
+// rather than before it, off the way to the first call.
 //
 // A module compiled once is marked (in memory, and on disk next to the
 // compilation cache), so a later load of it (a restart, a rollback) goes
