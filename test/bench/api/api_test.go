@@ -20,7 +20,8 @@
 // reports the CPU the server (or etcd) and this process spent per
 // operation. PERF=PREFIX records the server with `perf record` during the
 // first round's creates, GETs and LISTs, into PREFIX-create.data,
-// PREFIX-get.data and PREFIX-list.data. PPROF=PREFIX instead takes Go CPU
+// PREFIX-get.data and PREFIX-list.data. SERVER_ENV adds space-separated
+// NAME=VALUE pairs to the server's environment (GOGC=200, say). PPROF=PREFIX instead takes Go CPU
 // profiles from the server's /debug/pprof/profile for the first
 // PPROF_SECONDS (5) seconds of the first round's creates and GETs, into
 // PREFIX-create.pprof and PREFIX-get.pprof, for `go tool pprof`.
@@ -280,7 +281,7 @@ func BenchmarkAPI(b *testing.B) {
 
 	for range b.N {
 		etcd := startEtcd(b)
-		s := testserver.Start(b, testserver.Options{LogLevel: "warn"})
+		s := testserver.Start(b, testserver.Options{LogLevel: "warn", Env: strings.Fields(os.Getenv("SERVER_ENV"))})
 		serverPID, err := findPID("server", "--data-dir", s.DataDir)
 		if err != nil {
 			b.Fatal(err)
