@@ -10,6 +10,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
 
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 )
 
@@ -167,4 +168,38 @@ func TestFastSchemaKnowsEveryKeyword(t *testing.T) {
 			t.Errorf("spec.SchemaProps.%s: a keyword the fast check does not know", f)
 		}
 	}
+}
+
+// FuzzFastSchema checks on any spec that the fast check accepts only what
+// the library's validator accepts.
+func FuzzFastSchema(f *testing.F) {
+	r := NewRegistry()
+	sv, ok := serveBoxes(f, r, fastBoxSchema)
+	if !ok {
+		f.Fatal("boxes not served")
+	}
+	lib := libraryBoxValidator(f, r)
+	fast := sv.createValidation.validator.fast
+	for _, seed := range []string{
+		`{"name":"ab"}`,
+		`{"name":"éé","size":"large","count":3,"ratio":0.5,"on":true,"tags":["a"],"labels":{"a":"x"},"nested":{"deep":"v"}}`,
+		`{"name":"abcde"}`,
+		`{"name":"ab","labels":{"a":"y"}}`,
+		`{"name":"ab","maybe":null,"port":"http","free":{"x":[1,{"y":null}]}}`,
+		`{"name":"ab","count":1.5,"ratio":"1","tags":[1]}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		// Decoded as the API decodes a request body.
+		u, ok := objjson.Decode([]byte(`{"apiVersion":"example.setpoint.dev/v1","kind":"Box","spec":` + spec + `}`))
+		if !ok {
+			return
+		}
+		if fast.valid(u) {
+			if res := lib.Validate(u); !res.IsValid() {
+				t.Fatalf("spec %s: the fast check accepts what the library rejects: %v", spec, res.Errors)
+			}
+		}
+	})
 }
