@@ -60,6 +60,10 @@ type InstrumentOptions struct {
 	// the resource label of the metrics (see MarkServed, which a handler
 	// calls for the same purpose); when nil, only MarkServed counts.
 	Served func(*request.RequestInfo) bool
+	// Detached, when not nil, lets long-running requests detach their
+	// connection from their handler (see Detach); their metrics and log
+	// line then wait for the connection's end.
+	Detached *Detached
 }
 
 // Instrument returns a handler that resolves the request's verb and resource
@@ -82,6 +86,10 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 		ctx := request.WithRequestInfo(r.Context(), info)
 		ctx = context.WithValue(ctx, noteKey{}, n)
 		r = r.WithContext(ctx)
+		if opts.Detached != nil && LongRunning(r) {
+			ctx = withLifetime(ctx, opts.Detached)
+			r = r.WithContext(ctx)
+		}
 
 		var code int
 		var written int64
@@ -128,8 +136,12 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 
 		if opts.Metrics != nil {
 			opts.Metrics.inflight.Inc()
-			defer opts.Metrics.inflight.Dec()
 		}
+		// finish counts and logs the request; it keeps the request's
+		// strings rather than the request, which a detached connection
+		// would otherwise keep with its headers for its whole life.
+		var finish func(code int)
+		method, path, remote := r.Method, r.URL.Path, r.RemoteAddr
 		defer func() {
 			rec := recover()
 			if rec != nil && rec != http.ErrAbortHandler {
@@ -147,6 +159,17 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 			if code == 0 {
 				code = http.StatusOK
 			}
+			// When the handler detached its connection, the request ends
+			// with the connection.
+			afterRequest(ctx, func() { finish(code) })
+			if rec == http.ErrAbortHandler {
+				panic(rec)
+			}
+		}()
+		finish = func(code int) {
+			if opts.Metrics != nil {
+				opts.Metrics.inflight.Dec()
+			}
 			d := time.Since(start)
 			if opts.Metrics != nil {
 				served := n.served.Load() || info.Resource != "" && opts.Served != nil && opts.Served(info)
@@ -154,13 +177,13 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 			}
 			level := requestLevel(info.Verb, code, d, hijacked)
 			attrs := []slog.Attr{
-				slog.String("method", r.Method),
-				slog.String("path", r.URL.Path),
+				slog.String("method", method),
+				slog.String("path", path),
 				slog.String("verb", info.Verb),
 				slog.Int("code", code),
 				slog.Int64("bytes", written),
 				slog.Duration("duration", d),
-				slog.String("remote", r.RemoteAddr),
+				slog.String("remote", remote),
 			}
 			if info.Resource != "" {
 				attrs = append(attrs, slog.String("resource", info.Resource))
@@ -175,10 +198,7 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 				attrs = append(attrs, slog.String("user", *u))
 			}
 			log.LogAttrs(ctx, level, "request", attrs...)
-			if rec == http.ErrAbortHandler {
-				panic(rec)
-			}
-		}()
+		}
 		next.ServeHTTP(ww, r)
 	})
 }
