@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"sync"
 
 	"github.com/gorilla/websocket"
@@ -150,11 +151,22 @@ func (s *Server) Open(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	// The reader starts on a stack of its own, small, rather than on the
 	// request's, which the handler chain and the watch's start have grown.
 	go func() {
-		code, runErr := ss.serve()
-		s.opts.Logger.Debug("websocket watch closed", "path", path, "code", code, "err", runErr)
-		if done != nil {
-			done(runErr)
-		}
+		var code int
+		var runErr error
+		defer func() {
+			// A panic here would otherwise end the process: the
+			// request's recovery no longer stands above this goroutine.
+			if rec := recover(); rec != nil {
+				runErr = fmt.Errorf("wswatch: panic: %v", rec)
+				s.opts.Logger.Error("websocket watch panicked", "path", path, "panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
+				_ = ss.c.Close()
+			}
+			s.opts.Logger.Debug("websocket watch closed", "path", path, "code", code, "err", runErr)
+			if done != nil {
+				done(runErr)
+			}
+		}()
+		code, runErr = ss.serve()
 	}()
 	return nil
 }
