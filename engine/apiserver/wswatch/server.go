@@ -82,9 +82,10 @@ func New(opts Options) (*Server, error) {
 // IsUpgrade tells whether r asks for a WebSocket.
 func IsUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
 
-// readBufferSize is the connection's read buffer: enough for a control
-// frame (125 bytes of payload and its header) in one read.
-const readBufferSize = 256
+// readBufferSize is the connection's read buffer: gorilla reads a frame's
+// header, then a control frame's payload (at most 125 bytes) whole from it;
+// what a client sends besides is read through it and dropped.
+const readBufferSize = 128
 
 // Serve upgrades r to a WebSocket, starts the watch with start and streams
 // its events until the watch ends, the client goes away or r's context ends

@@ -594,13 +594,36 @@ func TestReadLimit(t *testing.T) {
 	w := newChanWatch(1)
 	h := newHarness(t, wswatch.Options{ReadLimit: 1024}, func(context.Context) (watch.Interface, error) { return w, nil })
 	c := h.mustDial()
-	// Small client messages are read and ignored; the watch goes on.
+	// Small client messages are read and ignored; the watch goes on. A
+	// ping with the largest payload a control frame carries is answered.
 	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"hello":"server"}`)); err != nil {
 		t.Fatal(err)
 	}
-	w.ch <- watch.Event{Type: watch.Added, Object: widget("a", 2, 0)}
-	if ev := readEvent(t, c); ev.Type != "ADDED" {
-		t.Fatalf("got %s, want ADDED", ev.Type)
+	ping := strings.Repeat("p", 125)
+	pong := make(chan string, 1)
+	c.SetPongHandler(func(data string) error { pong <- data; return nil })
+	if err := c.WriteControl(websocket.PingMessage, []byte(ping), time.Now().Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// The client handles the pong while it reads events.
+	deadline := time.Now().Add(5 * time.Second)
+	for rv := 2; ; rv++ {
+		w.ch <- watch.Event{Type: watch.Added, Object: widget("a", rv, 0)}
+		if ev := readEvent(t, c); ev.Type != "ADDED" {
+			t.Fatalf("got %s, want ADDED", ev.Type)
+		}
+		select {
+		case got := <-pong:
+			if got != ping {
+				t.Fatalf("pong %q, want the ping's payload", got)
+			}
+		default:
+			if time.Now().Before(deadline) {
+				continue
+			}
+			t.Fatal("no pong for a 125-byte ping")
+		}
+		break
 	}
 	// A message over the limit ends the connection with 1009.
 	if err := c.WriteMessage(websocket.TextMessage, []byte(strings.Repeat("x", 4096))); err != nil {
