@@ -40,6 +40,23 @@ func (s *detachSink) watch(id types.UID, lt *lifetime) func() {
 	}
 }
 
+// holds tells whether any of events may have to wait: a ResponseComplete
+// event while some request may detach.
+func (s *detachSink) holds(events []*auditinternal.Event) bool {
+	s.mu.Lock()
+	n := len(s.reqs)
+	s.mu.Unlock()
+	if n == 0 {
+		return false
+	}
+	for _, ev := range events {
+		if ev.Stage == auditinternal.StageResponseComplete {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *detachSink) lookup(id types.UID) *lifetime {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -47,6 +64,9 @@ func (s *detachSink) lookup(id types.UID) *lifetime {
 }
 
 func (s *detachSink) ProcessEvents(events ...*auditinternal.Event) bool {
+	if !s.holds(events) {
+		return s.Sink.ProcessEvents(events...)
+	}
 	ok := true
 	for _, ev := range events {
 		if ev.Stage == auditinternal.StageResponseComplete {

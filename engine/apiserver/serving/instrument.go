@@ -137,11 +137,6 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 		if opts.Metrics != nil {
 			opts.Metrics.inflight.Inc()
 		}
-		// finish counts and logs the request; it keeps the request's
-		// strings rather than the request, which a detached connection
-		// would otherwise keep with its headers for its whole life.
-		var finish func(code int)
-		method, path, remote := r.Method, r.URL.Path, r.RemoteAddr
 		defer func() {
 			rec := recover()
 			if rec != nil && rec != http.ErrAbortHandler {
@@ -159,46 +154,26 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 			if code == 0 {
 				code = http.StatusOK
 			}
-			// When the handler detached its connection, the request ends
-			// with the connection.
-			afterRequest(ctx, func() { finish(code) })
+			// The record keeps the request's strings rather than the
+			// request, which a detached connection would otherwise keep,
+			// headers and all, for its whole life.
+			rr := requestRecord{opts: &opts, log: log, ctx: ctx, start: start, info: info, n: n,
+				method: r.Method, path: r.URL.Path, remote: r.RemoteAddr,
+				code: code, written: &written, hijacked: hijacked}
+			if lt, _ := ctx.Value(lifetimeKey{}).(*lifetime); lt != nil {
+				// Detached, the request ends with its connection.
+				kept := new(requestRecord)
+				*kept = rr
+				if !lt.later(kept.finish) {
+					kept.finish()
+				}
+			} else {
+				rr.finish()
+			}
 			if rec == http.ErrAbortHandler {
 				panic(rec)
 			}
 		}()
-		finish = func(code int) {
-			if opts.Metrics != nil {
-				opts.Metrics.inflight.Dec()
-			}
-			d := time.Since(start)
-			if opts.Metrics != nil {
-				served := n.served.Load() || info.Resource != "" && opts.Served != nil && opts.Served(info)
-				opts.Metrics.observe(info.Verb, info.Resource, info.Subresource, served, code, d)
-			}
-			level := requestLevel(info.Verb, code, d, hijacked)
-			attrs := []slog.Attr{
-				slog.String("method", method),
-				slog.String("path", path),
-				slog.String("verb", info.Verb),
-				slog.Int("code", code),
-				slog.Int64("bytes", written),
-				slog.Duration("duration", d),
-				slog.String("remote", remote),
-			}
-			if info.Resource != "" {
-				attrs = append(attrs, slog.String("resource", info.Resource))
-			}
-			if info.Namespace != "" {
-				attrs = append(attrs, slog.String("namespace", info.Namespace))
-			}
-			if info.Name != "" {
-				attrs = append(attrs, slog.String("name", info.Name))
-			}
-			if u := n.user.Load(); u != nil {
-				attrs = append(attrs, slog.String("user", *u))
-			}
-			log.LogAttrs(ctx, level, "request", attrs...)
-		}
 		next.ServeHTTP(ww, r)
 	})
 }
@@ -224,4 +199,54 @@ func requestLevel(verb string, code int, d time.Duration, hijacked bool) slog.Le
 		return slog.LevelInfo
 	}
 	return slog.LevelDebug
+}
+
+// requestRecord is what Instrument records of a request when it ends.
+type requestRecord struct {
+	opts                 *InstrumentOptions
+	log                  *slog.Logger
+	ctx                  context.Context
+	start                time.Time
+	info                 *request.RequestInfo
+	n                    *note
+	method, path, remote string
+	code                 int
+	written              *int64
+	hijacked             bool
+}
+
+// finish counts and logs the request.
+func (rr *requestRecord) finish() {
+	opts, info := rr.opts, rr.info
+	if opts.Metrics != nil {
+		opts.Metrics.inflight.Dec()
+	}
+	d := time.Since(rr.start)
+	if opts.Metrics != nil {
+		served := rr.n.served.Load() || info.Resource != "" && opts.Served != nil && opts.Served(info)
+		opts.Metrics.observe(info.Verb, info.Resource, info.Subresource, served, rr.code, d)
+	}
+	level := requestLevel(info.Verb, rr.code, d, rr.hijacked)
+	attrs := []slog.Attr{
+		slog.String("method", rr.method),
+		slog.String("path", rr.path),
+		slog.String("verb", info.Verb),
+		slog.Int("code", rr.code),
+		slog.Int64("bytes", *rr.written),
+		slog.Duration("duration", d),
+		slog.String("remote", rr.remote),
+	}
+	if info.Resource != "" {
+		attrs = append(attrs, slog.String("resource", info.Resource))
+	}
+	if info.Namespace != "" {
+		attrs = append(attrs, slog.String("namespace", info.Namespace))
+	}
+	if info.Name != "" {
+		attrs = append(attrs, slog.String("name", info.Name))
+	}
+	if u := rr.n.user.Load(); u != nil {
+		attrs = append(attrs, slog.String("user", *u))
+	}
+	rr.log.LogAttrs(rr.ctx, level, "request", attrs...)
 }
