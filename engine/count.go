@@ -48,8 +48,8 @@ func (s *Service) CountSelected(ctx context.Context, gvr schema.GroupVersionReso
 
 // storedLabels reads the labels of a stored document.
 func storedLabels(b []byte) labels.Labels {
-	if l, ok := scanLabels(b); ok {
-		return l
+	if m, ok := scanSelectable(b); ok {
+		return m.labels
 	}
 	doc, err := kinds.DecodeMap(b)
 	if err != nil {
@@ -81,37 +81,66 @@ func (p labelPairs) Get(label string) string {
 	return v
 }
 
-// scanLabels reads metadata.labels from a JSON object without decoding the
-// rest; false when the document is not one it handles (a label value that
-// is not a string, say). Keys are matched exactly and the last of
-// duplicates wins, as the engine's decoding has it.
-func scanLabels(b []byte) (labelPairs, bool) {
-	var out labelPairs
+// selectable is what label selectors and the metadata field selectors read
+// of a document.
+type selectable struct {
+	name, namespace string
+	labels          labelPairs
+}
+
+// scanSelectable reads metadata.name, metadata.namespace and
+// metadata.labels from a JSON object without decoding the rest; false when
+// the document is not one it handles (a label value that is not a string,
+// say). Keys are matched exactly and the last of duplicates wins, as the
+// engine's decoding has it.
+func scanSelectable(b []byte) (selectable, bool) {
+	var m selectable
 	d := objjson.NewScanner(b)
 	ok := d.Object(func(k string) bool {
 		if k != "metadata" {
 			return d.Skip()
 		}
-		out = out[:0] // a later "metadata" replaces an earlier one
+		m = selectable{labels: m.labels[:0]} // a later "metadata" replaces an earlier one
 		return d.Object(func(k string) bool {
-			if k != "labels" {
+			switch k {
+			case "name":
+				return scanString(d, &m.name)
+			case "namespace":
+				return scanString(d, &m.namespace)
+			case "labels":
+			default:
 				return d.Skip()
 			}
 			raw, ok := d.Raw()
 			if !ok {
 				return false
 			}
-			out = out[:0]
+			m.labels = m.labels[:0]
 			if string(raw) == "null" {
 				return true
 			}
 			ld := objjson.NewScanner(raw)
 			return ld.Object(func(k string) bool {
 				v, ok := ld.String()
-				out = append(out, k, v)
+				m.labels = append(m.labels, k, v)
 				return ok
 			}) && ld.Done()
 		})
 	})
-	return out, ok && d.Done()
+	return m, ok && d.Done()
+}
+
+// scanString reads a string, or null as "" as the engine's decoding of
+// metadata does.
+func scanString(d *objjson.Scanner, into *string) bool {
+	raw, ok := d.Raw()
+	if !ok {
+		return false
+	}
+	if string(raw) == "null" {
+		*into = ""
+		return true
+	}
+	*into, ok = objjson.NewScanner(raw).String()
+	return ok
 }

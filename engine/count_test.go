@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // TestCountSelected: the count of a selector is the length of the List of
@@ -87,5 +89,48 @@ func TestStoredLabels(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestListSelectsOnTheObjectsMetadata: a list's selectors read the
+// object's own metadata, as its decoding and a watch's filter do, not a
+// member of a custom resource that spells "metadata" in other letters.
+func TestListSelectsOnTheObjectsMetadata(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	crd := testsupport.CRD{Kind: "Note", Schema: `{"type":"object","x-kubernetes-preserve-unknown-fields":true}`}
+	if _, err := s.Create(ctx, kinds.CRDResource, crd.Unstructured(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	notes := schema.GroupVersionResource{Group: "example.setpoint.dev", Version: "v1", Resource: "notes"}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.setpoint.dev/v1", "kind": "Note",
+		"metadata": map[string]any{"name": "n", "namespace": "default", "labels": map[string]any{"team": "a"}},
+		"METADATA": map[string]any{"name": "other", "labels": map[string]any{"team": "b", "extra": "x"}}}}
+	testsupport.Poll(t, 10*time.Second, "the Note created", func() (bool, string) {
+		_, err := s.Create(ctx, notes, u, metav1.CreateOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	for _, tt := range []struct {
+		labels, fields string
+		want           int
+	}{
+		{labels: "team=a", want: 1},
+		{labels: "team=b"},
+		{labels: "extra"},
+		{labels: "!extra", want: 1},
+		{fields: "metadata.name=n", want: 1},
+		{fields: "metadata.name=other"},
+	} {
+		l, err := s.List(ctx, notes, "", metav1.ListOptions{LabelSelector: tt.labels, FieldSelector: tt.fields})
+		if err != nil || len(l.Items) != tt.want {
+			t.Errorf("list %q %q: %d items, %v; want %d", tt.labels, tt.fields, len(l.Items), err, tt.want)
+		}
+		sel, err := labels.Parse(tt.labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.CountSelected(ctx, notes, sel); tt.fields == "" && (err != nil || n != tt.want) {
+			t.Errorf("count %q: %d, %v; want %d", tt.labels, n, err, tt.want)
+		}
 	}
 }
