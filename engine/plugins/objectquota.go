@@ -131,18 +131,21 @@ func createdKinds(ctx context.Context, svc *engine.Service, plugin string) ([]sc
 	if err != nil {
 		return every(), nil
 	}
-	names := slices.Clone(sp.Permissions.Write)
+	var names []string
+	for _, w := range sp.Permissions.Write {
+		switch w {
+		case "*":
+			return every(), nil
+		case "events": // the emit_event permission, not the Event kind
+		default:
+			names = append(names, w)
+		}
+	}
 	if sp.Reconcile != nil {
 		names = append(names, sp.Reconcile.Owns...)
 	}
 	var out []schema.GroupResource
 	for _, name := range names {
-		switch name {
-		case "*":
-			return every(), nil
-		case "events":
-			continue // the emit_event permission: events are not counted
-		}
 		if gr := schema.ParseGroupResource(name); !slices.Contains(out, gr) {
 			out = append(out, gr)
 		}

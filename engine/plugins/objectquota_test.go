@@ -83,9 +83,10 @@ func TestObjectQuotaConcurrentCreates(t *testing.T) {
 }
 
 // TestCountCreatedNarrowed: a plugin's objects are counted among the kinds
-// its stored spec lets it create (permissions.write and reconcile.owns),
-// each once whatever number of versions it serves; "*" and a Plugin that
-// is gone count every kind.
+// its stored spec lets it create (permissions.write, where "events" is the
+// emit permission and not the Event kind, and reconcile.owns), each once
+// whatever number of versions it serves; "*" and a Plugin that is gone
+// count every kind.
 func TestCountCreatedNarrowed(t *testing.T) {
 	ctx := context.Background()
 	svc := newWriteService(t) // serves notes.example.setpoint.dev
@@ -97,7 +98,7 @@ func TestCountCreatedNarrowed(t *testing.T) {
 	digest := "sha256:" + strings.Repeat("ab", 32)
 	for name, spec := range map[string]map[string]any{
 		"writer":     {"permissions": map[string]any{"write": []any{"gadgets.example.setpoint.dev", "events"}}},
-		"reconciler": {"reconcile": map[string]any{"for": "notes.example.setpoint.dev", "owns": []any{"configmaps"}}},
+		"reconciler": {"reconcile": map[string]any{"for": "notes.example.setpoint.dev", "owns": []any{"configmaps", "events"}}},
 		"everything": {"permissions": map[string]any{"write": []any{"*"}}},
 	} {
 		spec["module"] = map[string]any{"digest": digest}
@@ -124,10 +125,11 @@ func TestCountCreatedNarrowed(t *testing.T) {
 		create(gadgets, "Gadget", plugin)
 		create(notes, "Note", plugin)
 		create(kinds.ConfigMapResource, "ConfigMap", plugin)
+		create(kinds.EventResource, "Event", plugin)
 	}
 	create(gadgets, "Gadget", "writer")
 	create(gadgets, "Gadget", "writer")
-	for plugin, want := range map[string]int{"writer": 3, "reconciler": 1, "everything": 3, "gone": 3} {
+	for plugin, want := range map[string]int{"writer": 3, "reconciler": 2, "everything": 4, "gone": 4} {
 		got, err := countCreated(ctx, svc, plugin)
 		if err != nil || got != want {
 			t.Errorf("countCreated(%s) = %d, %v; want %d", plugin, got, err, want)
