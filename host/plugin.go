@@ -195,6 +195,7 @@ func (p *Plugin) invoke(ctx context.Context, export string, bit int32, config ma
 	}
 	defer p.release()
 	p.calls.Add(1)
+	p.tier.calling()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Limits.CallTimeout)
 	defer cancel()
 	in, err := p.pool.get(ctx)

@@ -61,6 +61,15 @@ const DefaultInterpreterMinCodeBytes = 256 << 10
 // and loads compiled instead.
 const interpreterStartBudget = 2 * time.Second
 
+// tierUpDelay bounds how long a version loaded on the interpreter waits
+// before its background compile starts when nothing calls it. The compile
+// takes every core for a second or more; a module just uploaded is about
+// to be stored, named by its Plugin and reported Ready, and a compile
+// started at once would slow each of those steps. The first call starts
+// the compile without waiting: a version in use wants its compiled code
+// as early as it can have it.
+const tierUpDelay = time.Second
+
 // interpreterFailed is a load on the interpreter that failed; Load then
 // loads the module compiled.
 type interpreterFailed struct{ err error }
@@ -79,6 +88,17 @@ type tierState struct {
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when the background compile ended; nil without one
 	stopOnce sync.Once
+	// called is closed by the version's first call, which starts the
+	// background compile without waiting tierUpDelay.
+	called     chan struct{}
+	calledOnce sync.Once
+}
+
+// calling notes a call of a version on the interpreter.
+func (t *tierState) calling() {
+	if t.called != nil && t.interpreted.Load() {
+		t.calledOnce.Do(func() { close(t.called) })
+	}
 }
 
 // stop cancels the background compile and waits for it to end.
@@ -165,7 +185,7 @@ func interpreterConfig(cfg Config) wazero.RuntimeConfig {
 func (p *Plugin) startTierUp(code, wasm []byte, estimate int64, rcfg wazero.RuntimeConfig) {
 	h := p.host
 	ctx, cancel := context.WithCancel(context.Background())
-	p.tier.cancel, p.tier.done = cancel, make(chan struct{})
+	p.tier.cancel, p.tier.done, p.tier.called = cancel, make(chan struct{}), make(chan struct{})
 	p.tier.interpreted.Store(true)
 	p.pool.startFirstTier()
 	h.tiers.interpreted.Add(1)
@@ -176,6 +196,13 @@ func (p *Plugin) startTierUp(code, wasm []byte, estimate int64, rcfg wazero.Runt
 	go func() {
 		defer close(p.tier.done)
 		defer cancel()
+		wait := time.NewTimer(tierUpDelay)
+		select {
+		case <-p.tier.called:
+		case <-wait.C:
+		case <-ctx.Done():
+		}
+		wait.Stop()
 		if err := p.tierUp(ctx, code, wasm, estimate, rcfg); err != nil {
 			if ctx.Err() != nil {
 				return // the version closed

@@ -204,3 +204,45 @@ func TestTierSlowStartLoadsCompiled(t *testing.T) {
 		t.Fatalf("tier stats %+v, want none: no version served on the interpreter", got)
 	}
 }
+
+// TestTierUpWaitsForUse: the background compile of a version on the
+// interpreter starts at its first call, and without one only after
+// tierUpDelay, so that it does not take the cores from the steps that
+// follow an upload.
+func TestTierUpWaitsForUse(t *testing.T) {
+	for _, call := range []bool{true, false} {
+		t.Run(map[bool]string{true: "called", false: "idle"}[call], func(t *testing.T) {
+			h, err := New(Options{InterpreterFirst: true, InterpreterMinCodeBytes: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { h.Close() })
+			started := make(chan time.Time, 1)
+			h.tierCompileHook = func(context.Context) error {
+				started <- time.Now()
+				return nil
+			}
+			ctx := context.Background()
+			p, err := h.Load(ctx, "guest", guestModule(guestSpec{reconcile: spinUnless(nestedLoops)}), Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			loaded := time.Now()
+			if call {
+				if _, err := p.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(`{}`)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			at := <-started
+			switch waited := at.Sub(loaded); {
+			case call && waited >= tierUpDelay:
+				t.Errorf("the compile started %v after the load though the version was called", waited)
+			case !call && waited < tierUpDelay-50*time.Millisecond:
+				t.Errorf("the compile of an idle version started %v after the load, before %v", waited, tierUpDelay)
+			}
+			if err := p.WaitCompiled(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
