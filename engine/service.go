@@ -81,7 +81,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.BookmarkInterval <= 0 {
-		opts.BookmarkInterval = 15 * time.Second
+		opts.BookmarkInterval = DefaultBookmarkInterval
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

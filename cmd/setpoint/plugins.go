@@ -256,6 +256,9 @@ type pluginAPIOptions struct {
 	// Leases, so that each runs on one replica at a time; when nil, this
 	// server runs them all.
 	election *electionOptions
+	// bookmarkInterval is how often a watch gets a bookmark
+	// (engine.Options.BookmarkInterval).
+	bookmarkInterval time.Duration
 	// sharedStore is set when other servers may write to the store
 	// (--store etcd): see engine.Options.SharedStore.
 	sharedStore bool
@@ -302,7 +305,8 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	if o.encryption != nil {
 		objStore = encrypt.New(o.store, o.encryption)
 	}
-	svc, err := engine.New(ctx, engine.Options{Store: objStore, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain, SharedStore: o.sharedStore})
+	svc, err := engine.New(ctx, engine.Options{Store: objStore, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain, SharedStore: o.sharedStore,
+		BookmarkInterval: o.bookmarkInterval})
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,7 @@ type serverOptions struct {
 	historyMinAge             time.Duration
 	historyCompactionInterval time.Duration
 	pluginStatusInterval      time.Duration
+	watchBookmarkInterval     time.Duration
 	moduleGCGrace             time.Duration
 	profiling                 bool
 	storeFreeSpaceReserve     string
@@ -111,6 +112,7 @@ signal exits at once.`,
 	f.Int64Var(&o.historyMinRevisions, "history-min-revisions", 10_000, "how many recent revisions background compaction keeps at least; it keeps whichever of this and --history-min-age keeps more, and a watch or continue token older than what is kept gets 410 Expired")
 	f.DurationVar(&o.historyMinAge, "history-min-age", 5*time.Minute, "how much recent history, by age, background compaction keeps at least")
 	f.DurationVar(&o.historyCompactionInterval, "history-compaction-interval", time.Minute, "how often background compaction looks for history to drop")
+	f.DurationVar(&o.watchBookmarkInterval, "watch-bookmark-interval", engine.DefaultBookmarkInterval, "how often a watch that asked for bookmarks (allowWatchBookmarks) gets one; a watch with timeoutSeconds also gets one 2s before it ends, as from kube-apiserver")
 	f.DurationVar(&o.pluginStatusInterval, "plugin-status-interval", 10*time.Second, "how often each Plugin's call and error counts are written to its status (only when they changed)")
 	o.hostLimits.register(f)
 	f.DurationVar(&o.moduleGCGrace, "module-gc-grace", plugins.DefaultModuleGCGrace, "how long an uploaded module that no Plugin uses (in spec.module.digest or status.loadedDigest) is kept before it is deleted; the time is counted in memory, so a restart starts it again")
@@ -271,6 +273,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
 		election: o.leaderElect.options(identity), serviceAccounts: o.serviceAccounts, audit: auditor,
 		clientCerts: material.ClientCertSigner(), encryption: encryption, sharedStore: o.storeEtcd.kind == "etcd",
+		bookmarkInterval: o.watchBookmarkInterval,
 	})
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
@@ -436,6 +439,9 @@ func (o *serverOptions) validate() error {
 	}
 	if o.historyCompactionInterval <= 0 {
 		return fmt.Errorf("--history-compaction-interval %v: want a positive duration", o.historyCompactionInterval)
+	}
+	if o.watchBookmarkInterval <= 0 {
+		return fmt.Errorf("--watch-bookmark-interval %v: want a positive duration", o.watchBookmarkInterval)
 	}
 	if o.pluginStatusInterval <= 0 {
 		return fmt.Errorf("--plugin-status-interval %v: want a positive duration", o.pluginStatusInterval)
