@@ -47,7 +47,8 @@ type Write struct {
 //     watcher saw (event or bookmark), unless the previous one got 410;
 //   - an event at or before the revision before it (a reorder or a
 //     duplicate), or at or before the segment's start;
-//   - a bookmark behind the last revision seen;
+//   - a bookmark behind the last revision seen, or one that passed an
+//     event the watch had not yet delivered (the event comes after it);
 //   - a known write inside the window a segment covered that it did not
 //     deliver (a gap);
 //   - an event whose content is no write's (a stale or invented object).
@@ -65,6 +66,7 @@ func CheckWatch(segs []Segment, known []Write, attempted map[string]bool) error 
 		}
 		prevGone = seg.Gone
 		last = seg.StartRV
+		lastEvent := last // the last revision an event (not a bookmark) or the start gave
 		delivered := map[int64]bool{}
 		for _, ev := range seg.Events {
 			if ev.Type == Bookmark {
@@ -75,11 +77,15 @@ func CheckWatch(segs []Segment, known []Write, attempted map[string]bool) error 
 				}
 				continue
 			}
-			if ev.RV <= last {
-				errs = append(errs, fmt.Errorf("segment %d: %s %s at %d after revision %d (reordered or duplicate)", i, ev.Type, ev.Name, ev.RV, last))
+			if ev.RV <= lastEvent {
+				errs = append(errs, fmt.Errorf("segment %d: %s %s at %d after revision %d (reordered or duplicate)", i, ev.Type, ev.Name, ev.RV, lastEvent))
 				continue
 			}
-			last = ev.RV
+			if ev.RV <= last {
+				errs = append(errs, fmt.Errorf("segment %d: %s %s at %d after bookmark %d: the bookmark passed an event not yet delivered", i, ev.Type, ev.Name, ev.RV, last))
+				continue
+			}
+			last, lastEvent = ev.RV, ev.RV
 			delivered[ev.RV] = true
 			if ev.Type == Deleted {
 				continue
