@@ -29,9 +29,10 @@ const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
 // DELETED or ADDED. With allowWatchBookmarks it sends BOOKMARK events
 // every Options.BookmarkInterval and, as kube-apiserver does, one
 // bookmarkLead before the watch's deadline (timeoutSeconds), so that a
-// client resumes close to the store's revision. It ends after timeoutSeconds, when ctx is done or on Stop;
-// when the store cuts it off or the revision is compacted it sends an ERROR
-// event with a 410 Expired status and ends.
+// client resumes close to the store's revision. It ends after
+// timeoutSeconds, when ctx is done or on Stop; when the store cuts it off
+// or the revision is compacted it sends an ERROR event with a 410 Expired
+// status and ends.
 //
 // The objects of ADDED, MODIFIED and DELETED events are shared by every
 // watch of the resource: those that follow a store change (each stored
