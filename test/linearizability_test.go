@@ -525,9 +525,10 @@ func linOutput(in checker.Input, code int, body []byte, err error) (checker.Outp
 	return checker.Output{}, false
 }
 
-// rawWatcher follows a collection with chunked HTTP (or WebSocket) watches, resuming from
-// the last revision it saw and relisting after 410 Gone, and records each
-// connection as a checker.Segment.
+// rawWatcher follows a collection with chunked HTTP (or WebSocket)
+// watches, resuming from the last revision it saw, relisting after 410 Gone
+// and now and then by choice, and records each connection as a
+// checker.Segment and each list as a checker.List.
 type rawWatcher struct {
 	c    *linHTTP
 	coll string
@@ -587,6 +588,12 @@ func (w *rawWatcher) run(ctx context.Context) {
 		if !ok {
 			time.Sleep(50 * time.Millisecond)
 			continue
+		}
+		// Relist now and then by choice, as an informer may, so that
+		// every history checks lists against the history at their
+		// resourceVersion, 410 Gone or not.
+		if next >= 0 && rand.IntN(4) == 0 {
+			seg.Relist, next = true, -1
 		}
 		rv = next
 		// Pause now and then before resuming, long enough for compaction

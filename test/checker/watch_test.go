@@ -31,6 +31,10 @@ func TestCheckWatch(t *testing.T) {
 		{"dropped event", []Segment{
 			{StartRV: 10, Events: []WatchEvent{{Added, "a", 11, "v1"}, {Modified, "a", 14, "v3"}}},
 		}, "gap"},
+		{"relist by choice", []Segment{
+			{StartRV: 10, Events: []WatchEvent{{Added, "a", 11, "v1"}}, Relist: true},
+			{StartRV: 12, Events: []WatchEvent{{Modified, "a", 14, "v3"}}},
+		}, ""},
 		{"resume skips ahead", []Segment{
 			{StartRV: 10, Events: []WatchEvent{{Added, "a", 11, "v1"}}},
 			{StartRV: 12, Events: []WatchEvent{{Modified, "a", 14, "v3"}}},
