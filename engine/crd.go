@@ -77,9 +77,12 @@ const crdReadTimeout = 2 * time.Second
 // newer CRD for it than the registry has seen: a replica that shares its
 // store with others learns of their CRD writes through a watch, a moment
 // after they are made, and a client that created a CRD through one replica
-// and uses it through another must not meet a 404 meanwhile.
+// and uses it through another must not meet a 404 meanwhile. A server alone
+// on its store (no Options.SharedStore) has seen every CRD write already,
+// through its own write path, so a resource it does not serve costs it no
+// store read.
 func (s *Service) readThroughCRD(gvr schema.GroupVersionResource) (*kinds.Kind, bool) {
-	if gvr.Group == "" || gvr.Resource == "" {
+	if !s.opts.SharedStore || gvr.Group == "" || gvr.Resource == "" {
 		return nil, false
 	}
 	name := gvr.Resource + "." + gvr.Group
