@@ -62,12 +62,22 @@ func (s *Service) serveCRD(obj map[string]any, rev int64) {
 	if !s.reg.HasRead(crd.Name) {
 		rec = s.loadReadRecord(ctx, crd.Name)
 	}
-	if rs := s.reg.SetCRD(crd, ss, rev, rec, func() int64 {
+	if rs := s.reg.SetCRD(crd, ss, rev, rec, s.firstSchemas(), func() int64 {
 		cur, _ := s.store.CurrentRevision(ctx)
 		return cur
 	}); rs != nil {
 		s.recordRead(crd.Name, rs)
 	}
+}
+
+// firstSchemas reports whether the registry can have missed no earlier
+// incarnation of a CRD it has not served before (kinds.Registry.SetCRD): one
+// deleted before this Service started is unknown to it, and another server
+// may still write with that incarnation's schemas until its deletion
+// settles (readSettle), as for a schema change. Past that window, the
+// registry knows of every deletion whose writers may not have settled.
+func (s *Service) firstSchemas() bool {
+	return s.opts.Now().Sub(s.started) >= s.readSettle
 }
 
 // crdReadTimeout bounds readThroughCRD's read of the store.
