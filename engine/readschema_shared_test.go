@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,5 +134,80 @@ func TestCreatedCRDSharedStore(t *testing.T) {
 		if s.reg.ReadOf(doodadCRDName).Settled() {
 			t.Errorf("server %s: the schemas of a CRD created again are settled at once", name)
 		}
+	}
+}
+
+// revisionFails is a store whose CurrentRevision fails while failing is set.
+type revisionFails struct {
+	store.Store
+	failing atomic.Bool
+	failed  atomic.Int64
+}
+
+func (r *revisionFails) CurrentRevision(ctx context.Context) (int64, error) {
+	if r.failing.Load() {
+		r.failed.Add(1)
+		return 0, errors.New("revision unavailable")
+	}
+	return r.Store.CurrentRevision(ctx)
+}
+
+// TestSchemaChangeSettlesOnTimer: on a shared store a schema change settles
+// by itself, readSettle after it: until then every object is read through
+// the new schemas, then the revision is raised past what other servers wrote
+// meanwhile and stored. While the store cannot say its revision, the change
+// stays unsettled and settling is tried again.
+func TestSchemaChangeSettlesOnTimer(t *testing.T) {
+	ctx := context.Background()
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	rf := &revisionFails{Store: db}
+	s := sharedService(t, rf, time.Hour)
+	s.readSettle = 10 * time.Millisecond
+	if _, err := s.Create(ctx, kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rf.failing.Store(true)
+	replaceCRD(t, s, doodadCRDv2)
+	rs := s.reg.ReadOf(doodadCRDName)
+	failedAtChange := rf.failed.Load()
+	// Another server, still on the first schemas, writes after the change.
+	lateDoodad(t, db, "late")
+	testsupport.Eventually(t, 10*time.Second, "an attempt to settle the change", func() bool {
+		return rf.failed.Load() > failedAtChange
+	})
+	if rs.Settled() {
+		t.Fatal("the change settled while the store could not say its revision")
+	}
+	if rec := s.loadReadRecord(ctx, doodadCRDName); rec != nil && rec.Fingerprint == rs.Fingerprint() {
+		t.Fatalf("the record of unsettled schemas is stored: %+v", rec)
+	}
+	if !readThroughNew(t, s, "late") {
+		t.Error("before the change settled, another server's late write reads as stored")
+	}
+	late, err := db.Get(ctx, store.ObjectKey("test.setpoint.dev", "doodads", "", "late"), store.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf.failing.Store(false)
+	testsupport.Poll(t, 10*time.Second, "the change to settle and its record to be stored", func() (bool, string) {
+		rec := s.loadReadRecord(ctx, doodadCRDName)
+		return rs.Settled() && rec != nil && rec.Fingerprint == rs.Fingerprint() && rec.Since == rs.Since(), fmt.Sprintf("settled %v, record %+v", rs.Settled(), rec)
+	})
+	if rs.Since() <= late.ModRevision {
+		t.Errorf("settled at revision %d, not past the late write at %d", rs.Since(), late.ModRevision)
+	}
+	if !readThroughNew(t, s, "late") {
+		t.Error("after the change settled, another server's late write reads as stored")
+	}
+	after, err := s.Create(ctx, doodads, kindstest.FromYAML(t, "apiVersion: test.setpoint.dev/v1\nkind: Doodad\nmetadata: {name: after}\nspec: {name: c, tier: bronze}\n"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.Stale(revisionOf(after)) {
+		t.Error("an object written after the change settled is not read as stored")
 	}
 }
