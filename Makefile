@@ -97,7 +97,7 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; done
 
-bench: bench-store bench-api bench-watch bench-plugin bench-upload bench-reconcile bench-hostile bench-restart bench-replicas
+bench: bench-store bench-api bench-watch bench-plugin bench-upload bench-reconcile bench-hostile bench-restart bench-replicas bench-peer
 
 bench-store:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./store/badger/bench
@@ -144,6 +144,20 @@ bench-replicas: build plugins deps
 .PHONY: bench-restart
 bench-restart: build plugins
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/restart
+
+## bench-peer: Setpoint beside kube-apiserver v1.34.4 on etcd v3.6.4 on the
+## same client-go workload (creates, GETs, LISTs, watch fan-out to 200 and
+## 2,000 watchers, start-up, memory, disk), printing each figure's ratio
+## (test/bench/peer). build-peer.sh builds the peer into
+## ~/.cache/setpoint/peer the first time (half an hour or more on two
+## cores) and finds it there afterwards; KUBE_APISERVER_BIN and ETCD_BIN
+## name ready-made binaries instead. The sizes are env vars (OBJECTS, GETS,
+## WATCHERS, WATCH_UPDATES; see the package comment).
+.PHONY: bench-peer
+bench-peer: build
+	@peer=$$(./test/bench/peer/build-peer.sh) && eval "$$peer" && export KUBE_APISERVER_BIN ETCD_BIN && \
+	  echo "$$peer" && \
+	  SETPOINT_BIN=$(CURDIR)/$(BIN)/setpoint $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/peer
 
 clean:
 	rm -rf $(BIN)

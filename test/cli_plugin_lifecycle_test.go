@@ -64,6 +64,15 @@ func TestCLIPluginLifecycle(t *testing.T) {
 		if got := ok(t, s, "get", "plugin", "widget", "-o", "jsonpath={.spec.privileged}"); got != "false" {
 			t.Errorf("after upgrade --privileged=false: privileged %q", got)
 		}
+		// --workers sets spec.reconcile.workers, which describe shows.
+		ok(t, s, "plugin", "apply", "widget", "--wasm", widget, "--reconcile", "widgets", "--owns", "widgetprovisions", "--workers", "6")
+		if got := ok(t, s, "get", "plugin", "widget", "-o", "jsonpath={.spec.reconcile.workers}"); got != "6" {
+			t.Errorf("after apply --workers 6: spec.reconcile.workers %q", got)
+		}
+		if out := ok(t, s, "plugin", "describe", "widget"); !strings.Contains(out, "reconciles widgets.example.setpoint.dev, owning widgetprovisions.example.setpoint.dev, 6 at once") {
+			t.Errorf("plugin describe with 6 workers:\n%s", out)
+		}
+		fails(t, s, nil, "", 2, []string{"--workers", "needs --reconcile"}, "plugin", "apply", "widget", "--wasm", widget, "--admit", "widgets", "--workers", "6")
 		// Back to the install's spec: flags left out leave the spec.
 		ok(t, s, append([]string{"plugin", "apply"}, install[2:]...)...)
 		if out := ok(t, s, install...); !strings.Contains(out, "unchanged") {

@@ -63,6 +63,7 @@ type pluginOptions struct {
 	callTimeout   time.Duration
 	memoryPages   uint32
 	poolSize      int
+	workers       int
 	config        map[string]string
 	privileged    bool
 	// privilegedSet: --privileged was given (upgrade changes spec.privileged
@@ -134,6 +135,7 @@ func (o *pluginOptions) addSpecFlags(cmd *cobra.Command) {
 	f.StringVar(&o.wasm, "wasm", "", "the module: a .wasm file built for wasip1 (required)")
 	f.StringVar(&o.reconcile, "reconcile", "", "the resource whose objects the plugin reconciles")
 	f.StringArrayVar(&o.owns, "owns", nil, "a resource of the children the plugin creates (repeatable)")
+	f.IntVar(&o.workers, "workers", 0, "objects reconciled at once (default: the server's, twice its cores and at least 4)")
 	f.StringArrayVar(&o.admit, "admit", nil, "a resource whose writes the plugin admits (repeatable)")
 	f.BoolVar(&o.mutating, "mutating", false, "the admission is mutating (it may patch objects) rather than validating")
 	f.StringSliceVar(&o.operations, "operations", nil, "admitted operations: CREATE, UPDATE, DELETE (default: all)")
@@ -384,6 +386,9 @@ func runPluginDescribe(ctx context.Context, o *clientOptions, name string, stdou
 		fmt.Fprintf(&b, "  reconciles %s", f)
 		if owns, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "reconcile", "owns"); len(owns) > 0 {
 			fmt.Fprintf(&b, ", owning %s", strings.Join(owns, ", "))
+		}
+		if w, ok, _ := unstructured.NestedInt64(obj.Object, "spec", "reconcile", "workers"); ok {
+			fmt.Fprintf(&b, ", %d at once", w)
 		}
 		b.WriteString("\n")
 	}

@@ -53,6 +53,12 @@ func (o *pluginOptions) checkSpecFlags() error {
 	if len(o.owns) > 0 && o.reconcile == "" {
 		return usageError("--owns needs --reconcile")
 	}
+	if o.workers != 0 && o.reconcile == "" {
+		return usageError("--workers (objects reconciled at once) needs --reconcile")
+	}
+	if o.workers < 0 || o.workers > 256 {
+		return usageError("--workers %d: want 1 to 256", o.workers)
+	}
 	if o.failurePolicy != "Fail" && o.failurePolicy != "Ignore" {
 		return usageError("--failure-policy %q: want Fail or Ignore", o.failurePolicy)
 	}
@@ -72,6 +78,9 @@ func (o *pluginOptions) buildSpec(c *client) (map[string]any, error) {
 			if rec["owns"], err = c.resourceNames(o.owns); err != nil {
 				return nil, err
 			}
+		}
+		if o.workers != 0 {
+			rec["workers"] = int64(o.workers)
 		}
 		spec["reconcile"] = rec
 	}

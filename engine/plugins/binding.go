@@ -56,7 +56,11 @@ func (m *Manager) bindReconcile(name string, created time.Time, cur *loaded, sp 
 	}
 	// A new module or host configuration restarts the controller too, so
 	// that every object is reconciled by the new version.
-	key := mustJSON([]any{forRes.GVR, owns, sp.Config, cur.exports.Finalize, cur.hostKey})
+	workers := sp.Reconcile.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers()
+	}
+	key := mustJSON([]any{forRes.GVR, owns, sp.Config, cur.exports.Finalize, cur.hostKey, workers})
 	if key == cur.reconcileKey {
 		return nil
 	}
@@ -68,6 +72,7 @@ func (m *Manager) bindReconcile(name string, created time.Time, cur *loaded, sp 
 		Owns:       owns,
 		Reconciler: cur.caller,
 		Config:     maps.Clone(sp.Config),
+		Workers:    workers,
 		Metrics:    m.opts.Metrics,
 		// Children, status and finalizers are written as the plugin, so
 		// that admission checks them as it checks its host-call writes.

@@ -103,6 +103,11 @@ spec:
                     description: The resources of the children, as "plural.group".
                     items:
                       type: string
+                  workers:
+                    type: integer
+                    description: How many objects are reconciled at once. Default twice the server's cores, at least 4; each call also needs one of the plugin's instances (limits.poolSize).
+                    minimum: 1
+                    maximum: 256
               admission:
                 type: array
                 description: Admission bindings; mutating plugins run before schema validation, validating ones after.

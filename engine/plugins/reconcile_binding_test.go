@@ -38,6 +38,9 @@ type reconcileHost struct {
 	finalize bool   // the modules export finalize, which is done at once
 	callsMu  sync.Mutex
 	calls    map[string]int // plugin name → reconcile calls
+	// gate, when set, is called at the start of every reconcile call; an
+	// error fails the call.
+	gate func(context.Context) error
 }
 
 func (h *reconcileHost) Stage(ctx context.Context, name string, wasm []byte, cfg Config) (Candidate, error) {
@@ -66,7 +69,12 @@ type reconcileCaller struct {
 	plugin string
 }
 
-func (c reconcileCaller) Reconcile(_ context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+func (c reconcileCaller) Reconcile(ctx context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+	if c.h.gate != nil {
+		if err := c.h.gate(ctx); err != nil {
+			return nil, err
+		}
+	}
 	c.h.callsMu.Lock()
 	c.h.calls[c.plugin]++
 	c.h.callsMu.Unlock()

@@ -3,6 +3,7 @@ package plugins
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -40,7 +41,20 @@ type ModuleRef struct {
 type ReconcileBinding struct {
 	For  string   `json:"for"`
 	Owns []string `json:"owns,omitempty"`
+	// Workers is how many objects are reconciled at once; 0 gets
+	// DefaultWorkers.
+	Workers int `json:"workers,omitempty"`
 }
+
+// MaxWorkers bounds spec.reconcile.workers.
+const MaxWorkers = 256
+
+// DefaultWorkers is how many objects a plugin's controller reconciles at
+// once unless its spec says: twice the cores the server may use, at least
+// 4. A reconcile mostly waits for its writes to become durable, so a few
+// more workers than cores keep the cores busy; each call still needs one
+// of the plugin's instances (spec.limits.poolSize).
+func DefaultWorkers() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
 
 // Admission binding types and failure policies.
 const (

@@ -196,6 +196,7 @@ func (db *DB) valueLogGCLoop() {
 		if err := db.enter(); err != nil {
 			return
 		}
+		db.lock.waitWritable()
 		for i := 0; i < 16; i++ {
 			err := db.bdb.RunValueLogGC(0.5)
 			if err != nil {

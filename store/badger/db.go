@@ -278,6 +278,7 @@ func (db *DB) applyIndex(evs []recordEvent, last int64) error {
 // without its record. A group too large for one request is split into several,
 // still in order.
 func (db *DB) writeGroup(record []byte, evs []recordEvent, last int64) error {
+	db.lock.waitWritable()
 	if sameVersion(evs, last) {
 		err := db.writeGroupTxn(record, evs, last)
 		if !errors.Is(err, bdg.ErrTxnTooBig) {

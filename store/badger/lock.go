@@ -23,7 +23,11 @@ const lockName = "setpoint.lock"
 
 // dirLock is an exclusive flock on lockName, held while the store is open.
 // The kernel drops it when the process dies, so a crash leaves no stale lock.
-type dirLock struct{ f *os.File }
+// pid is what the file holds.
+type dirLock struct {
+	f   *os.File
+	pid []byte
+}
 
 func lockDir(dir string) (*dirLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -48,10 +52,29 @@ func lockDir(dir string) (*dirLock, error) {
 		return nil, fmt.Errorf("store/badger: lock %s: %w", path, err)
 	}
 	// The holder's pid, for the message above; the lock itself is the flock.
+	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
 	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		_, _ = f.WriteAt(pid, 0)
 	}
-	return &dirLock{f: f}, nil
+	return &dirLock{f: f, pid: pid}, nil
+}
+
+// waitWritable returns once the filesystem under the store takes writes:
+// it rewrites the lock file's contents with write(2), which the kernel holds
+// while the filesystem is frozen or stalled behind its journal.
+//
+// Badger writes its log and tables through memory maps. A goroutine that
+// touches a mapped page of a filesystem that refuses writes waits in a page
+// fault, where the Go runtime cannot stop it; the next garbage collection
+// then waits for it with every other goroutine stopped, and the whole
+// server hangs, reads and watches too, until the disk is back. Waiting here
+// instead, in a system call, the writer holds no processor and everything
+// else goes on. Badger's own flushes and compactions write through maps
+// too and are not covered (see docs/RATIONALE.md).
+func (l *dirLock) waitWritable() {
+	if l != nil && l.f != nil {
+		_, _ = l.f.WriteAt(l.pid, 0)
+	}
 }
 
 func (l *dirLock) release() {

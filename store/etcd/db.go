@@ -39,6 +39,13 @@ type DB struct {
 	stopReqs context.CancelFunc
 	watchers sync.WaitGroup
 	loops    sync.WaitGroup
+
+	// feed is the shared watch of every key (feed.go), nil while no
+	// watch uses one; guarded by feedMu.
+	feedMu sync.Mutex
+	feed   *feed
+	// etcdWatches counts the etcd watches opened, feeds and watchers.
+	etcdWatches atomic.Int64
 }
 
 var _ store.Store = (*DB)(nil)

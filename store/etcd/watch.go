@@ -71,7 +71,9 @@ func (w *watcher) Progress() (int64, bool) {
 
 func (w *watcher) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
 
-// Watch starts a watch of the keys under prefix after fromRevision.
+// Watch starts a watch of the keys under prefix after fromRevision: through
+// the store's shared feed when it can replay from there, else on an etcd
+// watch of its own.
 func (db *DB) Watch(ctx context.Context, prefix string, fromRevision int64) (store.Watcher, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -106,6 +108,11 @@ func (db *DB) Watch(ctx context.Context, prefix string, fromRevision int64) (sto
 		}
 		cur = resp.Header.Revision
 	}
+	if ok {
+		if s := db.join(ctx, prefix, fromRevision, cur); s != nil {
+			return s, nil
+		}
+	}
 	w := &watcher{
 		db:        db,
 		prefix:    prefix,
@@ -125,6 +132,7 @@ func (db *DB) Watch(ctx context.Context, prefix string, fromRevision int64) (sto
 		wopts = append(wopts, clientv3.WithRange(end))
 	}
 	w.wch = db.cli.Watch(w.wctx, start, wopts...)
+	db.etcdWatches.Add(1)
 	w.stopCtx = context.AfterFunc(ctx, w.Stop)
 	db.watchers.Add(1)
 	go w.run()
@@ -175,7 +183,7 @@ loop:
 			}
 			w.mu.Lock()
 			for _, ev := range resp.Events {
-				pending = append(pending, w.event(ev))
+				pending = append(pending, db.event(ev))
 				w.known = ev.Kv.ModRevision
 			}
 			if resp.IsProgressNotify() && len(resp.Events) == 0 {
@@ -246,8 +254,8 @@ loop:
 }
 
 // event converts an etcd event with its previous document.
-func (w *watcher) event(ev *clientv3.Event) store.Event {
-	key := w.db.storeKey(ev.Kv.Key)
+func (db *DB) event(ev *clientv3.Event) store.Event {
+	key := db.storeKey(ev.Kv.Key)
 	var prev *store.KeyValue
 	if p := ev.PrevKv; p != nil {
 		prev = &store.KeyValue{Key: key, Value: p.Value, CreateRevision: p.CreateRevision, ModRevision: p.ModRevision}
