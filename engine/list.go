@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -112,42 +111,32 @@ func valueOrEmpty(v any) any {
 	return v
 }
 
-// metaOnly is what a shallow filter decodes of a stored document.
-type metaOnly struct {
-	Metadata struct {
-		Name      string            `json:"name"`
-		Namespace string            `json:"namespace"`
-		Labels    map[string]string `json:"labels"`
-	} `json:"metadata"`
-}
-
 // filter returns the store filter of sel, or nil when it selects everything.
 func (sel *selector) filter() func(string, []byte) bool {
 	if sel.empty() {
 		return nil
 	}
 	return func(_ string, value []byte) bool {
-		if sel.deep() {
-			m, err := kinds.DecodeMap(value)
-			if err != nil {
-				return false
+		if !sel.deep() {
+			// The metadata the selectors read, keys matched exactly as
+			// Decode and a watch's filter match them; a document the scan
+			// does not handle is decoded.
+			if m, ok := scanSelectable(value); ok {
+				return sel.labels.Matches(m.labels) &&
+					sel.fields.Matches(fields.Set{"metadata.name": m.name, "metadata.namespace": m.namespace})
 			}
-			if sel.attrs != nil {
-				// As Decode reads a document stored before a schema
-				// change (which may default a selectable field); a
-				// document written since reads the same.
-				sel.sv.ApplyReadSchema(m)
-			}
-			return sel.matches(m)
 		}
-		var m metaOnly
-		if json.Unmarshal(value, &m) != nil {
+		m, err := kinds.DecodeMap(value)
+		if err != nil {
 			return false
 		}
-		if !sel.labels.Matches(labels.Set(m.Metadata.Labels)) {
-			return false
+		if sel.attrs != nil {
+			// As Decode reads a document stored before a schema change
+			// (which may default a selectable field); a document written
+			// since reads the same.
+			sel.sv.ApplyReadSchema(m)
 		}
-		return sel.fields.Matches(fields.Set{"metadata.name": m.Metadata.Name, "metadata.namespace": m.Metadata.Namespace})
+		return sel.matches(m)
 	}
 }
 

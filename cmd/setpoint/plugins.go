@@ -536,9 +536,24 @@ func (p *pluginAPI) Run(ctx context.Context) error {
 	return nil
 }
 
+// gcStartWait bounds how long the garbage collector waits at start for the
+// stored plugins.
+const gcStartWait = 10 * time.Second
+
 // runGC runs the garbage collector: while this replica leads its Lease,
-// with leader election.
+// with leader election. It starts once the stored Plugins have been
+// reconciled (or after gcStartWait): its first list reads every stored
+// object, which on a large store would take the cores the plugins load on
+// at a restart, and nothing it collects is that urgent.
 func (p *pluginAPI) runGC(ctx context.Context) error {
+	wait := time.NewTimer(gcStartWait)
+	defer wait.Stop()
+	select {
+	case <-p.manager.Started():
+	case <-wait.C:
+	case <-ctx.Done():
+		return nil
+	}
 	if p.leases == nil {
 		return p.gc.Run(ctx)
 	}

@@ -187,6 +187,9 @@ func servingHosts(host string) []string {
 type watchStopper struct {
 	ctx  context.Context
 	stop context.CancelFunc
+	// detached are the WebSocket watches whose connection outlives its
+	// handler; shutdown ends them besides.
+	detached serving.Detached
 }
 
 func (ws *watchStopper) wrap(next http.Handler) http.Handler {
@@ -370,6 +373,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	watches.stop()
 	drainCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
+	_ = watches.detached.Shutdown(drainCtx)
 	if err := srv.Shutdown(drainCtx); err != nil {
 		log.Warn("requests still running at the shutdown deadline; closing their connections", "err", err)
 		_ = srv.Close()
@@ -416,6 +420,7 @@ func (o *serverOptions) handler(api *pluginAPI, token string, auth *serverAuth, 
 		Limits:      o.limits.requests(o.hostLimits),
 		Served:      servedResources(api.svc),
 		Audit:       api.audit,
+		Detached:    &watches.detached,
 	})
 }
 

@@ -78,37 +78,19 @@ func (c *Collector) follow(ctx context.Context) {
 // collectable and returns the revision.
 func (c *Collector) relist(ctx context.Context) (int64, error) {
 	g := newGCGraph()
-	var rev int64
-	for _, r := range c.svc.GroupResources() {
+	// The objects of a resource walk skips stay out of the graph: a
+	// dependent whose owner is among them is checked with a live read,
+	// which fails the same way, so it is never taken for an orphan.
+	rev, _, err := c.walk(ctx, "relist", true, func(r kinds.Resource, items []store.KeyValue) {
 		gr := r.GVR.GroupResource()
-		opts := store.ListOptions{Limit: 1000, Revision: rev}
-		for {
-			res, err := c.st.List(ctx, store.ResourcePrefix(gr.Group, gr.Resource, ""), opts)
-			if err != nil && unreadable(ctx, err) {
-				// One resource the store cannot read (a value encrypted with a
-				// key the server lacks) must not stop collection of the
-				// others. Its objects stay out of the graph; a dependent whose
-				// owner is among them is checked with a live read, which fails
-				// the same way, so it is never taken for an orphan.
-				c.log.Warn("garbage collector skips a resource it cannot read", "resource", gr.String(), "err", err)
-				break
+		for i := range items {
+			if m, ok := engine.DecodeStoredMeta(items[i].Value); ok {
+				g.put(g.node(gr, &m))
 			}
-			if err != nil {
-				return 0, err
-			}
-			if rev == 0 {
-				rev = res.Revision
-			}
-			for i := range res.Items {
-				if m, ok := engine.DecodeStoredMeta(res.Items[i].Value); ok {
-					g.put(g.node(gr, &m))
-				}
-			}
-			if res.Continue == "" {
-				break
-			}
-			opts.Continue = res.Continue
 		}
+	})
+	if err != nil {
+		return 0, err
 	}
 	var add []types.UID
 	for _, n := range g.nodes {
@@ -132,21 +114,6 @@ func (c *Collector) relist(ctx context.Context) (int64, error) {
 		c.q.Add(uid)
 	}
 	return rev, nil
-}
-
-// unreadable tells whether a list failed for what its values hold rather
-// than for the store or the caller: the store answers and others list.
-func unreadable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	for _, transient := range []error{store.ErrUnavailable, store.ErrClosed, store.ErrCompacted,
-		store.ErrFutureRevision, store.ErrInvalidContinue, context.Canceled, context.DeadlineExceeded} {
-		if errors.Is(err, transient) {
-			return false
-		}
-	}
-	return true
 }
 
 // watch applies the store's events after rev to the graph and returns the

@@ -2,6 +2,7 @@ package gc
 
 import (
 	"context"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,50 +42,36 @@ func (c *Collector) sweep(ctx context.Context) (bool, error) {
 	byUID := map[types.UID]*gcObject{}
 	var all []*gcObject
 	namespaces := map[string]*nsState{}
-	skippedNamespaced := false
-	for _, r := range c.svc.GroupResources() {
-		opts := store.ListOptions{Limit: 1000}
-		for {
-			res, err := c.st.List(ctx, store.ResourcePrefix(r.GVR.Group, r.GVR.Resource, ""), opts)
-			if err != nil && unreadable(ctx, err) {
-				c.log.Warn("garbage collection sweep skips a resource it cannot read", "resource", r.GVR.GroupResource().String(), "err", err)
-				skippedNamespaced = skippedNamespaced || r.Namespaced
-				break
-			}
+	_, skipped, err := c.walk(ctx, "sweep", false, func(r kinds.Resource, items []store.KeyValue) {
+		for i := range items {
+			u, err := decodeForGC(&items[i])
 			if err != nil {
-				return false, err
+				continue
 			}
-			for i := range res.Items {
-				u, err := decodeForGC(&res.Items[i])
-				if err != nil {
-					continue
+			o := &gcObject{res: r, obj: u}
+			byUID[u.GetUID()] = o
+			all = append(all, o)
+			if r.GVR == kinds.NamespaceResource {
+				st := namespaces[u.GetName()]
+				if st == nil {
+					st = &nsState{}
+					namespaces[u.GetName()] = st
 				}
-				o := &gcObject{res: r, obj: u}
-				byUID[u.GetUID()] = o
-				all = append(all, o)
-				if r.GVR == kinds.NamespaceResource {
-					st := namespaces[u.GetName()]
-					if st == nil {
-						st = &nsState{}
-						namespaces[u.GetName()] = st
-					}
-					st.terminating, st.obj = u.GetDeletionTimestamp() != nil, o
-				} else if r.Namespaced {
-					st := namespaces[u.GetNamespace()]
-					if st == nil {
-						st = &nsState{}
-						namespaces[u.GetNamespace()] = st
-					}
-					st.contents++
+				st.terminating, st.obj = u.GetDeletionTimestamp() != nil, o
+			} else if r.Namespaced {
+				st := namespaces[u.GetNamespace()]
+				if st == nil {
+					st = &nsState{}
+					namespaces[u.GetNamespace()] = st
 				}
+				st.contents++
 			}
-			if res.Continue == "" {
-				break
-			}
-			opts.Continue = res.Continue
 		}
+	})
+	if err != nil {
+		return false, err
 	}
-	if skippedNamespaced {
+	if slices.ContainsFunc(skipped, func(r kinds.Resource) bool { return r.Namespaced }) {
 		// Objects it could not read may be in any namespace: none is empty.
 		for _, st := range namespaces {
 			st.contents++

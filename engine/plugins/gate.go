@@ -82,7 +82,9 @@ func (m *Manager) gateStart(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var resources []string
+	unstarted := map[string]bool{}
 	for i := range list.Items {
+		unstarted[list.Items[i].GetName()] = true
 		sp, err := specOf(&list.Items[i])
 		if err == nil && sp.Reconcile != nil && list.Items[i].GetDeletionTimestamp() == nil {
 			// Until it is reconciled, a stored Plugin is taken to run its
@@ -111,13 +113,40 @@ func (m *Manager) gateStart(ctx context.Context) error {
 	} else {
 		m.log.Info("holding writes to admitted resources until the stored plugins load", "plugins", len(m.pending))
 	}
+	if m.unstarted == nil { // the first Run
+		m.unstarted = unstarted
+		m.startedLocked()
+	}
 	return nil
+}
+
+// Started is closed once each Plugin stored when Run first started has
+// been reconciled once: loaded and bound, or failed and reported. Work
+// that can wait at start (a full list by the garbage collector) waits for
+// it, so that the plugins serve first.
+func (m *Manager) Started() <-chan struct{} { return m.started }
+
+// startedLocked closes started when no stored Plugin is left to reconcile.
+// Call it with mu held.
+func (m *Manager) startedLocked() {
+	if len(m.unstarted) == 0 {
+		select {
+		case <-m.started:
+		default:
+			close(m.started)
+			m.log.Info("stored plugins reconciled")
+		}
+	}
 }
 
 // reconciled notes that the Plugin name was reconciled once.
 func (m *Manager) reconciled(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.unstarted[name] {
+		delete(m.unstarted, name)
+		m.startedLocked()
+	}
 	if !m.pending[name] {
 		return
 	}

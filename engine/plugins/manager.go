@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -125,12 +126,16 @@ type Manager struct {
 	// name, runs its controller (see firstClaimLocked).
 	claims map[string]claim
 
-	// mu guards plugins and pending.
+	// mu guards plugins, pending and unstarted.
 	mu      sync.Mutex
 	plugins map[string]*loaded
 	// pending are the Plugins that existed when Run started and were not
 	// reconciled yet; the Admitter holds writes they may bind until then.
 	pending map[string]bool
+	// unstarted are all the Plugins that existed when Run started and were
+	// not reconciled yet; started is closed once there are none left.
+	unstarted map[string]bool
+	started   chan struct{}
 }
 
 // claim is a Plugin's claim on reconciling a resource.
@@ -192,7 +197,7 @@ func New(opts Options) (*Manager, error) {
 		opts.Admitter = NewAdmitter(log)
 	}
 	m := &Manager{opts: opts, log: log, met: met, adm: opts.Admitter, plugins: map[string]*loaded{}, pending: map[string]bool{},
-		claims: map[string]claim{}}
+		claims: map[string]claim{}, started: make(chan struct{})}
 	m.gc = newModuleGC(opts, m.running, log)
 	return m, nil
 }
@@ -239,8 +244,11 @@ func (m *Manager) Run(ctx context.Context) error {
 		// A Plugin waiting for its module to be uploaded, or for the kind
 		// it binds to be registered, looks again at least every 10 s.
 		RateLimiter: workqueue.NewExponential[controller.Key](100*time.Millisecond, 10*time.Second),
-		Workers:     2,
-		Logger:      m.log,
+		// A restart loads every stored Plugin at once: as many loads run
+		// side by side as there are cores to compile or deserialize the
+		// modules on.
+		Workers: max(2, runtime.GOMAXPROCS(0)),
+		Logger:  m.log,
 	})
 	if err != nil {
 		return fmt.Errorf("plugins: %w", err)

@@ -26,12 +26,17 @@ type process struct {
 
 func startProcess(t *testing.T, db store.Store) *process {
 	t.Helper()
+	return startProcessHost(t, db, &fakeHost{current: map[string]string{}})
+}
+
+// startProcessHost is startProcess with the host h.
+func startProcessHost(t *testing.T, db store.Store, h *fakeHost) *process {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	svc, err := engine.New(ctx, engine.Options{Store: db, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &fakeHost{current: map[string]string{}}
 	m, err := New(Options{Service: svc, Modules: NewModules(db), Host: h, Logger: quietLogger(),
 		Controllers: controller.NewManager(controller.ManagerOptions{Logger: quietLogger()}), StatusInterval: time.Hour})
 	if err != nil {
@@ -134,5 +139,69 @@ func TestManagerRestoresServingModuleAfterRestart(t *testing.T) {
 		return st["phase"] == PhaseLoaded && st["loadedDigest"] == laterDigest
 	})
 	servedBy(p, laterDigest)
+	p.stop()
+}
+
+// TestManagerStarted: Started closes once each Plugin stored at start was
+// reconciled once, whether its module loaded or is missing, and not while
+// a load is under way.
+func TestManagerStarted(t *testing.T) {
+	db := openTestDB(t)
+	ctx := context.Background()
+	module := []byte("exports:admit,reconcile;started")
+	digest := digestOf(module)
+	if _, err := NewModules(db).Put(ctx, digest, module); err != nil {
+		t.Fatal(err)
+	}
+	started := func(p *process) {
+		t.Helper()
+		select {
+		case <-p.m.Started():
+		case <-time.After(10 * time.Second):
+			t.Fatal("Started not closed within 10s")
+		}
+	}
+	p := startProcess(t, db)
+	started(p) // no stored Plugins
+	for name, d := range map[string]string{"loads": digest, "missing": digestOf([]byte("never uploaded"))} {
+		plugin := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": Group + "/" + Version, "kind": Kind, "metadata": map[string]any{"name": name},
+			"spec": map[string]any{"module": map[string]any{"digest": d},
+				"admission": []any{map[string]any{"resources": []any{"widgets.example.setpoint.dev"}, "type": "Validating"}}},
+		}}
+		if _, err := p.svc.Create(ctx, Resource, plugin, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testsupport.Eventually(t, 10*time.Second, "the plugin loaded", func() bool {
+		p.host.mu.Lock()
+		defer p.host.mu.Unlock()
+		return p.host.current["loads"] == digest
+	})
+	p.stop()
+
+	h := &fakeHost{current: map[string]string{}, hold: make(chan struct{}), staging: make(chan string, 4)}
+	p = startProcessHost(t, db, h)
+	select {
+	case name := <-h.staging:
+		if name != "loads" {
+			t.Fatalf("staged %q, want loads", name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stored Plugin's load did not start within 10s")
+	}
+	select {
+	case <-p.m.Started():
+		t.Fatal("Started closed while a stored Plugin loads")
+	default:
+	}
+	close(h.hold)
+	started(p)
+	h.mu.Lock()
+	loaded := h.current["loads"]
+	h.mu.Unlock()
+	if loaded != digest {
+		t.Errorf("at Started the host runs %q for the stored Plugin, want %s", loaded, digest)
+	}
 	p.stop()
 }

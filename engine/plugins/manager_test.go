@@ -31,6 +31,10 @@ type fakeHost struct {
 	mu      sync.Mutex
 	current map[string]string // plugin name → digest
 	removed []string
+	// hold, when set, holds each Stage until it is closed, after Stage has
+	// sent the plugin's name on staging.
+	hold    chan struct{}
+	staging chan string
 }
 
 func (h *fakeHost) Check(_ context.Context, wasm []byte, cfg Config) error {
@@ -71,6 +75,14 @@ func fakeExports(wasm []byte) Exports {
 }
 
 func (h *fakeHost) Stage(ctx context.Context, name string, wasm []byte, cfg Config) (Candidate, error) {
+	if h.hold != nil {
+		h.staging <- name
+		select {
+		case <-h.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	if err := h.Check(ctx, wasm, cfg); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,8 +35,8 @@ const (
 
 // ObjectQuota bounds how many live objects each plugin may have created. It
 // keeps a count per plugin that goes up with each create it lets through
-// and is set from the store (a list of the objects labelled CreatedByLabel
-// with the plugin's name, over every served kind) the first time and each
+// and is set from the store (a count of the objects labelled CreatedByLabel
+// with the plugin's name, over the kinds it may create) the first time and each
 // time the count reaches the quota, at most once per Recount: deletes are
 // not followed, a recount finds them. It is safe for concurrent use.
 type ObjectQuota struct {
@@ -80,21 +81,76 @@ func newObjectQuota(max int, count func(context.Context, string) (int, error)) *
 	return &ObjectQuota{max: max, recount: DefaultQuotaRecount, now: time.Now, count: count, counts: map[string]*objectCount{}}
 }
 
-// countCreated lists, kind by kind, the objects labelled as plugin's.
+// countCreated counts, kind by kind, the objects labelled as plugin's
+// among the kinds it may create (createdKinds), reading their labels only.
 func countCreated(ctx context.Context, svc *engine.Service, plugin string) (int, error) {
-	sel := labels.SelectorFromSet(labels.Set{CreatedByLabel: plugin}).String()
+	grs, err := createdKinds(ctx, svc, plugin)
+	if err != nil {
+		return 0, fmt.Errorf("plugins: count the objects of plugin %s: %w", plugin, err)
+	}
+	sel := labels.SelectorFromSet(labels.Set{CreatedByLabel: plugin})
 	n := 0
-	for _, r := range svc.Resources() {
-		l, err := svc.List(ctx, r.GVR, metav1.NamespaceAll, metav1.ListOptions{LabelSelector: sel})
+	for _, gr := range grs {
+		r, ok := svc.ServedResource(gr)
+		if !ok {
+			continue // not served (yet, or any more): nothing of it is stored
+		}
+		c, err := svc.CountSelected(ctx, r.GVR, sel)
 		if err != nil {
 			if apierrors.IsNotFound(err) {
 				continue // its CRD went while we counted
 			}
 			return 0, fmt.Errorf("plugins: count the objects of plugin %s: %w", plugin, err)
 		}
-		n += len(l.Items)
+		n += c
 	}
 	return n, nil
+}
+
+// createdKinds are the resources plugin may create objects of, where the
+// object quota looks for them: the kinds of its stored spec's
+// permissions.write (host-call creates) and reconcile.owns (children). A
+// spec that writes "*", or a Plugin that is gone or has no valid spec,
+// gives every served resource: the count is never narrowed on a guess.
+func createdKinds(ctx context.Context, svc *engine.Service, plugin string) ([]schema.GroupResource, error) {
+	every := func() []schema.GroupResource {
+		var out []schema.GroupResource
+		for _, r := range svc.GroupResources() {
+			out = append(out, r.GVR.GroupResource())
+		}
+		return out
+	}
+	obj, err := svc.Get(ctx, Resource, "", plugin, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return every(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	sp, err := specOf(obj)
+	if err != nil {
+		return every(), nil
+	}
+	var names []string
+	for _, w := range sp.Permissions.Write {
+		switch w {
+		case "*":
+			return every(), nil
+		case "events": // the emit_event permission, not the Event kind
+		default:
+			names = append(names, w)
+		}
+	}
+	if sp.Reconcile != nil {
+		names = append(names, sp.Reconcile.Owns...)
+	}
+	var out []schema.GroupResource
+	for _, name := range names {
+		if gr := schema.ParseGroupResource(name); !slices.Contains(out, gr) {
+			out = append(out, gr)
+		}
+	}
+	return out, nil
 }
 
 // admit takes one object of plugin's quota for the create of obj (a gr)
