@@ -231,9 +231,10 @@ type pluginAPIOptions struct {
 	// log receives the parts' logs, each with its component; slog.Default()
 	// when nil.
 	log *slog.Logger
-	// dataDir holds the Wasm host's compile cache (dataDir/wasm-cache);
-	// required.
-	dataDir string
+	// dataDir holds the Wasm host's compile cache (dataDir/wasm-cache)
+	// unless cacheDir names another; required.
+	dataDir  string
+	cacheDir string
 	// allowedOrigins are the browser origins, besides the server's own,
 	// that may open WebSocket watches.
 	allowedOrigins []string
@@ -340,8 +341,12 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	if err != nil {
 		return nil, err
 	}
+	cacheDir := o.cacheDir
+	if cacheDir == "" {
+		cacheDir = filepath.Join(o.dataDir, "wasm-cache")
+	}
 	hopts := host.Options{
-		CacheDir: filepath.Join(o.dataDir, "wasm-cache"),
+		CacheDir: cacheDir,
 		// The plugins' log lines go to their Plugin's log (the log
 		// subresource), and only those the rate limit keeps to the server's.
 		Logger:  slog.New(logs.Handler(log.With("component", "host").Handler())),

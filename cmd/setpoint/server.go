@@ -38,6 +38,7 @@ type serverOptions struct {
 	logFormat       string
 	examples        bool
 	examplesDir     string
+	pluginCacheDir  string
 	shutdownTimeout time.Duration
 	allowedOrigins  []string
 
@@ -107,6 +108,7 @@ signal exits at once.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.examples, "examples", false, "also register the example kinds and plugins: apply every CustomResourceDefinition in the YAML and JSON files under --examples-dir once the server is up, then upload each example's module from bin/wasm next to --examples-dir and apply its Plugin (EXAMPLE/plugin.yaml.tmpl); example objects are left to the walkthroughs, and a missing directory or module is logged and skipped")
 	f.StringVar(&o.examplesDir, "examples-dir", "examples", "where --examples looks for the example manifests")
+	f.StringVar(&o.pluginCacheDir, "plugin-cache-dir", "", "directory for the plugin host's compile cache (compiled and instrumented modules, content-addressed; servers may share one); DATA-DIR/wasm-cache by default")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests before closing their connections; the background loops (controllers, plugin calls) get what is left, at least 1s, and are then abandoned")
 	f.StringSliceVar(&o.allowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], such as https://app.example.com), besides the server's own, that may open a WebSocket watch; repeat the flag or separate origins with commas; * is refused")
 	f.Int64Var(&o.historyMinRevisions, "history-min-revisions", 10_000, "how many recent revisions background compaction keeps at least; it keeps whichever of this and --history-min-age keeps more, and a watch or continue token older than what is kept gets 410 Expired")
@@ -187,6 +189,9 @@ func servingHosts(host string) []string {
 type watchStopper struct {
 	ctx  context.Context
 	stop context.CancelFunc
+	// detached are the WebSocket watches whose connection outlives its
+	// handler; shutdown ends them besides.
+	detached serving.Detached
 }
 
 func (ws *watchStopper) wrap(next http.Handler) http.Handler {
@@ -268,7 +273,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	}
 
 	api, err := newPluginAPI(ctx, pluginAPIOptions{
-		store: st, log: log, dataDir: o.dataDir, allowedOrigins: o.allowedOrigins,
+		store: st, log: log, dataDir: o.dataDir, cacheDir: o.pluginCacheDir, allowedOrigins: o.allowedOrigins,
 		statusInterval: o.pluginStatusInterval, moduleGCGrace: o.moduleGCGrace, registerer: metrics.Registry(),
 		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
 		election: o.leaderElect.options(identity), serviceAccounts: o.serviceAccounts, audit: auditor,
@@ -371,6 +376,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	watches.stop()
 	drainCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
+	_ = watches.detached.Shutdown(drainCtx)
 	if err := srv.Shutdown(drainCtx); err != nil {
 		log.Warn("requests still running at the shutdown deadline; closing their connections", "err", err)
 		_ = srv.Close()
@@ -417,6 +423,7 @@ func (o *serverOptions) handler(api *pluginAPI, token string, auth *serverAuth, 
 		Limits:      o.limits.requests(o.hostLimits),
 		Served:      servedResources(api.svc),
 		Audit:       api.audit,
+		Detached:    &watches.detached,
 	})
 }
 

@@ -63,7 +63,7 @@ func newTestServer(t *testing.T) *testServer {
 
 // newTestAPI builds an engine on db and the API over it with opts; the
 // caller runs the engine's loops when the test needs them.
-func newTestAPI(t *testing.T, db *badger.DB, opts Options) (*engine.Service, *Server) {
+func newTestAPI(t testing.TB, db *badger.DB, opts Options) (*engine.Service, *Server) {
 	t.Helper()
 	eng, err := engine.New(context.Background(), engine.Options{Store: db})
 	if err != nil {

@@ -60,11 +60,27 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 			// other error in starting the watch.
 			start = func(context.Context) (watch.Interface, error) { return nil, convErr }
 		}
-		if err := s.ws.ServeConverted(w, r, start, conv); err != nil {
+		ended := func(err error) {
+			if err == nil {
+				return
+			}
 			if errors.Is(err, wswatch.ErrTooSlow) || errors.Is(err, os.ErrDeadlineExceeded) {
 				s.slowClosed.WithLabelValues("websocket").Inc()
 			}
 			s.log.Debug("websocket watch ended", "resource", t.gvr().Resource, "err", err)
+		}
+		// Once upgraded, the connection lives on in goroutines of its own
+		// and this handler returns, so that an idle watch holds neither
+		// the request's goroutine nor the HTTP server's buffers; the
+		// serving layers count the request until the connection ends.
+		ctx, end, ok := serving.Detach(r.Context())
+		if !ok {
+			ended(s.ws.ServeConverted(w, r, start, conv))
+			return nil
+		}
+		if err := s.ws.Open(ctx, w, r, start, conv, func(err error) { ended(err); end() }); err != nil {
+			end()
+			ended(err)
 		}
 		return nil
 	}

@@ -38,6 +38,9 @@ type boundedSchemaValidator struct {
 	// lib is the apiextensions validator of the same schema, for ratcheting.
 	lib apiservervalidation.SchemaValidator
 	max int
+	// fast accepts the objects certainly valid without the library's walk
+	// (schemafast.go); nil validates every object with the library.
+	fast *fastSchema
 }
 
 var _ apiservervalidation.SchemaValidator = (*boundedSchemaValidator)(nil)
@@ -48,7 +51,7 @@ func newBoundedSchemaValidator(props *apiextensions.JSONSchemaProps) (*boundedSc
 	if err != nil {
 		return nil, err
 	}
-	return &boundedSchemaValidator{schema: s, lib: lib, max: MaxValidationErrors}, nil
+	return &boundedSchemaValidator{schema: s, lib: lib, max: MaxValidationErrors, fast: compileFast(s)}, nil
 }
 
 // schemaValidator returns v as the library's interface: a nil v is a nil
@@ -91,6 +94,9 @@ var _ apiservervalidation.SchemaValidator = (*boundedRequest)(nil)
 // error limit; a validation that stopped early ends with an error that says
 // so.
 func (b *boundedRequest) Validate(obj any, _ ...apiservervalidation.ValidationOption) *validate.Result {
+	if b.v.fast != nil && b.v.fast.valid(obj) {
+		return new(validate.Result)
+	}
 	run := &boundedRun{ctx: b.ctx, max: b.v.max}
 	run.opt = run.option()
 	root := &boundedNode{run: run, schema: b.v.schema, root: b.v.schema, formats: strfmt.Default}

@@ -62,7 +62,9 @@ func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 	if !k.preserveUnknown {
 		unknown = append(unknown, structuralpruning.PruneWithOptions(obj.Object, k.structural, true,
 			structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
-		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, k.structural)
+		if hasNull(obj.Object) { // it deletes null members only: a walk of the schema for none
+			structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, k.structural)
+		}
 	}
 	if !k.noEmbedded { // only embedded resources are coerced below the root
 		ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, obj.Object, k.structural, false,
@@ -78,6 +80,27 @@ func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 	}
 	return unknown, nil
+}
+
+// hasNull reports whether v holds a null anywhere.
+func hasNull(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		for _, e := range v {
+			if hasNull(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if hasNull(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // StrictFields applies fieldValidation to the unknown fields found: Strict

@@ -107,8 +107,19 @@ func (a *Auditor) Wrap(next http.Handler) http.Handler {
 		return next
 	}
 	longRunning := func(r *http.Request, _ *request.RequestInfo) bool { return LongRunning(r) }
-	audited := filters.WithAudit(a.bodies(next), a.sink, a.policy, longRunning)
-	initialised := filters.WithAuditInit(audited)
+	sink := &detachSink{Sink: a.sink}
+	audited := filters.WithAudit(a.bodies(next), sink, a.policy, longRunning)
+	// A request that may detach its connection (see Detach) has its
+	// ResponseComplete event wait for the connection's end.
+	held := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if lt, _ := r.Context().Value(lifetimeKey{}).(*lifetime); lt != nil {
+			if ac := audit.AuditContextFrom(r.Context()); ac != nil {
+				defer sink.watch(ac.AuditID(), lt)()
+			}
+		}
+		audited.ServeHTTP(w, r)
+	})
+	initialised := filters.WithAuditInit(held)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if audit.AuditContextFrom(r.Context()) == nil {
 			// Not behind WrapAuthentication: the request gets its
@@ -116,7 +127,7 @@ func (a *Auditor) Wrap(next http.Handler) http.Handler {
 			initialised.ServeHTTP(w, r)
 			return
 		}
-		audited.ServeHTTP(w, r)
+		held.ServeHTTP(w, r)
 	})
 }
 

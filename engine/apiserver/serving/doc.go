@@ -16,6 +16,14 @@
 // server's CA also signs client certificates for users (ClientCertSigner);
 // its key never leaves the server.
 //
+// A long-running request may detach its connection from its handler
+// (Detach, with HandlerOptions.Detached): a WebSocket watch hands its
+// upgraded connection to goroutines of its own and its handler returns, so
+// that an idle watch holds neither the HTTP server's goroutine nor its
+// buffers; the layers above count the request until the connection ends
+// (its watch slot, the in-flight gauge, its metrics and log line, its audit
+// ResponseComplete event), and Detached.Shutdown ends such connections.
+//
 // It knows nothing of objects, kinds or stores: it wraps any http.Handler. It
 // must not import the store backends, the plugin host or cmd.
 //

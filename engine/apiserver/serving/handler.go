@@ -47,6 +47,11 @@ type HandlerOptions struct {
 	Served func(*request.RequestInfo) bool
 	// Audit records the requests in the audit log; nothing when nil.
 	Audit *Auditor
+	// Detached, when not nil, lets long-running requests detach their
+	// connection from their handler (see Detach), and ends those
+	// connections when its Shutdown runs; without it every request is
+	// served to its end by its handler.
+	Detached *Detached
 }
 
 // pprofPrefix is where the runtime profiles are served.
@@ -105,5 +110,5 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		Token: opts.Token, Tokens: opts.Authenticators, ClientCAs: opts.ClientCAs, Public: opts.PublicPaths, Logger: opts.Logger,
 	})
 	authenticated := authn.Wrap(opts.Audit.Wrap(limited))
-	return Instrument(opts.Audit.WrapAuthentication(authenticated), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served})
+	return Instrument(opts.Audit.WrapAuthentication(authenticated), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served, Detached: opts.Detached})
 }

@@ -248,7 +248,8 @@ func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 			if l.watches != nil {
 				select {
 				case l.watches <- struct{}{}:
-					defer func() { <-l.watches }()
+					// A detached connection keeps its slot until it ends.
+					defer afterRequest(r.Context(), func() { <-l.watches })
 				default:
 					l.reject(w, classWatch, reasonConcurrencyLimit)
 					return

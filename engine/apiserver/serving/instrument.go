@@ -60,6 +60,10 @@ type InstrumentOptions struct {
 	// the resource label of the metrics (see MarkServed, which a handler
 	// calls for the same purpose); when nil, only MarkServed counts.
 	Served func(*request.RequestInfo) bool
+	// Detached, when not nil, lets long-running requests detach their
+	// connection from their handler (see Detach); their metrics and log
+	// line then wait for the connection's end.
+	Detached *Detached
 }
 
 // Instrument returns a handler that resolves the request's verb and resource
@@ -82,6 +86,10 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 		ctx := request.WithRequestInfo(r.Context(), info)
 		ctx = context.WithValue(ctx, noteKey{}, n)
 		r = r.WithContext(ctx)
+		if opts.Detached != nil && LongRunning(r) {
+			ctx = withLifetime(ctx, opts.Detached)
+			r = r.WithContext(ctx)
+		}
 
 		var code int
 		var written int64
@@ -128,7 +136,6 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 
 		if opts.Metrics != nil {
 			opts.Metrics.inflight.Inc()
-			defer opts.Metrics.inflight.Dec()
 		}
 		defer func() {
 			rec := recover()
@@ -147,34 +154,22 @@ func Instrument(next http.Handler, opts InstrumentOptions) http.Handler {
 			if code == 0 {
 				code = http.StatusOK
 			}
-			d := time.Since(start)
-			if opts.Metrics != nil {
-				served := n.served.Load() || info.Resource != "" && opts.Served != nil && opts.Served(info)
-				opts.Metrics.observe(info.Verb, info.Resource, info.Subresource, served, code, d)
+			// The record keeps the request's strings rather than the
+			// request, which a detached connection would otherwise keep,
+			// headers and all, for its whole life.
+			rr := requestRecord{opts: &opts, log: log, ctx: ctx, start: start, info: info, n: n,
+				method: r.Method, path: r.URL.Path, remote: r.RemoteAddr,
+				code: code, written: &written, hijacked: hijacked}
+			if lt, _ := ctx.Value(lifetimeKey{}).(*lifetime); lt != nil {
+				// Detached, the request ends with its connection.
+				kept := new(requestRecord)
+				*kept = rr
+				if !lt.later(kept.finish) {
+					kept.finish()
+				}
+			} else {
+				rr.finish()
 			}
-			level := requestLevel(info.Verb, code, d, hijacked)
-			attrs := []slog.Attr{
-				slog.String("method", r.Method),
-				slog.String("path", r.URL.Path),
-				slog.String("verb", info.Verb),
-				slog.Int("code", code),
-				slog.Int64("bytes", written),
-				slog.Duration("duration", d),
-				slog.String("remote", r.RemoteAddr),
-			}
-			if info.Resource != "" {
-				attrs = append(attrs, slog.String("resource", info.Resource))
-			}
-			if info.Namespace != "" {
-				attrs = append(attrs, slog.String("namespace", info.Namespace))
-			}
-			if info.Name != "" {
-				attrs = append(attrs, slog.String("name", info.Name))
-			}
-			if u := n.user.Load(); u != nil {
-				attrs = append(attrs, slog.String("user", *u))
-			}
-			log.LogAttrs(ctx, level, "request", attrs...)
 			if rec == http.ErrAbortHandler {
 				panic(rec)
 			}
@@ -204,4 +199,54 @@ func requestLevel(verb string, code int, d time.Duration, hijacked bool) slog.Le
 		return slog.LevelInfo
 	}
 	return slog.LevelDebug
+}
+
+// requestRecord is what Instrument records of a request when it ends.
+type requestRecord struct {
+	opts                 *InstrumentOptions
+	log                  *slog.Logger
+	ctx                  context.Context
+	start                time.Time
+	info                 *request.RequestInfo
+	n                    *note
+	method, path, remote string
+	code                 int
+	written              *int64
+	hijacked             bool
+}
+
+// finish counts and logs the request.
+func (rr *requestRecord) finish() {
+	opts, info := rr.opts, rr.info
+	if opts.Metrics != nil {
+		opts.Metrics.inflight.Dec()
+	}
+	d := time.Since(rr.start)
+	if opts.Metrics != nil {
+		served := rr.n.served.Load() || info.Resource != "" && opts.Served != nil && opts.Served(info)
+		opts.Metrics.observe(info.Verb, info.Resource, info.Subresource, served, rr.code, d)
+	}
+	level := requestLevel(info.Verb, rr.code, d, rr.hijacked)
+	attrs := []slog.Attr{
+		slog.String("method", rr.method),
+		slog.String("path", rr.path),
+		slog.String("verb", info.Verb),
+		slog.Int("code", rr.code),
+		slog.Int64("bytes", *rr.written),
+		slog.Duration("duration", d),
+		slog.String("remote", rr.remote),
+	}
+	if info.Resource != "" {
+		attrs = append(attrs, slog.String("resource", info.Resource))
+	}
+	if info.Namespace != "" {
+		attrs = append(attrs, slog.String("namespace", info.Namespace))
+	}
+	if info.Name != "" {
+		attrs = append(attrs, slog.String("name", info.Name))
+	}
+	if u := rr.n.user.Load(); u != nil {
+		attrs = append(attrs, slog.String("user", *u))
+	}
+	rr.log.LogAttrs(rr.ctx, level, "request", attrs...)
 }

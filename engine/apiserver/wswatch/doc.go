@@ -1,8 +1,8 @@
 // Package wswatch serves a watch stream over WebSocket (gorilla/websocket) for
 // clients that cannot read a chunked HTTP stream comfortably: browsers first.
-// The REST watch handler calls Server.Serve when a `?watch=true` request is a
-// WebSocket upgrade; the handler keeps parsing the request and starting the
-// watch, wswatch owns the connection. It imports nothing of Setpoint's: it
+// The REST watch handler calls Server.Open (or Server.Serve) when a
+// `?watch=true` request is a WebSocket upgrade; the handler keeps parsing the
+// request and starting the watch, wswatch owns the connection. It imports nothing of Setpoint's: it
 // consumes a k8s.io/apimachinery watch.Interface.
 //
 // # Protocol
@@ -78,20 +78,29 @@
 //
 // # Goroutines
 //
-// For each connection, Serve runs on the request's goroutine, which reads
-// the client's control frames (pongs, close) until the session ends. Events
-// reach the connection's bounded queue (a mutex-guarded slice, empty and
-// unallocated while idle) in one of two ways: a watch with a Deliver method
-// (the engine's) calls the session's deliver function from its own
+// Open upgrades the connection and starts the watch in the caller's
+// goroutine (the request's), then starts the connection's reader goroutine
+// and returns, so that the request's handler can return too: the HTTP
+// server then lets go of the request's goroutine, with the stack the handler
+// chain grew, and of its buffers, which would otherwise stay with every idle
+// connection. The reader reads the client's control frames (pongs, close)
+// until the session ends, on a stack of its own that stays small. The
+// REST handler opens its watches so, when the serving layers let the
+// request outlive its handler; Serve, which blocks until the session ends,
+// is Open and a wait.
+//
+// Events reach the connection's bounded queue (a mutex-guarded slice, empty
+// and unallocated while idle) in one of two ways: a watch with a Deliver
+// method (the engine's) calls the session's deliver function from its own
 // goroutine, which encodes the event and queues it without blocking; any
 // other watch gets a pump goroutine that reads the result channel and does
 // the same. A push into a queue that has no writer starts the writer
 // goroutine, which writes until it finds the queue empty and exits; a timer
 // sends the pings, and the close frame is written by whichever part ends
 // the session (the writer after the last event or on overflow, the
-// shutdown). An idle connection therefore holds one goroutine (the
-// request's) besides its watch's. Serve stops what it started and waits for
-// it before it returns.
+// shutdown). An idle connection therefore holds one goroutine (its reader)
+// besides its watch's. The reader stops what the session started and waits
+// for it before the session's done function runs.
 //
 // # Cost under fan-out
 //

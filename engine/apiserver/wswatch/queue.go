@@ -7,7 +7,11 @@ import "sync"
 // started. It allocates nothing while empty.
 type queue struct {
 	maxItems, maxBytes int
-	hurry              chan struct{} // wakes a writer waiting out WriteInterval when the queue grows large
+	// hurry wakes a writer waiting out WriteInterval when the queue grows
+	// large; made by the first wait, so that a connection that never
+	// waits (an idle one) has none. Set under mu; a writer reads it after
+	// its wait returned true.
+	hurry chan struct{}
 
 	mu       sync.Mutex // guards the fields below
 	items    [][]byte
@@ -19,7 +23,7 @@ type queue struct {
 }
 
 func newQueue(maxItems, maxBytes int) *queue {
-	return &queue{maxItems: maxItems, maxBytes: maxBytes, hurry: make(chan struct{}, 1)}
+	return &queue{maxItems: maxItems, maxBytes: maxBytes}
 }
 
 // push appends msg; ok is false, and the queue is marked overflowed, when
@@ -67,6 +71,9 @@ func (q *queue) wait() bool {
 		return false
 	}
 	q.waiting = true
+	if q.hurry == nil {
+		q.hurry = make(chan struct{}, 1)
+	}
 	return true
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"sync"
 
 	"github.com/gorilla/websocket"
@@ -61,10 +62,11 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, allowed: allowed, cache: newEncodeCache(opts.EncodeCacheSize, opts.EncodeCacheBytes)}
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: opts.WriteTimeout,
-		// No read buffer of its own: the connection reuses the HTTP
-		// server's, which the request holds for as long as the session
-		// lasts anyway (clients send only pongs and close frames).
-		ReadBufferSize: 0,
+		// A small read buffer of the connection's own rather than the
+		// HTTP server's 4 KiB one: clients send only pongs and close
+		// frames, and the HTTP server's buffers go with the request's
+		// goroutine once Open returns.
+		ReadBufferSize: readBufferSize,
 		// Write buffers go back to the pool between messages, so an idle
 		// connection holds none.
 		WriteBufferPool: &sync.Pool{},
@@ -80,6 +82,11 @@ func New(opts Options) (*Server, error) {
 // IsUpgrade tells whether r asks for a WebSocket.
 func IsUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
 
+// readBufferSize is the connection's read buffer: gorilla reads a frame's
+// header, then a control frame's payload (at most 125 bytes) whole from it;
+// what a client sends besides is read through it and dropped.
+const readBufferSize = 128
+
 // Serve upgrades r to a WebSocket, starts the watch with start and streams
 // its events until the watch ends, the client goes away or r's context ends
 // (the server shutting down: close code 1001). It answers 403 before the
@@ -93,6 +100,27 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, start StartFunc) 
 // ServeConverted is Serve with each event converted by conv before it is
 // encoded; a zero conv converts nothing.
 func (s *Server) ServeConverted(w http.ResponseWriter, r *http.Request, start StartFunc, conv Conversion) error {
+	result := make(chan error, 1)
+	if err := s.Open(r.Context(), w, r, start, conv, func(err error) { result <- err }); err != nil {
+		return err
+	}
+	return <-result
+}
+
+// Open is ServeConverted for a connection that outlives its request's
+// handler: it upgrades r, starts the watch with start (in the caller's
+// goroutine) and returns once the stream runs in goroutines of its own, so
+// that the handler can return and the HTTP server let go of the request's
+// goroutine and buffers. ctx is the connection's context from then on, in
+// place of r's (which the HTTP server cancels when the handler returns):
+// start gets a context derived from it, and its end closes the connection
+// as the end of r's context does for Serve (1001, or 1000 when its
+// deadline passed). done is called once, from the connection's goroutine,
+// when the session has ended and every goroutine it started has stopped,
+// with the error Serve would return. Open returns an error, and never calls
+// done, when the origin is not allowed (ErrOrigin, answered 403) or the
+// upgrade failed (answered by the upgrader).
+func (s *Server) Open(ctx context.Context, w http.ResponseWriter, r *http.Request, start StartFunc, conv Conversion, done func(error)) error {
 	if !s.originAllowed(r) {
 		writeStatus(w, http.StatusForbidden, "origin not allowed")
 		return ErrOrigin
@@ -102,15 +130,15 @@ func (s *Server) ServeConverted(w http.ResponseWriter, r *http.Request, start St
 	if err != nil {
 		return fmt.Errorf("wswatch: upgrade: %w", err)
 	}
-	log := s.opts.Logger.With("path", r.URL.Path)
-	log.Debug("websocket watch opened", "subprotocol", c.Subprotocol())
+	// The path alone, not a logger With it: that would be a handler per
+	// connection, kept for as long as it is open.
+	path := r.URL.Path
+	s.opts.Logger.Debug("websocket watch opened", "path", path, "subprotocol", c.Subprotocol())
 
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
 	ss := &session{
 		s:        s,
 		c:        c,
-		shutdown: r.Context(),
+		shutdown: ctx,
 		bc:       hj.conn,
 		q:        newQueue(s.opts.MaxQueuedEvents, s.opts.MaxQueuedBytes),
 		encode:   s.opts.Encode,
@@ -120,9 +148,28 @@ func (s *Server) ServeConverted(w http.ResponseWriter, r *http.Request, start St
 		ss.encode = convertEncode(conv.Convert, s.opts.Encode)
 		ss.cache = s.cacheFor(conv.Format)
 	}
-	code, runErr := ss.serve(ctx, cancel, start)
-	log.Debug("websocket watch closed", "code", code, "err", runErr)
-	return runErr
+	ss.begin(start)
+	// The reader starts on a stack of its own, small, rather than on the
+	// request's, which the handler chain and the watch's start have grown.
+	go func() {
+		var code int
+		var runErr error
+		defer func() {
+			// A panic here would otherwise end the process: the
+			// request's recovery no longer stands above this goroutine.
+			if rec := recover(); rec != nil {
+				runErr = fmt.Errorf("wswatch: panic: %v", rec)
+				s.opts.Logger.Error("websocket watch panicked", "path", path, "panic", fmt.Sprint(rec), "stack", string(debug.Stack()))
+				_ = ss.c.Close()
+			}
+			s.opts.Logger.Debug("websocket watch closed", "path", path, "code", code, "err", runErr)
+			if done != nil {
+				done(runErr)
+			}
+		}()
+		code, runErr = ss.serve()
+	}()
+	return nil
 }
 
 // convertEncode is encode after convert.

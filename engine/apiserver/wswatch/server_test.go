@@ -106,6 +106,7 @@ type source interface {
 	watch.Interface
 	send(ev watch.Event, d time.Duration) bool
 	end()
+	stopped() bool
 }
 
 func (w *chanWatch) end() { close(w.ch) }
@@ -593,13 +594,36 @@ func TestReadLimit(t *testing.T) {
 	w := newChanWatch(1)
 	h := newHarness(t, wswatch.Options{ReadLimit: 1024}, func(context.Context) (watch.Interface, error) { return w, nil })
 	c := h.mustDial()
-	// Small client messages are read and ignored; the watch goes on.
+	// Small client messages are read and ignored; the watch goes on. A
+	// ping with the largest payload a control frame carries is answered.
 	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"hello":"server"}`)); err != nil {
 		t.Fatal(err)
 	}
-	w.ch <- watch.Event{Type: watch.Added, Object: widget("a", 2, 0)}
-	if ev := readEvent(t, c); ev.Type != "ADDED" {
-		t.Fatalf("got %s, want ADDED", ev.Type)
+	ping := strings.Repeat("p", 125)
+	pong := make(chan string, 1)
+	c.SetPongHandler(func(data string) error { pong <- data; return nil })
+	if err := c.WriteControl(websocket.PingMessage, []byte(ping), time.Now().Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// The client handles the pong while it reads events.
+	deadline := time.Now().Add(5 * time.Second)
+	for rv := 2; ; rv++ {
+		w.ch <- watch.Event{Type: watch.Added, Object: widget("a", rv, 0)}
+		if ev := readEvent(t, c); ev.Type != "ADDED" {
+			t.Fatalf("got %s, want ADDED", ev.Type)
+		}
+		select {
+		case got := <-pong:
+			if got != ping {
+				t.Fatalf("pong %q, want the ping's payload", got)
+			}
+		default:
+			if time.Now().Before(deadline) {
+				continue
+			}
+			t.Fatal("no pong for a 125-byte ping")
+		}
+		break
 	}
 	// A message over the limit ends the connection with 1009.
 	if err := c.WriteMessage(websocket.TextMessage, []byte(strings.Repeat("x", 4096))); err != nil {
@@ -610,5 +634,74 @@ func TestReadLimit(t *testing.T) {
 	}
 	if err := h.result(); err != nil {
 		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// TestOpenOutlivesHandler opens connections with Open, whose handler
+// returns at once: events still flow, the watch gets the connection's
+// context, not the request's (which the HTTP server cancels when the
+// handler returns), and the end of that context closes the connection with
+// 1001 and calls done, once the watch has stopped.
+func TestOpenOutlivesHandler(t *testing.T) {
+	for _, src := range sources {
+		t.Run(src.name, func(t *testing.T) {
+			ws, err := wswatch.New(wswatch.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := src.new()
+			shutdown, stop := context.WithCancel(context.Background())
+			defer stop()
+			returned := make(chan struct{})
+			done := make(chan error, 1)
+			var watchCtx context.Context
+			srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+				defer close(returned)
+				start := func(ctx context.Context) (watch.Interface, error) { watchCtx = ctx; return w, nil }
+				if err := ws.Open(shutdown, rw, r, start, wswatch.Conversion{}, func(err error) { done <- err }); err != nil {
+					t.Errorf("Open: %v", err)
+				}
+			}))
+			defer srv.Close()
+			c, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			select {
+			case <-returned:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the handler did not return after the upgrade")
+			}
+			if !w.send(watch.Event{Type: watch.Added, Object: widget("a", 2, 0)}, 5*time.Second) {
+				t.Fatal("the watch was stopped when the handler returned")
+			}
+			if ev := readEvent(t, c); ev.Type != "ADDED" {
+				t.Fatalf("got %s, want ADDED", ev.Type)
+			}
+			if watchCtx.Err() != nil {
+				t.Fatalf("the watch's context ended with the handler: %v", watchCtx.Err())
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("done called while the connection is open: %v", err)
+			default:
+			}
+			stop()
+			if code, _ := readClose(t, c); code != websocket.CloseGoingAway {
+				t.Fatalf("close code %d, want 1001", code)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("done: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("done not called after the close")
+			}
+			if watchCtx.Err() == nil || !w.stopped() {
+				t.Fatalf("after done: ctx err %v, watch stopped %v; want both ended", watchCtx.Err(), w.stopped())
+			}
+		})
 	}
 }

@@ -11,18 +11,25 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 )
 
-// session is one connection. The request's goroutine reads (control frames
-// from the client) until the session ends; a writer goroutine runs only
-// while there are events to write, so an idle connection has no goroutine
-// of its own besides the request's and its watch's.
+// session is one connection. Its reader goroutine (started by Open) reads
+// control frames from the client until the session ends; a writer
+// goroutine runs only while there are events to write, so an idle
+// connection has no goroutine of its own besides the reader and its
+// watch's.
 type session struct {
 	s        *Server
 	c        *websocket.Conn
 	bc       *frameConn      // c's connection; nil if the upgrader hijacked around it
-	shutdown context.Context // the request's: done when the server stops or the request times out
+	shutdown context.Context // the connection's: done when the server stops or the request times out
 	q        *queue
 	encode   func(watch.Event) ([]byte, error) // Options.Encode, after the connection's conversion if any
 	cache    *encodeCache                      // shared encodings of the connection's format; nil for none
+
+	// Set by begin, read by serve once begin has returned.
+	cancel       context.CancelFunc // ends the watch's context
+	wi           watch.Interface    // nil when the watch did not start
+	pumpDone     chan struct{}      // closed when the pump stops; nil without a pump
+	stopShutdown func() bool        // unhooks the close on shutdown
 
 	writers   sync.WaitGroup // the writer goroutine, while one runs
 	lastWrite time.Time      // owned by the running writer; handed on through q
@@ -36,22 +43,24 @@ type session struct {
 	ping     *time.Timer
 }
 
-// serve starts the watch, reads until the session ends, then stops what it
-// started and waits for it. It returns the close code sent (0 for none)
-// and the session's error.
+// begin prepares the reader and starts the watch, in the caller's
+// goroutine; an error in starting it is sent as an ERROR event, then the
+// close frame.
 //
 // Events reach the queue in one of two ways. A watch that implements
 // [deliverer] (the engine's) calls deliver itself, from its own goroutine.
 // Any other watch gets a pump goroutine that receives from the result
 // channel and calls deliver. A push into a queue without a writer starts
 // one; the writer exits when it finds nothing more to write.
-//
-// The session ends when the reader returns: the client went away or was
-// silent too long, or a close frame was sent (the watch ended, the client
-// was too slow, the server is stopping) and the client answered it or
-// CloseGrace passed.
-func (ss *session) serve(ctx context.Context, cancel context.CancelFunc, start StartFunc) (int, error) {
+func (ss *session) begin(start StartFunc) {
 	o := &ss.s.opts
+	c := ss.c
+	c.SetReadLimit(o.ReadLimit)
+	ss.extendRead()
+	c.SetPongHandler(func(string) error { ss.extendRead(); return nil })
+
+	ctx, cancel := context.WithCancel(ss.shutdown)
+	ss.cancel = cancel
 	wi, err := start(ctx)
 	if err != nil {
 		msg, encErr := o.Encode(errorEvent(err))
@@ -65,32 +74,44 @@ func (ss *session) serve(ctx context.Context, cancel context.CancelFunc, start S
 				ss.close(websocket.CloseNormalClosure, reasonEnded, fmt.Errorf("wswatch: start watch: %w", err))
 			}
 		}
-		ss.read()
-		return ss.finish()
+		return
 	}
-	var pumpDone chan struct{}
+	ss.wi = wi
 	if d, ok := wi.(deliverer); ok {
 		d.Deliver(ss.deliver, ss.end)
 	} else {
-		pumpDone = make(chan struct{})
-		go ss.pump(ctx, wi, pumpDone)
+		ss.pumpDone = make(chan struct{})
+		go ss.pump(ctx, wi, ss.pumpDone)
 	}
 	ss.mu.Lock()
 	ss.ping = time.AfterFunc(o.PingInterval, ss.sendPing)
 	ss.mu.Unlock()
-	stopShutdown := context.AfterFunc(ss.shutdown, func() {
+	ss.stopShutdown = context.AfterFunc(ss.shutdown, func() {
 		code, reason := ss.endCode()
 		ss.close(code, reason, nil)
 	})
+}
 
+// serve is the reader goroutine: it reads until the session ends, then
+// stops what begin started and waits for it. It returns the close code
+// sent (0 for none) and the session's error.
+//
+// The session ends when the reader returns: the client went away or was
+// silent too long, or a close frame was sent (the watch ended, the client
+// was too slow, the server is stopping) and the client answered it or
+// CloseGrace passed.
+func (ss *session) serve() (int, error) {
 	ss.read()
-
-	stopShutdown()
+	if ss.stopShutdown != nil {
+		ss.stopShutdown()
+	}
 	code, err := ss.finish()
-	cancel()
-	wi.Stop()
-	if pumpDone != nil {
-		<-pumpDone
+	ss.cancel()
+	if ss.wi != nil {
+		ss.wi.Stop()
+	}
+	if ss.pumpDone != nil {
+		<-ss.pumpDone
 	}
 	ss.writers.Wait()
 	return code, err
@@ -114,24 +135,23 @@ func (ss *session) finish() (int, error) {
 // past PingInterval+PongTimeout, or, once the close frame is sent, answers
 // it or lets CloseGrace pass.
 func (ss *session) read() {
-	c, o := ss.c, &ss.s.opts
-	silent := o.PingInterval + o.PongTimeout
-	c.SetReadLimit(o.ReadLimit)
-	extend := func() {
-		ss.mu.Lock()
-		if !ss.closed {
-			_ = c.SetReadDeadline(time.Now().Add(silent))
-		}
-		ss.mu.Unlock()
-	}
-	extend()
-	c.SetPongHandler(func(string) error { extend(); return nil })
 	for {
-		if _, _, err := c.NextReader(); err != nil {
+		if _, _, err := ss.c.NextReader(); err != nil {
 			return
 		}
-		extend()
+		ss.extendRead()
 	}
+}
+
+// extendRead gives the client PingInterval+PongTimeout more to say
+// something, unless the close frame was sent (then CloseGrace holds).
+func (ss *session) extendRead() {
+	o := &ss.s.opts
+	ss.mu.Lock()
+	if !ss.closed {
+		_ = ss.c.SetReadDeadline(time.Now().Add(o.PingInterval + o.PongTimeout))
+	}
+	ss.mu.Unlock()
 }
 
 // close sends the close frame with code and reason, once, and gives the

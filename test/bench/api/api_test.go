@@ -20,7 +20,11 @@
 // reports the CPU the server (or etcd) and this process spent per
 // operation. PERF=PREFIX records the server with `perf record` during the
 // first round's creates, GETs and LISTs, into PREFIX-create.data,
-// PREFIX-get.data and PREFIX-list.data.
+// PREFIX-get.data and PREFIX-list.data. SERVER_ENV adds space-separated
+// NAME=VALUE pairs to the server's environment (GOGC=200, say). PPROF=PREFIX instead takes Go CPU
+// profiles from the server's /debug/pprof/profile for the first
+// PPROF_SECONDS (5) seconds of the first round's creates and GETs, into
+// PREFIX-create.pprof and PREFIX-get.pprof, for `go tool pprof`.
 //
 // Everything the benchmark starts is stopped, and every temp directory
 // removed, by b.Cleanup, and each phase gives up after PHASE_TIMEOUT
@@ -277,7 +281,7 @@ func BenchmarkAPI(b *testing.B) {
 
 	for range b.N {
 		etcd := startEtcd(b)
-		s := testserver.Start(b, testserver.Options{LogLevel: "warn"})
+		s := testserver.Start(b, testserver.Options{LogLevel: "warn", Env: strings.Fields(os.Getenv("SERVER_ENV"))})
 		serverPID, err := findPID("server", "--data-dir", s.DataDir)
 		if err != nil {
 			b.Fatal(err)
@@ -319,7 +323,7 @@ func BenchmarkAPI(b *testing.B) {
 			}
 			report(b, "etcd Put (1 KiB)", put, m)
 
-			stop := profile(b, r, "create", serverPID)
+			stop := profile(b, r, "create", serverPID, c)
 			m = startCPU(serverPID)
 			create := c.creates(workers, 0, creates, ns, timeout)
 			m.stop()
@@ -340,7 +344,7 @@ func BenchmarkAPI(b *testing.B) {
 				b.Fatalf("etcd gets: %v", eget.err)
 			}
 			report(b, "etcd Get (one key)", eget, m)
-			stop = profile(b, r, "get", serverPID)
+			stop = profile(b, r, "get", serverPID, c)
 			m = startCPU(serverPID)
 			get := c.gets(workers, getsN, creates, ns, timeout)
 			m.stop()
@@ -374,7 +378,7 @@ func BenchmarkAPI(b *testing.B) {
 						cancel()
 						b.Fatalf("etcd list: %v", err)
 					}
-					stop := profile(b, r, "list", serverPID)
+					stop := profile(b, r, "list", serverPID, nil)
 					am := startCPU(serverPID)
 					d, items, err := c.list(ctx, ns, limit)
 					am.stop()
@@ -421,8 +425,12 @@ func fmtRatios(rs []float64) string {
 
 // profile records the server with perf during one phase of the first round
 // when PERF is set, appending to the phase's file when it runs repeatedly
-// (the lists); the returned func stops the recording.
-func profile(b *testing.B, round int, phase string, pid int) func() {
+// (the lists), or with Go's CPU profiler through c when PPROF is set; the
+// returned func stops the recording.
+func profile(b *testing.B, round int, phase string, pid int, c *apiClient) func() {
+	if prefix := os.Getenv("PPROF"); prefix != "" && round == 1 && c != nil {
+		return pprofCPU(b, c, fmt.Sprintf("%s-%s.pprof", prefix, phase), benchtest.Env("PPROF_SECONDS", 5))
+	}
 	prefix := os.Getenv("PERF")
 	if prefix == "" || round != 1 {
 		return func() {}
@@ -463,3 +471,25 @@ func profile(b *testing.B, round int, phase string, pid int) func() {
 
 // perfRuns counts the recordings per file name.
 var perfRuns = map[string]int{}
+
+// pprofCPU takes a CPU profile of the server for the given seconds from
+// now into file; the returned func waits for it.
+func pprofCPU(b *testing.B, c *apiClient, file string, seconds int) func() {
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds+60)*time.Second)
+		defer cancel()
+		body, err := c.expect(ctx, http.StatusOK, "GET", fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds), nil)
+		if err == nil {
+			err = os.WriteFile(file, body, 0o644)
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Logf("pprof: %v (profile skipped)", err)
+			return
+		}
+		b.Logf("Go CPU profile of the server, first %d s of the phase: %s", seconds, file)
+	}
+}

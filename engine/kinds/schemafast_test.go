@@ -1,0 +1,205 @@
+package kinds
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"k8s.io/kube-openapi/pkg/validation/strfmt"
+	"k8s.io/kube-openapi/pkg/validation/validate"
+
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
+)
+
+// fastBoxSchema has every keyword the fast check decides, and some it
+// leaves to the library (format, minimum, nullable, int-or-string,
+// preserved unknown fields).
+const fastBoxSchema = `
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [name]
+            properties:
+              name: {type: string, minLength: 2, maxLength: 4, pattern: '^[a-zé]+$'}
+              size: {type: string, enum: [small, large]}
+              count: {type: integer}
+              ratio: {type: number}
+              on: {type: boolean}
+              tags: {type: array, items: {type: string, maxLength: 1}}
+              labels: {type: object, additionalProperties: {type: string, enum: [x, z]}}
+              nested: {type: object, properties: {deep: {type: string}}}
+              when: {type: string, format: date-time}
+              low: {type: integer, minimum: 2}
+              maybe: {type: string, nullable: true}
+              free: {type: object, x-kubernetes-preserve-unknown-fields: true}
+              port: {x-kubernetes-int-or-string: true}`
+
+// The fast check against the library's validator on Boxes with random
+// specs: every object it accepts is valid, and it accepts most valid ones
+// (those that reach no keyword it leaves to the library).
+func TestFastSchemaSweep(t *testing.T) {
+	r := NewRegistry()
+	sv, ok := serveBoxes(t, r, fastBoxSchema)
+	if !ok {
+		t.Fatal("boxes not served")
+	}
+	lib := libraryBoxValidator(t, r)
+	fast := sv.createValidation.validator.fast
+	if fast == nil {
+		t.Fatal("no fast check compiled")
+	}
+	rnd := kindstest.NewRand(6)
+	rnd.Keys = []string{"name", "size", "count", "ratio", "on", "tags", "labels", "nested", "deep", "when", "low", "maybe", "free", "port", "x", "bogus"}
+	words := []any{"a", "ab", "abcde", "aB", "é", "éé", "small", "huge", "x", "y", "2026-11-21T07:00:00Z", "", int64(1), int64(7), 1.5, true, nil,
+		[]any{"a"}, map[string]any{"x": "y"}}
+	fits := map[string][]any{
+		"name": {"ab", "abcd", "éé"}, "size": {"small", "large"}, "count": {int64(3)}, "ratio": {int64(2), 0.5},
+		"on": {true, false}, "tags": {[]any{}, []any{"a", "b"}}, "labels": {map[string]any{"a": "x", "b": "z"}},
+		"nested": {map[string]any{"deep": "v"}, map[string]any{"other": int64(1)}}, "when": {"2026-11-21T07:00:00Z"},
+		"low": {int64(2)}, "maybe": {"m", nil}, "free": {map[string]any{"any": []any{int64(1)}}}, "port": {int64(80), "http"},
+		"deep": {"v"}, "x": {"anything"}, "bogus": {int64(1)},
+	}
+	value := func(k string) any {
+		if rnd.IntN(16) == 0 {
+			return words[rnd.IntN(len(words))]
+		}
+		return fits[k][rnd.IntN(len(fits[k]))]
+	}
+	var accepted, unsure, invalid int
+	for range sweep {
+		spec := map[string]any{}
+		for _, k := range rnd.Keys {
+			// Keys the library leaves to the library come one time in
+			// eight, so that most valid objects reach none of them.
+			leave := slices.Contains([]string{"when", "low", "maybe", "port"}, k)
+			if leave && rnd.IntN(8) != 0 || !leave && rnd.IntN(3) == 0 {
+				continue
+			}
+			spec[k] = runtime.DeepCopyJSONValue(value(k)) // Mutate changes it
+		}
+		if rnd.IntN(8) == 0 {
+			rnd.Mutate(spec, 1)
+		}
+		obj := map[string]any{"apiVersion": "example.setpoint.dev/v1", "kind": "Box", "spec": spec}
+		valid := lib.Validate(obj).IsValid()
+		switch {
+		case fast.valid(obj) && !valid:
+			t.Fatalf("spec %v: the fast check accepts what the library rejects: %v", spec, lib.Validate(obj).Errors)
+		case fast.valid(obj):
+			accepted++
+		case valid:
+			unsure++
+		default:
+			invalid++
+		}
+	}
+	t.Logf("accepted %d, valid but left to the library %d, invalid %d", accepted, unsure, invalid)
+	if accepted < sweep/10 || invalid < sweep/10 || unsure == 0 {
+		t.Errorf("accepted %d, valid but left to the library %d, invalid %d of %d; want each, the first and last in a tenth", accepted, unsure, invalid, sweep)
+	}
+}
+
+// Keywords a structural schema cannot have, against the library's
+// validator on hand-made schemas.
+func TestFastSchemaKeywords(t *testing.T) {
+	str := spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}}}
+	num := func(ty string, enum ...any) spec.Schema {
+		return spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{ty}, Enum: enum}}
+	}
+	object := func(p spec.SchemaProps) *spec.Schema {
+		p.Type = spec.StringOrArray{"object"}
+		p.Properties = map[string]spec.Schema{"a": str}
+		return &spec.Schema{SchemaProps: p}
+	}
+	for _, tc := range []struct {
+		name   string
+		schema *spec.Schema
+		value  any
+		fast   bool
+	}{
+		{"closed, known key", object(spec.SchemaProps{AdditionalProperties: &spec.SchemaOrBool{Allows: false}}), map[string]any{"a": "x"}, true},
+		{"closed, other key", object(spec.SchemaProps{AdditionalProperties: &spec.SchemaOrBool{Allows: false}}), map[string]any{"b": "x"}, false},
+		{"closed with a schema", object(spec.SchemaProps{AdditionalProperties: &spec.SchemaOrBool{Allows: false, Schema: &str}}), map[string]any{"b": "x"}, false},
+		{"open", object(spec.SchemaProps{AdditionalProperties: &spec.SchemaOrBool{Allows: true}}), map[string]any{"b": int64(1)}, true},
+		{"integer enum", &spec.Schema{SchemaProps: num("integer", int64(1), int64(2)).SchemaProps}, int64(2), true},
+		{"integer outside the enum", &spec.Schema{SchemaProps: num("integer", int64(1)).SchemaProps}, int64(2), false},
+		{"float enum, integer value", &spec.Schema{SchemaProps: num("number", 2.0).SchemaProps}, int64(2), false},
+		{"integer as number", &spec.Schema{SchemaProps: num("number").SchemaProps}, int64(2), true},
+		{"float as integer", &spec.Schema{SchemaProps: num("integer").SchemaProps}, 2.0, false},
+		{"two types", &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string", "null"}}}, "s", false},
+		{"tuple items", &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"array"}, Items: &spec.SchemaOrArray{Schemas: []spec.Schema{str}}}}, []any{"a"}, false},
+		{"no type", &spec.Schema{}, "s", true},
+		{"null", &spec.Schema{}, nil, false},
+		{"bad pattern", &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}, Pattern: "("}}, "s", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := compileFast(tc.schema).valid(tc.value)
+			if got != tc.fast {
+				t.Errorf("fast check %v, want %v", got, tc.fast)
+			}
+			if lib := validate.NewSchemaValidator(tc.schema, nil, "", strfmt.Default).Validate(tc.value); got && !lib.IsValid() {
+				t.Errorf("accepted, but the library says %v", lib.Errors)
+			}
+		})
+	}
+}
+
+// compileFast looks at every keyword of spec.SchemaProps that the
+// library's validator reads: a keyword added to the library must be
+// decided or left to the library here before this test passes again.
+func TestFastSchemaKnowsEveryKeyword(t *testing.T) {
+	known := []string{
+		// Not read by the validator.
+		"ID", "Schema", "Description", "Title", "Default", "Definitions",
+		// Decided by the fast check.
+		"Type", "Enum", "MaxLength", "MinLength", "Pattern", "Required", "Items", "Properties", "AdditionalProperties",
+		// Left to the library.
+		"Ref", "Format", "Nullable", "Maximum", "ExclusiveMaximum", "Minimum", "ExclusiveMinimum", "MaxItems", "MinItems",
+		"UniqueItems", "MultipleOf", "MaxProperties", "MinProperties", "AllOf", "OneOf", "AnyOf", "Not",
+		"PatternProperties", "Dependencies", "AdditionalItems",
+	}
+	typ := reflect.TypeFor[spec.SchemaProps]()
+	for i := range typ.NumField() {
+		if f := typ.Field(i).Name; !slices.Contains(known, f) {
+			t.Errorf("spec.SchemaProps.%s: a keyword the fast check does not know", f)
+		}
+	}
+}
+
+// FuzzFastSchema checks on any spec that the fast check accepts only what
+// the library's validator accepts.
+func FuzzFastSchema(f *testing.F) {
+	r := NewRegistry()
+	sv, ok := serveBoxes(f, r, fastBoxSchema)
+	if !ok {
+		f.Fatal("boxes not served")
+	}
+	lib := libraryBoxValidator(f, r)
+	fast := sv.createValidation.validator.fast
+	for _, seed := range []string{
+		`{"name":"ab"}`,
+		`{"name":"éé","size":"large","count":3,"ratio":0.5,"on":true,"tags":["a"],"labels":{"a":"x"},"nested":{"deep":"v"}}`,
+		`{"name":"abcde"}`,
+		`{"name":"ab","labels":{"a":"y"}}`,
+		`{"name":"ab","maybe":null,"port":"http","free":{"x":[1,{"y":null}]}}`,
+		`{"name":"ab","count":1.5,"ratio":"1","tags":[1]}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		// Decoded as the API decodes a request body.
+		u, ok := objjson.Decode([]byte(`{"apiVersion":"example.setpoint.dev/v1","kind":"Box","spec":` + spec + `}`))
+		if !ok {
+			return
+		}
+		if fast.valid(u) {
+			if res := lib.Validate(u); !res.IsValid() {
+				t.Fatalf("spec %s: the fast check accepts what the library rejects: %v", spec, res.Errors)
+			}
+		}
+	})
+}
