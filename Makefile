@@ -82,9 +82,11 @@ soak-server: build plugins
 	SETPOINT_SOAK=$(SOAK_DURATION) $(GO) test -run '^TestSoak$$' -count=1 -timeout 120m -v ./test/
 
 ## soak-linearizability: LIN_HISTORIES short histories of concurrent clients
-## through kill -9 and restart, each checked with porcupine and the watch
-## checker, on the embedded store and on etcd (test/linearizability_test.go;
-## make test runs 2 on each)
+## through kill -9 and restart, each checked with porcupine and the watch and
+## list checkers, on the embedded store and on etcd; a history too thin to
+## count or whose check timed out is replaced by another, at most
+## LIN_HISTORIES/5 (at least 2) times (test/linearizability_test.go; make
+## test runs 2 on each)
 LIN_HISTORIES ?= 100
 soak-linearizability: build
 	SETPOINT_LIN_HISTORIES=$(LIN_HISTORIES) $(GO) test -race -run '^TestLinearizability$$' -count=1 -timeout 120m -v ./test/

@@ -108,3 +108,67 @@ func TestBookmarksFollowTheStore(t *testing.T) {
 	}
 	resumed.Stop()
 }
+
+func TestNextBookmark(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		deadline time.Time
+		interval time.Duration
+		want     time.Duration
+	}{
+		{name: "no deadline", interval: 15 * time.Second, want: 15 * time.Second},
+		{name: "deadline far", deadline: now.Add(time.Hour), interval: 15 * time.Second, want: 15 * time.Second},
+		{name: "before the deadline", deadline: now.Add(5 * time.Second), interval: 15 * time.Second, want: 3 * time.Second},
+		{name: "deadline within the lead", deadline: now.Add(time.Second), interval: 250 * time.Millisecond, want: 250 * time.Millisecond},
+		{name: "interval sooner", deadline: now.Add(5 * time.Second), interval: time.Second, want: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := nextBookmark(now, tt.deadline, tt.interval); got != tt.want {
+				t.Errorf("nextBookmark = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestBookmarkBeforeTimeout checks that a watch with timeoutSeconds gets a
+// bookmark bookmarkLead before it ends, long before the periodic one is
+// due, carrying the store's revision.
+func TestBookmarkBeforeTimeout(t *testing.T) {
+	ctx := context.Background()
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s, err := New(ctx, Options{Store: db}) // the default interval, 15s
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, kinds.CRDResource, kindstest.WidgetCRD(t), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a := mustCreate(t, s, widget("a", "small", nil))
+	timeout := int64(3)
+	start := time.Now()
+	w, err := s.Watch(ctx, widgets, "default", metav1.ListOptions{ResourceVersion: a.GetResourceVersion(), AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok || ev.Type != watch.Bookmark {
+			t.Fatalf("got %v (open %v), want a bookmark", ev.Type, ok)
+		}
+		if rv := revisionOf(ev.Object.(*unstructured.Unstructured)); rv < revisionOf(a) {
+			t.Errorf("bookmark at %d, behind the store's %d", rv, revisionOf(a))
+		}
+		if d := time.Since(start); d > time.Duration(timeout)*time.Second {
+			t.Errorf("bookmark after %v, past the timeout", d)
+		}
+	case <-time.After(time.Duration(timeout) * time.Second):
+		t.Fatal("no bookmark before the watch's timeout")
+	}
+}

@@ -62,12 +62,22 @@ func (s *Service) serveCRD(obj map[string]any, rev int64) {
 	if !s.reg.HasRead(crd.Name) {
 		rec = s.loadReadRecord(ctx, crd.Name)
 	}
-	if rs := s.reg.SetCRD(crd, ss, rev, rec, func() int64 {
+	if rs := s.reg.SetCRD(crd, ss, rev, rec, s.firstSchemas(), func() int64 {
 		cur, _ := s.store.CurrentRevision(ctx)
 		return cur
 	}); rs != nil {
 		s.recordRead(crd.Name, rs)
 	}
+}
+
+// firstSchemas reports whether the registry can have missed no earlier
+// incarnation of a CRD it has not served before (kinds.Registry.SetCRD): one
+// deleted before this Service started is unknown to it, and another server
+// may still write with that incarnation's schemas until its deletion
+// settles (readSettle), as for a schema change. Past that window, the
+// registry knows of every deletion whose writers may not have settled.
+func (s *Service) firstSchemas() bool {
+	return s.opts.Now().Sub(s.started) >= s.readSettle
 }
 
 // crdReadTimeout bounds readThroughCRD's read of the store.
@@ -77,9 +87,12 @@ const crdReadTimeout = 2 * time.Second
 // newer CRD for it than the registry has seen: a replica that shares its
 // store with others learns of their CRD writes through a watch, a moment
 // after they are made, and a client that created a CRD through one replica
-// and uses it through another must not meet a 404 meanwhile.
+// and uses it through another must not meet a 404 meanwhile. A server alone
+// on its store (no Options.SharedStore) has seen every CRD write already,
+// through its own write path, so a resource it does not serve costs it no
+// store read.
 func (s *Service) readThroughCRD(gvr schema.GroupVersionResource) (*kinds.Kind, bool) {
-	if gvr.Group == "" || gvr.Resource == "" {
+	if !s.opts.SharedStore || gvr.Group == "" || gvr.Resource == "" {
 		return nil, false
 	}
 	name := gvr.Resource + "." + gvr.Group

@@ -34,7 +34,7 @@ type Options struct {
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
 	// SharedStore tells the Service that other servers write to its store
-	// (replicas on etcd): see kinds.Registry.SharedStore.
+	// (replicas on etcd): see kinds.Registry.SharedStore and readThroughCRD.
 	SharedStore bool
 	// MaxObjectBytes bounds the size of a stored object, encoded;
 	// DefaultMaxObjectBytes (etcd's 1.5 MiB) by default. See fitObject.
@@ -67,6 +67,9 @@ type Service struct {
 	// listPageBytes is about how many bytes of objects ListJSONPages reads
 	// at a time (listJSONPageBytes).
 	listPageBytes int64
+	// started is when New ran: a CRD deleted before then is unknown to the
+	// registry (firstSchemas).
+	started time.Time
 }
 
 type admitterBox struct{ a Admitter }
@@ -81,7 +84,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.BookmarkInterval <= 0 {
-		opts.BookmarkInterval = 15 * time.Second
+		opts.BookmarkInterval = DefaultBookmarkInterval
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -98,6 +101,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		watchDecode:   kinds.NewDecodeCache(),
 		readSettle:    defaultReadRecordSettle,
 		listPageBytes: listJSONPageBytes,
+		started:       opts.Now(),
 	}
 	if opts.SharedStore {
 		s.reg.SharedStore()
@@ -131,7 +135,7 @@ func (s *Service) setAdmitter(a Admitter) {
 func (s *Service) Resources() []kinds.Resource { return s.reg.Resources() }
 
 // Resource returns the served resource gvr, read through to the store when
-// another server sharing it has just created its CRD (readThroughCRD).
+// another server sharing it may have just created its CRD (readThroughCRD).
 func (s *Service) Resource(gvr schema.GroupVersionResource) (kinds.Resource, bool) {
 	sv, ok := s.reg.Get(gvr)
 	if !ok {

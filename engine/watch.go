@@ -27,9 +27,12 @@ const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
 // k8s.io/initial-events-end); from a resourceVersion N it sends every change
 // after N. An object that stops or starts matching the selectors is sent as
 // DELETED or ADDED. With allowWatchBookmarks it sends BOOKMARK events
-// periodically. It ends after timeoutSeconds, when ctx is done or on Stop;
-// when the store cuts it off or the revision is compacted it sends an ERROR
-// event with a 410 Expired status and ends.
+// every Options.BookmarkInterval and, as kube-apiserver does, one
+// bookmarkLead before the watch's deadline (timeoutSeconds), so that a
+// client resumes close to the store's revision. It ends after
+// timeoutSeconds, when ctx is done or on Stop; when the store cuts it off
+// or the revision is compacted it sends an ERROR event with a 410 Expired
+// status and ends.
 //
 // The objects of ADDED, MODIFIED and DELETED events are shared by every
 // watch of the resource: those that follow a store change (each stored
@@ -109,6 +112,7 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 		endMarker: initial && opts.SendInitialEvents != nil,
 		interval:  s.opts.BookmarkInterval,
 	}
+	ow.deadline, _ = ctx.Deadline()
 	go ow.run(ctx)
 	return ow, nil
 }
@@ -133,6 +137,7 @@ type objectWatch struct {
 	bookmarks bool         // send bookmarks (allowWatchBookmarks)
 	endMarker bool         // end the initial events with a bookmark (sendInitialEvents)
 	interval  time.Duration
+	deadline  time.Time // when the watch ends (timeoutSeconds); zero for none
 }
 
 // sink is where a watch in sink mode sends its events; see Deliver.
@@ -209,11 +214,14 @@ func (w *objectWatch) run(ctx context.Context) {
 			return
 		}
 	}
+	// tick fires when the next bookmark is due; nil without bookmarks.
 	var tick <-chan time.Time
+	var timer *time.Timer
+	schedule := func() { timer.Reset(nextBookmark(time.Now(), w.deadline, w.interval)) }
 	if w.bookmarks {
-		t := time.NewTicker(w.interval)
-		defer t.Stop()
-		tick = t.C
+		timer = time.NewTimer(nextBookmark(time.Now(), w.deadline, w.interval))
+		defer timer.Stop()
+		tick = timer.C
 	}
 	if sel.empty() {
 		sel = nil // matches at once
@@ -275,12 +283,37 @@ func (w *objectWatch) run(ctx context.Context) {
 			if !send(bookmark(sv, rev, false)) {
 				return
 			}
+			schedule()
 		case ev, ok := <-events:
 			if !handle(ev, ok) || !drain() {
 				return
 			}
 		}
 	}
+}
+
+// DefaultBookmarkInterval is how often a watch that allows bookmarks gets
+// one when Options.BookmarkInterval is not set.
+const DefaultBookmarkInterval = 15 * time.Second
+
+// bookmarkLead is how long before a watch's deadline a bookmark
+// goes: kube-apiserver's 2 seconds.
+const bookmarkLead = 2 * time.Second
+
+// nextBookmark returns how long from now the next bookmark of a watch that
+// ends at deadline (zero for never) is due: after interval, or bookmarkLead
+// before the deadline if that is sooner and still ahead. Unlike
+// kube-apiserver, which sends nothing more once the deadline is within
+// bookmarkLead, the periodic bookmarks go on: a watch of a few seconds,
+// shorter than bookmarkLead, still gets them.
+func nextBookmark(now, deadline time.Time, interval time.Duration) time.Duration {
+	if deadline.IsZero() {
+		return interval
+	}
+	if pre := deadline.Add(-bookmarkLead).Sub(now); pre > 0 && pre < interval {
+		return pre
+	}
+	return interval
 }
 
 // bookmark is a BOOKMARK event of sv's kind at rev; end marks the end of

@@ -37,10 +37,7 @@ import (
 func TestWidgetPluginLanguages(t *testing.T) {
 	// Six widgets converge in seconds; the limit allows for a loaded machine.
 	const langConvergeLimit = 2 * time.Minute
-	build := exec.Command(filepath.Join("..", ".ci", "build-wasm"))
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the plugins (make deps installs their toolchains): %v\n%s", err, out)
-	}
+	buildGuests(t)
 	langs := []struct {
 		name   string // also the prefix of the widgets' names
 		module string // under bin/wasm

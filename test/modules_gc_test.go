@@ -23,7 +23,8 @@ import (
 // its cached instrumented form; the module a Plugin uses stays and cannot
 // be deleted; a deleted module uploads again as new.
 func TestModulesGC(t *testing.T) {
-	s := testserver.Start(t, testserver.Options{Args: []string{"--module-gc-grace", "1s"}})
+	// Its own compile cache: the test looks for the module's entry there.
+	s := testserver.Start(t, testserver.Options{Args: []string{"--module-gc-grace", "1s"}, OwnPluginCache: true})
 	used := builtModule(t, "requiredlabels")
 	unused := withCustomSection(used, "setpoint-test-gc")
 	usedDigest, unusedDigest := digestOfModule(used), digestOfModule(unused)

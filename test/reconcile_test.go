@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -328,10 +327,7 @@ func TestReconcileAcceptance(t *testing.T) {
 			t.Fatalf("SETPOINT_ACCEPTANCE_WIDGETS=%q: want a number >= 10", v)
 		}
 	}
-	build := exec.Command(filepath.Join("..", ".ci", "build-wasm"))
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the example plugins: %v\n%s", err, out)
-	}
+	buildGuests(t)
 	widgetModule, err := os.ReadFile(filepath.Join("..", "bin", "wasm", "widget-plugin.wasm"))
 	if err != nil {
 		t.Fatal(err)

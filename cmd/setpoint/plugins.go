@@ -231,9 +231,10 @@ type pluginAPIOptions struct {
 	// log receives the parts' logs, each with its component; slog.Default()
 	// when nil.
 	log *slog.Logger
-	// dataDir holds the Wasm host's compile cache (dataDir/wasm-cache);
-	// required.
-	dataDir string
+	// dataDir holds the Wasm host's compile cache (dataDir/wasm-cache)
+	// unless cacheDir names another; required.
+	dataDir  string
+	cacheDir string
 	// allowedOrigins are the browser origins, besides the server's own,
 	// that may open WebSocket watches.
 	allowedOrigins []string
@@ -256,6 +257,9 @@ type pluginAPIOptions struct {
 	// Leases, so that each runs on one replica at a time; when nil, this
 	// server runs them all.
 	election *electionOptions
+	// bookmarkInterval is how often a watch gets a bookmark
+	// (engine.Options.BookmarkInterval).
+	bookmarkInterval time.Duration
 	// sharedStore is set when other servers may write to the store
 	// (--store etcd): see engine.Options.SharedStore.
 	sharedStore bool
@@ -302,7 +306,8 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	if o.encryption != nil {
 		objStore = encrypt.New(o.store, o.encryption)
 	}
-	svc, err := engine.New(ctx, engine.Options{Store: objStore, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain, SharedStore: o.sharedStore})
+	svc, err := engine.New(ctx, engine.Options{Store: objStore, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain, SharedStore: o.sharedStore,
+		BookmarkInterval: o.bookmarkInterval})
 	if err != nil {
 		return nil, err
 	}
@@ -336,8 +341,12 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	if err != nil {
 		return nil, err
 	}
+	cacheDir := o.cacheDir
+	if cacheDir == "" {
+		cacheDir = filepath.Join(o.dataDir, "wasm-cache")
+	}
 	hopts := host.Options{
-		CacheDir: filepath.Join(o.dataDir, "wasm-cache"),
+		CacheDir: cacheDir,
 		// The plugins' log lines go to their Plugin's log (the log
 		// subresource), and only those the rate limit keeps to the server's.
 		Logger:  slog.New(logs.Handler(log.With("component", "host").Handler())),

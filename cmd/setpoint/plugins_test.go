@@ -13,13 +13,17 @@ import (
 
 // The Plugin installed right after an upload is served by the version the
 // upload's check loaded, when its limits allow; otherwise by a new load.
+// The modules are the small C and Rust Widget plugins: what is checked is
+// which version serves, and a Go guest's compile under the race detector
+// (a minute or more of a loaded machine, each) would only test the
+// compile timeout.
 func TestInstallAdoptsCheckedVersion(t *testing.T) {
 	h := hosttest.NewHost(t, host.Options{})
 	reg := host.NewRegistry(h)
 	t.Cleanup(func() { _ = reg.Close() })
 	a := hostAdapter{h: h, reg: reg, checked: &checkedVersion{}}
 	ctx := context.Background()
-	wasm := hosttest.Module(t, "faulty")
+	wasm := hosttest.Module(t, "widget-c")
 
 	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
 		t.Fatal(err)
@@ -58,7 +62,7 @@ func TestInstallAdoptsCheckedVersion(t *testing.T) {
 	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	other := hosttest.Module(t, "widget")
+	other := hosttest.Module(t, "widget-rust")
 	if _, err := a.Install(ctx, "third", other, plugins.Config{}); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +84,7 @@ func TestCheckedVersionExpiresAndStops(t *testing.T) {
 	c := &checkedVersion{now: func() time.Time { return now }}
 	a := hostAdapter{h: h, reg: reg, checked: c}
 	ctx := context.Background()
-	wasm := hosttest.Module(t, "faulty")
+	wasm := hosttest.Module(t, "widget-c") // small: see TestInstallAdoptsCheckedVersion
 
 	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
 		t.Fatal(err)

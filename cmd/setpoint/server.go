@@ -38,6 +38,7 @@ type serverOptions struct {
 	logFormat       string
 	examples        bool
 	examplesDir     string
+	pluginCacheDir  string
 	shutdownTimeout time.Duration
 	allowedOrigins  []string
 
@@ -45,6 +46,7 @@ type serverOptions struct {
 	historyMinAge             time.Duration
 	historyCompactionInterval time.Duration
 	pluginStatusInterval      time.Duration
+	watchBookmarkInterval     time.Duration
 	moduleGCGrace             time.Duration
 	profiling                 bool
 	storeFreeSpaceReserve     string
@@ -106,11 +108,13 @@ signal exits at once.`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	f.BoolVar(&o.examples, "examples", false, "also register the example kinds and plugins: apply every CustomResourceDefinition in the YAML and JSON files under --examples-dir once the server is up, then upload each example's module from bin/wasm next to --examples-dir and apply its Plugin (EXAMPLE/plugin.yaml.tmpl); example objects are left to the walkthroughs, and a missing directory or module is logged and skipped")
 	f.StringVar(&o.examplesDir, "examples-dir", "examples", "where --examples looks for the example manifests")
+	f.StringVar(&o.pluginCacheDir, "plugin-cache-dir", "", "directory for the plugin host's compile cache (compiled and instrumented modules, content-addressed; servers may share one); DATA-DIR/wasm-cache by default")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests before closing their connections; the background loops (controllers, plugin calls) get what is left, at least 1s, and are then abandoned")
 	f.StringSliceVar(&o.allowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], such as https://app.example.com), besides the server's own, that may open a WebSocket watch; repeat the flag or separate origins with commas; * is refused")
 	f.Int64Var(&o.historyMinRevisions, "history-min-revisions", 10_000, "how many recent revisions background compaction keeps at least; it keeps whichever of this and --history-min-age keeps more, and a watch or continue token older than what is kept gets 410 Expired")
 	f.DurationVar(&o.historyMinAge, "history-min-age", 5*time.Minute, "how much recent history, by age, background compaction keeps at least")
 	f.DurationVar(&o.historyCompactionInterval, "history-compaction-interval", time.Minute, "how often background compaction looks for history to drop")
+	f.DurationVar(&o.watchBookmarkInterval, "watch-bookmark-interval", engine.DefaultBookmarkInterval, "how often a watch that asked for bookmarks (allowWatchBookmarks) gets one; a watch with timeoutSeconds also gets one 2s before it ends, as from kube-apiserver")
 	f.DurationVar(&o.pluginStatusInterval, "plugin-status-interval", 10*time.Second, "how often each Plugin's call and error counts are written to its status (only when they changed)")
 	o.hostLimits.register(f)
 	f.DurationVar(&o.moduleGCGrace, "module-gc-grace", plugins.DefaultModuleGCGrace, "how long an uploaded module that no Plugin uses (in spec.module.digest or status.loadedDigest) is kept before it is deleted; the time is counted in memory, so a restart starts it again")
@@ -269,11 +273,12 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	}
 
 	api, err := newPluginAPI(ctx, pluginAPIOptions{
-		store: st, log: log, dataDir: o.dataDir, allowedOrigins: o.allowedOrigins,
+		store: st, log: log, dataDir: o.dataDir, cacheDir: o.pluginCacheDir, allowedOrigins: o.allowedOrigins,
 		statusInterval: o.pluginStatusInterval, moduleGCGrace: o.moduleGCGrace, registerer: metrics.Registry(),
 		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
 		election: o.leaderElect.options(identity), serviceAccounts: o.serviceAccounts, audit: auditor,
 		clientCerts: material.ClientCertSigner(), encryption: encryption, sharedStore: o.storeEtcd.kind == "etcd",
+		bookmarkInterval: o.watchBookmarkInterval,
 	})
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
@@ -441,6 +446,9 @@ func (o *serverOptions) validate() error {
 	}
 	if o.historyCompactionInterval <= 0 {
 		return fmt.Errorf("--history-compaction-interval %v: want a positive duration", o.historyCompactionInterval)
+	}
+	if o.watchBookmarkInterval <= 0 {
+		return fmt.Errorf("--watch-bookmark-interval %v: want a positive duration", o.watchBookmarkInterval)
 	}
 	if o.pluginStatusInterval <= 0 {
 		return fmt.Errorf("--plugin-status-interval %v: want a positive duration", o.pluginStatusInterval)

@@ -130,6 +130,8 @@ func TestServerFlagsValidate(t *testing.T) {
 		{name: "no revisions", args: []string{"--history-min-revisions", "0"}, wantErr: "--history-min-revisions 0: want 1 or more"},
 		{name: "zero age", args: []string{"--history-min-age", "0s"}, wantErr: "--history-min-age 0s: want a positive duration"},
 		{name: "negative interval", args: []string{"--history-compaction-interval", "-1s"}, wantErr: "--history-compaction-interval -1s: want a positive duration"},
+		{name: "short bookmark interval", args: []string{"--watch-bookmark-interval", "250ms"}},
+		{name: "zero bookmark interval", args: []string{"--watch-bookmark-interval", "0s"}, wantErr: "--watch-bookmark-interval 0s: want a positive duration"},
 		{name: "short plugin status interval", args: []string{"--plugin-status-interval", "250ms"}},
 		{name: "zero plugin status interval", args: []string{"--plugin-status-interval", "0s"}, wantErr: "--plugin-status-interval 0s: want a positive duration"},
 		{name: "short module gc grace", args: []string{"--module-gc-grace", "1s"}},
@@ -153,6 +155,7 @@ func TestServerFlagsValidate(t *testing.T) {
 				o.historyMinAge, _ = c.Flags().GetDuration("history-min-age")
 				o.historyCompactionInterval, _ = c.Flags().GetDuration("history-compaction-interval")
 				o.pluginStatusInterval, _ = c.Flags().GetDuration("plugin-status-interval")
+				o.watchBookmarkInterval, _ = c.Flags().GetDuration("watch-bookmark-interval")
 				o.moduleGCGrace, _ = c.Flags().GetDuration("module-gc-grace")
 				o.leaderElect.leaseDuration, _ = c.Flags().GetDuration("leader-elect-lease-duration")
 				o.leaderElect.renewDeadline, _ = c.Flags().GetDuration("leader-elect-renew-deadline")

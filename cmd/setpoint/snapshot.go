@@ -141,6 +141,38 @@ func verifySnapshotFile(file string) (snapshot.Header, string, error) {
 	return snapshot.Verify(f)
 }
 
+// verifiedSnapshot is a snapshot file verified whole, open to read its
+// records from the start: what a restore writes from.
+type verifiedSnapshot struct {
+	*snapshot.Reader
+	f *os.File
+	// sum is the file's checksum, as snapshot status prints it.
+	sum string
+}
+
+// openVerifiedSnapshot verifies the whole of file before the caller writes
+// anything from it, then opens it for reading its records; errors name the
+// file. The caller closes it.
+func openVerifiedSnapshot(file string) (*verifiedSnapshot, error) {
+	_, sum, err := verifySnapshotFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	r, err := snapshot.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return &verifiedSnapshot{Reader: r, f: f, sum: sum}, nil
+}
+
+// Close closes the file.
+func (v *verifiedSnapshot) Close() error { return v.f.Close() }
+
 func newSnapshotStatusCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status FILE",
@@ -244,25 +276,17 @@ func runSnapshotRestore(o *snapshotRestoreOptions, file string, stdout io.Writer
 	case len(entries) > 0:
 		return usageError("%s is not empty: restore builds a new data directory; give one that does not exist or is empty", o.dataDir)
 	}
-	// Verify the whole file before writing anything.
-	hdr, sum, err := verifySnapshotFile(file)
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
-	f, err := os.Open(file)
+	snap, err := openVerifiedSnapshot(file)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	r, err := snapshot.NewReader(f)
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
+	defer snap.Close()
+	hdr := snap.Header()
 	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
 		return err
 	}
 	storeDir := filepath.Join(o.dataDir, "store")
-	if err := badger.Restore(storeDir, badger.Options{}, hdr.Revision, r.Next); err != nil {
+	if err := badger.Restore(storeDir, badger.Options{}, hdr.Revision, snap.Next); err != nil {
 		// Leave nothing half-built behind.
 		_ = os.RemoveAll(storeDir)
 		if created {
@@ -271,6 +295,6 @@ func runSnapshotRestore(o *snapshotRestoreOptions, file string, stdout io.Writer
 		return fmt.Errorf("restore %s into %s: %w", file, o.dataDir, err)
 	}
 	fmt.Fprintf(stdout, "Restored %s (sha256 %s): revision %d, %d keys, into %s\n  setpoint server --data-dir %s\n",
-		file, sum, hdr.Revision, hdr.Keys, o.dataDir, o.dataDir)
+		file, snap.sum, hdr.Revision, hdr.Keys, o.dataDir, o.dataDir)
 	return nil
 }

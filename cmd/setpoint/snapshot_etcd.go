@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/setpoint-dev/setpoint/store/etcd"
-	"github.com/setpoint-dev/setpoint/store/snapshot"
 )
 
 // runSnapshotRestoreEtcd restores file into an empty prefix of an etcd.
@@ -29,20 +27,12 @@ func runSnapshotRestoreEtcd(ctx context.Context, o *snapshotRestoreOptions, file
 	case o.extraRevs < 0:
 		return usageError("--bump-revision %d: want 0 or more", o.extraRevs)
 	}
-	// Verify the whole file before writing anything.
-	hdr, sum, err := verifySnapshotFile(file)
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
-	f, err := os.Open(file)
+	snap, err := openVerifiedSnapshot(file)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	r, err := snapshot.NewReader(f)
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
+	defer snap.Close()
+	hdr := snap.Header()
 	opts := etcd.Options{Endpoints: e.servers, Prefix: e.prefix}
 	if e.caFile != "" || e.certFile != "" {
 		tlsInfo := transport.TLSInfo{TrustedCAFile: e.caFile, CertFile: e.certFile, KeyFile: e.keyFile}
@@ -52,7 +42,7 @@ func runSnapshotRestoreEtcd(ctx context.Context, o *snapshotRestoreOptions, file
 		}
 		opts.TLS = cfg
 	}
-	res, err := etcd.Restore(ctx, opts, etcd.RestoreOptions{Revision: hdr.Revision, ExtraRevisions: o.extraRevs}, r.Next)
+	res, err := etcd.Restore(ctx, opts, etcd.RestoreOptions{Revision: hdr.Revision, ExtraRevisions: o.extraRevs}, snap.Next)
 	if err != nil {
 		if errors.Is(err, etcd.ErrPrefixNotEmpty) {
 			return usageError("%v", err)
@@ -64,7 +54,7 @@ func runSnapshotRestoreEtcd(ctx context.Context, o *snapshotRestoreOptions, file
 		return fmt.Errorf("restore %s into %s under %s: %w", file, strings.Join(e.servers, ","), e.prefix, err)
 	}
 	fmt.Fprintf(stdout, "Restored %s (sha256 %s): snapshot revision %d, %d keys, into etcd %s under %s at revisions %d to %d (etcd advanced by %d revisions; history compacted at %d, so older resourceVersions get 410)\n  setpoint server --store etcd --etcd-servers %s --etcd-prefix %s\n",
-		file, sum, hdr.Revision, res.Keys, strings.Join(e.servers, ","), e.prefix, res.First, res.Last, res.Bumped, res.Last,
+		file, snap.sum, hdr.Revision, res.Keys, strings.Join(e.servers, ","), e.prefix, res.First, res.Last, res.Bumped, res.Last,
 		strings.Join(e.servers, ","), e.prefix)
 	return nil
 }

@@ -36,5 +36,5 @@ func serveCRD(t testing.TB, r *Registry, crd *unstructured.Unstructured) {
 		t.Fatalf("build CRD: %v", err)
 	}
 	rev := int64(len(r.CRDs()) + 1)
-	r.SetCRD(c, ss, rev, nil, func() int64 { return rev })
+	r.SetCRD(c, ss, rev, nil, false, func() int64 { return rev })
 }

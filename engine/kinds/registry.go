@@ -178,12 +178,20 @@ func (r *Registry) add(ss ...*Kind) {
 // the read schemas whose revision is new, for the caller to record: at once
 // when settled, or once writes that took the previous schemas are done (see
 // ReadSchemas.Settle).
-func (r *Registry) SetCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*Kind, rev int64, rec *ReadRecord, current func() int64) *ReadSchemas {
+//
+// On a shared store, other servers may still write with other schemas of a
+// CRD new to this registry, so every object is read through its schemas
+// until they settle, unless only one set of schemas of it can have been in
+// use: the CRD's spec never changed (generation 1), no earlier incarnation
+// of it was deleted while this registry watched, and first reports that the
+// caller could not have missed one (see engine's firstSchemas).
+func (r *Registry) SetCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*Kind, rev int64, rec *ReadRecord, first bool, current func() int64) *ReadSchemas {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rev < r.crdRev[crd.Name] {
 		return nil
 	}
+	_, seenBefore := r.crdRev[crd.Name]
 	r.crdRev[crd.Name] = rev
 	var changed *ReadSchemas
 	if len(ss) > 0 && ss[0].read != nil {
@@ -196,8 +204,9 @@ func (r *Registry) SetCRD(crd *apiextensionsv1.CustomResourceDefinition, ss []*K
 			// Created, or loaded without a record of these schemas: no
 			// write of this server's can hold other schemas of it.
 			rs.since.Store(max(rev, current()+1))
-			rs.whole.Store(r.shared)
-			rs.settled.Store(!r.shared)
+			whole := r.shared && !(first && crd.Generation == 1 && !seenBefore)
+			rs.whole.Store(whole)
+			rs.settled.Store(!whole)
 			changed = rs
 		case sameSchemas(prev, rs):
 			rs.since.Store(prev.since.Load())

@@ -30,7 +30,7 @@ func TestRegistryCRDRevisions(t *testing.T) {
 	cur := func() int64 { return 10 }
 	gen := r.Generation()
 	first := build()
-	r.SetCRD(crd, first, 5, nil, cur)
+	r.SetCRD(crd, first, 5, nil, false, cur)
 	if r.Generation() == gen {
 		t.Error("serving a CRD left the generation unchanged")
 	}
@@ -42,7 +42,7 @@ func TestRegistryCRDRevisions(t *testing.T) {
 		t.Error("ByKind does not find Widget")
 	}
 
-	r.SetCRD(crd, build(), 3, nil, cur)
+	r.SetCRD(crd, build(), 3, nil, false, cur)
 	if got, _ := r.Get(widgets); got != first[0] {
 		t.Error("a write older than the one applied replaced it")
 	}
@@ -51,7 +51,7 @@ func TestRegistryCRDRevisions(t *testing.T) {
 		t.Error("a delete older than the write applied removed the CRD")
 	}
 	newer := build()
-	r.SetCRD(crd, newer, 6, nil, cur)
+	r.SetCRD(crd, newer, 6, nil, false, cur)
 	if got, _ := r.Get(widgets); got != newer[0] {
 		t.Error("a newer write did not replace the older one")
 	}
@@ -59,11 +59,11 @@ func TestRegistryCRDRevisions(t *testing.T) {
 	if r.ServesCRD(crd.Name) || r.ByGroupResource(widgets.GroupResource()) != nil || len(r.CRDs()) != 0 {
 		t.Fatal("the CRD is still served after its delete")
 	}
-	r.SetCRD(crd, build(), 6, nil, cur)
+	r.SetCRD(crd, build(), 6, nil, false, cur)
 	if r.ServesCRD(crd.Name) {
 		t.Error("a write older than the delete served the CRD again")
 	}
-	r.SetCRD(crd, build(), 8, nil, cur)
+	r.SetCRD(crd, build(), 8, nil, false, cur)
 	r.RemoveCRD(crd.Name, 0)
 	if r.ServesCRD(crd.Name) {
 		t.Error("RemoveCRD at revision 0 did not remove")

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/setpoint-dev/setpoint/host"
 )
@@ -131,6 +132,22 @@ func NewHost(t testing.TB, opts host.Options) *host.Host {
 func Load(t testing.TB, name string, cfg host.Config) *host.Plugin {
 	t.Helper()
 	return LoadWith(t, NewHost(t, host.Options{}), name, cfg)
+}
+
+// HangTimeout is the compile and call timeout of LoadUnhurried: long enough
+// that only a hang meets it.
+const HangTimeout = 30 * time.Second
+
+// LoadUnhurried loads the built module name under a new Host for a test of
+// what the plugin answers, not of how fast: the compile may take minutes
+// and each call HangTimeout. Under the race detector on a loaded machine a
+// Go guest's first compile takes over a minute, and a call more than the
+// default second, which the default deadlines would report as failures of
+// the plugin.
+func LoadUnhurried(t testing.TB, name string, cfg host.Config) *host.Plugin {
+	t.Helper()
+	cfg.Limits.CallTimeout = HangTimeout
+	return LoadWith(t, NewHost(t, host.Options{CompileTimeout: 10 * time.Minute}), name, cfg)
 }
 
 // LoadWith loads the built module name under h.

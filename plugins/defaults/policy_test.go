@@ -43,7 +43,7 @@ func TestAdmitNative(t *testing.T) {
 }
 
 func TestAdmitUnderHost(t *testing.T) {
-	p := hosttest.Load(t, "defaults", host.Config{})
+	p := hosttest.LoadUnhurried(t, "defaults", host.Config{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, err := p.Admit(context.Background(), request(tt.op, tt.object))

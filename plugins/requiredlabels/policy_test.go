@@ -42,7 +42,7 @@ func TestAdmitNative(t *testing.T) {
 
 // TestAdmitUnderHost runs the built module under the real host.
 func TestAdmitUnderHost(t *testing.T) {
-	p := hosttest.Load(t, "requiredlabels", host.Config{})
+	p := hosttest.LoadUnhurried(t, "requiredlabels", host.Config{})
 	if !p.HasAdmit() || p.HasReconcile() {
 		t.Fatal("requiredlabels registers admit only")
 	}

@@ -60,13 +60,7 @@ func Open(opts Options) (*DB, error) {
 	if len(opts.Endpoints) == 0 {
 		return nil, errors.New("store/etcd: no etcd endpoints")
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:          opts.Endpoints,
-		TLS:                opts.TLS,
-		DialTimeout:        opts.DialTimeout,
-		MaxCallSendMsgSize: maxSend,
-		Logger:             zap.NewNop(),
-	})
+	cli, err := clientv3.New(clientConfig(opts))
 	if err != nil {
 		return nil, fmt.Errorf("store/etcd: connect to %s: %w", strings.Join(opts.Endpoints, ","), err)
 	}
@@ -88,6 +82,20 @@ func Open(opts Options) (*DB, error) {
 		go db.compactLoop()
 	}
 	return db, nil
+}
+
+// clientConfig is the etcd client's configuration for opts (defaults
+// applied).
+func clientConfig(opts Options) clientv3.Config {
+	return clientv3.Config{
+		Endpoints:            opts.Endpoints,
+		TLS:                  opts.TLS,
+		DialTimeout:          opts.DialTimeout,
+		DialKeepAliveTime:    opts.KeepAliveTime,
+		DialKeepAliveTimeout: opts.KeepAliveTimeout,
+		MaxCallSendMsgSize:   maxSend,
+		Logger:               zap.NewNop(),
+	}
 }
 
 // serverVersion returns the version of the first endpoint that answers.

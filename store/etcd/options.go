@@ -28,6 +28,17 @@ type Options struct {
 	// deadline, so that an unreachable etcd fails requests rather than
 	// hanging them. Default: 30 seconds.
 	RequestTimeout time.Duration
+	// KeepAliveTime is how long the client's gRPC connection to etcd may
+	// be quiet before the client pings it, and KeepAliveTimeout how long
+	// it then waits for the answer before it closes the connection and
+	// dials again: without them, an etcd whose host vanished (no FIN, no
+	// RST) leaves watches hanging on a dead connection until the kernel
+	// gives up, many minutes later. Defaults: 30 and 10 seconds, as
+	// kube-apiserver's. gRPC raises a KeepAliveTime under 10 seconds to
+	// 10 seconds, and etcd answers pings more often than its
+	// --grpc-keepalive-min-time (5 seconds) by closing the connection.
+	KeepAliveTime    time.Duration
+	KeepAliveTimeout time.Duration
 
 	// Logger receives the store's logs. Default: discard.
 	Logger *slog.Logger
@@ -69,6 +80,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 30 * time.Second
+	}
+	if o.KeepAliveTime <= 0 {
+		o.KeepAliveTime = 30 * time.Second
+	}
+	if o.KeepAliveTimeout <= 0 {
+		o.KeepAliveTimeout = 10 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

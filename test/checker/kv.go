@@ -251,9 +251,11 @@ var KVModel = porcupine.NondeterministicModel{
 	},
 }
 
-// CheckLinearizable checks a history against KVModel within timeout. It
-// returns nil when the history is linearizable and an error that names
-// the result otherwise (porcupine.Unknown when the search timed out).
+// CheckLinearizable checks a history against KVModel within timeout (0 for
+// none). It returns nil when the history is linearizable, an error wrapping
+// ErrNotLinearizable when it is not, and one wrapping ErrUnknown when the
+// search timed out: porcupine's search is exponential in the worst case,
+// and an unlucky history must not hang the run nor pass unchecked.
 func CheckLinearizable(history []Operation, timeout time.Duration) error {
 	for _, op := range history {
 		if op.Input.Key < 0 || op.Input.Key >= MaxKeys {
@@ -269,8 +271,8 @@ func CheckLinearizable(history []Operation, timeout time.Duration) error {
 	case porcupine.Ok:
 		return nil
 	case porcupine.Illegal:
-		return fmt.Errorf("checker: history of %d operations is not linearizable", len(history))
+		return fmt.Errorf("%w: history of %d operations", ErrNotLinearizable, len(history))
 	default:
-		return fmt.Errorf("checker: linearizability check of %d operations gave %q (timeout %s)", len(history), res, timeout)
+		return fmt.Errorf("%w: %d operations, no answer within %s", ErrUnknown, len(history), timeout)
 	}
 }

@@ -24,11 +24,13 @@ type WatchEvent struct {
 // Segment is what one watch connection delivered: it asked for events
 // after StartRV and either ended (a timeout, a broken connection, a server
 // restart) or answered 410 Gone, after which the client relisted and the
-// next segment starts at the list's resourceVersion.
+// next segment starts at the list's resourceVersion. Relist marks a
+// segment after which the client relisted by choice, as an informer may.
 type Segment struct {
 	StartRV int64
 	Events  []WatchEvent
 	Gone    bool
+	Relist  bool
 }
 
 // Write is a write the history knows the outcome of: an object created or
@@ -44,10 +46,12 @@ type Write struct {
 // was attempted (Ambiguous ones included). It returns every violation:
 //
 //   - a segment resumed anywhere but right after the last revision the
-//     watcher saw (event or bookmark), unless the previous one got 410;
+//     watcher saw (event or bookmark), unless the previous one got 410 or
+//     relisted;
 //   - an event at or before the revision before it (a reorder or a
 //     duplicate), or at or before the segment's start;
-//   - a bookmark behind the last revision seen;
+//   - a bookmark behind the last revision seen, or one that passed an
+//     event the watch had not yet delivered (the event comes after it);
 //   - a known write inside the window a segment covered that it did not
 //     deliver (a gap);
 //   - an event whose content is no write's (a stale or invented object).
@@ -63,8 +67,9 @@ func CheckWatch(segs []Segment, known []Write, attempted map[string]bool) error 
 		if !prevGone && seg.StartRV != last {
 			errs = append(errs, fmt.Errorf("segment %d resumed at %d, not after the last revision seen %d", i, seg.StartRV, last))
 		}
-		prevGone = seg.Gone
+		prevGone = seg.Gone || seg.Relist
 		last = seg.StartRV
+		lastEvent := last // the last revision an event (not a bookmark) or the start gave
 		delivered := map[int64]bool{}
 		for _, ev := range seg.Events {
 			if ev.Type == Bookmark {
@@ -75,11 +80,15 @@ func CheckWatch(segs []Segment, known []Write, attempted map[string]bool) error 
 				}
 				continue
 			}
-			if ev.RV <= last {
-				errs = append(errs, fmt.Errorf("segment %d: %s %s at %d after revision %d (reordered or duplicate)", i, ev.Type, ev.Name, ev.RV, last))
+			if ev.RV <= lastEvent {
+				errs = append(errs, fmt.Errorf("segment %d: %s %s at %d after revision %d (reordered or duplicate)", i, ev.Type, ev.Name, ev.RV, lastEvent))
 				continue
 			}
-			last = ev.RV
+			if ev.RV <= last {
+				errs = append(errs, fmt.Errorf("segment %d: %s %s at %d after bookmark %d: the bookmark passed an event not yet delivered", i, ev.Type, ev.Name, ev.RV, last))
+				continue
+			}
+			last, lastEvent = ev.RV, ev.RV
 			delivered[ev.RV] = true
 			if ev.Type == Deleted {
 				continue

@@ -31,6 +31,10 @@ func TestCheckWatch(t *testing.T) {
 		{"dropped event", []Segment{
 			{StartRV: 10, Events: []WatchEvent{{Added, "a", 11, "v1"}, {Modified, "a", 14, "v3"}}},
 		}, "gap"},
+		{"relist by choice", []Segment{
+			{StartRV: 10, Events: []WatchEvent{{Added, "a", 11, "v1"}}, Relist: true},
+			{StartRV: 12, Events: []WatchEvent{{Modified, "a", 14, "v3"}}},
+		}, ""},
 		{"resume skips ahead", []Segment{
 			{StartRV: 10, Events: []WatchEvent{{Added, "a", 11, "v1"}}},
 			{StartRV: 12, Events: []WatchEvent{{Modified, "a", 14, "v3"}}},
@@ -42,6 +46,16 @@ func TestCheckWatch(t *testing.T) {
 		{"bookmark backwards", []Segment{
 			{StartRV: 10, Events: []WatchEvent{{Added, "a", 11, "v1"}, {Added, "b", 12, "v2"}, {Bookmark, "", 11, ""}}},
 		}, "bookmark 11 behind"},
+		{"bookmark passes an undelivered event", []Segment{
+			{StartRV: 10, Events: []WatchEvent{{Added, "a", 11, "v1"}, {Bookmark, "", 12, ""}, {Added, "b", 12, "v2"}}},
+		}, "the bookmark passed an event not yet delivered"},
+		{"bookmark skips an event", []Segment{
+			{StartRV: 10, Events: []WatchEvent{{Added, "a", 11, "v1"}, {Bookmark, "", 12, ""}, {Modified, "a", 14, "v3"}}},
+		}, "gap"},
+		{"bookmark backwards across a resume", []Segment{
+			{StartRV: 10, Events: []WatchEvent{{Added, "a", 11, "v1"}, {Added, "b", 12, "v2"}, {Bookmark, "", 13, ""}}},
+			{StartRV: 13, Events: []WatchEvent{{Bookmark, "", 12, ""}}},
+		}, "bookmark 12 behind revision 13"},
 		{"stale content", []Segment{
 			{StartRV: 10, Events: []WatchEvent{{Added, "a", 11, "v0"}}},
 		}, "the write there was"},

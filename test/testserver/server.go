@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,6 +47,28 @@ type Options struct {
 	// DataDir is used instead of a fresh t.TempDir() (to start a second
 	// server on the data of a stopped one, for instance).
 	DataDir string
+	// OwnPluginCache keeps the server's compile cache in its data
+	// directory when SharePluginCache is set (a test that looks into it).
+	OwnPluginCache bool
+}
+
+// SharePluginCache makes every server a test binary starts (unless its
+// Options or Args say otherwise) keep its plugin compile cache in one
+// directory, bin/.e2e/wasm-cache, instead of its data directory: a suite's
+// servers then compile each module once rather than once per server (a Go
+// guest: seconds of a loaded machine's CPU each time). The cache is
+// content-addressed and its writes are atomic, so servers running side by
+// side share it safely. A suite sets it before it starts a server; the
+// benchmarks leave it off, so that a cold start costs what it costs.
+var SharePluginCache bool
+
+// sharedPluginCache is the directory SharePluginCache names.
+func sharedPluginCache() (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "bin", ".e2e", "wasm-cache"), nil
 }
 
 // Server is a running `setpoint server` process.
@@ -115,6 +138,13 @@ func Start(t testing.TB, opts Options) *Server {
 // start runs the binary on addr and waits until it is ready.
 func (s *Server) start(addr string) error {
 	args := append([]string{"server", "--addr", addr, "--data-dir", s.DataDir, "--log-level", s.opts.LogLevel}, s.opts.Args...)
+	if SharePluginCache && !s.opts.OwnPluginCache && !slices.Contains(args, "--plugin-cache-dir") {
+		dir, err := sharedPluginCache()
+		if err != nil {
+			return err
+		}
+		args = append(args, "--plugin-cache-dir", dir)
+	}
 	cmd := exec.Command(s.bin, args...)
 	cmd.Env = append(os.Environ(), s.opts.Env...)
 	stdout, err := cmd.StdoutPipe()
