@@ -235,9 +235,12 @@ func (in *nativeInstance) call(ctx context.Context, export string, input []byte)
 	in.clock.done = ctx.Done()
 	out, err := in.run(ctx, fn, input)
 	in.clock.done = nil
-	if !release() && err == nil {
+	if fired := !release(); err == nil && (fired || ctx.Err() != nil) {
 		// The deadline passed as the call returned: the guard may have
-		// set the stop global, so the instance cannot serve again.
+		// set the stop global, so the instance cannot serve again. Its
+		// timer may also not have run yet on a loaded machine: a call
+		// that returns past its deadline is a timeout either way, as its
+		// caller has stopped waiting for it.
 		err = classify(ctx, ctx.Err(), in.out, in.p.cfg.Limits)
 	}
 	return out, err
