@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	bdg "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/table"
 
 	"github.com/setpoint-dev/setpoint/store"
 )
@@ -169,8 +172,32 @@ func (db *DB) List(ctx context.Context, prefix string, opts store.ListOptions) (
 // a damaged table (it reads a damaged block without checking every bound)
 // into the DamageError the read returns, as withTable does for the table
 // checks: one damaged file must not kill the server.
+//
+// The panic does not say which file Badger was reading, so the tables are
+// checked to name it (the caller holds closeMu).
 func (db *DB) damagedOnPanic(err *error, what string) {
 	if p := recover(); p != nil {
-		*err = db.readFailed(fmt.Errorf("%s: unreadable: %v", what, p))
+		cause := fmt.Errorf("%s: unreadable: %v", what, p)
+		if de := db.damagedTable(); de != nil {
+			cause = &DamageError{File: de.File, Err: fmt.Errorf("%w (%v)", cause, de.Err)}
+		}
+		*err = db.readFailed(cause)
 	}
+}
+
+// damagedTable returns the damage of the first table Badger has open whose
+// blocks fail their checksums, or nil. The caller holds closeMu.
+func (db *DB) damagedTable() *DamageError {
+	bo := db.bdb.Opts()
+	for _, ti := range db.bdb.Tables() {
+		path := table.NewFilename(ti.ID, bo.Dir)
+		var de *DamageError
+		if err := verifyTable(path, bo.Compression, bo.BlockSize); errors.As(err, &de) {
+			if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
+				continue // compacted away meanwhile
+			}
+			return de
+		}
+	}
+	return nil
 }
