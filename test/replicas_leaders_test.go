@@ -50,8 +50,13 @@ func TestReplicasModuleGCAndFinalizerLeaders(t *testing.T) {
 		return h
 	}
 	// only checks that the log of want, and of no other replica, has line.
+	// The line is written after the change it reports, which the test may
+	// see first: want's log is waited for.
 	only := func(what string, want *replicaClient, line string) {
 		t.Helper()
+		testsupport.Poll(t, 10*time.Second, what+": the line in "+want.name+"'s log", func() (bool, string) {
+			return strings.Contains(want.s.Logs(), line), "not yet"
+		})
 		for _, r := range rcs {
 			has := strings.Contains(r.s.Logs(), line)
 			if has != (r == want) {
