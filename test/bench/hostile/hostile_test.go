@@ -31,7 +31,10 @@
 // for a while, after the server suspended its calls).
 // SETPOINT_BENCH_PROFILE=DIR saves a CPU profile of the server over the
 // first 3 seconds of each phase's clock to DIR/PHASE.pprof (the server's
-// /debug/pprof), for `go tool pprof`.
+// /debug/pprof), for `go tool pprof`. SETPOINT_BENCH_SERVER_ARGS adds
+// flags (space-separated) to every phase's server, e.g.
+// "--plugin-write-rate 100000 --plugin-write-burst 100000" so that long
+// phases are not paced by the widget plugin's write limit.
 package hostile
 
 import (
@@ -212,7 +215,7 @@ type result struct {
 
 // run starts a fresh server and measures one phase.
 func run(b *testing.B, ph phase, n, m int, warmup time.Duration) result {
-	s := testserver.Start(b, testserver.Options{LogLevel: "error"})
+	s := testserver.Start(b, testserver.Options{LogLevel: "error", Args: strings.Fields(os.Getenv("SETPOINT_BENCH_SERVER_ARGS"))})
 	c := s.HTTPClient()
 	b.Cleanup(c.CloseIdleConnections)
 	e := env{b: b, s: s, c: c}
