@@ -235,12 +235,9 @@ func (in *nativeInstance) call(ctx context.Context, export string, input []byte)
 	in.clock.done = ctx.Done()
 	out, err := in.run(ctx, fn, input)
 	in.clock.done = nil
-	if fired := !release(); err == nil && (fired || ctx.Err() != nil) {
+	if !release() && err == nil {
 		// The deadline passed as the call returned: the guard may have
-		// set the stop global, so the instance cannot serve again. Its
-		// timer may also not have run yet on a loaded machine: a call
-		// that returns past its deadline is a timeout either way, as its
-		// caller has stopped waiting for it.
+		// set the stop global, so the instance cannot serve again.
 		err = classify(ctx, ctx.Err(), in.out, in.p.cfg.Limits)
 	}
 	return out, err
@@ -284,8 +281,10 @@ func (in *nativeInstance) run(ctx context.Context, fn api.Function, input []byte
 	return out, nil
 }
 
-// classify maps an error of a guest call to a failure.
-func classify(ctx context.Context, err error, out *tailBuffer, l Limits) *failure {
+// ended is the failure of a call whose context ended (its deadline, or its
+// caller canceling it), as ctx or the guest's exit (err, may be nil) says;
+// nil when it did not end.
+func ended(ctx context.Context, err error, l Limits) *failure {
 	var exit *sys.ExitError
 	isExit := errors.As(err, &exit)
 	switch {
@@ -294,7 +293,16 @@ func classify(ctx context.Context, err error, out *tailBuffer, l Limits) *failur
 		return &failure{err: ErrTimeout, detail: fmt.Sprintf("the call ran past its deadline (call timeout %v) and was stopped", l.CallTimeout)}
 	case isExit && exit.ExitCode() == sys.ExitCodeContextCanceled, errors.Is(ctx.Err(), context.Canceled):
 		return &failure{err: context.Canceled, detail: "the caller canceled the call"}
-	case errors.Is(err, errBudget):
+	}
+	return nil
+}
+
+// classify maps an error of a guest call to a failure.
+func classify(ctx context.Context, err error, out *tailBuffer, l Limits) *failure {
+	if f := ended(ctx, err, l); f != nil {
+		return f
+	}
+	if errors.Is(err, errBudget) {
 		return &failure{err: ErrHostCallLimit, detail: fmt.Sprintf("more than %d host calls in one call", l.MaxHostCalls)}
 	}
 	tail := out.String()
@@ -304,7 +312,7 @@ func classify(ctx context.Context, err error, out *tailBuffer, l Limits) *failur
 		return &failure{err: ErrMemoryLimit, detail: fmt.Sprintf("the guest ran out of memory under its cap of %d pages (%d MiB): %s",
 			l.MemoryPages, l.MemoryPages/16, line)}
 	}
-	if isExit {
+	if exit := (*sys.ExitError)(nil); errors.As(err, &exit) {
 		return &failure{err: ErrTrap, detail: normalizeTrace(fmt.Sprintf("the guest exited with code %d: %s", exit.ExitCode(), lastLines(tail, 6)))}
 	}
 	msg, _, _ := strings.Cut(err.Error(), "\n")

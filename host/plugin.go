@@ -207,6 +207,16 @@ func (p *Plugin) invoke(ctx context.Context, export string, bit int32, config ma
 	buf := in.encodeBuffer()
 	*buf = encode((*buf)[:0])
 	out, err := in.call(ctx, export, *buf)
+	if err == nil && ctx.Err() != nil {
+		// The call returned past its deadline (the instance's own guard,
+		// if any, had not fired yet) or after its caller gave up: the
+		// caller has stopped waiting, so the answer is a timeout whatever
+		// the guest returned, on either ABI. The guest finished its call,
+		// so the instance serves again.
+		f := ended(ctx, nil, p.cfg.Limits)
+		f.keep = true
+		err = f
+	}
 	if err != nil {
 		var f *failure
 		p.pool.put(in, !(errors.As(err, &f) && f.keep))
