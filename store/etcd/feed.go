@@ -66,7 +66,6 @@ type sub struct {
 	pending []store.Event // guarded by mu
 	live    int           // events in pending after catchUpTo; guarded by mu
 	tooSlow bool          // guarded by mu
-	known   int64         // guarded by mu
 	ended   bool          // guarded by mu
 	err     error         // guarded by mu; valid once ch is closed
 }
@@ -90,7 +89,9 @@ func (s *sub) Progress() (int64, bool) {
 	if s.ended || len(s.pending) > 0 {
 		return 0, false
 	}
-	return s.known, true
+	// Every event up to the feed's known has been handed to every watch
+	// (publish holds f.mu while it does).
+	return max(s.from, s.f.known), true
 }
 
 func (s *sub) Stop() { s.stopOnce.Do(func() { close(s.stop) }) }
@@ -123,9 +124,8 @@ func (db *DB) join(ctx context.Context, prefix string, from, cur int64) *sub {
 		catchUpTo: cur,
 		notify:    make(chan struct{}, 1),
 		stop:      make(chan struct{}),
-		known:     from,
 	}
-	s.add(f.ring, f.known)
+	s.add(f.ring)
 	f.subs[s] = struct{}{}
 	s.stopCtx = context.AfterFunc(ctx, s.Stop)
 	db.watchers.Add(1)
@@ -238,7 +238,7 @@ func (f *feed) publish(evs []store.Event, progress bool, rev int64) {
 		f.ring = append(make([]store.Event, 0, 2*feedRing), f.ring[drop:]...)
 	}
 	for s := range f.subs {
-		s.add(evs, f.known)
+		s.add(evs)
 	}
 }
 
@@ -257,9 +257,9 @@ func (f *feed) leave(s *sub) {
 	}
 }
 
-// add queues the events of evs that the watch selects, and notes that every
-// event up to known has been seen. The caller holds the feed's mu.
-func (s *sub) add(evs []store.Event, known int64) {
+// add queues the events of evs that the watch selects. The caller holds
+// the feed's mu.
+func (s *sub) add(evs []store.Event) {
 	s.mu.Lock()
 	grew := false
 	for i := range evs {
@@ -288,7 +288,6 @@ func (s *sub) add(evs []store.Event, known int64) {
 			}
 		}
 	}
-	s.known = max(s.known, known)
 	s.mu.Unlock()
 	if grew || s.tooSlow {
 		select {
