@@ -183,7 +183,7 @@ func (c *apiClient) list(ctx context.Context, ns string, limit int) (time.Durati
 		if limit == 0 {
 			break
 		}
-		if cont, err = continueToken(b); err != nil {
+		if cont, err = benchtest.ListMeta(b, "continue"); err != nil {
 			return 0, 0, err
 		}
 		if cont == "" {
@@ -202,35 +202,6 @@ func (c *apiClient) list(ctx context.Context, ns string, limit int) (time.Durati
 		items += len(l.Items)
 	}
 	return elapsed, items, nil
-}
-
-// continueToken reads metadata.continue from a list, decoding no further
-// than the metadata.
-func continueToken(b []byte) (string, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	if _, err := d.Token(); err != nil { // {
-		return "", err
-	}
-	for d.More() {
-		k, err := d.Token()
-		if err != nil {
-			return "", err
-		}
-		if k == "metadata" {
-			var m struct {
-				Continue string `json:"continue"`
-			}
-			if err := d.Decode(&m); err != nil {
-				return "", err
-			}
-			return m.Continue, nil
-		}
-		var skip json.RawMessage
-		if err := d.Decode(&skip); err != nil {
-			return "", err
-		}
-	}
-	return "", nil
 }
 
 // registerWidget applies examples/widget/crd.yaml and waits until Widgets

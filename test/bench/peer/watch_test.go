@@ -53,7 +53,7 @@ func (w *workload) watch(n, updates, writers, objects int) fanOut {
 	if err != nil {
 		b.Fatalf("%s: LIST: %v", w.s.name, err)
 	}
-	rv, err := listMeta(body, "resourceVersion")
+	rv, err := benchtest.ListMeta(body, "resourceVersion")
 	if err != nil || rv == "" {
 		b.Fatalf("%s: LIST has no resourceVersion: %v %.200s", w.s.name, err, body)
 	}
@@ -151,11 +151,7 @@ func (w *workload) watch(n, updates, writers, objects int) fanOut {
 func (x *watcher) read(resp *http.Response, delivered *atomic.Int64) {
 	br := bufio.NewReaderSize(resp.Body, 16<<10)
 	for {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			rest, err2 := br.ReadBytes('\n')
-			line, err = append(append([]byte(nil), line...), rest...), err2
-		}
+		line, err := benchtest.ReadLine(br)
 		if err != nil {
 			return
 		}
@@ -168,25 +164,8 @@ func (x *watcher) read(resp *http.Response, delivered *atomic.Int64) {
 		}
 		delivered.Add(1)
 		x.last = now
-		if i := bytes.Index(line, sentField); i >= 0 {
-			rest := line[i+len(sentField):]
-			if j := bytes.IndexByte(rest, '"'); j > 0 {
-				if ns, ok := parseDigits(rest[:j]); ok {
-					x.lat = append(x.lat, now.Sub(time.Unix(0, ns)))
-				}
-			}
+		if sent, ok := benchtest.Stamp(line, sentField); ok {
+			x.lat = append(x.lat, now.Sub(sent))
 		}
 	}
-}
-
-// parseDigits parses a non-negative decimal integer without allocating.
-func parseDigits(b []byte) (int64, bool) {
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, len(b) > 0
 }

@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -277,7 +276,7 @@ func (w *workload) list(limit, want int) time.Duration {
 			if limit == 0 {
 				break
 			}
-			if cont, err = listMeta(body, "continue"); err != nil {
+			if cont, err = benchtest.ListMeta(body, "continue"); err != nil {
 				w.b.Fatalf("%s: LIST: %v", w.s.name, err)
 			}
 			if cont == "" {
@@ -302,34 +301,6 @@ func (w *workload) list(limit, want int) time.Duration {
 	d := slices.Sorted(slices.Values(times))[len(times)/2]
 	w.b.Logf("%s: LIST of %d (limit %d): median %v of %v", w.s.name, want, limit, d.Round(time.Microsecond), times)
 	return d
-}
-
-// listMeta reads one field of a list's metadata, decoding no further than
-// the metadata.
-func listMeta(body []byte, field string) (string, error) {
-	d := json.NewDecoder(bytes.NewReader(body))
-	if _, err := d.Token(); err != nil {
-		return "", err
-	}
-	for d.More() {
-		k, err := d.Token()
-		if err != nil {
-			return "", err
-		}
-		if k == "metadata" {
-			var m map[string]any
-			if err := d.Decode(&m); err != nil {
-				return "", err
-			}
-			s, _ := m[field].(string)
-			return s, nil
-		}
-		var skip json.RawMessage
-		if err := d.Decode(&skip); err != nil {
-			return "", err
-		}
-	}
-	return "", nil
 }
 
 // patchSent stamps Widget name with the time the write starts, which every

@@ -197,11 +197,7 @@ func (x *bench) openHTTPWatchers(ctx context.Context, n int, rv string, lat *his
 			defer resp.Body.Close()
 			br := bufio.NewReaderSize(resp.Body, 4096)
 			for {
-				line, err := br.ReadSlice('\n')
-				if err == bufio.ErrBufferFull {
-					rest, err2 := br.ReadBytes('\n')
-					line, err = append(append([]byte(nil), line...), rest...), err2
-				}
+				line, err := benchtest.ReadLine(br)
 				if err != nil {
 					return
 				}
@@ -216,13 +212,8 @@ func (x *bench) openHTTPWatchers(ctx context.Context, n int, rv string, lat *his
 						cut.Add(1)
 					}
 				}
-				if i := bytes.Index(line, noteKey); i >= 0 {
-					rest := line[i+len(noteKey):]
-					if j := bytes.IndexByte(rest, '"'); j > 0 {
-						if ns, ok := parseDigits(rest[:j]); ok {
-							lat.add(now.Sub(time.Unix(0, ns)))
-						}
-					}
+				if sent, ok := benchtest.Stamp(line, noteKey); ok {
+					lat.add(now.Sub(sent))
 				}
 			}
 		}()

@@ -156,18 +156,6 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 	}
 }
 
-// parseDigits parses a non-negative decimal integer without allocating.
-func parseDigits(b []byte) (int64, bool) {
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, len(b) > 0
-}
-
 // lastDelivery is when the last message arrived, in Unix nanoseconds.
 var lastDelivery atomic.Int64
 
@@ -215,13 +203,8 @@ func (x *bench) openWatchers(n int, rv string, lat *histogram, delivered *atomic
 				if !bytes.HasPrefix(msg, modifiedPrefix) {
 					others.Add(1)
 				}
-				if i := bytes.Index(msg, noteKey); i >= 0 {
-					rest := msg[i+len(noteKey):]
-					if j := bytes.IndexByte(rest, '"'); j > 0 {
-						if ns, ok := parseDigits(rest[:j]); ok {
-							lat.add(now.Sub(time.Unix(0, ns)))
-						}
-					}
+				if sent, ok := benchtest.Stamp(msg, noteKey); ok {
+					lat.add(now.Sub(sent))
 				}
 			}
 		}()
