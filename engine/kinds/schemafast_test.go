@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
@@ -38,20 +39,27 @@ const fastBoxSchema = `
               free: {type: object, x-kubernetes-preserve-unknown-fields: true}
               port: {x-kubernetes-int-or-string: true}`
 
+// fastBoxes serves Boxes with fastBoxSchema and returns the fast check
+// compiled for it and the library's validator of the same schema.
+func fastBoxes(tb testing.TB) (*fastSchema, apiservervalidation.SchemaValidator) {
+	tb.Helper()
+	r := NewRegistry()
+	sv, ok := serveBoxes(tb, r, fastBoxSchema)
+	if !ok {
+		tb.Fatal("boxes not served")
+	}
+	fast := sv.createValidation.validator.fast
+	if fast == nil {
+		tb.Fatal("no fast check compiled")
+	}
+	return fast, libraryBoxValidator(tb, r)
+}
+
 // The fast check against the library's validator on Boxes with random
 // specs: every object it accepts is valid, and it accepts most valid ones
 // (those that reach no keyword it leaves to the library).
 func TestFastSchemaSweep(t *testing.T) {
-	r := NewRegistry()
-	sv, ok := serveBoxes(t, r, fastBoxSchema)
-	if !ok {
-		t.Fatal("boxes not served")
-	}
-	lib := libraryBoxValidator(t, r)
-	fast := sv.createValidation.validator.fast
-	if fast == nil {
-		t.Fatal("no fast check compiled")
-	}
+	fast, lib := fastBoxes(t)
 	rnd := kindstest.NewRand(6)
 	rnd.Keys = []string{"name", "size", "count", "ratio", "on", "tags", "labels", "nested", "deep", "when", "low", "maybe", "free", "port", "x", "bogus"}
 	words := []any{"a", "ab", "abcde", "aB", "é", "éé", "small", "huge", "x", "y", "2026-11-21T07:00:00Z", "", int64(1), int64(7), 1.5, true, nil,
@@ -173,13 +181,7 @@ func TestFastSchemaKnowsEveryKeyword(t *testing.T) {
 // FuzzFastSchema checks on any spec that the fast check accepts only what
 // the library's validator accepts.
 func FuzzFastSchema(f *testing.F) {
-	r := NewRegistry()
-	sv, ok := serveBoxes(f, r, fastBoxSchema)
-	if !ok {
-		f.Fatal("boxes not served")
-	}
-	lib := libraryBoxValidator(f, r)
-	fast := sv.createValidation.validator.fast
+	fast, lib := fastBoxes(f)
 	for _, seed := range []string{
 		`{"name":"ab"}`,
 		`{"name":"éé","size":"large","count":3,"ratio":0.5,"on":true,"tags":["a"],"labels":{"a":"x"},"nested":{"deep":"v"}}`,
