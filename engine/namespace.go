@@ -63,14 +63,33 @@ func (s *Service) labelNamespaces(ctx context.Context) error {
 	}
 }
 
-// committed does nothing: the collector learns of a namespace's deletion
-// from the store's watch and empties it.
-func (namespaceHooks) committed(context.Context, *Service, map[string]any, map[string]any) {}
+// committed tells the namespace cache at once of a namespace that this
+// server marked deleted or deleted, ahead of the store's watch. The
+// collector learns of a namespace's deletion from the watch and empties it.
+func (namespaceHooks) committed(_ context.Context, s *Service, obj, old map[string]any) {
+	switch {
+	case obj == nil && old != nil:
+		name, _, _ := unstructured.NestedString(old, "metadata", "name")
+		s.namespaces.markInactive(name, namespaceRevision(old))
+	case obj != nil:
+		if ts, ok, _ := unstructured.NestedFieldNoCopy(obj, "metadata", "deletionTimestamp"); ok && ts != nil {
+			name, _, _ := unstructured.NestedString(obj, "metadata", "name")
+			s.namespaces.markInactive(name, namespaceRevision(obj))
+		}
+	}
+}
 
-func (namespaceHooks) deleting(_ context.Context, _ *Service, obj map[string]any, _ bool) error {
+// deleting refuses to delete the default namespace. Otherwise, from now on
+// for namespaceLiveLookup, creates in the namespace read it from the store
+// (checkNamespace), whatever the cache says, so that none is admitted in a
+// namespace this server is deleting from a cache that has not seen it yet.
+func (namespaceHooks) deleting(_ context.Context, s *Service, obj map[string]any, dryRun bool) error {
 	name, _, _ := unstructured.NestedString(obj, "metadata", "name")
 	if name == kinds.DefaultNamespace {
 		return apierrors.NewForbidden(kinds.NamespaceResource.GroupResource(), name, fmt.Errorf("this namespace may not be deleted"))
+	}
+	if !dryRun {
+		s.namespaces.lookLive(name, s.opts.Now().Add(namespaceLiveLookup))
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,8 +15,9 @@ import (
 // ErrRunning is returned by Run while another Run of the Service runs.
 var ErrRunning = errors.New("engine: the service is running already")
 
-// Run runs the engine's background loop, the CRD follower, until ctx is
-// done, and returns after it has stopped. One Run at a time: a second one
+// Run runs the engine's background loops, the CRD follower and the
+// namespace follower (followNamespaces), until ctx is done, and returns
+// after they have stopped. One Run at a time: a second one
 // while the first runs returns ErrRunning at once; after it returns, the
 // Service may Run again.
 func (s *Service) Run(ctx context.Context) error {
@@ -27,6 +29,9 @@ func (s *Service) Run(ctx context.Context) error {
 	// returns (the records keep the conservative revision): the store may
 	// be closed next.
 	defer s.delayed.stop()
+	var followers sync.WaitGroup
+	defer followers.Wait()
+	followers.Go(func() { s.followNamespaces(ctx) })
 	s.followCRDs(ctx)
 	return nil
 }

@@ -56,6 +56,8 @@ type Service struct {
 	watchDecode *kinds.DecodeCache
 	// initial shares the initial lists of watches that start together.
 	initial initialLists
+	// namespaces answers creates whether their namespace is active.
+	namespaces namespaceCache
 	// readRecordMu serializes the saves of CRDs' read-schema records.
 	readRecordMu sync.Mutex
 	// readSettle is how long after a schema change the revision of the

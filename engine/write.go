@@ -105,12 +105,8 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	}
 	ns := obj.GetNamespace()
 	if sv.Namespaced {
-		kv, err := s.store.Get(ctx, store.ObjectKey("", "namespaces", "", ns), store.GetOptions{})
-		if err != nil {
-			return nil, nil, storeError(err, kinds.NamespaceResource.GroupResource(), ns)
-		}
-		if terminating(kv.Value) {
-			return nil, nil, namespaceTerminatingError(gvr.GroupResource(), obj.GetName(), ns)
+		if err := s.checkNamespace(ctx, gvr.GroupResource(), obj.GetName(), ns); err != nil {
+			return nil, nil, err
 		}
 	}
 	generated := obj.GetName() == "" && obj.GetGenerateName() != ""
