@@ -329,7 +329,8 @@ func tooDeep() error {
 // checkJSONDepth refuses JSON nested deeper than MaxDepth, without parsing it.
 func checkJSONDepth(b []byte) error {
 	depth, inString, escaped := 0, false, false
-	for _, c := range b {
+	for i := 0; i < len(b); i++ {
+		c := b[i]
 		switch {
 		case inString:
 			switch {
@@ -339,6 +340,9 @@ func checkJSONDepth(b []byte) error {
 				escaped = true
 			case c == '"':
 				inString = false
+			default:
+				// Step over the string's plain bytes at once.
+				i += objjson.Plain(b[i+1:])
 			}
 		case c == '"':
 			inString = true

@@ -18,6 +18,11 @@ func TestBodyLimits(t *testing.T) {
 		{name: "flat JSON", mt: "application/json", body: `{"a":[1,2,{"b":"c"}]}`},
 		{name: "brackets in strings", mt: "application/json", body: `{"a":"` + strings.Repeat("[{", 500) + `"}`},
 		{name: "escaped quote", mt: "application/json", body: `{"a":"\"[[[["}`},
+		{name: "deep after long strings", mt: "application/json", body: `{"a":"` + strings.Repeat("x", 1000) + `","b":"` + strings.Repeat("y", 13) + `","c":` +
+			strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + `}`, wantErr: true},
+		{name: "escaped backslash ends a string", mt: "application/json", body: `{"a":"` + strings.Repeat("x", 20) + `\\\\","b":` +
+			strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + `}`, wantErr: true},
+		{name: "escaped quote in a long string", mt: "application/json", body: `{"a":"` + strings.Repeat("x", 20) + `\"` + strings.Repeat("[", MaxDepth+1) + `"}`},
 		{name: "deep JSON", mt: "application/json", body: strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), wantErr: true},
 		{name: "just deep enough", mt: "application/json", body: strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)},
 		{name: "YAML", mt: "application/yaml", body: "a:\n  b:\n  - c\n"},

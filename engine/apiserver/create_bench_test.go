@@ -30,7 +30,13 @@ func BenchmarkCreateHandler1KiB(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, api := newTestAPI(b, db, Options{})
+	eng, api := newTestAPI(b, db, Options{})
+	// The engine's loops run, as in the server: among them the namespace
+	// follower that answers creates whether their namespace is active.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
 	crd := httptest.NewRequest("POST", crdPath, bytes.NewReader(crdYAML))
 	crd.Header.Set("Content-Type", "application/yaml")
 	if w := serve(api, crd); w.Code != http.StatusCreated {

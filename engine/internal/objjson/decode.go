@@ -168,6 +168,10 @@ func (d *jsonDecoder) str() (string, bool) {
 	d.i++
 	plain := true
 	for d.i < len(d.b) {
+		d.i += Plain(d.b[d.i:])
+		if d.i >= len(d.b) {
+			break
+		}
 		c := d.b[d.i]
 		switch {
 		case c == '"':
@@ -295,6 +299,9 @@ func (d *jsonDecoder) skip() bool {
 
 func (d *jsonDecoder) skipStr() bool {
 	for d.i++; d.i < len(d.b); d.i++ {
+		if d.i += Plain(d.b[d.i:]); d.i >= len(d.b) {
+			break
+		}
 		switch d.b[d.i] {
 		case '\\':
 			d.i++

@@ -84,11 +84,9 @@ func Append(b []byte, v any) ([]byte, bool) {
 // HTML): directly when every byte is printable ASCII other than the quote,
 // the backslash, '<', '>' and '&', through encoding/json otherwise.
 func AppendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
+	if plainHTML(s) < len(s) {
+		q, _ := json.Marshal(s) // a string always encodes
+		return append(b, q...)
 	}
 	b = append(b, '"')
 	b = append(b, s...)
