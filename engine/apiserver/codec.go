@@ -170,7 +170,11 @@ func writeError(w http.ResponseWriter, err error) {
 
 // wantsYAML tells whether the client prefers YAML to JSON.
 func wantsYAML(r *http.Request) bool {
-	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+	accept := r.Header.Get("Accept")
+	if !strings.Contains(strings.ToLower(accept), "yaml") {
+		return false // no media type below can be YAML's: no parsing
+	}
+	for _, part := range strings.Split(accept, ",") {
 		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
 		if err != nil {
 			continue
@@ -188,7 +192,11 @@ func wantsYAML(r *http.Request) bool {
 // acceptParams returns the parameters of the first Accept media type whose
 // "as" parameter is as, or nil.
 func acceptParams(r *http.Request, as string) map[string]string {
-	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+	accept := r.Header.Get("Accept")
+	if !strings.Contains(accept, ";") {
+		return nil // no parameters at all: no parsing
+	}
+	for _, part := range strings.Split(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
 		if err != nil || mt != "application/json" {
 			continue
@@ -257,7 +265,7 @@ func readAll(r io.Reader, size int) ([]byte, error) {
 // mediaType returns the media type of the request body.
 func mediaType(r *http.Request) string {
 	ct := r.Header.Get("Content-Type")
-	if ct == "" {
+	if ct == "" || ct == "application/json" {
 		return "application/json"
 	}
 	mt, _, err := mime.ParseMediaType(ct)

@@ -97,3 +97,55 @@ func TestReadAll(t *testing.T) {
 		t.Errorf("readAll error = %v", err)
 	}
 }
+
+// TestAcceptAndContentType: what the handlers read from Accept and
+// Content-Type, the common values answered without parsing included.
+func TestAcceptAndContentType(t *testing.T) {
+	tests := []struct {
+		name, accept string
+		yaml         bool
+		table        bool
+		partial      bool
+	}{
+		{name: "none"},
+		{name: "json", accept: "application/json"},
+		{name: "client-go dynamic", accept: "application/json, */*"},
+		{name: "yaml", accept: "application/yaml", yaml: true},
+		{name: "yaml in capitals", accept: "Application/YAML", yaml: true},
+		{name: "json before yaml", accept: "application/json, application/yaml"},
+		{name: "yaml after an unknown type", accept: "text/plain, application/yaml", yaml: true},
+		{name: "table", accept: "application/json;as=Table;v=v1;g=meta.k8s.io, application/json", table: true},
+		{name: "table, parameter in capitals", accept: "application/json; AS=Table; v=v1; g=meta.k8s.io", table: true},
+		{name: "partial", accept: "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", partial: true},
+		{name: "partial, wrong version", accept: "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			if tt.accept != "" {
+				r.Header.Set("Accept", tt.accept)
+			}
+			if got := wantsYAML(r); got != tt.yaml {
+				t.Errorf("wantsYAML = %v, want %v", got, tt.yaml)
+			}
+			if got := acceptParams(r, "Table") != nil; got != tt.table {
+				t.Errorf("acceptParams(Table) = %v, want %v", got, tt.table)
+			}
+			if got := wantsPartial(r); got != tt.partial {
+				t.Errorf("wantsPartial = %v, want %v", got, tt.partial)
+			}
+		})
+	}
+	for ct, want := range map[string]string{
+		"": "application/json", "application/json": "application/json", "application/json; charset=utf-8": "application/json",
+		"Application/YAML": "application/yaml", "application/merge-patch+json": "application/merge-patch+json",
+	} {
+		r := httptest.NewRequest("POST", "/", nil)
+		if ct != "" {
+			r.Header.Set("Content-Type", ct)
+		}
+		if got := mediaType(r); got != want {
+			t.Errorf("mediaType(%q) = %q, want %q", ct, got, want)
+		}
+	}
+}
