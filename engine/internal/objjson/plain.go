@@ -1,6 +1,9 @@
 package objjson
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // Strings dominate the documents the engine reads and writes (a 1 KiB
 // object is mostly the values of its annotations and spec), and each of
@@ -48,11 +51,13 @@ func Plain(b []byte) int {
 // plainHTML is Plain for a string, also stopping at '<', '>' and '&',
 // which encoding/json escapes.
 func plainHTML(s string) int {
+	b := unsafe.Slice(unsafe.StringData(s), len(s)) // read only
 	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		if special(x)|hasByte(x, '<')|hasByte(x, '>')|hasByte(x, '&') != 0 {
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		// '"' and '&' differ in bit 2 only, '<' and '>' in bit 1 only: one
+		// test each finds either of a pair.
+		if (x|(x-ones*0x20)|hasByte(x|ones*0x04, '&')|hasByte(x|ones*0x02, '>')|hasByte(x, '\\'))&highs != 0 {
 			break
 		}
 	}

@@ -2,6 +2,7 @@ package objjson
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -67,6 +68,16 @@ func BenchmarkPlain(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
 		if Plain(s) != len(s) {
+			b.Fatal("not plain")
+		}
+	}
+}
+
+func BenchmarkPlainHTML(b *testing.B) {
+	s := strings.Repeat("x", 1000)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		if plainHTML(s) != len(s) {
 			b.Fatal("not plain")
 		}
 	}
