@@ -255,15 +255,9 @@ func converge(b *testing.B, n, workers int, r controller.Reconciler) (time.Durat
 		b.Fatal(err)
 	}
 	warm(b, r)
-	list, err := s.List(ctx, widgets, "default", metav1.ListOptions{Limit: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := s.Watch(ctx, widgets, "default", metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
+	ready := make(map[string]bool, n)
+	w, rv := readyWatch(b, s, ready, "")
+	defer func() { w.Stop() }()
 	ctl, err := controller.New(controller.Options{
 		Name: "widget", Client: s, Reconciler: r, Logger: quiet(), Workers: workers,
 		For:  controller.Kind{Resource: widgets, Kind: "Widget", Namespaced: true},
@@ -284,19 +278,27 @@ func converge(b *testing.B, n, workers int, r controller.Reconciler) (time.Durat
 			b.Error(err)
 		}
 	}()
-	ready := make(map[string]bool, n)
 	timeout := time.After(20 * time.Minute)
 	for len(ready) < n {
 		select {
 		case ev, ok := <-w.ResultChan():
-			if !ok {
-				b.Fatalf("watch ended with %d of %d Ready", len(ready), n)
-			}
-			if ev.Type != watch.Modified {
+			if !ok || ev.Type == watch.Error {
+				// Cut off for falling behind (the process is busy
+				// converging): resume where it ended, or from a new
+				// list after an error (the revision may be gone).
+				if ev.Type == watch.Error {
+					rv = ""
+				}
+				w.Stop()
+				w, rv = readyWatch(b, s, ready, rv)
 				continue
 			}
-			u := ev.Object.(*unstructured.Unstructured)
-			if isReady(u) {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			rv = u.GetResourceVersion()
+			if ev.Type == watch.Modified && isReady(u) {
 				ready[u.GetName()] = true
 			}
 		case <-timeout:
@@ -304,6 +306,32 @@ func converge(b *testing.B, n, workers int, r controller.Reconciler) (time.Durat
 		}
 	}
 	return time.Since(start), processCPU() - cpu
+}
+
+// readyWatch watches the widgets from rv, or from a list that records
+// which are Ready in ready when rv is "" or has expired; it returns the
+// watch and the resourceVersion it starts from.
+func readyWatch(b *testing.B, s *engine.Service, ready map[string]bool, rv string) (watch.Interface, string) {
+	ctx := context.Background()
+	if rv != "" {
+		if w, err := s.Watch(ctx, widgets, "default", metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}); err == nil {
+			return w, rv
+		}
+	}
+	list, err := s.List(ctx, widgets, "default", metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range list.Items {
+		if isReady(&list.Items[i]) {
+			ready[list.Items[i].GetName()] = true
+		}
+	}
+	w, err := s.Watch(ctx, widgets, "default", metav1.ListOptions{ResourceVersion: list.GetResourceVersion(), AllowWatchBookmarks: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return w, list.GetResourceVersion()
 }
 
 func isReady(u *unstructured.Unstructured) bool {
