@@ -13,6 +13,8 @@
 //
 // SETPOINT_BENCH_OBJECTS changes the 10,000 objects per mode and
 // SETPOINT_BENCH_ROUNDS the 3 rounds (the median round of each mode counts).
+// SETPOINT_BENCH_MODES keeps some of the modes (wasm, native, webhook), for
+// a profile; the ratios need wasm and native, or wasm and webhook.
 // SETPOINT_BENCH_WORKERS is the controller's worker counts to measure, as a
 // comma-separated list (default 4): with several, each is measured in turn
 // and a table of objects/s by worker count ends the output, which shows on
@@ -28,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -434,7 +437,11 @@ func BenchmarkReconcileCall(b *testing.B) {
 	b.Logf("CPU per call: wasm / native %.1fx, webhook / wasm %.2fx", med[0]/med[1], med[2]/med[0])
 }
 
+// median is the median of xs, or NaN for none (a mode left out).
 func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
@@ -457,12 +464,31 @@ func workerCounts(b *testing.B) []int {
 	return out
 }
 
+// onlyModes keeps the modes SETPOINT_BENCH_MODES names (comma-separated;
+// default all), for a profile of one mode.
+func onlyModes(b *testing.B, modes []mode) []mode {
+	v := os.Getenv("SETPOINT_BENCH_MODES")
+	if v == "" {
+		return modes
+	}
+	var out []mode
+	for _, m := range modes {
+		if slices.Contains(strings.Split(v, ","), m.name) {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		b.Fatalf("SETPOINT_BENCH_MODES=%q names none of wasm, native, webhook", v)
+	}
+	return out
+}
+
 // BenchmarkReconcile runs the three modes one after the other, at each
 // worker count, and reports the time to Ready, objects per second and the
 // ratios.
 func BenchmarkReconcile(b *testing.B) {
 	n := benchtest.MustEnv(b, "SETPOINT_BENCH_OBJECTS", 10000)
-	modes := reconcileModes(b)
+	modes := onlyModes(b, reconcileModes(b))
 	rounds := benchtest.MustEnv(b, "SETPOINT_BENCH_ROUNDS", 3)
 	counts := workerCounts(b)
 	b.Logf("GOMAXPROCS %d, %d objects per mode, %d rounds, workers %v, load %s", runtime.GOMAXPROCS(0), n, rounds, counts, benchtest.LoadAvg())
@@ -517,7 +543,7 @@ func convergeModes(b *testing.B, modes []mode, n, rounds, workers int, suffix bo
 	}
 	b.Logf("workers %d CPU per object (medians): wasm %.0f µs, native %.0f µs, webhook %.0f µs; webhook / wasm %.2fx", workers,
 		median(cpu["wasm"]), median(cpu["native"]), median(cpu["webhook"]), median(cpu["webhook"])/median(cpu["wasm"]))
-	rates := map[string]float64{}
+	rates := map[string]float64{"wasm": math.NaN(), "native": math.NaN(), "webhook": math.NaN()}
 	for _, m := range modes {
 		rates[m.name] = float64(n) / median(took[m.name])
 		b.Logf("workers %d median   %-8s %8.0f objects/s", workers, m.name, rates[m.name])
