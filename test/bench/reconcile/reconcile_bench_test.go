@@ -16,7 +16,8 @@
 // SETPOINT_BENCH_MODES keeps some of the modes (wasm, native, webhook), for
 // a profile; the ratios need wasm and native, or wasm and webhook.
 // SETPOINT_BENCH_WORKERS is the controller's worker counts to measure, as a
-// comma-separated list (default 4): with several, each is measured in turn
+// comma-separated list (default: what the server gives a plugin,
+// plugins.DefaultWorkers): with several, each is measured in turn
 // and a table of objects/s by worker count ends the output, which shows on
 // a machine with many cores how convergence scales. GOMAXPROCS sets the
 // cores the process uses, as for any Go program.
@@ -52,6 +53,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/plugins"
 	"github.com/setpoint-dev/setpoint/examples/widget/operator"
 	"github.com/setpoint-dev/setpoint/host"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
@@ -451,7 +453,7 @@ func median(xs []float64) float64 {
 func workerCounts(b *testing.B) []int {
 	v := os.Getenv("SETPOINT_BENCH_WORKERS")
 	if v == "" {
-		return []int{4}
+		return []int{plugins.DefaultWorkers()}
 	}
 	var out []int
 	for f := range strings.SplitSeq(v, ",") {
