@@ -161,5 +161,14 @@ bench-peer: build
 	  echo "$$peer" && \
 	  SETPOINT_BIN=$(CURDIR)/$(BIN)/setpoint $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/peer
 
+## bench-bundle: the scaling benchmarks prebuilt for a many-core machine
+## with no Go toolchain: bench-bundle/setpoint-bench.tar.xz (stripped test
+## binaries, server, widget plugin, the peer's etcd and kube-apiserver; at
+## most BUNDLE_MAX_MIB, 64). test/bench/device/run.sh runs it there, pinned
+## to 2 cores and on all; its header is the procedure.
+.PHONY: bench-bundle
+bench-bundle:
+	GO=$(GO) ./test/bench/device/bundle.sh
+
 clean:
 	rm -rf $(BIN)
