@@ -17,10 +17,13 @@
 #      with the bundle; carry bench-bundle):
 #         test/bench/device/run.sh
 #      It unpacks the bundle into a temp dir, runs the benchmarks, writes
-#      logs/, metrics/ and summary.md to $OUT, prints the summary, removes
-#      what it unpacked and stops by itself within BUDGET seconds (540: a
-#      10-minute command with time to spare). It needs bash, tar, xz (or
-#      python3), taskset, timeout and nproc; go is not used.
+#      four files to $OUT (summary.md: the machine, each run's status and
+#      every figure pinned and on all cores with the ratio; lines.md: the
+#      benchmarks' own log lines; run.log; results.tar.gz: whole logs and
+#      metrics), prints the summary, removes what it unpacked and stops by
+#      itself within BUDGET seconds (540: a 10-minute command with time to
+#      spare). It needs bash, tar, gzip, xz (or python3), taskset, timeout
+#      and nproc; go is not used.
 #   3. Put summary.md's table in docs/BENCHMARKS.md with the machine line.
 #
 # Knobs (environment):
@@ -30,7 +33,8 @@
 #   BUDGET     seconds for the whole run (540); a run that would not fit
 #              is skipped, a run is killed at its cap or the budget's end
 #   STEPS      which benchmarks, in order ("reconcile peer api watch")
-#   PIN_CPUS   the two cores of the pinned runs (0,1)
+#   PIN_CPUS   the CPUs of the pinned runs, comma-separated (0,1); the
+#              summary says whether they share a core (SMT siblings)
 #   RECONCILE_OBJECTS (10000), RECONCILE_ROUNDS (1): Widgets converged
 #              through the Wasm plugin, natively and by webhook
 #   PEER_OBJECTS (5000), PEER_GETS (10000), PEER_WATCHERS (200,2000),
@@ -55,7 +59,7 @@ STEPS=${STEPS:-reconcile peer api watch}
 PIN_CPUS=${PIN_CPUS:-0,1}
 deadline=$((started + BUDGET - 15)) # the summary's time
 OUT=${OUT:-$(mktemp -d /tmp/setpoint-bench-out.XXXXXX)}
-mkdir -p "$OUT/logs" "$OUT/metrics"
+mkdir -p "$OUT"
 say() { echo "run.sh: $*" | tee -a "$OUT/run.log" >&2; }
 die() { say "$*"; exit 1; }
 
@@ -100,6 +104,8 @@ else
 	top=$work/setpoint-bench
 fi
 [[ -x $top/bin/setpoint ]] || die "$top holds no bin/setpoint: not a bundle"
+res=$work/results # logs/ and metrics/, packed into $OUT at the end
+mkdir -p "$res/logs" "$res/metrics"
 
 export SETPOINT_ROOT=$top SETPOINT_BIN=$top/bin/setpoint
 [[ -x $top/peer/etcd ]] && export ETCD_BIN=$top/peer/etcd
@@ -118,6 +124,11 @@ npin=$(awk -F, '{ print NF }' <<<"$PIN_CPUS")
 	echo "machine: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $ncpu CPUs online," \
 		"$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), Linux $(uname -r)"
 	[[ -r /sys/fs/cgroup/cpu.max ]] && echo "cgroup cpu.max: $(cat /sys/fs/cgroup/cpu.max)"
+	# Whether the pinned CPUs are two cores or two threads of one.
+	for c in ${PIN_CPUS//,/ }; do
+		f=/sys/devices/system/cpu/cpu$c/topology/thread_siblings_list
+		[[ -r $f ]] && echo "cpu$c shares its core with CPUs $(cat "$f")"
+	done
 	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ), budget ${BUDGET} s"
 	echo
@@ -134,13 +145,13 @@ runs=0
 failed=0
 
 # run NAME MODE PKG BENCH CAP [VAR=value...]: one run of test/bench/PKG's
-# BENCH, logged to $OUT/logs/NAME-MODE.log, its metrics (the benchmark's
-# result line) to $OUT/metrics/NAME-MODE.tsv. It is killed after CAP
+# BENCH, logged to logs/NAME-MODE.log, its metrics (the benchmark's result
+# line) to metrics/NAME-MODE.tsv. It is killed after CAP
 # seconds or at the budget's end, and skipped when under 20 s are left.
 run() {
 	local name=$1 mode=$2 pkg=$3 bench=$4 cap=$5
 	shift 5
-	local left=$((deadline - SECONDS)) log=$OUT/logs/$name-$mode.log
+	local left=$((deadline - SECONDS)) log=$res/logs/$name-$mode.log
 	local bin=$top/tests/$pkg.test
 	if [[ ! -x $bin ]]; then
 		status+=("$name $mode: not in the bundle")
@@ -178,7 +189,7 @@ run() {
 	awk -v OFS='\t' '$1 ~ /^Benchmark/ && $2 ~ /^[0-9]+$/ && / ns\/op/ {
 		n = $1; sub(/-[0-9]+$/, "", n)
 		for (i = 3; i < NF; i += 2) print n, $(i + 1), $i
-	}' "$log" >"$OUT/metrics/$name-$mode.tsv"
+	}' "$log" >"$res/metrics/$name-$mode.tsv"
 }
 
 # step NAME PKG BENCH PINNED_CAP ALL_CAP [VAR=value...]: NAME pinned, then
@@ -218,7 +229,7 @@ for s in $STEPS; do
 done
 
 # The summary: each run's status, then every metric pinned and on all
-# cores with their ratio, then the benchmark's own log lines.
+# cores with their ratio; the benchmarks' own log lines go to lines.md.
 {
 	echo "## Runs"
 	echo
@@ -229,7 +240,7 @@ done
 	echo "| benchmark | metric | $npin cores (pinned) | $ncpu cores | $ncpu / $npin |"
 	echo "|---|---|---:|---:|---:|"
 	for s in $STEPS; do
-		p=$OUT/metrics/$s-pinned.tsv a=$OUT/metrics/$s-all.tsv
+		p=$res/metrics/$s-pinned.tsv a=$res/metrics/$s-all.tsv
 		[[ -s $p || -s $a ]] || continue
 		touch "$p" "$a"
 		awk -F'\t' '
@@ -244,7 +255,7 @@ done
 				}
 			}' "$p" "$a"
 	done
-	r=$OUT/metrics/reconcile
+	r=$res/metrics/reconcile
 	if [[ -s $r-pinned.tsv && -s $r-all.tsv ]]; then
 		echo
 		awk -F'\t' -v n="${RECONCILE_OBJECTS:-10000}" -v np="$npin" -v na="$ncpu" '
@@ -258,10 +269,13 @@ done
 			}' "$r-pinned.tsv" "$r-all.tsv"
 	fi
 	echo
-	echo "## Logs (the benchmarks' own lines)"
+	echo "finished $(date -u +%Y-%m-%dT%H:%M:%SZ) after $((SECONDS - started)) s; $runs runs, $failed failed or killed"
+} >>"$OUT/summary.md"
+{
+	echo "# The benchmarks' own lines"
 	for s in $STEPS; do
 		for m in pinned all; do
-			l=$OUT/logs/$s-$m.log
+			l=$res/logs/$s-$m.log
 			[[ -f $l ]] || continue
 			echo
 			echo "### $s, $m"
@@ -271,9 +285,8 @@ done
 			echo '```'
 		done
 	done
-	echo
-	echo "finished $(date -u +%Y-%m-%dT%H:%M:%SZ) after $((SECONDS - started)) s; $runs runs, $failed failed or killed"
-} >>"$OUT/summary.md"
+} >"$OUT/lines.md"
+tar -C "$work" -czf "$OUT/results.tar.gz" results
 
 cat "$OUT/summary.md"
 say "logs and summary in $OUT"
