@@ -25,14 +25,14 @@ func TestInstallAdoptsCheckedVersion(t *testing.T) {
 	ctx := context.Background()
 	wasm := hosttest.Module(t, "widget-c")
 
-	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
+	if err := a.Check(ctx, wasm, host.Digest(wasm), plugins.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	checked := a.checked.p
 	if checked == nil {
 		t.Fatal("Check kept no version")
 	}
-	if _, err := a.Install(ctx, "first", wasm, plugins.Config{Read: []string{"ConfigMap"}}); err != nil {
+	if _, err := a.Install(ctx, "first", wasm, host.Digest(wasm), plugins.Config{Read: []string{"ConfigMap"}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := reg.Get("first"); got != checked || got.Name() != "first" {
@@ -43,11 +43,11 @@ func TestInstallAdoptsCheckedVersion(t *testing.T) {
 	}
 
 	// Other limits: a new load, and the checked version is closed.
-	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
+	if err := a.Check(ctx, wasm, host.Digest(wasm), plugins.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	checked = a.checked.p
-	if _, err := a.Install(ctx, "second", wasm, plugins.Config{CallTimeout: 5 * time.Second}); err != nil {
+	if _, err := a.Install(ctx, "second", wasm, host.Digest(wasm), plugins.Config{CallTimeout: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if got := reg.Get("second"); got == checked || got.Name() != "second" {
@@ -59,11 +59,11 @@ func TestInstallAdoptsCheckedVersion(t *testing.T) {
 
 	// A module the check did not load: a new load, the held version stays
 	// for its own Plugin.
-	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
+	if err := a.Check(ctx, wasm, host.Digest(wasm), plugins.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	other := hosttest.Module(t, "widget-rust")
-	if _, err := a.Install(ctx, "third", other, plugins.Config{}); err != nil {
+	if _, err := a.Install(ctx, "third", other, host.Digest(other), plugins.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := reg.Get("third"); got == a.checked.p || got.Digest() != host.Digest(other) {
@@ -86,7 +86,7 @@ func TestCheckedVersionExpiresAndStops(t *testing.T) {
 	ctx := context.Background()
 	wasm := hosttest.Module(t, "widget-c") // small: see TestInstallAdoptsCheckedVersion
 
-	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
+	if err := a.Check(ctx, wasm, host.Digest(wasm), plugins.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(checkedKeep - time.Second)
@@ -99,11 +99,11 @@ func TestCheckedVersionExpiresAndStops(t *testing.T) {
 	if c.p != nil {
 		t.Fatal("the checked version is held after checkedKeep")
 	}
-	if p := c.take(wasm); p != nil {
+	if p := c.take(host.Digest(wasm)); p != nil {
 		t.Fatal("take handed over an expired version")
 	}
 
-	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
+	if err := a.Check(ctx, wasm, host.Digest(wasm), plugins.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	held := c.p
@@ -120,7 +120,7 @@ func TestCheckedVersionExpiresAndStops(t *testing.T) {
 	if err := held.Prewarm(ctx, 1); !errors.Is(err, host.ErrClosed) {
 		t.Errorf("the version held when run stopped: Prewarm = %v, want %v", err, host.ErrClosed)
 	}
-	if err := a.Check(ctx, wasm, plugins.Config{}); err != nil {
+	if err := a.Check(ctx, wasm, host.Digest(wasm), plugins.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	if c.p != nil {
