@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +126,52 @@ func TestCheckedVersionExpiresAndStops(t *testing.T) {
 	}
 	if c.p != nil {
 		t.Fatal("a version checked after run stopped is held")
+	}
+}
+
+// Check and Stage key the version by the digest they are given, which the
+// upload computed or the store verified, and do not hash the module again:
+// a version loaded with a made-up digest reports that digest, and the
+// checked version is found by it. The host has a cache of its own: what
+// it derives from the module is kept under the made-up digest.
+func TestCheckAndStageTakeTheGivenDigest(t *testing.T) {
+	h := hosttest.NewHost(t, host.Options{CacheDir: t.TempDir()})
+	reg := host.NewRegistry(h)
+	t.Cleanup(func() { _ = reg.Close() })
+	a := hostAdapter{h: h, reg: reg, checked: &checkedVersion{}}
+	ctx := context.Background()
+	wasm := hosttest.Module(t, "widget-c") // small: see TestInstallAdoptsCheckedVersion
+	given := "sha256:" + strings.Repeat("0", 64)
+	if given == host.Digest(wasm) {
+		t.Fatal("the made-up digest is the module's")
+	}
+
+	if err := a.Check(ctx, wasm, given, plugins.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	checked := a.checked.p
+	if checked == nil || checked.Digest() != given {
+		t.Fatalf("the checked version has digest %v, want the given %s", checked, given)
+	}
+	c, err := a.Stage(ctx, "p", wasm, given, plugins.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := reg.Get("p"); got != checked {
+		t.Fatalf("p is served by %p, want the version checked under the given digest %p", got, checked)
+	}
+
+	c, err = a.Stage(ctx, "q", wasm, given, plugins.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := reg.Get("q"); got == checked || got.Digest() != given {
+		t.Fatalf("q (a new load) has digest %s, want the given %s", got.Digest(), given)
 	}
 }
