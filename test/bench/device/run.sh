@@ -11,8 +11,11 @@
 #      builds bench-bundle/setpoint-bench.tar.xz (stripped test binaries of
 #      test/bench/{reconcile,api,peer,watch}, the stripped server, the widget
 #      plugin, etcd and kube-apiserver of the peer benchmark) and prints its
-#      size; it stays under 64 MiB (kube-apiserver is left out, and the peer
-#      benchmark measures Setpoint's side only, when it would not fit).
+#      size: about 43 MiB, under the 64 MiB that may travel with the
+#      checkout (kube-apiserver is left out, and the peer benchmark measures
+#      Setpoint's side only, when it would not fit). The first build of the
+#      peer takes half an hour or more (test/bench/peer/build-peer.sh), and
+#      the compression about ten minutes and 6 GiB of memory on two cores.
 #   2. On the machine, from the repository root (the tracked files travel
 #      with the bundle; carry bench-bundle):
 #         test/bench/device/run.sh
