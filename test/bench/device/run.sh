@@ -39,7 +39,9 @@
 #   PIN_CPUS   the CPUs of the pinned runs, comma-separated (0,1); the
 #              summary says whether they share a core (SMT siblings)
 #   RECONCILE_OBJECTS (10000), RECONCILE_ROUNDS (1): Widgets converged
-#              through the Wasm plugin, natively and by webhook
+#              through the Wasm plugin, natively and by webhook;
+#              RECONCILE_WORKERS (the server's default): worker counts,
+#              comma-separated (e.g. 4,16,64: metric names then end in @wN)
 #   PEER_OBJECTS (5000), PEER_GETS (10000), PEER_WATCHERS (200,2000),
 #   PEER_WATCH_UPDATES (500), PEER_SIDES (both, or setpoint without
 #              kube-apiserver): Setpoint beside kube-apiserver on etcd
@@ -211,7 +213,8 @@ for s in $STEPS; do
 	case $s in
 	reconcile)
 		step reconcile reconcile BenchmarkReconcile 200 100 \
-			SETPOINT_BENCH_OBJECTS="${RECONCILE_OBJECTS:-10000}" SETPOINT_BENCH_ROUNDS="${RECONCILE_ROUNDS:-1}"
+			SETPOINT_BENCH_OBJECTS="${RECONCILE_OBJECTS:-10000}" SETPOINT_BENCH_ROUNDS="${RECONCILE_ROUNDS:-1}" \
+			SETPOINT_BENCH_WORKERS="${RECONCILE_WORKERS:-}"
 		;;
 	peer)
 		step peer peer BenchmarkPeer 220 140 \
