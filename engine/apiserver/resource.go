@@ -280,10 +280,13 @@ func (s *Server) readObject(w http.ResponseWriter, r *http.Request, t target) (*
 		return obj, nil
 	}
 	if t.res.Namespaced {
-		if ns := obj.GetNamespace(); ns != "" && ns != t.namespace {
+		ns := obj.GetNamespace()
+		if ns != "" && ns != t.namespace {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("the namespace of the provided object (%s) does not match the namespace sent on the request (%s)", ns, t.namespace))
 		}
-		obj.SetNamespace(t.namespace)
+		if ns == "" { // otherwise it holds t.namespace already
+			obj.SetNamespace(t.namespace)
+		}
 	}
 	if t.name != "" && obj.GetName() != t.name {
 		if obj.GetName() == "" {
