@@ -370,6 +370,10 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		runErr = fmt.Errorf("API background loops: %w", e)
 		loopsErr <- nil
 	}
+	if runErr != nil {
+		// Said now: draining may take up to the shutdown timeout.
+		log.Error("shutting down", "err", runErr)
+	}
 	// A second signal kills the process the default way.
 	stopSignals()
 
