@@ -140,10 +140,12 @@ type objectWatch struct {
 	deadline  time.Time // when the watch ends (timeoutSeconds); zero for none
 }
 
-// sink is where a watch in sink mode sends its events; see Deliver.
+// sink is where a watch in sink mode sends its events; see Deliver and
+// DeliverFlushed.
 type sink struct {
-	send func(watch.Event) bool
-	end  func()
+	send  func(watch.Event) bool
+	flush func() bool // nil for none
+	end   func()
 }
 
 func (w *objectWatch) ResultChan() <-chan watch.Event { return w.ch }
@@ -157,8 +159,19 @@ func (w *objectWatch) ResultChan() <-chan watch.Event { return w.ch }
 // saves a consumer that only queues events (the WebSocket server) a
 // goroutine and a hand-off per event.
 func (w *objectWatch) Deliver(send func(watch.Event) bool, end func()) {
+	w.DeliverFlushed(send, nil, end)
+}
+
+// DeliverFlushed is Deliver with flush, which the watch's goroutine calls
+// once it has sent one or more events and finds no other waiting, before
+// it waits for the next; false ends the watch. A consumer that writes each
+// event as send gets it (the HTTP watch) flushes there: once per burst of
+// events, however many watchers share them, and with no goroutine of its
+// own between the watch and the connection. end is not preceded by a
+// flush.
+func (w *objectWatch) DeliverFlushed(send func(watch.Event) bool, flush func() bool, end func()) {
 	select {
-	case w.sinkCh <- sink{send: send, end: end}:
+	case w.sinkCh <- sink{send: send, flush: flush, end: end}:
 	case <-w.done:
 		end()
 	}
@@ -186,19 +199,20 @@ func (w *objectWatch) run(ctx context.Context) {
 	defer w.cancel()
 
 	sinkCh := w.sinkCh
+	unflushed := false // out has events that out.flush has not seen
 	send := func(ev watch.Event) bool {
-		if out.send != nil {
-			return out.send(ev)
+		if out.send == nil {
+			select {
+			case w.ch <- ev:
+				return true
+			case out = <-sinkCh:
+				sinkCh = nil
+			case <-ctx.Done():
+				return false
+			}
 		}
-		select {
-		case w.ch <- ev:
-			return true
-		case out = <-sinkCh:
-			sinkCh = nil
-			return out.send(ev)
-		case <-ctx.Done():
-			return false
-		}
+		unflushed = out.flush != nil
+		return out.send(ev)
 	}
 	if w.initial != nil {
 		for i := range w.initial.items {
@@ -259,6 +273,12 @@ func (w *objectWatch) run(ctx context.Context) {
 	done := ctx.Done()
 	superseded := sv.ReadSchemas().Superseded()
 	for {
+		if unflushed {
+			unflushed = false
+			if !out.flush() {
+				return
+			}
+		}
 		select {
 		case <-done:
 			return

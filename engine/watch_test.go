@@ -104,3 +104,60 @@ func TestWatchDeliverAfterEnd(t *testing.T) {
 		t.Fatalf("end called %d times, want 1", ends)
 	}
 }
+
+// TestWatchDeliverFlushed checks DeliverFlushed's flush: called after the
+// initial events and after each later event with no other waiting, before
+// the watch waits again, and not when nothing was sent since the last one;
+// a flush that returns false ends the watch.
+func TestWatchDeliverFlushed(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	mustCreate(t, s, widget("a", "small", nil))
+	mustCreate(t, s, widget("b", "small", nil))
+	w, err := s.Watch(ctx, widgets, "default", metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	// The sink's calls, in order: an event's name or "flush".
+	calls := make(chan string, 16)
+	flushes := 0
+	ended := make(chan struct{})
+	w.(*objectWatch).DeliverFlushed(func(ev watch.Event) bool {
+		calls <- ev.Object.(*unstructured.Unstructured).GetName()
+		return true
+	}, func() bool {
+		flushes++
+		calls <- "flush"
+		return flushes < 2 // the second flush ends the watch
+	}, func() { close(ended) })
+	next := func() string {
+		t.Helper()
+		select {
+		case c := <-calls:
+			return c
+		case <-time.After(5 * time.Second):
+			t.Fatal("no call in 5s")
+		}
+		return ""
+	}
+	for _, want := range []string{"a", "b", "flush"} {
+		if got := next(); got != want {
+			t.Fatalf("call %q, want %q", got, want)
+		}
+	}
+	mustCreate(t, s, widget("c", "small", nil))
+	for _, want := range []string{"c", "flush"} {
+		if got := next(); got != want {
+			t.Fatalf("call %q, want %q", got, want)
+		}
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch did not end when flush returned false")
+	}
+	if len(calls) != 0 || flushes != 2 {
+		t.Fatalf("%d more calls and %d flushes, want none and 2", len(calls), flushes)
+	}
+}
