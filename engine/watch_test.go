@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
+	"github.com/setpoint-dev/setpoint/store"
+	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // TestWatchDeliver checks the sink mode of a watch: after Deliver, the
@@ -159,5 +168,79 @@ func TestWatchDeliverFlushed(t *testing.T) {
 	}
 	if len(calls) != 0 || flushes != 2 {
 		t.Fatalf("%d more calls and %d flushes, want none and 2", len(calls), flushes)
+	}
+}
+
+// stopCountingStore counts the Stop calls on the store watches of Widgets.
+type stopCountingStore struct {
+	*badger.DB
+	started, stopped atomic.Int32
+}
+
+func (s *stopCountingStore) Watch(ctx context.Context, prefix string, from int64) (store.Watcher, error) {
+	w, err := s.DB.Watch(ctx, prefix, from)
+	if err != nil || !strings.Contains(prefix, "widgets") {
+		return w, err
+	}
+	s.started.Add(1)
+	return &stopCountingWatcher{Watcher: w, stopped: &s.stopped}, nil
+}
+
+type stopCountingWatcher struct {
+	store.Watcher
+	stopped *atomic.Int32
+	once    sync.Once
+}
+
+func (w *stopCountingWatcher) Stop() {
+	w.once.Do(func() { w.stopped.Add(1) })
+	w.Watcher.Stop()
+}
+
+// TestWatchStopsItsStoreWatch checks that a watch stops its store watch
+// when it ends, on Stop or when its context ends: the store watch is not
+// tied to that context itself.
+func TestWatchStopsItsStoreWatch(t *testing.T) {
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st := &stopCountingStore{DB: db}
+	s, err := New(context.Background(), Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Create(context.Background(), kinds.CRDResource, kindstest.WidgetCRD(t), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		end  func(w watch.Interface, cancel context.CancelFunc)
+	}{
+		{name: "Stop", end: func(w watch.Interface, _ context.CancelFunc) { w.Stop() }},
+		{name: "context done", end: func(_ watch.Interface, cancel context.CancelFunc) { cancel() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			before := st.stopped.Load()
+			var w watch.Interface
+			testsupport.Eventually(t, 10*time.Second, "Widgets to be served", func() bool {
+				w, err = s.Watch(ctx, widgets, "default", metav1.ListOptions{})
+				return err == nil
+			})
+			defer w.Stop()
+			tc.end(w, cancel)
+			for range w.ResultChan() {
+			}
+			if got := st.stopped.Load() - before; got != 1 {
+				t.Errorf("store watches stopped: %d, want 1", got)
+			}
+		})
+	}
+	if st.started.Load() != st.stopped.Load() {
+		t.Errorf("store watches started %d, stopped %d", st.started.Load(), st.stopped.Load())
 	}
 }
