@@ -21,9 +21,14 @@ build:
 ## plugins: every guest module (first-party plugins, examples, host test guests)
 ## built to .wasm: Go guests with the standard Go toolchain, the Widget plugin
 ## in C, Rust and AssemblyScript with the toolchains `make deps` installs
-## (a missing one is skipped with a warning); see docs/ABI.md.
+## (a missing one is skipped with a warning); see docs/ABI.md. Then each
+## module compiled into bin/wasm-cache, the compile cache the in-process tests
+## share, by a test binary without the race detector (host/hosttest's
+## TestFillCompileCache says why a test): a race-enabled test binary takes
+## several times as long to compile a Go guest.
 plugins:
 	@./.ci/build-wasm
+	@$(GO) test -tags compilecache -count=1 -run '^TestFillCompileCache$$' ./host/hosttest/
 
 ## deps: what the tests need beyond Go (browser, etcd, the C, Rust and
 ## AssemblyScript toolchains), installed when missing
@@ -160,6 +165,15 @@ bench-peer: build
 	@peer=$$(./test/bench/peer/build-peer.sh) && eval "$$peer" && export KUBE_APISERVER_BIN ETCD_BIN && \
 	  echo "$$peer" && \
 	  SETPOINT_BIN=$(CURDIR)/$(BIN)/setpoint $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m -v ./test/bench/peer
+
+## bench-bundle: the scaling benchmarks prebuilt for a many-core machine
+## with no Go toolchain: bench-bundle/setpoint-bench.tar.xz (stripped test
+## binaries, server, widget plugin, the peer's etcd and kube-apiserver; at
+## most BUNDLE_MAX_MIB, 64). test/bench/device/run.sh runs it there, pinned
+## to 2 cores and on all; its header is the procedure.
+.PHONY: bench-bundle
+bench-bundle:
+	GO=$(GO) ./test/bench/device/bundle.sh
 
 clean:
 	rm -rf $(BIN)

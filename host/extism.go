@@ -95,20 +95,20 @@ func (r *extismRunner) close(ctx context.Context) {
 	}
 }
 
-func (r *extismRunner) newInstance(ctx context.Context) (instance, error) {
+func (r *extismRunner) newInstance(parent context.Context) (instance, error) {
 	out := &tailBuffer{}
 	clock := &callClock{}
 	mcfg := wazero.NewModuleConfig().
 		WithStdout(r.p.guestOutput(out)).WithStderr(r.p.guestOutput(out)).
 		WithSysWalltime().WithSysNanotime().WithNanosleep(clock.sleep).
 		WithRandSource(rand.Reader)
-	ctx, cancel := context.WithTimeout(ctx, initTimeout(r.p.cfg.Limits))
+	ctx, cancel := context.WithTimeout(parent, initTimeout(r.p.cfg.Limits))
 	defer cancel()
 	clock.done = ctx.Done()
 	defer func() { clock.done = nil }()
 	pl, err := r.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: mcfg})
 	if err != nil {
-		return nil, classify(ctx, err, out, r.p.cfg.Limits)
+		return nil, startFailed(parent, ctx, err, out, r.p.cfg.Limits)
 	}
 	in := &extismInstance{p: r.p, pl: pl, out: out, clock: clock}
 	pl.SetLogger(in.log)

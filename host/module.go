@@ -75,13 +75,22 @@ func Digest(wasm []byte) string {
 // ErrUnsupportedABI or ErrMemoryLimit, with a message that says what is
 // wrong.
 func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (*Plugin, error) {
-	p, err := h.load(ctx, name, wasm, cfg, true)
+	return h.LoadDigest(ctx, name, wasm, Digest(wasm), cfg)
+}
+
+// LoadDigest is Load for a caller that holds the module's digest already,
+// having computed it from wasm or checked wasm against it (an upload, a
+// module read back from the store): hashing a 3 MB module takes
+// milliseconds. digest must be Digest(wasm): the host keys what it derives
+// from a module (its instrumented form, its compiled mark) by it.
+func (h *Host) LoadDigest(ctx context.Context, name string, wasm []byte, digest string, cfg Config) (*Plugin, error) {
+	p, err := h.load(ctx, name, wasm, digest, cfg, true)
 	var fail *interpreterFailed
 	if errors.As(err, &fail) {
 		// What fails on the interpreter loads as it always did, compiled:
 		// a refusal is then the compiler's, and so is its message.
 		h.opts.Logger.Debug("module failed to load on the interpreter; compiling it", "plugin", name, "err", fail.err.Error())
-		return h.load(ctx, name, wasm, cfg, false)
+		return h.load(ctx, name, wasm, digest, cfg, false)
 	}
 	return p, err
 }
@@ -89,7 +98,7 @@ func (h *Host) Load(ctx context.Context, name string, wasm []byte, cfg Config) (
 // load is Load, on the interpreter first when mayInterpret and the host
 // says so (tier.go); a failure past that choice is then an
 // *interpreterFailed.
-func (h *Host) load(ctx context.Context, name string, wasm []byte, cfg Config, mayInterpret bool) (*Plugin, error) {
+func (h *Host) load(ctx context.Context, name string, wasm []byte, digest string, cfg Config, mayInterpret bool) (*Plugin, error) {
 	h.mu.Lock()
 	closed := h.closed
 	h.mu.Unlock()
@@ -97,7 +106,7 @@ func (h *Host) load(ctx context.Context, name string, wasm []byte, cfg Config, m
 		return nil, ErrClosed
 	}
 	cfg.Limits = h.limits(cfg.Limits)
-	p := &Plugin{name: name, digest: Digest(wasm), host: h, cfg: cfg, log: h.opts.Logger.With("plugin", name), done: make(chan struct{})}
+	p := &Plugin{name: name, digest: digest, host: h, cfg: cfg, log: h.opts.Logger.With("plugin", name), done: make(chan struct{})}
 	refuse := func(err error, format string, args ...any) error {
 		return &ModuleError{Plugin: name, Err: err, Detail: fmt.Sprintf(format, args...)}
 	}

@@ -91,7 +91,7 @@ func (r *nativeRunner) close(ctx context.Context) {
 	r.compiled.Close(ctx)
 }
 
-func (r *nativeRunner) newInstance(ctx context.Context) (instance, error) {
+func (r *nativeRunner) newInstance(parent context.Context) (instance, error) {
 	out := &tailBuffer{}
 	clock := &callClock{}
 	cfg := wazero.NewModuleConfig().
@@ -101,13 +101,13 @@ func (r *nativeRunner) newInstance(ctx context.Context) (instance, error) {
 		WithStdout(r.p.guestOutput(out)).WithStderr(r.p.guestOutput(out)).
 		WithSysWalltime().WithSysNanotime().WithNanosleep(clock.sleep).
 		WithRandSource(rand.Reader)
-	ctx, cancel := context.WithTimeout(ctx, initTimeout(r.p.cfg.Limits))
+	ctx, cancel := context.WithTimeout(parent, initTimeout(r.p.cfg.Limits))
 	defer cancel()
 	clock.done = ctx.Done()
 	defer func() { clock.done = nil }()
 	mod, err := r.rt.InstantiateModule(ctx, r.compiled, cfg)
 	if err != nil {
-		return nil, classify(ctx, err, out, r.p.cfg.Limits)
+		return nil, startFailed(parent, ctx, err, out, r.p.cfg.Limits)
 	}
 	in := &nativeInstance{p: r.p, mod: mod, mem: mod.Memory(), out: out, clock: clock,
 		alloc: mod.ExportedFunction(abi.ExportAlloc)}
@@ -130,7 +130,7 @@ func (r *nativeRunner) newInstance(ctx context.Context) (instance, error) {
 			if err == nil {
 				err = ctx.Err()
 			}
-			return nil, classify(ctx, err, out, r.p.cfg.Limits)
+			return nil, startFailed(parent, ctx, err, out, r.p.cfg.Limits)
 		}
 	}
 	return in, nil
@@ -322,6 +322,20 @@ func classify(ctx context.Context, err error, out *tailBuffer, l Limits) *failur
 	return &failure{err: ErrTrap, detail: normalizeTrace(msg)}
 }
 
+// startFailed classifies an error of starting an instance: start is the
+// context initTimeout bounds, parent the one it came from. A start that
+// ran past its own budget says so, rather than speak of a call's deadline.
+func startFailed(parent, start context.Context, err error, out *tailBuffer, l Limits) *failure {
+	if parent.Err() == nil && errors.Is(start.Err(), context.DeadlineExceeded) {
+		return &failure{err: ErrTimeout, detail: fmt.Sprintf(
+			"starting an instance (the module's initialization) took longer than its budget of %v (ten times the call timeout, at least %v) and was stopped",
+			initTimeout(l), minInitTimeout)}
+	}
+	return classify(start, err, out, l)
+}
+
+// initTimeout is the budget of starting an instance: instantiating the
+// module and running its initialization.
 func initTimeout(l Limits) time.Duration {
 	if t := 10 * l.CallTimeout; t > minInitTimeout {
 		return t

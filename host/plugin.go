@@ -198,7 +198,7 @@ func (p *Plugin) invoke(ctx context.Context, export string, bit int32, config ma
 	p.tier.calling()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Limits.CallTimeout)
 	defer cancel()
-	in, err := p.pool.get(ctx)
+	in, err := p.pool.getForCall(ctx)
 	if err != nil {
 		return p.fail(export, err)
 	}

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,12 @@ type pool struct {
 	slots chan struct{} // one token per instance that may be out
 	// started counts the instances ever started.
 	started atomic.Int64
+	// startCtx is the context of the instance starts a call left behind
+	// (getForCall); close cancels it (stopStarts) and waits for them
+	// (starts).
+	startCtx   context.Context
+	stopStarts context.CancelFunc
+	starts     sync.WaitGroup
 
 	mu     sync.Mutex // guards the fields below
 	r      runner     // makes new instances
@@ -45,7 +52,8 @@ type idleInstance struct {
 }
 
 func newPool(p *Plugin, r runner) *pool {
-	return &pool{p: p, r: r, slots: make(chan struct{}, p.cfg.Limits.PoolSize)}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &pool{p: p, r: r, slots: make(chan struct{}, p.cfg.Limits.PoolSize), startCtx: ctx, stopStarts: cancel}
 }
 
 // startFirstTier marks the pool's runner as the first tier, to be replaced
@@ -56,8 +64,19 @@ func (pl *pool) startFirstTier() {
 	pl.first = &firstTier{r: pl.r, live: make(map[instance]struct{})}
 }
 
-// get takes an idle instance, or starts one when below the cap, or waits.
-func (pl *pool) get(ctx context.Context) (instance, error) {
+// get takes an idle instance, or starts one under ctx when below the cap,
+// or waits.
+func (pl *pool) get(ctx context.Context) (instance, error) { return pl.take(ctx, false) }
+
+// getForCall is get for a call, whose deadline is its call timeout: an
+// instance it starts runs under its own budget (initTimeout), which a
+// module's initialization may need more of than a call's. The call waits
+// for the start until its deadline; when that passes first, the call fails
+// with a timeout that says so, and the instance goes on starting for the
+// next calls.
+func (pl *pool) getForCall(ctx context.Context) (instance, error) { return pl.take(ctx, true) }
+
+func (pl *pool) take(ctx context.Context, forCall bool) (instance, error) {
 	select {
 	case pl.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -97,9 +116,19 @@ func (pl *pool) get(ctx context.Context) (instance, error) {
 			"starting an instance would pass the server's guest memory budget of %d MiB (%d MiB reserved by live instances; --plugin-guest-memory)",
 			mem.budget>>20, mem.reserved.Load()>>20)}
 	}
+	if forCall {
+		return pl.startForCall(ctx, r, ft)
+	}
 	in, err := r.newInstance(ctx)
+	return pl.startDone(ft, in, err)
+}
+
+// startDone does the accounting of a start that gave in or err; ft is the
+// first tier the start counted in, nil when none. On failure the
+// instance's memory, first-tier use and slot go back.
+func (pl *pool) startDone(ft *firstTier, in instance, err error) (instance, error) {
 	if err != nil {
-		mem.release(cap)
+		pl.p.host.mem.release(pl.instanceCap())
 		pl.firstDone(ft)
 		<-pl.slots
 		return nil, err
@@ -111,6 +140,63 @@ func (pl *pool) get(ctx context.Context) (instance, error) {
 	}
 	pl.started.Add(1)
 	return in, nil
+}
+
+// startForCall starts an instance under the pool's own context, bounded by
+// initTimeout, and waits for it until ctx, the call's, is done. An
+// instance that starts after the call gave up goes idle in the pool; a
+// start that fails then is logged, since no call is left to report it.
+func (pl *pool) startForCall(ctx context.Context, r runner, ft *firstTier) (instance, error) {
+	type result struct {
+		in  instance
+		err error
+	}
+	var (
+		mu     sync.Mutex // orders the start's hand-over with the call's giving up
+		gaveUp bool
+		res    = make(chan result, 1)
+	)
+	pl.starts.Add(1)
+	go func() {
+		defer pl.starts.Done()
+		in, err := r.newInstance(pl.startCtx)
+		in, err = pl.startDone(ft, in, err)
+		mu.Lock()
+		defer mu.Unlock()
+		if !gaveUp {
+			res <- result{in, err}
+			return
+		}
+		if err != nil {
+			if pl.startCtx.Err() == nil {
+				pl.p.log.Warn("starting an instance failed after the call that needed it gave up", "err", err.Error())
+			}
+			return
+		}
+		pl.put(in, false)
+	}()
+	select {
+	case r := <-res:
+		return r.in, r.err
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case r := <-res: // it ended as the call gave up: the pool keeps it
+		if r.err == nil {
+			pl.put(r.in, false)
+		}
+	default:
+		gaveUp = true
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		l := pl.p.cfg.Limits
+		return nil, &failure{err: ErrTimeout, detail: fmt.Sprintf(
+			"the call's deadline (call timeout %v) passed while a new instance was starting (the module's initialization); the instance goes on starting, for up to %v, to serve the next calls",
+			l.CallTimeout, initTimeout(l))}
+	}
+	return nil, &failure{err: context.Canceled, detail: "the caller canceled the call while a new instance was starting"}
 }
 
 // firstDone ends one use of the first tier's runner that did not give an
@@ -276,7 +362,9 @@ func (pl *pool) memory() (total uint64, n int) {
 	return total, len(pl.idle)
 }
 
-// close closes the idle instances and the runners; calls must be over.
+// close closes the idle instances and the runners; calls must be over. The
+// instance starts calls left behind are stopped and waited for first: one
+// that ends now closes its instance (put on a closed pool).
 func (pl *pool) close() {
 	pl.mu.Lock()
 	if pl.closed {
@@ -284,6 +372,10 @@ func (pl *pool) close() {
 		return
 	}
 	pl.closed = true
+	pl.mu.Unlock()
+	pl.stopStarts()
+	pl.starts.Wait()
+	pl.mu.Lock()
 	if pl.timer != nil {
 		pl.timer.Stop()
 		pl.timer = nil

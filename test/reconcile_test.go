@@ -163,12 +163,15 @@ func (a *acceptance) get(path string) (accObject, bool) {
 }
 
 // eventually polls check until it returns "" (done) or the limit passes; it
-// returns how long it took.
+// returns how long it took. It asks again after 100 ms, then half as often
+// again each time up to a second: a condition that holds soon is seen
+// soon, and a check that lists thousands of objects does not slow the
+// convergence it waits for.
 func (a *acceptance) eventually(what string, limit time.Duration, check func() string) time.Duration {
 	a.t.Helper()
 	start := time.Now()
 	deadline := start.Add(limit)
-	for {
+	for wait := 100 * time.Millisecond; ; wait = min(wait*3/2, time.Second) {
 		msg := check()
 		if msg == "" {
 			return time.Since(start)
@@ -176,7 +179,7 @@ func (a *acceptance) eventually(what string, limit time.Duration, check func() s
 		if time.Now().After(deadline) {
 			a.t.Fatalf("%s: not done after %s: %s", what, limit, msg)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(wait)
 	}
 }
 
@@ -184,6 +187,12 @@ func (a *acceptance) eventually(what string, limit time.Duration, check func() s
 // with phase, with 8 requests in flight, starting one every pace; created
 // counts the successes when not nil.
 func (a *acceptance) createWidgets(prefix, phase string, n int, pace time.Duration, created *atomic.Int64) error {
+	return a.createWidgetsUntil(prefix, phase, n, pace, created, nil)
+}
+
+// createWidgetsUntil is createWidgets that starts no create once stop is
+// closed.
+func (a *acceptance) createWidgetsUntil(prefix, phase string, n int, pace time.Duration, created *atomic.Int64, stop <-chan struct{}) error {
 	sizes := []string{"small", "medium", "large"}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -205,8 +214,13 @@ func (a *acceptance) createWidgets(prefix, phase string, n int, pace time.Durati
 			}
 		})
 	}
+feed:
 	for i := range n {
-		next <- i
+		select {
+		case next <- i:
+		case <-stop:
+			break feed
+		}
 		if pace > 0 {
 			time.Sleep(pace)
 		}
@@ -455,9 +469,10 @@ func TestReconcileAcceptance(t *testing.T) {
 			}
 			return ""
 		})
-		// Backoff doubles from 5 ms: over 8 s a few more than ten
-		// attempts; without backoff there would be thousands.
-		time.Sleep(8*time.Second - time.Since(start))
+		// Backoff doubles from 5 ms: over 3 s about ten attempts
+		// (the tenth waits 2.56 s); without backoff there would be
+		// thousands.
+		time.Sleep(3*time.Second - time.Since(start))
 		window := time.Since(start)
 		attempts := a.metric("setpoint_controller_reconcile_total", `controller="replicagroup"`, `result="error"`) - errorsBefore
 		retries := a.metric("setpoint_workqueue_retries_total", `"replicagroup"`)
@@ -486,13 +501,14 @@ func TestReconcileAcceptance(t *testing.T) {
 
 	t.Run("hot swap during a run leaves nothing stuck", func(t *testing.T) {
 		a.t = t
+		// Creates, one every 60 ms (at most 200, 12 s), go on while both
+		// swaps land and for a second after the second version serves, so
+		// that widgets arrive and are reconciled across both swaps.
 		const m = 200
-		// Creates are paced over about 12 s so that both swaps land while
-		// widgets are still arriving and being reconciled.
 		done := make(chan error, 1)
 		var created atomic.Int64
-		go func() { done <- a.createWidgets("swap", "swap", m, 60*time.Millisecond, &created) }()
-		total += m
+		stop := make(chan struct{})
+		go func() { done <- a.createWidgetsUntil("swap", "swap", m, 60*time.Millisecond, &created, stop) }()
 		var digest string
 		var swapErr error
 		for i := range 2 {
@@ -501,16 +517,23 @@ func TestReconcileAcceptance(t *testing.T) {
 			if swapErr != nil {
 				break
 			}
-			t.Logf("swap %d to %s applied after %d of %d creates", i+1, digest[:19], created.Load(), m)
+			t.Logf("swap %d to %s applied after %d creates", i+1, digest[:19], created.Load())
 		}
+		if swapErr == nil {
+			a.pluginLoaded("widget", digest)
+			t.Logf("the second swap's version serves after %d creates", created.Load())
+			time.Sleep(time.Second)
+		}
+		close(stop)
 		if err := errors.Join(<-done, swapErr); err != nil {
 			t.Fatal(err)
 		}
-		a.pluginLoaded("widget", digest)
+		n := int(created.Load())
+		total += n
 		took := a.eventually("widgets created across two swaps converged", accConvergeLimit, func() string {
-			return a.widgetsConverged(accPhaseLabel+"=swap", m)
+			return a.widgetsConverged(accPhaseLabel+"=swap", n)
 		})
-		t.Logf("%d widgets created across two hot swaps converged %s after the last create", m, took.Round(time.Millisecond))
+		t.Logf("%d widgets created across two hot swaps converged %s after the last create", n, took.Round(time.Millisecond))
 	})
 
 	t.Run("restart during a run converges with nothing lost", func(t *testing.T) {

@@ -135,7 +135,7 @@ func (o *pluginOptions) addSpecFlags(cmd *cobra.Command) {
 	f.StringVar(&o.wasm, "wasm", "", "the module: a .wasm file built for wasip1 (required)")
 	f.StringVar(&o.reconcile, "reconcile", "", "the resource whose objects the plugin reconciles")
 	f.StringArrayVar(&o.owns, "owns", nil, "a resource of the children the plugin creates (repeatable)")
-	f.IntVar(&o.workers, "workers", 0, "objects reconciled at once (default: the server's, twice its cores and at least 4)")
+	f.IntVar(&o.workers, "workers", 0, "objects reconciled at once (default: the server's, four times its cores and at least 16)")
 	f.StringArrayVar(&o.admit, "admit", nil, "a resource whose writes the plugin admits (repeatable)")
 	f.BoolVar(&o.mutating, "mutating", false, "the admission is mutating (it may patch objects) rather than validating")
 	f.StringSliceVar(&o.operations, "operations", nil, "admitted operations: CREATE, UPDATE, DELETE (default: all)")

@@ -73,13 +73,11 @@ func (c *checkedVersion) keep(p *host.Plugin) {
 	c.p, c.until = p, c.clock().Add(checkedKeep)
 }
 
-// take hands over the held version if it is of the module wasm. It hashes
-// wasm only when a version is held: most installs (every Plugin at start-up)
-// find none.
-func (c *checkedVersion) take(wasm []byte) *host.Plugin {
+// take hands over the held version if it is of the module with digest.
+func (c *checkedVersion) take(digest string) *host.Plugin {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.p == nil || c.p.Digest() != host.Digest(wasm) {
+	if c.p == nil || c.p.Digest() != digest {
 		return nil
 	}
 	p := c.p
@@ -136,8 +134,8 @@ func hostConfig(cfg plugins.Config) host.Config {
 // (filling the on-disk cache), checks and instantiates it once. The version
 // is kept (see checkedVersion), so that the Plugin created right after the upload
 // is served by it (see Stage) rather than by a second load.
-func (a hostAdapter) Check(ctx context.Context, wasm []byte, cfg plugins.Config) error {
-	p, err := a.h.Load(ctx, "upload", wasm, hostConfig(cfg))
+func (a hostAdapter) Check(ctx context.Context, wasm []byte, digest string, cfg plugins.Config) error {
+	p, err := a.h.LoadDigest(ctx, "upload", wasm, digest, hostConfig(cfg))
 	if err != nil {
 		// The module has no plugin name yet: say what is wrong, not whose.
 		var me *host.ModuleError
@@ -154,8 +152,8 @@ func (a hostAdapter) Check(ctx context.Context, wasm []byte, cfg plugins.Config)
 }
 
 // Install serves the plugin name with wasm at once: Stage, then Commit.
-func (a hostAdapter) Install(ctx context.Context, name string, wasm []byte, cfg plugins.Config) (plugins.Exports, error) {
-	c, err := a.Stage(ctx, name, wasm, cfg)
+func (a hostAdapter) Install(ctx context.Context, name string, wasm []byte, digest string, cfg plugins.Config) (plugins.Exports, error) {
+	c, err := a.Stage(ctx, name, wasm, digest, cfg)
 	if err != nil {
 		return plugins.Exports{}, err
 	}

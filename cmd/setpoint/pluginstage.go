@@ -16,17 +16,17 @@ import (
 // instance within cfg's memory cap and call deadline, so a module that traps
 // in init, speaks another ABI version or needs more memory than the cap is
 // refused here, and the version serving now is untouched.
-func (a hostAdapter) Stage(ctx context.Context, name string, wasm []byte, cfg plugins.Config) (plugins.Candidate, error) {
+func (a hostAdapter) Stage(ctx context.Context, name string, wasm []byte, digest string, cfg plugins.Config) (plugins.Candidate, error) {
 	hcfg := hostConfig(cfg)
 	if a.checked != nil {
-		if p := a.checked.take(wasm); p != nil {
+		if p := a.checked.take(digest); p != nil {
 			if p.Adopt(name, hcfg) {
 				return &candidate{reg: a.reg, name: name, p: p}, nil
 			}
 			_ = p.Close()
 		}
 	}
-	p, err := a.h.Load(ctx, name, wasm, hcfg)
+	p, err := a.h.LoadDigest(ctx, name, wasm, digest, hcfg)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ func TestStageNeverReplacesServingVersion(t *testing.T) {
 	ctx := context.Background()
 	v1 := hosttest.Module(t, "lifecyclev1")
 
-	c, err := a.Stage(ctx, "p", v1, plugins.Config{})
+	c, err := a.Stage(ctx, "p", v1, host.Digest(v1), plugins.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestStageNeverReplacesServingVersion(t *testing.T) {
 			case "over the memory cap":
 				wasm, cfg = hosttest.Module(t, "lifecyclegrow"), plugins.Config{MemoryPages: 512}
 			}
-			if c, err := a.Stage(ctx, "p", wasm, cfg); err == nil || !strings.Contains(err.Error(), tc.says) {
+			if c, err := a.Stage(ctx, "p", wasm, host.Digest(wasm), cfg); err == nil || !strings.Contains(err.Error(), tc.says) {
 				if c != nil {
 					c.Discard()
 				}
@@ -83,7 +83,8 @@ func TestStageNeverReplacesServingVersion(t *testing.T) {
 	}
 
 	t.Run("discarded", func(t *testing.T) {
-		c, err := a.Stage(ctx, "p", hosttest.Module(t, "lifecyclenoadmit"), plugins.Config{})
+		wasm := hosttest.Module(t, "lifecyclenoadmit")
+		c, err := a.Stage(ctx, "p", wasm, host.Digest(wasm), plugins.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -165,7 +165,9 @@ type run struct {
 	queue    *workqueue.Queue[Key]
 	primary  *informer
 	children []*informer
-	events   chan *unstructured.Unstructured // to recordEvents
+	// events are the queues of the event writers (recordEvents), one per
+	// worker; an event goes to the one its aggregation key hashes to.
+	events []chan pendingEvent
 	// own tracks the controller's writes the primary cache has not seen.
 	own *ownWrites
 	// terminal tracks the objects this run found failing terminally.
@@ -185,8 +187,8 @@ type run struct {
 // Threads: one goroutine per cache (list and watch of a kind, see
 // sharedInformers), Workers workers that take keys from the queue and
 // reconcile them, a resync goroutine that enqueues every cached object each
-// ResyncPeriod, and an event recorder that writes the workers' events from a
-// bounded buffer so that events never delay a reconcile. The queue is the
+// ResyncPeriod, and Workers event writers that write the workers' events
+// from bounded queues so that events never delay a reconcile. The queue is the
 // only state the workers share with the caches; the caches own their maps
 // under their own locks, and call the run's handlers, which only add to the
 // queue, on their goroutines.
@@ -206,7 +208,7 @@ func (c *Controller) start(ctx context.Context, informers *sharedInformers, own 
 		Name:        c.opts.Name,
 		RateLimiter: c.opts.RateLimiter, // nil: a fresh default per Run
 		Metrics:     c.opts.Metrics.queueProvider(),
-	}), events: make(chan *unstructured.Unstructured, eventBuffer), own: own, terminal: newTerminalSeen(), informers: informers}
+	}), events: newEventShards(c.opts.Workers), own: own, terminal: newTerminalSeen(), informers: informers}
 	for i, k := range c.kinds() {
 		si := informers.acquire(ctx, k, c.opts.Client, c.opts.Namespace)
 		r.used = append(r.used, si)

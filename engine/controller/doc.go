@@ -34,8 +34,10 @@
 // # Threads
 //
 // Controller.Run starts one goroutine per cache, Options.Workers workers, one
-// resync goroutine and one event recorder (which writes the workers' events
-// from a bounded buffer), and returns after all of them stopped. Under a
+// resync goroutine and Options.Workers event writers (which write the
+// workers' events from bounded queues, an aggregation key always to the same
+// writer, so that a reconcile never waits for its events), and returns after
+// all of them stopped. Under a
 // Manager, a cache's goroutine is started by the first controller that needs
 // it and stopped, and waited for, by the last one to stop; the caches call
 // each controller's handlers in turn, and handlers only add to their

@@ -3,7 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,11 +32,33 @@ var reportingInstance = func() string {
 }()
 
 // eventBuffer bounds the events waiting to be written; past it, events are
-// dropped rather than slowing reconciles.
-const eventBuffer = 1024
+// dropped rather than slowing reconciles. Each of a run's event writers has
+// its share of it, and at least minEventShardBuffer.
+const (
+	eventBuffer         = 1024
+	minEventShardBuffer = 128
+)
 
-// event queues a core/v1 Event about obj for recordEvents to write. Events
-// are informational: one that does not fit in the buffer is dropped.
+// pendingEvent is an Event waiting to be written, with its aggregation key.
+type pendingEvent struct {
+	obj *unstructured.Unstructured
+	key string
+}
+
+// newEventShards returns the queues of n event writers.
+func newEventShards(n int) []chan pendingEvent {
+	n = max(n, 1)
+	shards := make([]chan pendingEvent, n)
+	for i := range shards {
+		shards[i] = make(chan pendingEvent, max(eventBuffer/n, minEventShardBuffer))
+	}
+	return shards
+}
+
+// event queues a core/v1 Event about obj for recordEvents to write, on the
+// writer its aggregation key falls to, and does not wait for it: Events are
+// informational (best effort in Kubernetes too), and one that does not fit
+// in the writer's queue is dropped.
 func (r *run) event(c *Controller, obj *unstructured.Unstructured, typ, reason, message string) {
 	if typ != "Warning" {
 		typ = "Normal"
@@ -74,8 +98,11 @@ func (r *run) event(c *Controller, obj *unstructured.Unstructured, typ, reason, 
 		"reportingComponent": component,
 		"reportingInstance":  reportingInstance,
 	}}
+	key := eventKey(ev)
+	h := fnv.New32a()
+	h.Write([]byte(key))
 	select {
-	case r.events <- ev:
+	case r.events[h.Sum32()%uint32(len(r.events))] <- pendingEvent{obj: ev, key: key}:
 	default:
 		c.log.Warn("event dropped: too many pending", "reason", reason, "name", obj.GetName())
 	}
@@ -99,18 +126,33 @@ func eventKey(ev *unstructured.Unstructured) string {
 		ev.Object["reason"], "\x00", ev.Object["message"], "\x00", ev.Object["reportingComponent"])
 }
 
-// recordEvents writes queued events until ctx is done. A failure to record
-// is logged and otherwise ignored.
+// recordEvents writes queued events until ctx is done, with one writer per
+// queue of r.events, so that the events of many workers are written as fast
+// as those workers write everything else: each write waits for its commit,
+// and the writers' writes share the store's group commits. An aggregation
+// key always falls to the same writer, which alone remembers it, so the
+// repeats of an event are counted in order. A failure to record is logged
+// and otherwise ignored.
 func (c *Controller) recordEvents(ctx context.Context, r *run) {
-	agg := NewEventAggregator()
+	var wg sync.WaitGroup
+	size := max(eventAggregationKeys/len(r.events), minEventShardBuffer)
+	for _, q := range r.events {
+		wg.Go(func() { c.writeEvents(ctx, q, newEventAggregator(size)) })
+	}
+	wg.Wait()
+}
+
+// writeEvents writes the events of q, counting repeats with agg, until ctx
+// is done.
+func (c *Controller) writeEvents(ctx context.Context, q <-chan pendingEvent, agg *EventAggregator) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case ev := <-r.events:
-			key := eventKey(ev)
+		case p := <-q:
+			ev := p.obj
 			ts, _ := ev.Object["lastTimestamp"].(string)
-			bumped, err := agg.Bump(ctx, c.opts.Client, key, ts)
+			bumped, err := agg.Bump(ctx, c.opts.Client, p.key, ts)
 			if bumped {
 				continue
 			}
@@ -128,7 +170,7 @@ func (c *Controller) recordEvents(ctx context.Context, r *run) {
 				}
 				continue
 			}
-			agg.Add(key, stored)
+			agg.Add(p.key, stored)
 		}
 	}
 }
@@ -143,8 +185,11 @@ type EventAggregator struct {
 }
 
 // NewEventAggregator returns an aggregator that remembers nothing yet.
-func NewEventAggregator() *EventAggregator {
-	return &EventAggregator{recent: cache.NewLRUExpireCache(eventAggregationKeys)}
+func NewEventAggregator() *EventAggregator { return newEventAggregator(eventAggregationKeys) }
+
+// newEventAggregator returns an aggregator that remembers up to size keys.
+func newEventAggregator(size int) *EventAggregator {
+	return &EventAggregator{recent: cache.NewLRUExpireCache(size)}
 }
 
 // Bump counts one more occurrence, seen last at lastTimestamp, into the

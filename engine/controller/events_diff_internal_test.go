@@ -228,9 +228,9 @@ func diffEvents(t *testing.T, steps []eventStep, table bool) {
 			opts: Options{Name: "widgets", Client: ours, Now: time.Now},
 			log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		}
-		r := &run{events: make(chan *unstructured.Unstructured, 1)}
+		r := &run{events: []chan pendingEvent{make(chan pendingEvent, 1)}}
 		// built holds the event run.event makes until it is handed to both.
-		built := &run{events: make(chan *unstructured.Unstructured, 1)}
+		built := &run{events: []chan pendingEvent{make(chan pendingEvent, 1)}}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -246,9 +246,9 @@ func diffEvents(t *testing.T, steps []eventStep, table bool) {
 				obj.SetResourceVersion(s.involvedRV)
 			}
 			built.event(c, obj, s.Type, s.Reason, s.Message)
-			ev := <-built.events
-			pending := ev.DeepCopy()
-			r.events <- ev
+			ev := <-built.events[0]
+			pending := ev.obj.DeepCopy()
+			r.events[0] <- ev
 			synctest.Wait()
 			if len(ours.writes) != i+1 {
 				t.Fatalf("step %d: ours made %d writes in all, want %d", i, len(ours.writes), i+1)

@@ -2,13 +2,17 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
@@ -113,6 +117,92 @@ func TestRepeatedFailureCountsIntoOneEvent(t *testing.T) {
 		srcHost, _, _ := unstructured.NestedString(evs[0].Object, "source", "host")
 		if inst != host || srcHost != host {
 			t.Errorf("reportingInstance %q, source.host %q, want the host %q", inst, srcHost, host)
+		}
+	})
+}
+
+// The events of many workers are written by as many writers, without the
+// reconciles waiting for them: with every event write held, all objects
+// still converge, and several writes wait at once. Once they go through,
+// each object has one Event per reason, whose count is the number of
+// reconciles that reported it.
+func TestEventsWrittenConcurrentlyAndCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := instrument(newEngine(t))
+		const n, workers = 24, 8
+		var calls sync.Map // name -> *atomic.Int64
+		r := controller.ReconcilerFunc(func(_ context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+			var obj struct {
+				Metadata struct{ Name string } `json:"metadata"`
+			}
+			if err := json.Unmarshal(req.Object, &obj); err != nil {
+				return nil, err
+			}
+			v, _ := calls.LoadOrStore(obj.Metadata.Name, new(atomic.Int64))
+			v.(*atomic.Int64).Add(1)
+			return &abi.ReconcileResponse{
+				Status: abi.RawJSON(`{"state":"Checked"}`),
+				Events: []abi.Event{{Type: "Normal", Reason: "Checked", Message: "checked " + obj.Metadata.Name}},
+			}, nil
+		})
+		gate := make(chan struct{})
+		var waiting, most atomic.Int64
+		c.setFail(func(verb string, gvr schema.GroupVersionResource, _ string) error {
+			if gvr != controller.EventsResource {
+				return nil
+			}
+			w := waiting.Add(1)
+			for m := most.Load(); w > m && !most.CompareAndSwap(m, w); m = most.Load() {
+			}
+			<-gate
+			waiting.Add(-1)
+			return nil
+		})
+		_, stop := runManager(t, newController(t, c, "checker", r, func(o *controller.Options) {
+			o.Workers = workers
+			o.ResyncPeriod = time.Minute
+		}))
+		defer stop()
+		for i := range n {
+			create(t, c, widgets, newWidget(fmt.Sprintf("w%d", i), "small"))
+		}
+		synctest.Wait()
+		for i := range n {
+			if st, reason, _ := ready(get(t, c, widgets, fmt.Sprintf("w%d", i))); st != "True" {
+				t.Fatalf("w%d: Ready %q (%s) with its events held, want True: a reconcile waited for its events", i, st, reason)
+			}
+		}
+		if m := most.Load(); m < 2 || m > workers {
+			t.Errorf("event writes waiting at once = %d, want between 2 and %d (one writer per worker)", m, workers)
+		}
+		close(gate)
+		synctest.Wait()
+		time.Sleep(2*time.Minute + time.Second) // two resyncs
+		synctest.Wait()
+
+		for _, reason := range []string{"Checked", controller.ReasonReconciled} {
+			evs := events(t, c, reason)
+			if len(evs) != n {
+				t.Fatalf("%s events = %d, want %d (one per object)", reason, len(evs), n)
+			}
+			for _, ev := range evs {
+				name, _, _ := unstructured.NestedString(ev.Object, "involvedObject", "name")
+				count, _, _ := unstructured.NestedInt64(ev.Object, "count")
+				want := int64(1)
+				if reason == "Checked" {
+					v, _ := calls.Load(name)
+					if v == nil {
+						t.Fatalf("event for %q, which was never reconciled", name)
+					}
+					want = v.(*atomic.Int64).Load()
+					if want < 3 {
+						t.Errorf("%s: %d reconciles, want 3 or more (create and two resyncs)", name, want)
+					}
+				}
+				if count != want {
+					t.Errorf("%s event of %s: count %d, want %d", reason, name, count, want)
+				}
+			}
 		}
 	})
 }

@@ -1,19 +1,22 @@
 package kinds
 
 import (
+	"math"
 	"regexp"
 	"unicode/utf8"
 
 	"k8s.io/kube-openapi/pkg/validation/spec"
+	"k8s.io/kube-openapi/pkg/validation/strfmt"
 )
 
 // fastSchema answers one question about a value, far more cheaply than the
 // OpenAPI validator of kube-openapi, which builds eight validators and a
 // Result for every node it visits: is the value certainly valid against
 // the schema? It is compiled once per schema, and it decides only the
-// keywords whose check it makes exactly as the library does (type with no
-// format, properties, required, additionalProperties, items, enum of
-// scalars, minLength, maxLength, pattern); a node with any other keyword,
+// keywords whose check it makes exactly as the library does (type,
+// properties, required, additionalProperties, items, enum of scalars,
+// minLength, maxLength, pattern, and the formats of stringFormats and
+// int32 and int64 on integers); a node with any other keyword,
 // and any value it does not know for sure (null, a number of another Go
 // type, a string outside an enum), makes the answer "not sure", and the
 // library validates the value as before. A "valid" answer is the
@@ -36,6 +39,57 @@ type fastSchema struct {
 	minLen *int64
 	maxLen *int64
 	re     *regexp.Regexp
+	// format is the check of a string format (stringFormats); int32 is
+	// set for an integer of format int32. Any other format is opaque.
+	format func(string) bool
+	int32  bool
+}
+
+// stringFormats are the string formats the fast check decides, by the name
+// strfmt's registry normalises them to, with the function the registry
+// validates them with (kube-openapi's strfmt registers the same ones). The
+// fast check calls them directly: the registry's Validates holds one
+// process-wide mutex while it validates, which every status write of every
+// kind would otherwise take.
+var stringFormats = map[string]func(string) bool{
+	"datetime": strfmt.IsDateTime,
+	"date":     strfmt.IsDate,
+	"duration": strfmt.IsDuration,
+	"hostname": strfmt.IsHostname,
+	"email":    strfmt.IsEmail,
+	"uuid":     strfmt.IsUUID,
+	"password": func(string) bool { return true },
+}
+
+// compileFormat sets the check of p's format on f; it reports false when
+// the fast check does not decide that format on p's type.
+func (f *fastSchema) compileFormat(p *spec.SchemaProps) bool {
+	if p.Format == "" {
+		return true
+	}
+	if len(p.Type) != 1 {
+		return false
+	}
+	switch p.Type[0] {
+	case "string":
+		name := strfmt.DefaultNameNormalizer(p.Format)
+		check, ok := stringFormats[name]
+		if !ok || !strfmt.Default.ContainsName(name) {
+			return false
+		}
+		f.format = check
+		return true
+	case "integer":
+		// The library checks the range of these two alone.
+		switch p.Format {
+		case "int64":
+			return true
+		case "int32":
+			f.int32 = true
+			return true
+		}
+	}
+	return false
 }
 
 // compileFast compiles s for the fast check; nothing of it is opaque when
@@ -46,7 +100,7 @@ func compileFast(s *spec.Schema) *fastSchema {
 		return f
 	}
 	p := &s.SchemaProps
-	if p.Ref.String() != "" || p.Format != "" || len(p.Type) > 1 ||
+	if p.Ref.String() != "" || len(p.Type) > 1 ||
 		p.MultipleOf != nil || p.Maximum != nil || p.Minimum != nil ||
 		p.MaxItems != nil || p.MinItems != nil || p.UniqueItems ||
 		p.MaxProperties != nil || p.MinProperties != nil ||
@@ -74,6 +128,10 @@ func compileFast(s *spec.Schema) *fastSchema {
 		}
 	}
 	f.enum = p.Enum
+	if !f.compileFormat(p) {
+		f.opaque = true
+		return f
+	}
 	if p.Pattern != "" {
 		re, err := regexp.Compile(p.Pattern)
 		if err != nil {
@@ -154,10 +212,13 @@ func (f *fastSchema) valid(v any) bool {
 				return false
 			}
 		}
-		return f.re == nil || f.re.MatchString(v)
+		return (f.re == nil || f.re.MatchString(v)) && (f.format == nil || f.format(v))
 	case bool:
 		return (f.typ == "boolean" || f.typ == "") && f.scalar() && f.inEnum(v)
 	case int64:
+		if f.int32 && (v < math.MinInt32 || v > math.MaxInt32) {
+			return false
+		}
 		return (f.typ == "integer" || f.typ == "number") && f.scalar() && f.inEnum(v)
 	case float64:
 		return f.typ == "number" && f.scalar() && f.inEnum(v)

@@ -1,6 +1,7 @@
 package kinds
 
 import (
+	"math"
 	"reflect"
 	"slices"
 	"testing"
@@ -16,8 +17,8 @@ import (
 )
 
 // fastBoxSchema has every keyword the fast check decides, and some it
-// leaves to the library (format, minimum, nullable, int-or-string,
-// preserved unknown fields).
+// leaves to the library (a format it does not decide, minimum, nullable,
+// int-or-string, preserved unknown fields).
 const fastBoxSchema = `
         type: object
         properties:
@@ -34,6 +35,10 @@ const fastBoxSchema = `
               labels: {type: object, additionalProperties: {type: string, enum: [x, z]}}
               nested: {type: object, properties: {deep: {type: string}}}
               when: {type: string, format: date-time}
+              id: {type: string, format: uuid}
+              big: {type: integer, format: int64}
+              small: {type: integer, format: int32}
+              addr: {type: string, format: ipv4}
               low: {type: integer, minimum: 2}
               maybe: {type: string, nullable: true}
               free: {type: object, x-kubernetes-preserve-unknown-fields: true}
@@ -61,13 +66,16 @@ func fastBoxes(tb testing.TB) (*fastSchema, apiservervalidation.SchemaValidator)
 func TestFastSchemaSweep(t *testing.T) {
 	fast, lib := fastBoxes(t)
 	rnd := kindstest.NewRand(6)
-	rnd.Keys = []string{"name", "size", "count", "ratio", "on", "tags", "labels", "nested", "deep", "when", "low", "maybe", "free", "port", "x", "bogus"}
-	words := []any{"a", "ab", "abcde", "aB", "é", "éé", "small", "huge", "x", "y", "2026-11-21T07:00:00Z", "", int64(1), int64(7), 1.5, true, nil,
-		[]any{"a"}, map[string]any{"x": "y"}}
+	rnd.Keys = []string{"name", "size", "count", "ratio", "on", "tags", "labels", "nested", "deep", "when", "id", "big", "small", "addr",
+		"low", "maybe", "free", "port", "x", "bogus"}
+	words := []any{"a", "ab", "abcde", "aB", "é", "éé", "small", "huge", "x", "y", "2026-11-21T07:00:00Z", "2026-11-21", "", int64(1), int64(7), 1.5, true, nil,
+		int64(1) << 40, "0b6f3c9e-5d6c-4f0a-9a53-0e6f0f4d1a11", "10.0.0.1", []any{"a"}, map[string]any{"x": "y"}}
 	fits := map[string][]any{
 		"name": {"ab", "abcd", "éé"}, "size": {"small", "large"}, "count": {int64(3)}, "ratio": {int64(2), 0.5},
 		"on": {true, false}, "tags": {[]any{}, []any{"a", "b"}}, "labels": {map[string]any{"a": "x", "b": "z"}},
-		"nested": {map[string]any{"deep": "v"}, map[string]any{"other": int64(1)}}, "when": {"2026-11-21T07:00:00Z"},
+		"nested": {map[string]any{"deep": "v"}, map[string]any{"other": int64(1)}},
+		"when":   {"2026-11-21T07:00:00Z", "2026-11-21T07:00:00.5+01:00"}, "id": {"0b6f3c9e-5d6c-4f0a-9a53-0e6f0f4d1a11"},
+		"big": {int64(1) << 40, int64(-3)}, "small": {int64(7), int64(-1 << 31)}, "addr": {"10.0.0.1"},
 		"low": {int64(2)}, "maybe": {"m", nil}, "free": {map[string]any{"any": []any{int64(1)}}}, "port": {int64(80), "http"},
 		"deep": {"v"}, "x": {"anything"}, "bogus": {int64(1)},
 	}
@@ -83,7 +91,7 @@ func TestFastSchemaSweep(t *testing.T) {
 		for _, k := range rnd.Keys {
 			// Keys the library leaves to the library come one time in
 			// eight, so that most valid objects reach none of them.
-			leave := slices.Contains([]string{"when", "low", "maybe", "port"}, k)
+			leave := slices.Contains([]string{"addr", "low", "maybe", "port"}, k)
 			if leave && rnd.IntN(8) != 0 || !leave && rnd.IntN(3) == 0 {
 				continue
 			}
@@ -123,6 +131,9 @@ func TestFastSchemaKeywords(t *testing.T) {
 		p.Properties = map[string]spec.Schema{"a": str}
 		return &spec.Schema{SchemaProps: p}
 	}
+	formatted := func(ty, format string) *spec.Schema {
+		return &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{ty}, Format: format}}
+	}
 	for _, tc := range []struct {
 		name   string
 		schema *spec.Schema
@@ -143,6 +154,28 @@ func TestFastSchemaKeywords(t *testing.T) {
 		{"no type", &spec.Schema{}, "s", true},
 		{"null", &spec.Schema{}, nil, false},
 		{"bad pattern", &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"string"}, Pattern: "("}}, "s", false},
+		{"date-time", formatted("string", "date-time"), "2026-11-21T07:00:00Z", true},
+		{"not a date-time", formatted("string", "date-time"), "yesterday", false},
+		{"datetime", formatted("string", "datetime"), "2026-11-21T07:00:00Z", true},
+		{"date", formatted("string", "date"), "2026-11-21", true},
+		{"not a date", formatted("string", "date"), "2026-11-31", false},
+		{"duration", formatted("string", "duration"), "3h", true},
+		{"hostname", formatted("string", "hostname"), "example.com", true},
+		{"email", formatted("string", "email"), "a@example.com", true},
+		{"not an email", formatted("string", "email"), "a", false},
+		{"uuid", formatted("string", "uuid"), "0b6f3c9e-5d6c-4f0a-9a53-0e6f0f4d1a11", true},
+		{"not a uuid", formatted("string", "uuid"), "0b6f3c9e", false},
+		{"password", formatted("string", "password"), "", true},
+		{"a format left to the library", formatted("string", "ipv4"), "10.0.0.1", false},
+		{"an unknown format", formatted("string", "colour"), "red", false},
+		{"a date-time that is not a string", formatted("string", "date-time"), int64(1), false},
+		{"a format on an object", &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"object"}, Format: "date-time"}}, map[string]any{}, false},
+		{"int64", formatted("integer", "int64"), int64(math.MaxInt64), true},
+		{"int32", formatted("integer", "int32"), int64(math.MaxInt32), true},
+		{"int32 out of range", formatted("integer", "int32"), int64(math.MaxInt32) + 1, false},
+		{"int32 below range", formatted("integer", "int32"), int64(math.MinInt32) - 1, false},
+		{"int64 as a float", formatted("integer", "int64"), 1.0, false},
+		{"a number's format", formatted("number", "double"), 1.5, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := compileFast(tc.schema).valid(tc.value)
@@ -165,8 +198,9 @@ func TestFastSchemaKnowsEveryKeyword(t *testing.T) {
 		"ID", "Schema", "Description", "Title", "Default", "Definitions",
 		// Decided by the fast check.
 		"Type", "Enum", "MaxLength", "MinLength", "Pattern", "Required", "Items", "Properties", "AdditionalProperties",
+		"Format", // some of them
 		// Left to the library.
-		"Ref", "Format", "Nullable", "Maximum", "ExclusiveMaximum", "Minimum", "ExclusiveMinimum", "MaxItems", "MinItems",
+		"Ref", "Nullable", "Maximum", "ExclusiveMaximum", "Minimum", "ExclusiveMinimum", "MaxItems", "MinItems",
 		"UniqueItems", "MultipleOf", "MaxProperties", "MinProperties", "AllOf", "OneOf", "AnyOf", "Not",
 		"PatternProperties", "Dependencies", "AdditionalItems",
 	}
@@ -189,6 +223,8 @@ func FuzzFastSchema(f *testing.F) {
 		`{"name":"ab","labels":{"a":"y"}}`,
 		`{"name":"ab","maybe":null,"port":"http","free":{"x":[1,{"y":null}]}}`,
 		`{"name":"ab","count":1.5,"ratio":"1","tags":[1]}`,
+		`{"name":"ab","when":"2026-11-21T07:00:00Z","id":"0b6f3c9e-5d6c-4f0a-9a53-0e6f0f4d1a11","big":1099511627776,"small":-2147483648}`,
+		`{"name":"ab","when":"2026-11-21","small":2147483648,"addr":"10.0.0.1"}`,
 	} {
 		f.Add(seed)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +77,11 @@ type breaker struct {
 	openGauge  prometheus.Gauge
 	refusedCtr prometheus.Counter
 
+	// healthy is set while the breaker is closed with no failed call in a
+	// row: a call then runs, and a successful one changes nothing, so
+	// neither takes mu. It is kept by setLocked.
+	healthy atomic.Bool
+
 	mu       sync.Mutex
 	state    breakerState
 	failures int           // failed calls in a row
@@ -91,14 +97,26 @@ type breaker struct {
 }
 
 func newBreaker(plugin, calls string, now func() time.Time, open prometheus.Gauge, refused prometheus.Counter) *breaker {
-	return &breaker{plugin: plugin, calls: calls, now: now, openGauge: open, refusedCtr: refused}
+	b := &breaker{plugin: plugin, calls: calls, now: now, openGauge: open, refusedCtr: refused}
+	b.healthy.Store(true)
+	return b
+}
+
+// setLocked updates healthy after a change of state or failures; b.mu is
+// held.
+func (b *breaker) setLocked() {
+	b.healthy.Store(b.state == breakerClosed && b.failures == 0)
 }
 
 // allow says whether a call may run; trial is set for the one call a
 // breaker lets through after its open period.
 func (b *breaker) allow() (trial bool, err error) {
+	if b.healthy.Load() {
+		return false, nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.setLocked()
 	switch b.state {
 	case breakerClosed:
 		return false, nil
@@ -117,8 +135,12 @@ func (b *breaker) allow() (trial bool, err error) {
 
 // done records the outcome of a call allow let run, and how long it took.
 func (b *breaker) done(trial bool, err error, took time.Duration) {
+	if err == nil && b.healthy.Load() {
+		return // closed, with no failures to forget
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.setLocked()
 	if err == nil {
 		b.failures = 0
 		if b.state != breakerClosed {
@@ -170,6 +192,7 @@ func (b *breaker) setGauge(v float64) {
 func (b *breaker) reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.setLocked()
 	if b.state != breakerClosed {
 		b.since, b.closedAt = b.now(), b.opened
 		b.setGauge(0)
@@ -212,6 +235,7 @@ func guard[R any](ctx context.Context, b *breaker, call func() (R, error)) (R, e
 		if trial {
 			b.mu.Lock()
 			b.state = breakerOpen // let the next call be the trial
+			b.setLocked()
 			b.mu.Unlock()
 		}
 		return r, err

@@ -262,3 +262,58 @@ func TestSuspendedAdmissionFollowsFailurePolicy(t *testing.T) {
 		}
 	}
 }
+
+// A success forgets the failures before it, whether it takes the breaker's
+// lock or not: below the threshold, failures interleaved with successes
+// never open it.
+func TestBreakerSuccessForgetsFailures(t *testing.T) {
+	clock := &stepClock{t: time.Unix(1_700_000_000, 0)}
+	b := newBreaker("p", "reconcile", clock.now, nil, nil)
+	boom := errors.New("boom")
+	for round := range 3 {
+		for range breakerThreshold - 1 {
+			_, _ = guard(context.Background(), b, func() (int, error) { return 0, boom })
+		}
+		if b.healthy.Load() {
+			t.Fatalf("round %d: healthy after failures", round)
+		}
+		if _, err := guard(context.Background(), b, func() (int, error) { return 1, nil }); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if v := b.view(); v.open || v.failures != 0 || !b.healthy.Load() {
+			t.Fatalf("round %d: after a success open=%v failures=%d healthy=%v, want closed, 0, healthy", round, v.open, v.failures, b.healthy.Load())
+		}
+	}
+}
+
+// Concurrent calls, failing and succeeding, through one breaker (go test
+// -race): the lock-free path of healthy calls agrees with the locked state
+// once the calls are done.
+func TestBreakerConcurrentCalls(t *testing.T) {
+	clock := &stepClock{t: time.Unix(1_700_000_000, 0)}
+	b := newBreaker("p", "reconcile", clock.now, nil, nil)
+	boom := errors.New("boom")
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				var err error
+				if (i+g)%9 == 0 {
+					err = boom
+				}
+				_, _ = guard(context.Background(), b, func() (int, error) { return 0, err })
+			}
+		})
+	}
+	wg.Wait()
+	b.mu.Lock()
+	want := b.state == breakerClosed && b.failures == 0
+	b.mu.Unlock()
+	if got := b.healthy.Load(); got != want {
+		t.Fatalf("healthy = %v, but the locked state says %v", got, want)
+	}
+	b.reset()
+	if _, err := guard(context.Background(), b, func() (int, error) { return 1, nil }); err != nil || !b.healthy.Load() {
+		t.Fatalf("after reset: %v, healthy %v", err, b.healthy.Load())
+	}
+}

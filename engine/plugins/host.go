@@ -8,17 +8,20 @@ import (
 )
 
 // Host loads and runs plugin modules; cmd adapts the Wasm host's registry to
-// it. Errors of Check and Install say what is wrong with a module.
+// it. Errors of Check and Install say what is wrong with a module. Check
+// and Stage get wasm with its digest, which the caller computed from the
+// bytes or checked them against (Modules.Get does), so that a module is
+// not hashed again on its way to serving.
 type Host interface {
 	// Check compiles and checks wasm (exports, ABI version, imports, memory
 	// limit) without serving it.
-	Check(ctx context.Context, wasm []byte, cfg Config) error
+	Check(ctx context.Context, wasm []byte, digest string, cfg Config) error
 	// Stage loads wasm as a candidate version of the plugin name without
 	// serving it: compiled, its ABI version and handlers read and its first
 	// instance initialized, within cfg's limits. The version serving now
 	// keeps serving until the candidate is committed (see Candidate). A
 	// refused module gives an error and no candidate.
-	Stage(ctx context.Context, name string, wasm []byte, cfg Config) (Candidate, error)
+	Stage(ctx context.Context, name string, wasm []byte, digest string, cfg Config) (Candidate, error)
 	// Remove retires the plugin name; its calls in flight finish.
 	Remove(name string)
 	// Caller returns a stable reference to the plugin name that always

@@ -105,7 +105,7 @@ spec:
                       type: string
                   workers:
                     type: integer
-                    description: How many objects are reconciled at once. Default twice the server's cores, at least 4; each call also needs one of the plugin's instances (limits.poolSize).
+                    description: How many objects are reconciled at once. Default four times the server's cores, at least 16; each call also needs one of the plugin's instances (limits.poolSize).
                     minimum: 1
                     maximum: 256
               admission:

@@ -37,7 +37,12 @@ type fakeHost struct {
 	staging chan string
 }
 
-func (h *fakeHost) Check(_ context.Context, wasm []byte, cfg Config) error {
+func (h *fakeHost) Check(_ context.Context, wasm []byte, digest string, cfg Config) error {
+	// The digest comes with the bytes from the upload or the store; one
+	// that does not match them would key the host's caches wrongly.
+	if got := digestOf(wasm); digest != got {
+		return fmt.Errorf("fakeHost: given digest %s for a module whose digest is %s", digest, got)
+	}
 	switch s := string(wasm); {
 	case s == "bad":
 		return errors.New("host: invalid module: bad bytes")
@@ -74,7 +79,7 @@ func fakeExports(wasm []byte) Exports {
 	return ex
 }
 
-func (h *fakeHost) Stage(ctx context.Context, name string, wasm []byte, cfg Config) (Candidate, error) {
+func (h *fakeHost) Stage(ctx context.Context, name string, wasm []byte, digest string, cfg Config) (Candidate, error) {
 	if h.hold != nil {
 		h.staging <- name
 		select {
@@ -83,10 +88,10 @@ func (h *fakeHost) Stage(ctx context.Context, name string, wasm []byte, cfg Conf
 			return nil, ctx.Err()
 		}
 	}
-	if err := h.Check(ctx, wasm, cfg); err != nil {
+	if err := h.Check(ctx, wasm, digest, cfg); err != nil {
 		return nil, err
 	}
-	return &fakeCandidate{h: h, name: name, digest: digestOf(wasm), exports: fakeExports(wasm)}, nil
+	return &fakeCandidate{h: h, name: name, digest: digest, exports: fakeExports(wasm)}, nil
 }
 
 // fakeCandidate is a staged fake module; it serves once committed.

@@ -238,7 +238,7 @@ func (m *Manager) restoreServing(ctx context.Context, name string, obj *unstruct
 		m.log.Warn("module that served before the restart is gone; nothing serves", "plugin", name, "digest", prev, "err", err)
 		return false
 	}
-	cand, err := m.opts.Host.Stage(ctx, name, wasm, cfg)
+	cand, err := m.opts.Host.Stage(ctx, name, wasm, prev, cfg)
 	if err != nil {
 		m.log.Warn("module that served before the restart no longer loads; nothing serves", "plugin", name, "digest", prev, "err", err)
 		return false

@@ -43,11 +43,11 @@ type reconcileHost struct {
 	gate func(context.Context) error
 }
 
-func (h *reconcileHost) Stage(ctx context.Context, name string, wasm []byte, cfg Config) (Candidate, error) {
+func (h *reconcileHost) Stage(ctx context.Context, name string, wasm []byte, digest string, cfg Config) (Candidate, error) {
 	if name == h.slow {
 		time.Sleep(500 * time.Millisecond)
 	}
-	c, err := h.fakeHost.Stage(ctx, name, wasm, cfg)
+	c, err := h.fakeHost.Stage(ctx, name, wasm, digest, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func (m *Manager) upgrade(ctx context.Context, name string, obj *unstructured.Un
 		}
 		return &failure{reason: ReasonModuleNotFound, err: fmt.Errorf("module %s was not uploaded (POST it to %s)", digest, ModulesPath)}, nil, nil
 	}
-	cand, err := m.opts.Host.Stage(ctx, name, wasm, cfg)
+	cand, err := m.opts.Host.Stage(ctx, name, wasm, digest, cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()

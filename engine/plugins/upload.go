@@ -163,7 +163,7 @@ func (h *uploadHandler) upload(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, ModuleInfo{APIVersion: Group + "/" + Version, Kind: "Module", Digest: digest, Size: len(wasm)})
 		return
 	}
-	if err := h.opts.Host.Check(ctx, wasm, limits); err != nil {
+	if err := h.opts.Host.Check(ctx, wasm, digest, limits); err != nil {
 		if ctx.Err() != nil {
 			return
 		}

@@ -360,6 +360,11 @@ func (db *DB) commitLocked(batch []*writeReq) (events []store.Event, committed b
 
 // persist writes a group durably; see writeGroup.
 func (db *DB) persist(record []byte, events []store.Event, last int64) error {
+	if fault := db.writeFault; fault != nil {
+		if err := fault(last); err != nil {
+			return err
+		}
+	}
 	evs := make([]recordEvent, len(events))
 	for i := range events {
 		o := &events[i].Object

@@ -46,6 +46,9 @@ type DB struct {
 	queue    writeQueue
 	notifyCh chan []store.Event // write leader to the notifier, in revision order
 	failed   atomic.Pointer[error]
+	// writeFault, when set (by tests), runs before each group's Badger
+	// write; an error it returns fails the write as a failed sync would.
+	writeFault func(last int64) error
 
 	hub  *hub
 	pins pins

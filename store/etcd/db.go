@@ -44,6 +44,9 @@ type DB struct {
 	// watch uses one; guarded by feedMu.
 	feedMu sync.Mutex
 	feed   *feed
+	// feedRing is how many events a feed keeps at least; feedRing's
+	// value when zero.
+	feedRing int
 	// etcdWatches counts the etcd watches opened, feeds and watchers.
 	etcdWatches atomic.Int64
 }

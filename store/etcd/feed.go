@@ -1,12 +1,12 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -32,6 +32,7 @@ type feed struct {
 	stop   chan struct{} // closed when the last watch leaves
 	done   chan struct{} // closed when run ends
 	asked  atomic.Bool   // a watch asked for progress since the last request
+	keep   int           // how many events ring keeps at least (feedRing)
 
 	mu sync.Mutex
 	// floor: every event after it is in ring or still to come; guarded by mu.
@@ -143,6 +144,7 @@ func (db *DB) startFeed(rev int64) *feed {
 		cancel: cancel,
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
+		keep:   cmp.Or(db.feedRing, feedRing),
 		floor:  rev,
 		known:  rev,
 		subs:   map[*sub]struct{}{},
@@ -160,12 +162,8 @@ func (db *DB) startFeed(rev int64) *feed {
 func (f *feed) run(ctx context.Context, wch clientv3.WatchChan) {
 	db := f.db
 	defer db.watchers.Done()
-	var ask <-chan time.Time
-	if db.progressRequests {
-		t := time.NewTicker(db.opts.ProgressInterval)
-		defer t.Stop()
-		ask = t.C
-	}
+	ask, stopAsking := db.progressTicks()
+	defer stopAsking()
 	var err error
 loop:
 	for {
@@ -188,10 +186,8 @@ loop:
 			}
 			f.publish(evs, resp.IsProgressNotify(), resp.Header.Revision)
 		case <-ask:
-			if f.asked.Swap(false) && db.progressDue() {
-				pctx, cancel := context.WithTimeout(ctx, db.opts.ProgressInterval)
-				_ = db.cli.RequestProgress(pctx)
-				cancel()
+			if f.asked.Swap(false) {
+				db.askProgress(ctx)
 			}
 		case <-f.stop:
 			break loop
@@ -230,12 +226,11 @@ func (f *feed) publish(evs []store.Event, progress bool, rev int64) {
 		f.known = max(f.known, rev)
 	}
 	f.ring = append(f.ring, evs...)
-	if len(f.ring) >= 2*feedRing {
-		// Trimmed by halves, so that a copy is paid once per feedRing
-		// events.
-		drop := len(f.ring) - feedRing
+	if len(f.ring) >= 2*f.keep {
+		// Trimmed by halves, so that a copy is paid once per keep events.
+		drop := len(f.ring) - f.keep
 		f.floor = f.ring[drop-1].Revision()
-		f.ring = append(make([]store.Event, 0, 2*feedRing), f.ring[drop:]...)
+		f.ring = append(make([]store.Event, 0, 2*f.keep), f.ring[drop:]...)
 	}
 	for s := range f.subs {
 		s.add(evs)

@@ -2,7 +2,9 @@ package etcd_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -126,4 +128,105 @@ func TestWatchesShareOneEtcdWatch(t *testing.T) {
 	}
 	rev := put("/p00/after")
 	expect(w, "watch on the new feed", []int64{rev})
+}
+
+// TestFeedRingPastItsSize: once the feed has received more events than its
+// ring keeps, its floor moves up; a watch from the floor still joins the
+// feed, one from below it gets an etcd watch of its own with every event
+// since, and one from below a compacted revision fails with ErrCompacted.
+func TestFeedRingPastItsSize(t *testing.T) {
+	srv := etcdtest.Start(t, etcdtest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := etcd.Open(etcd.Options{Endpoints: []string{srv.Endpoint}, Prefix: "/ring", CompactionInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// The ring keeps 4 to 7 events: the 8th trims it to its newest 4.
+	const keep = 4
+	etcd.SetFeedRing(db, keep)
+
+	first, err := db.Watch(ctx, "/k/", 0) // starts the feed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Stop()
+	var revs []int64
+	for i := range 2*keep + 2 {
+		rev, err := db.Create(ctx, fmt.Sprintf("/k/%02d", i), []byte(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs = append(revs, rev)
+	}
+	expectRevs := func(w store.Watcher, name string, want []int64) {
+		t.Helper()
+		for _, rev := range want {
+			select {
+			case ev, ok := <-w.Events():
+				if !ok {
+					t.Fatalf("%s: ended before revision %d: %v", name, rev, w.Err())
+				}
+				if ev.Revision() != rev {
+					t.Fatalf("%s: got revision %d, want %d", name, ev.Revision(), rev)
+				}
+			case <-ctx.Done():
+				t.Fatalf("%s: no event at %d", name, rev)
+			}
+		}
+	}
+	// The feed has published every event once its first watch has them,
+	// and trimmed its ring (to revs[4:8] at the 8th event, when etcd sends
+	// one event at a time).
+	expectRevs(first, "the feed's first watch", revs)
+	if n := etcd.EtcdWatches(db); n != 1 {
+		t.Fatalf("%d etcd watches before any watch from the past, want 1", n)
+	}
+	floor := etcd.FeedFloor(db)
+	at := slices.Index(revs, floor)
+	if at < 2 || at > len(revs)-2 {
+		t.Fatalf("the feed's floor is %d after revisions %v: it did not move up as the ring filled", floor, revs)
+	}
+
+	atFloor, err := db.Watch(ctx, "/k/", floor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer atFloor.Stop()
+	if n := etcd.EtcdWatches(db); n != 1 {
+		t.Fatalf("a watch from the feed's floor opened an etcd watch (%d in all)", n)
+	}
+	expectRevs(atFloor, "watch from the floor", revs[at+1:])
+
+	belowFloor, err := db.Watch(ctx, "/k/", revs[at-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer belowFloor.Stop()
+	if n := etcd.EtcdWatches(db); n != 2 {
+		t.Fatalf("a watch from below the feed's floor: %d etcd watches in all, want 2", n)
+	}
+	expectRevs(belowFloor, "watch from below the floor", revs[at:])
+
+	if err := db.Compact(ctx, revs[at-1]); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := db.Watch(ctx, "/k/", revs[at-2]); !errors.Is(err, store.ErrCompacted) {
+		if w != nil {
+			w.Stop()
+		}
+		t.Fatalf("a watch from a compacted revision below the floor: %v, want %v", err, store.ErrCompacted)
+	}
+	if n := etcd.EtcdWatches(db); n != 2 {
+		t.Fatalf("a refused watch opened an etcd watch (%d in all)", n)
+	}
+	// The shared watches go on together past the trim.
+	rev, err := db.Create(ctx, "/k/last", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]store.Watcher{"first": first, "at the floor": atFloor, "below the floor": belowFloor} {
+		expectRevs(w, name, []int64{rev})
+	}
 }

@@ -146,12 +146,8 @@ func (w *watcher) run() {
 	defer db.watchers.Done()
 	var pending []store.Event
 	var err error
-	var ask <-chan time.Time
-	if db.progressRequests {
-		t := time.NewTicker(db.opts.ProgressInterval)
-		defer t.Stop()
-		ask = t.C
-	}
+	ask, stopAsking := db.progressTicks()
+	defer stopAsking()
 loop:
 	for {
 		var out chan store.Event
@@ -229,10 +225,8 @@ loop:
 			asked := w.asked
 			w.asked = false
 			w.mu.Unlock()
-			if asked && db.progressDue() {
-				ctx, cancel := context.WithTimeout(w.wctx, db.opts.ProgressInterval)
-				_ = db.cli.RequestProgress(ctx)
-				cancel()
+			if asked {
+				db.askProgress(w.wctx)
 			}
 		case <-w.stop:
 			break loop
@@ -274,6 +268,29 @@ func (db *DB) event(ev *clientv3.Event) store.Event {
 	}
 	return store.Event{Type: store.Modified, Prev: prev, Object: store.KeyValue{Key: key, Value: ev.Kv.Value,
 		CreateRevision: ev.Kv.CreateRevision, ModRevision: ev.Kv.ModRevision}}
+}
+
+// progressTicks returns the ticks on which a watch's loop sends a progress
+// request when one of its watches asked for progress (askProgress), nil
+// when the server does not answer them in order, and the func that stops
+// the ticks.
+func (db *DB) progressTicks() (<-chan time.Time, func()) {
+	if !db.progressRequests {
+		return nil, func() {}
+	}
+	t := time.NewTicker(db.opts.ProgressInterval)
+	return t.C, t.Stop
+}
+
+// askProgress sends a progress request on ctx's stream when one is due
+// (progressDue), for at most ProgressInterval.
+func (db *DB) askProgress(ctx context.Context) {
+	if !db.progressDue() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, db.opts.ProgressInterval)
+	defer cancel()
+	_ = db.cli.RequestProgress(ctx)
 }
 
 // progressDue reports whether a progress request may go now: every watch

@@ -7,5 +7,8 @@
 // The server's stdout and stderr are kept and attached to the test's output
 // when the test fails. Every server is stopped with SIGTERM in t.Cleanup.
 //
-// Set SETPOINT_BIN to test a prebuilt binary instead of building one.
+// Set SETPOINT_BIN to test a prebuilt binary instead of building one, and
+// SETPOINT_ROOT to name the directory that holds examples/ and bin/ where the
+// test binary runs outside the checkout: with both set, no go tool is needed
+// (test/bench/device runs the benchmarks so).
 package testserver

@@ -13,6 +13,14 @@
 //
 // SETPOINT_BENCH_OBJECTS changes the 10,000 objects per mode and
 // SETPOINT_BENCH_ROUNDS the 3 rounds (the median round of each mode counts).
+// SETPOINT_BENCH_MODES keeps some of the modes (wasm, native, webhook), for
+// a profile; the ratios need wasm and native, or wasm and webhook.
+// SETPOINT_BENCH_WORKERS is the controller's worker counts to measure, as a
+// comma-separated list (default: what the server gives a plugin,
+// plugins.DefaultWorkers): with several, each is measured in turn
+// and a table of objects/s by worker count ends the output, which shows on
+// a machine with many cores how convergence scales. GOMAXPROCS sets the
+// cores the process uses, as for any Go program.
 package reconcile
 
 import (
@@ -23,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -44,6 +53,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/controller"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/engine/plugins"
 	"github.com/setpoint-dev/setpoint/examples/widget/operator"
 	"github.com/setpoint-dev/setpoint/host"
 	"github.com/setpoint-dev/setpoint/sdk/abi"
@@ -223,7 +233,7 @@ func warm(b *testing.B, r controller.Reconciler) {
 // converge creates n widgets, then starts a controller with r and returns
 // the time until every widget reports state Ready with a Ready condition,
 // and the CPU time the process spent meanwhile (ns).
-func converge(b *testing.B, n int, r controller.Reconciler) (time.Duration, int64) {
+func converge(b *testing.B, n, workers int, r controller.Reconciler) (time.Duration, int64) {
 	s := newEngine(b)
 	ctx := context.Background()
 	sizes := []string{"small", "medium", "large"}
@@ -250,17 +260,11 @@ func converge(b *testing.B, n int, r controller.Reconciler) (time.Duration, int6
 		b.Fatal(err)
 	}
 	warm(b, r)
-	list, err := s.List(ctx, widgets, "default", metav1.ListOptions{Limit: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := s.Watch(ctx, widgets, "default", metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
+	ready := make(map[string]bool, n)
+	w, rv := readyWatch(b, s, ready, "")
+	defer func() { w.Stop() }()
 	ctl, err := controller.New(controller.Options{
-		Name: "widget", Client: s, Reconciler: r, Logger: quiet(),
+		Name: "widget", Client: s, Reconciler: r, Logger: quiet(), Workers: workers,
 		For:  controller.Kind{Resource: widgets, Kind: "Widget", Namespaced: true},
 		Owns: []controller.Kind{{Resource: provisions, Kind: "WidgetProvision", Namespaced: true}},
 	})
@@ -279,19 +283,27 @@ func converge(b *testing.B, n int, r controller.Reconciler) (time.Duration, int6
 			b.Error(err)
 		}
 	}()
-	ready := make(map[string]bool, n)
 	timeout := time.After(20 * time.Minute)
 	for len(ready) < n {
 		select {
 		case ev, ok := <-w.ResultChan():
-			if !ok {
-				b.Fatalf("watch ended with %d of %d Ready", len(ready), n)
-			}
-			if ev.Type != watch.Modified {
+			if !ok || ev.Type == watch.Error {
+				// Cut off for falling behind (the process is busy
+				// converging): resume where it ended, or from a new
+				// list after an error (the revision may be gone).
+				if ev.Type == watch.Error {
+					rv = ""
+				}
+				w.Stop()
+				w, rv = readyWatch(b, s, ready, rv)
 				continue
 			}
-			u := ev.Object.(*unstructured.Unstructured)
-			if isReady(u) {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			rv = u.GetResourceVersion()
+			if ev.Type == watch.Modified && isReady(u) {
 				ready[u.GetName()] = true
 			}
 		case <-timeout:
@@ -299,6 +311,32 @@ func converge(b *testing.B, n int, r controller.Reconciler) (time.Duration, int6
 		}
 	}
 	return time.Since(start), processCPU() - cpu
+}
+
+// readyWatch watches the widgets from rv, or from a list that records
+// which are Ready in ready when rv is "" or has expired; it returns the
+// watch and the resourceVersion it starts from.
+func readyWatch(b *testing.B, s *engine.Service, ready map[string]bool, rv string) (watch.Interface, string) {
+	ctx := context.Background()
+	if rv != "" {
+		if w, err := s.Watch(ctx, widgets, "default", metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}); err == nil {
+			return w, rv
+		}
+	}
+	list, err := s.List(ctx, widgets, "default", metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range list.Items {
+		if isReady(&list.Items[i]) {
+			ready[list.Items[i].GetName()] = true
+		}
+	}
+	w, err := s.Watch(ctx, widgets, "default", metav1.ListOptions{ResourceVersion: list.GetResourceVersion(), AllowWatchBookmarks: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return w, list.GetResourceVersion()
 }
 
 func isReady(u *unstructured.Unstructured) bool {
@@ -401,51 +439,121 @@ func BenchmarkReconcileCall(b *testing.B) {
 	b.Logf("CPU per call: wasm / native %.1fx, webhook / wasm %.2fx", med[0]/med[1], med[2]/med[0])
 }
 
+// median is the median of xs, or NaN for none (a mode left out).
 func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
 }
 
-// BenchmarkReconcile runs the three modes one after the other and reports
-// the time to Ready, objects per second and the ratios.
+// workerCounts reads SETPOINT_BENCH_WORKERS: the worker counts to measure.
+func workerCounts(b *testing.B) []int {
+	v := os.Getenv("SETPOINT_BENCH_WORKERS")
+	if v == "" {
+		return []int{plugins.DefaultWorkers()}
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			b.Fatalf("SETPOINT_BENCH_WORKERS=%q: want positive worker counts separated by commas", v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// onlyModes keeps the modes SETPOINT_BENCH_MODES names (comma-separated;
+// default all), for a profile of one mode.
+func onlyModes(b *testing.B, modes []mode) []mode {
+	v := os.Getenv("SETPOINT_BENCH_MODES")
+	if v == "" {
+		return modes
+	}
+	var out []mode
+	for _, m := range modes {
+		if slices.Contains(strings.Split(v, ","), m.name) {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		b.Fatalf("SETPOINT_BENCH_MODES=%q names none of wasm, native, webhook", v)
+	}
+	return out
+}
+
+// BenchmarkReconcile runs the three modes one after the other, at each
+// worker count, and reports the time to Ready, objects per second and the
+// ratios.
 func BenchmarkReconcile(b *testing.B) {
 	n := benchtest.MustEnv(b, "SETPOINT_BENCH_OBJECTS", 10000)
-	modes := reconcileModes(b)
+	modes := onlyModes(b, reconcileModes(b))
 	rounds := benchtest.MustEnv(b, "SETPOINT_BENCH_ROUNDS", 3)
+	counts := workerCounts(b)
+	b.Logf("GOMAXPROCS %d, %d objects per mode, %d rounds, workers %v, load %s", runtime.GOMAXPROCS(0), n, rounds, counts, benchtest.LoadAvg())
 	for range b.N {
-		// Each round runs every mode, in an order rotated per round; the
-		// median round of each mode is reported, since one slow round
-		// (a neighbour's burst of disk or CPU) would otherwise decide.
-		// CPU time per object is reported too: a neighbour's load moves it
-		// far less than the time to Ready.
-		took := map[string][]float64{} // seconds to Ready
-		cpu := map[string][]float64{}
-		for round := range rounds {
-			for i := range modes {
-				m := modes[(i+round)%len(modes)]
-				d, c := converge(b, n, m.r)
-				took[m.name] = append(took[m.name], d.Seconds())
-				cpu[m.name] = append(cpu[m.name], float64(c)/1e3/float64(n))
-				b.Logf("round %d  %-8s %6d objects Ready in %8s  %8.0f objects/s  %6.0f µs of CPU/object", round+1, m.name, n,
-					d.Round(time.Millisecond), float64(n)/d.Seconds(), float64(c)/1e3/float64(n))
+		rates := make([]map[string]float64, len(counts))
+		for wi, workers := range counts {
+			rates[wi] = convergeModes(b, modes, n, rounds, workers, len(counts) > 1)
+		}
+		if len(counts) > 1 {
+			b.Logf("objects/s by workers (GOMAXPROCS %d):", runtime.GOMAXPROCS(0))
+			b.Logf("%8s %9s %9s %9s %12s", "workers", "wasm", "native", "webhook", "wasm/native")
+			for wi, workers := range counts {
+				r := rates[wi]
+				b.Logf("%8d %9.0f %9.0f %9.0f %11.2fx", workers, r["wasm"], r["native"], r["webhook"], r["wasm"]/r["native"])
 			}
 		}
-		for _, m := range modes {
-			b.ReportMetric(median(cpu[m.name]), m.name+"-cpu-µs/obj")
-		}
-		b.Logf("CPU per object (medians): wasm %.0f µs, native %.0f µs, webhook %.0f µs; webhook / wasm %.2fx",
-			median(cpu["wasm"]), median(cpu["native"]), median(cpu["webhook"]), median(cpu["webhook"])/median(cpu["wasm"]))
-		rate := func(m string) float64 { return float64(n) / median(took[m]) }
-		for _, m := range modes {
-			b.Logf("median   %-8s %8.0f objects/s", m.name, rate(m.name))
-			b.ReportMetric(rate(m.name), m.name+"-obj/s")
-		}
-		b.Logf("wasm/native %.2fx (goal >= 0.5x), wasm/webhook %.2fx (goal >= 2x)", rate("wasm")/rate("native"), rate("wasm")/rate("webhook"))
-		b.ReportMetric(rate("wasm")/rate("native"), "wasm/native")
-		b.ReportMetric(rate("wasm")/rate("webhook"), "wasm/webhook")
 	}
 	if strings.Contains(os.Getenv("GOFLAGS"), "-race") {
 		b.Log("note: built with -race; figures are not representative")
 	}
+}
+
+// convergeModes converges n objects in every mode, rounds times, with the
+// given workers, logs and reports the figures (their names carry the worker
+// count when suffix is set) and returns each mode's median objects/s.
+func convergeModes(b *testing.B, modes []mode, n, rounds, workers int, suffix bool) map[string]float64 {
+	metric := func(name string) string {
+		if suffix {
+			return name + "@w" + strconv.Itoa(workers)
+		}
+		return name
+	}
+	// Each round runs every mode, in an order rotated per round; the
+	// median round of each mode is reported, since one slow round (a
+	// neighbour's burst of disk or CPU) would otherwise decide. CPU time
+	// per object is reported too: a neighbour's load moves it far less
+	// than the time to Ready.
+	took := map[string][]float64{} // seconds to Ready
+	cpu := map[string][]float64{}
+	for round := range rounds {
+		for i := range modes {
+			m := modes[(i+round)%len(modes)]
+			d, c := converge(b, n, workers, m.r)
+			took[m.name] = append(took[m.name], d.Seconds())
+			cpu[m.name] = append(cpu[m.name], float64(c)/1e3/float64(n))
+			b.Logf("workers %d round %d  %-8s %6d objects Ready in %8s  %8.0f objects/s  %6.0f µs of CPU/object", workers, round+1, m.name, n,
+				d.Round(time.Millisecond), float64(n)/d.Seconds(), float64(c)/1e3/float64(n))
+		}
+	}
+	for _, m := range modes {
+		b.ReportMetric(median(cpu[m.name]), metric(m.name+"-cpu-µs/obj"))
+	}
+	b.Logf("workers %d CPU per object (medians): wasm %.0f µs, native %.0f µs, webhook %.0f µs; webhook / wasm %.2fx", workers,
+		median(cpu["wasm"]), median(cpu["native"]), median(cpu["webhook"]), median(cpu["webhook"])/median(cpu["wasm"]))
+	rates := map[string]float64{"wasm": math.NaN(), "native": math.NaN(), "webhook": math.NaN()}
+	for _, m := range modes {
+		rates[m.name] = float64(n) / median(took[m.name])
+		b.Logf("workers %d median   %-8s %8.0f objects/s", workers, m.name, rates[m.name])
+		b.ReportMetric(rates[m.name], metric(m.name+"-obj/s"))
+	}
+	b.Logf("workers %d wasm/native %.2fx (goal >= 0.9x), wasm/webhook %.2fx (goal >= 2x)", workers,
+		rates["wasm"]/rates["native"], rates["wasm"]/rates["webhook"])
+	b.ReportMetric(rates["wasm"]/rates["native"], metric("wasm/native"))
+	b.ReportMetric(rates["wasm"]/rates["webhook"], metric("wasm/webhook"))
+	return rates
 }
