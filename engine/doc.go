@@ -26,8 +26,11 @@
 // which watches CustomResourceDefinition objects in the store and keeps the
 // registry in step with writes made elsewhere (another replica, a restore),
 // and returns after it stops. Each Watch call starts one goroutine that owns
-// its store watcher and ends when the watch is stopped or its context is
-// done. A change of a CRD's schemas stores the revision of its new read
+// its store watcher, stops it when it ends (the store watcher is not tied
+// to the watch's context), and ends when the watch is stopped or its
+// context is done; in sink mode (Deliver, DeliverFlushed) it also calls the
+// consumer's functions, which is how the HTTP watch writes its events with
+// no goroutine of its own between the watch and the connection. A change of a CRD's schemas stores the revision of its new read
 // schemas after a delay (readrecord.go), on a timer the Service owns: Run
 // cancels those still waiting when it returns and waits for those running,
 // and Close does so for good, so that none writes to a store closed after

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,12 +57,13 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 	if opts.SendInitialEvents != nil {
 		initial = *opts.SendInitialEvents
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	// Stop ends the watch through its stop channel, not a context of its
+	// own: a child context costs an idle watch most of a kilobyte (the
+	// parent's record of it included), and ctx's end is seen by selecting
+	// on its Done channel.
+	cancel := context.CancelFunc(func() {})
 	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
-		var c2 context.CancelFunc
-		ctx, c2 = context.WithTimeout(ctx, time.Duration(*opts.TimeoutSeconds)*time.Second)
-		prev := cancel
-		cancel = func() { c2(); prev() }
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(*opts.TimeoutSeconds)*time.Second)
 	}
 	prefix := store.ResourcePrefix(gvr.Group, gvr.Resource, namespace)
 
@@ -81,7 +83,7 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 		cancel()
 		return nil, err
 	}
-	w, err := storeWatch(ctx, s.store, prefix, from)
+	w, err := stoppedStoreWatch(ctx, s.store, prefix, from)
 	if err != nil && errors.Is(err, store.ErrCompacted) && initial && opts.ResourceVersion == "0" {
 		// The list shared was older than the history kept: read a new one.
 		il, lerr := s.initialListOf(ctx, sv, namespace, opts, false)
@@ -90,7 +92,7 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 			return nil, lerr
 		}
 		initialItems, from = il, il.rev
-		w, err = storeWatch(ctx, s.store, prefix, from)
+		w, err = stoppedStoreWatch(ctx, s.store, prefix, from)
 	}
 	if err != nil {
 		cancel()
@@ -100,6 +102,7 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 		ch:     make(chan watch.Event),
 		sinkCh: make(chan sink),
 		cancel: cancel,
+		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 
 		decode:    s.watchDecode,
@@ -123,8 +126,10 @@ var _ watch.Interface = (*objectWatch)(nil)
 // once Deliver has handed it one, the sink.
 type objectWatch struct {
 	ch     chan watch.Event
-	sinkCh chan sink // Deliver's hand-over to the goroutine
-	cancel context.CancelFunc
+	sinkCh chan sink          // Deliver's hand-over to the goroutine
+	cancel context.CancelFunc // releases the timeoutSeconds context, if any
+	stop   chan struct{}      // closed by Stop
+	once   sync.Once          // closes stop
 	done   chan struct{}
 
 	// What Watch set up; the goroutine's own once it runs.
@@ -140,10 +145,12 @@ type objectWatch struct {
 	deadline  time.Time // when the watch ends (timeoutSeconds); zero for none
 }
 
-// sink is where a watch in sink mode sends its events; see Deliver.
+// sink is where a watch in sink mode sends its events; see Deliver and
+// DeliverFlushed.
 type sink struct {
-	send func(watch.Event) bool
-	end  func()
+	send  func(watch.Event) bool
+	flush func() bool // nil for none
+	end   func()
 }
 
 func (w *objectWatch) ResultChan() <-chan watch.Event { return w.ch }
@@ -157,8 +164,19 @@ func (w *objectWatch) ResultChan() <-chan watch.Event { return w.ch }
 // saves a consumer that only queues events (the WebSocket server) a
 // goroutine and a hand-off per event.
 func (w *objectWatch) Deliver(send func(watch.Event) bool, end func()) {
+	w.DeliverFlushed(send, nil, end)
+}
+
+// DeliverFlushed is Deliver with flush, which the watch's goroutine calls
+// once it has sent one or more events and finds no other waiting, before
+// it waits for the next; false ends the watch. A consumer that writes each
+// event as send gets it (the HTTP watch) flushes there: once per burst of
+// events, however many watchers share them, and with no goroutine of its
+// own between the watch and the connection. end is not preceded by a
+// flush.
+func (w *objectWatch) DeliverFlushed(send func(watch.Event) bool, flush func() bool, end func()) {
 	select {
-	case w.sinkCh <- sink{send: send, end: end}:
+	case w.sinkCh <- sink{send: send, flush: flush, end: end}:
 	case <-w.done:
 		end()
 	}
@@ -166,7 +184,7 @@ func (w *objectWatch) Deliver(send func(watch.Event) bool, end func()) {
 
 // Stop ends the watch and waits for its goroutine. It is idempotent.
 func (w *objectWatch) Stop() {
-	w.cancel()
+	w.once.Do(func() { close(w.stop) })
 	<-w.done
 }
 
@@ -186,19 +204,22 @@ func (w *objectWatch) run(ctx context.Context) {
 	defer w.cancel()
 
 	sinkCh := w.sinkCh
+	unflushed := false // out has events that out.flush has not seen
 	send := func(ev watch.Event) bool {
-		if out.send != nil {
-			return out.send(ev)
+		if out.send == nil {
+			select {
+			case w.ch <- ev:
+				return true
+			case out = <-sinkCh:
+				sinkCh = nil
+			case <-ctx.Done():
+				return false
+			case <-w.stop:
+				return false
+			}
 		}
-		select {
-		case w.ch <- ev:
-			return true
-		case out = <-sinkCh:
-			sinkCh = nil
-			return out.send(ev)
-		case <-ctx.Done():
-			return false
-		}
+		unflushed = out.flush != nil
+		return out.send(ev)
 	}
 	if w.initial != nil {
 		for i := range w.initial.items {
@@ -259,8 +280,16 @@ func (w *objectWatch) run(ctx context.Context) {
 	done := ctx.Done()
 	superseded := sv.ReadSchemas().Superseded()
 	for {
+		if unflushed {
+			unflushed = false
+			if !out.flush() {
+				return
+			}
+		}
 		select {
 		case <-done:
+			return
+		case <-w.stop:
 			return
 		case <-superseded:
 			// The kind's schemas changed: end, so that the client watches

@@ -24,6 +24,8 @@ import (
 	"github.com/setpoint-dev/setpoint/host"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/encrypt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // hostAdapter is the Wasm host as the plugin manager sees it.
@@ -608,9 +610,68 @@ func (p *pluginAPI) runModuleGC(ctx context.Context) error {
 // defaults included: requests that need a decision wait until then. The
 // defaults' writes pass admission, which holds writes until the plugin
 // manager has loaded the stored Plugins.
+//
+// A store that refuses the defaults' writes for now (disk nearly full,
+// etcd away, a write past its deadline) does not end the server: the
+// authorizer starts without them (deny by default) and the writes are
+// retried until they land.
 func (p *pluginAPI) runRBAC(ctx context.Context) error {
-	if err := rbac.EnsureDefaults(ctx, p.svc); err != nil {
+	err := rbac.EnsureDefaults(ctx, p.svc)
+	if err == nil || ctx.Err() != nil {
+		return p.authz.Run(ctx, p.svc)
+	}
+	if !storeRefusesForNow(err) {
 		return err
 	}
+	p.log.Warn("default RBAC roles not written yet; retrying while the store refuses writes", "err", err)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() {
+		if err := retryWhileRefused(ctx, defaultsRetry, func(ctx context.Context) error {
+			return rbac.EnsureDefaults(ctx, p.svc)
+		}); err != nil && ctx.Err() == nil {
+			p.log.Error("default RBAC roles not written", "err", err)
+			return
+		}
+		if ctx.Err() == nil {
+			p.log.Info("default RBAC roles written")
+		}
+	})
 	return p.authz.Run(ctx, p.svc)
+}
+
+// defaultsRetry is how often runRBAC retries the defaults.
+const defaultsRetry = time.Second
+
+// retryWhileRefused runs f every interval until it succeeds, fails for
+// another reason than a store refusing writes for now, or ctx ends.
+func retryWhileRefused(ctx context.Context, interval time.Duration, f func(context.Context) error) error {
+	return wait.PollUntilContextCancel(ctx, interval, false, func(ctx context.Context) (bool, error) {
+		err := f(ctx)
+		if err != nil && storeRefusesForNow(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}
+
+// storeRefusesForNow tells whether err is the store refusing a write for a
+// reason that passes by itself: 507 (disk nearly full), 503 (store
+// unavailable) or 504 (a write past its deadline), as the engine answers
+// them, or the store's own errors.
+func storeRefusesForNow(err error) bool {
+	if errors.Is(err, store.ErrNoSpace) || errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrWriteTimedOut) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	switch status.Status().Code {
+	case http.StatusInsufficientStorage, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }

@@ -318,6 +318,10 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	if err := serving.ConfigureHTTP2(srv); err != nil {
+		ln.Close()
+		return fmt.Errorf("configure HTTP/2: %w", err)
+	}
 
 	// The API's background loops run until loopsCtx ends, after the HTTP
 	// server has drained.
@@ -369,6 +373,10 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		}
 		runErr = fmt.Errorf("API background loops: %w", e)
 		loopsErr <- nil
+	}
+	if runErr != nil {
+		// Said now: draining may take up to the shutdown timeout.
+		log.Error("shutting down", "err", runErr)
 	}
 	// A second signal kills the process the default way.
 	stopSignals()

@@ -125,8 +125,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	if err != nil {
 		st := statusOf(err)
 		if b, err := wswatch.EncodeEvent(watch.Event{Type: watch.Error, Object: &st}); err == nil {
-			hs.writeBatch(b, nil)
+			hs.writeOne(b)
 		}
+		hs.stop()
 		return nil
 	}
 	if flusher {
@@ -137,20 +138,17 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	}
 	// The watch's goroutine encodes each event, once for every watch that
 	// sends the same one (converted when the client asked for Tables or
-	// metadata), and queues it; this one writes what is queued, a batch
-	// at a time.
-	ew = newEventWriter(r.Context(), s, conv)
+	// metadata), and writes it, a flush per burst; this one waits for the
+	// watch to end: the client went away, a write failed or missed its
+	// deadline, the store ended the watch, or its time is up.
+	ew = newEventWriter(r.Context(), s, conv, hs)
 	wait := ew.start(wi)
-	defer func() {
-		ew.stop()
-		wi.Stop()
-		wait()
-	}()
-	for b := range ew.q {
-		if !hs.writeBatch(b, ew.q) {
-			s.log.Debug("watch client not reading; watch ended", "resource", t.gvr().Resource)
-			return nil
-		}
+	<-ew.done
+	wi.Stop()
+	wait()
+	hs.stop()
+	if hs.slow {
+		s.log.Debug("watch client not reading; watch ended", "resource", t.gvr().Resource)
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package apiserver
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/http2"
+
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/store/badger"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
@@ -83,4 +89,91 @@ func (ts *testServer) registerBlobs(t *testing.T) {
 
 func blobJSON(name, data string) string {
 	return fmt.Sprintf(`{"apiVersion":"test.setpoint.dev/v1","kind":"Blob","metadata":{"name":%q},"data":%q}`, name, data)
+}
+
+// TestSlowHTTP2WatcherIsCutOff is TestSlowHTTPWatcherIsCutOff over HTTP/2,
+// served as the server serves it (serving.ConfigureHTTP2): a watch whose
+// client leaves its stream's flow-control window spent ends within
+// WatchWriteTimeout, counted as slow, and the connection's other streams
+// are served meanwhile.
+func TestSlowHTTP2WatcherIsCutOff(t *testing.T) {
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const writeTimeout = 300 * time.Millisecond
+	eng, api := newTestAPI(t, db, Options{WatchWriteTimeout: writeTimeout})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = eng.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	ended := make(chan time.Time, 4)
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.ServeHTTP(w, r)
+		if r.URL.Query().Get("watch") == "true" {
+			ended <- time.Now()
+		}
+	}))
+	if err := serving.ConfigureHTTP2(hs.Config); err != nil {
+		t.Fatal(err)
+	}
+	hs.TLS = hs.Config.TLSConfig
+	hs.StartTLS()
+	defer hs.Close()
+	ts := &testServer{Server: hs, api: api, eng: eng, db: db}
+	ts.registerBlobs(t)
+	big := strings.Repeat("x", 256<<10)
+	for i := range 4 {
+		ts.mustDo(t, http.StatusCreated, request{method: "POST", path: blobsPath, body: blobJSON(fmt.Sprintf("b%d", i), big)})
+	}
+
+	// One connection whose streams take 64 KiB each before their reader
+	// must read.
+	t1 := &http.Transport{HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10}}
+	t2, err := http2.ConfigureTransports(t1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := hs.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	conn, err := tls.Dial("tcp", hs.Listener.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "example.com", NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := t2.NewClientConn(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer rcancel()
+	req, _ := http.NewRequestWithContext(rctx, "GET", hs.URL+blobsPath+"?watch=true", nil)
+	start := time.Now()
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// The client reads nothing of the watch from here on; a GET on the
+	// same connection is still answered.
+	get, _ := http.NewRequestWithContext(rctx, "GET", hs.URL+blobsPath+"/b0", nil)
+	if r, err := cc.RoundTrip(get); err != nil {
+		t.Errorf("GET beside the stalled watch: %v", err)
+	} else {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		if r.StatusCode != http.StatusOK {
+			t.Errorf("GET beside the stalled watch: %s", r.Status)
+		}
+	}
+	select {
+	case at := <-ended:
+		t.Logf("the HTTP/2 watch of a client that stopped reading ended after %v (write timeout %v)", at.Sub(start).Round(time.Millisecond), writeTimeout)
+	case <-rctx.Done():
+		t.Fatalf("the HTTP/2 watch of a client that reads nothing is still open after 20s (write timeout %v)", writeTimeout)
+	}
+	if n := testutil.ToFloat64(api.slowClosed.WithLabelValues("http")); n != 1 {
+		t.Errorf("slow watches closed over http: %v, want 1", n)
+	}
 }

@@ -2,9 +2,8 @@ package apiserver
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,64 +12,66 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
 )
 
-// httpQueue is how many encoded events a watch over plain HTTP may have
-// waiting for its writer. The watch's goroutine waits when it is full (the
-// store's own buffer then holds the backlog, and ends a watch that falls
-// too far behind), so it bounds memory and lets the writer find several
-// events at once without cutting a watch off by itself.
-const httpQueue = 64
-
 // eventWriter streams one watch's encoded events over chunked HTTP. The
-// watch's goroutine converts and encodes each event (shared with every
-// other watch that sends the same one, see wswatch.Server.EncodeShared)
-// and queues it; the request's goroutine writes whatever is queued, then
-// flushes once, so a watch that is behind pays one flush (one HTTP/2 frame
-// or TLS record, one system call) per batch rather than one per event.
+// watch's own goroutine converts and encodes each event (shared with every
+// other watch that sends the same one, see wswatch.Server.EncodeShared) and
+// writes it on the response, and flushes once it has no other event
+// waiting (DeliverFlushed), or after batchBytes: a watch pays one flush (one
+// HTTP/2 frame or TLS record, one system call) per burst of events rather
+// than one per event, and no hand-off to another goroutine. The request's
+// goroutine waits for the watch to end.
 type eventWriter struct {
 	s    *Server
 	conv wswatch.Conversion
-	q    chan []byte   // encoded events; closed by the watch's goroutine after its last one
-	quit chan struct{} // closed by the writer when it stops reading q
+	hs   *httpStream
 	ctx  context.Context
+	done chan struct{} // closed by end, after the last write
 
 	slow atomic.Bool // the store ended the watch for falling behind
+
+	// The delivering goroutine's own: bytes written since the last flush.
+	unflushed int
 }
 
-func newEventWriter(ctx context.Context, s *Server, conv wswatch.Conversion) *eventWriter {
-	return &eventWriter{s: s, conv: conv, q: make(chan []byte, httpQueue), quit: make(chan struct{}), ctx: ctx}
+func newEventWriter(ctx context.Context, s *Server, conv wswatch.Conversion, hs *httpStream) *eventWriter {
+	return &eventWriter{s: s, conv: conv, hs: hs, ctx: ctx, done: make(chan struct{})}
 }
 
-// start has wi hand its events to ew: through Deliver when wi is the
-// engine's watch (no goroutine, no hand-off per event), else from a
-// goroutine that reads its result channel. The returned function waits for
-// that goroutine.
+// start has wi hand its events to ew: through DeliverFlushed when wi is
+// the engine's watch (no goroutine of ew's own, no hand-off per event),
+// else from a goroutine that reads its result channel. The returned
+// function waits for that goroutine.
 func (ew *eventWriter) start(wi watch.Interface) (wait func()) {
 	if d, ok := wi.(interface {
-		Deliver(send func(watch.Event) bool, end func())
+		DeliverFlushed(send func(watch.Event) bool, flush func() bool, end func())
 	}); ok {
-		d.Deliver(ew.send, ew.end)
+		d.DeliverFlushed(ew.send, ew.flush, ew.end)
 		return func() {}
 	}
-	done := make(chan struct{})
+	stopped := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(stopped)
 		defer ew.end()
+		ch := wi.ResultChan()
 		for {
 			select {
-			case ev, ok := <-wi.ResultChan():
+			case ev, ok := <-ch:
 				if !ok || !ew.send(ev) {
 					return
 				}
-			case <-ew.quit:
+				if len(ch) == 0 && !ew.flush() {
+					return
+				}
+			case <-ew.ctx.Done():
 				return
 			}
 		}
 	}()
-	return func() { <-done }
+	return func() { <-stopped }
 }
 
-// send encodes ev and queues it, waiting while the queue is full; false
-// ends the watch (the writer stopped, or an ERROR event ends the stream).
+// send encodes ev and writes it, flushing every batchBytes; false ends the
+// watch (a write failed, or an ERROR event ends the stream).
 func (ew *eventWriter) send(ev watch.Event) bool {
 	if behind(ev) {
 		ew.slow.Store(true)
@@ -79,88 +80,140 @@ func (ew *eventWriter) send(ev watch.Event) bool {
 	if err != nil {
 		// As over WebSocket: the ERROR event ends the stream.
 		st := statusOf(err)
-		if b, err = wswatch.EncodeEvent(watch.Event{Type: watch.Error, Object: &st}); err != nil {
-			return false
+		if b, err = wswatch.EncodeEvent(watch.Event{Type: watch.Error, Object: &st}); err == nil {
+			ew.write(b)
 		}
-		ew.queue(b)
 		return false
 	}
-	return ew.queue(b)
+	return ew.write(b)
 }
 
-func (ew *eventWriter) queue(b []byte) bool {
-	// A send that need not wait skips the select below, which locks
-	// every channel it waits on.
-	select {
-	case ew.q <- b:
-		return true
-	default:
-	}
-	select {
-	case ew.q <- b:
-		return true
-	case <-ew.quit:
-		return false
-	case <-ew.ctx.Done():
+func (ew *eventWriter) write(b []byte) bool {
+	if !ew.hs.write(b) {
 		return false
 	}
+	ew.unflushed += len(b) + 1
+	if ew.unflushed >= batchBytes {
+		return ew.flush()
+	}
+	return true
 }
 
-// end is called once, after the last send.
-func (ew *eventWriter) end() { close(ew.q) }
+// flush sends what was written since the last flush.
+func (ew *eventWriter) flush() bool {
+	if ew.unflushed == 0 {
+		return true
+	}
+	ew.unflushed = 0
+	return ew.hs.flush()
+}
 
-// stop tells the watch's goroutine that nothing more is read.
-func (ew *eventWriter) stop() { close(ew.quit) }
+// end is called once, after the last send: it flushes what is left (the
+// ERROR event that ended the watch, say) and lets the request's goroutine
+// go.
+func (ew *eventWriter) end() {
+	ew.flush()
+	close(ew.done)
+}
 
-// batchBytes is how many bytes of queued events the writer writes before it
-// flushes even if more are queued.
+// batchBytes is how many bytes of events the writer writes before it
+// flushes even if more are waiting.
 const batchBytes = 64 << 10
 
-// httpStream writes a watch's events on w, each within writeTimeout.
+// httpStream writes a watch's events on w; each batch, from its first
+// write to its flush, must be done within writeTimeout, or the stream
+// ends. The deadline is a timer of the stream's own, armed while a batch is
+// under way, rather than the response's write deadline set and cleared per
+// batch: over HTTP/2 each SetWriteDeadline is a round trip to the
+// connection's serving goroutine. When the timer fires it moves the write
+// deadline into the past, which fails the write under way (HTTP/1) or
+// resets the stream (HTTP/2).
 type httpStream struct {
 	w            http.ResponseWriter
 	rc           *http.ResponseController
 	flusher      bool
 	deadlines    bool
 	writeTimeout time.Duration
-	slow         bool // a write missed its deadline
+	slow         bool // a batch missed its deadline
+
+	timer   *time.Timer // nil until the first batch
+	armed   bool        // the timer runs for the batch under way
+	mu      sync.Mutex  // guards stopped against the timer's function
+	stopped bool        // stop was called: the timer must not touch the response
+	expired atomic.Bool // the timer fired
 }
 
-// writeBatch writes first and whatever else is already queued on q, up to
-// about batchBytes, then flushes once; false when a write failed.
-func (hs *httpStream) writeBatch(first []byte, q <-chan []byte) bool {
-	deadline := time.Now().Add(hs.writeTimeout)
-	if hs.deadlines {
-		_ = hs.rc.SetWriteDeadline(deadline)
-	}
-	err := hs.writeEvent(first)
-	// Only this goroutine receives from q: what len counts is there.
-	for n := len(first); err == nil && n < batchBytes && len(q) > 0; {
-		b := <-q
-		err = hs.writeEvent(b)
-		n += len(b)
-	}
-	if err == nil && hs.flusher {
-		err = hs.rc.Flush()
-	}
-	if err == nil && hs.deadlines {
-		_ = hs.rc.SetWriteDeadline(time.Time{})
-	}
-	if err != nil {
-		// HTTP/1 reports the deadline; HTTP/2 resets the stream, so the
-		// time tells a slow client from one that went away.
-		if hs.deadlines && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
-			hs.slow = true
+// write writes one event and a newline; false when a write failed.
+func (hs *httpStream) write(b []byte) bool {
+	if hs.deadlines && !hs.armed {
+		if hs.timer == nil {
+			hs.timer = time.AfterFunc(hs.writeTimeout, hs.expire)
+		} else {
+			hs.timer.Reset(hs.writeTimeout)
 		}
-		return false
+		hs.armed = true
+	}
+	if _, err := hs.w.Write(b); err != nil {
+		return hs.failed()
+	}
+	if _, err := hs.w.Write(newline); err != nil {
+		return hs.failed()
 	}
 	return true
 }
 
-func (hs *httpStream) writeEvent(b []byte) error {
-	if _, err := hs.w.Write(b); err != nil {
-		return err
+// flush ends the batch under way; false when it failed.
+func (hs *httpStream) flush() bool {
+	if hs.flusher {
+		if err := hs.rc.Flush(); err != nil {
+			return hs.failed()
+		}
 	}
-	_, err := hs.w.Write(newline)
-	return err
+	hs.disarm()
+	return true
+}
+
+func (hs *httpStream) failed() bool {
+	hs.disarm()
+	// The time tells a slow client from one that went away.
+	if hs.expired.Load() {
+		hs.slow = true
+	}
+	return false
+}
+
+func (hs *httpStream) disarm() {
+	if hs.armed {
+		hs.timer.Stop()
+		hs.armed = false
+	}
+}
+
+func (hs *httpStream) expire() {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.stopped {
+		return
+	}
+	hs.expired.Store(true)
+	_ = hs.rc.SetWriteDeadline(time.Now().Add(-time.Second))
+}
+
+// stop makes sure the timer no longer touches the response; called once
+// nothing more is written, before the handler returns.
+func (hs *httpStream) stop() {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.stopped = true
+	if hs.timer != nil {
+		hs.timer.Stop()
+	}
+}
+
+// writeOne writes b and flushes it; false when it failed.
+func (hs *httpStream) writeOne(b []byte) bool {
+	if !hs.write(b) {
+		return false
+	}
+	return hs.flush()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
@@ -246,37 +247,41 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 }
 
 // TestHTTPWatchBatches checks the flush policy of the HTTP watch stream:
-// the events already queued go out with the one that woke the writer, in
-// one flush, up to about batchBytes.
+// the events of a burst go out in one flush (the watch calls flush when it
+// has no other event waiting), and a long burst is flushed every
+// batchBytes; a flush with nothing written since the last one writes
+// nothing.
 func TestHTTPWatchBatches(t *testing.T) {
 	small := []byte(`{"type":"MODIFIED","object":{}}`)
 	large := []byte(`{"type":"MODIFIED","object":{"data":"` + strings.Repeat("x", batchBytes/4) + `"}}`)
 	for _, tc := range []struct {
-		name          string
-		event         []byte
-		queued        int
-		wantRemaining int
+		name        string
+		event       []byte
+		burst       int
+		wantFlushes int
 	}{
-		{name: "nothing queued", event: small},
-		{name: "small events queued", event: small, queued: 20},
-		// The first and three queued events reach batchBytes: the rest
-		// wait for the next batch.
-		{name: "large events queued", event: large, queued: 6, wantRemaining: 3},
+		{name: "nothing written"},
+		{name: "one event", event: small, burst: 1, wantFlushes: 1},
+		{name: "a burst of small events", event: small, burst: 20, wantFlushes: 1},
+		// The fourth event reaches batchBytes: a flush there, and one
+		// for the last three.
+		{name: "a burst of large events", event: large, burst: 7, wantFlushes: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cw := &countingWriter{header: http.Header{}}
 			hs := &httpStream{w: cw, rc: http.NewResponseController(cw), flusher: true, writeTimeout: time.Second}
-			q := make(chan []byte, 64)
-			for range tc.queued {
-				q <- tc.event
+			ew := newEventWriter(context.Background(), nil, wswatch.Conversion{}, hs)
+			for range tc.burst {
+				if !ew.write(tc.event) {
+					t.Fatal("write failed")
+				}
 			}
-			if !hs.writeBatch(tc.event, q) {
-				t.Fatal("writeBatch failed")
+			if !ew.flush() || !ew.flush() {
+				t.Fatal("flush failed")
 			}
-			wantLines := 1 + tc.queued - tc.wantRemaining
-			if cw.flushes != 1 || cw.lines != wantLines || len(q) != tc.wantRemaining {
-				t.Errorf("flushes %d, events written %d, left queued %d; want 1, %d, %d",
-					cw.flushes, cw.lines, len(q), wantLines, tc.wantRemaining)
+			hs.stop()
+			if cw.flushes != tc.wantFlushes || cw.lines != tc.burst {
+				t.Errorf("flushes %d, events written %d; want %d, %d", cw.flushes, cw.lines, tc.wantFlushes, tc.burst)
 			}
 		})
 	}

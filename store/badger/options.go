@@ -24,7 +24,9 @@ type Options struct {
 
 	// WatchBuffer is how many events each live watcher may have waiting; one
 	// further behind is ended with store.ErrWatcherTooSlow. The first 16 wait
-	// in its channel, the rest in a buffer grown on demand. Default: 256.
+	// in its channel, the rest in a buffer grown on demand. Default: 320,
+	// the whole backlog an HTTP watch may have before it is ended (the
+	// API writes from the watch's goroutine and queues nothing more).
 	WatchBuffer int
 	// EventRing is how many recent events are kept in memory for watchers
 	// that start slightly behind. Default: 4096.
@@ -104,7 +106,7 @@ func (o Options) withDefaults() Options {
 		o.CompactionInterval = time.Minute
 	}
 	if o.WatchBuffer <= 0 {
-		o.WatchBuffer = 256
+		o.WatchBuffer = 320
 	}
 	if o.EventRing <= 0 {
 		o.EventRing = 4096

@@ -46,7 +46,7 @@ type Options struct {
 	// WatchBuffer is how many events each watcher may have waiting; one
 	// further behind is ended with store.ErrWatcherTooSlow. The first 16
 	// wait in its channel, the rest in a buffer grown on demand.
-	// Default: 256.
+	// Default: 320, as the embedded store's.
 	WatchBuffer int
 	// ProgressInterval is how often a watcher asks etcd for its progress
 	// (Watcher.Progress) while Progress is being called, on etcd servers that
@@ -91,7 +91,7 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if o.WatchBuffer <= 0 {
-		o.WatchBuffer = 256
+		o.WatchBuffer = 320
 	}
 	if o.ProgressInterval <= 0 {
 		o.ProgressInterval = time.Second

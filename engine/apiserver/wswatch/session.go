@@ -26,7 +26,7 @@ type session struct {
 	cache    *encodeCache                      // shared encodings of the connection's format; nil for none
 
 	// Set by begin, read by serve once begin has returned.
-	cancel       context.CancelFunc // ends the watch's context
+	cancel       context.CancelFunc // ends the pump's context
 	wi           watch.Interface    // nil when the watch did not start
 	pumpDone     chan struct{}      // closed when the pump stops; nil without a pump
 	stopShutdown func() bool        // unhooks the close on shutdown
@@ -59,9 +59,11 @@ func (ss *session) begin(start StartFunc) {
 	ss.extendRead()
 	c.SetPongHandler(func(string) error { ss.extendRead(); return nil })
 
-	ctx, cancel := context.WithCancel(ss.shutdown)
-	ss.cancel = cancel
-	wi, err := start(ctx)
+	// The watch runs under the server's shutdown context and ends with
+	// Stop: a context of its own would cost an idle session about half a
+	// kilobyte, and only a pump needs one.
+	ss.cancel = func() {}
+	wi, err := start(ss.shutdown)
 	if err != nil {
 		msg, encErr := o.Encode(errorEvent(err))
 		switch {
@@ -80,6 +82,8 @@ func (ss *session) begin(start StartFunc) {
 	if d, ok := wi.(deliverer); ok {
 		d.Deliver(ss.deliver, ss.end)
 	} else {
+		ctx, cancel := context.WithCancel(ss.shutdown)
+		ss.cancel = cancel
 		ss.pumpDone = make(chan struct{})
 		go ss.pump(ctx, wi, ss.pumpDone)
 	}

@@ -19,12 +19,20 @@
 // comma-separated list (default: what the server gives a plugin,
 // plugins.DefaultWorkers): with several, each is measured in turn
 // and a table of objects/s by worker count ends the output, which shows on
-// a machine with many cores how convergence scales. GOMAXPROCS sets the
-// cores the process uses, as for any Go program.
+// a machine with many cores how convergence scales. SETPOINT_BENCH_POOL
+// sets the Wasm plugin's instances (default: the host's, one per core), to
+// tell the wait for an instance from the cost of a call, and
+// SETPOINT_BENCH_PLUGIN the module under bin/wasm (default
+// widget-plugin.wasm, the Go guest; widget-rust.wasm and widget-c.wasm run
+// the same logic), to tell the host's share from the guest's. Each round's
+// line says the reconcile calls per object, which differ between modes only
+// when one needs more (retries). GOMAXPROCS sets the cores the process uses,
+// as for any Go program.
 package reconcile
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,6 +49,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,6 +115,18 @@ func newEngine(b *testing.B) *engine.Service {
 		return w && p
 	})
 	return s
+}
+
+// counted counts the reconcile calls of a converge: the work per object
+// differs between modes when one needs more calls (retries on conflicts).
+type counted struct {
+	r controller.Reconciler
+	n atomic.Int64
+}
+
+func (c *counted) Reconcile(ctx context.Context, req *abi.ReconcileRequest) (*abi.ReconcileResponse, error) {
+	c.n.Add(1)
+	return c.r.Reconcile(ctx, req)
 }
 
 // native runs the operator in the engine's process.
@@ -232,8 +253,9 @@ func warm(b *testing.B, r controller.Reconciler) {
 
 // converge creates n widgets, then starts a controller with r and returns
 // the time until every widget reports state Ready with a Ready condition,
-// and the CPU time the process spent meanwhile (ns).
-func converge(b *testing.B, n, workers int, r controller.Reconciler) (time.Duration, int64) {
+// the CPU time the process spent meanwhile (ns) and the reconcile calls
+// made.
+func converge(b *testing.B, n, workers int, r controller.Reconciler) (took time.Duration, cpu, calls int64) {
 	s := newEngine(b)
 	ctx := context.Background()
 	sizes := []string{"small", "medium", "large"}
@@ -263,8 +285,9 @@ func converge(b *testing.B, n, workers int, r controller.Reconciler) (time.Durat
 	ready := make(map[string]bool, n)
 	w, rv := readyWatch(b, s, ready, "")
 	defer func() { w.Stop() }()
+	counter := &counted{r: r}
 	ctl, err := controller.New(controller.Options{
-		Name: "widget", Client: s, Reconciler: r, Logger: quiet(), Workers: workers,
+		Name: "widget", Client: s, Reconciler: counter, Logger: quiet(), Workers: workers,
 		For:  controller.Kind{Resource: widgets, Kind: "Widget", Namespaced: true},
 		Owns: []controller.Kind{{Resource: provisions, Kind: "WidgetProvision", Namespaced: true}},
 	})
@@ -275,7 +298,7 @@ func converge(b *testing.B, n, workers int, r controller.Reconciler) (time.Durat
 	m.Put(ctl)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	start, cpu := time.Now(), processCPU()
+	start, cpu0 := time.Now(), processCPU()
 	go func() { done <- m.Run(runCtx) }()
 	defer func() {
 		cancel()
@@ -310,7 +333,7 @@ func converge(b *testing.B, n, workers int, r controller.Reconciler) (time.Durat
 			b.Fatalf("%d of %d Ready after 20 minutes", len(ready), n)
 		}
 	}
-	return time.Since(start), processCPU() - cpu
+	return time.Since(start), processCPU() - cpu0, counter.n.Load()
 }
 
 // readyWatch watches the widgets from rv, or from a list that records
@@ -376,7 +399,8 @@ type mode struct {
 // order the figures use (wasm, native, webhook); cleanups release them
 // when b ends.
 func reconcileModes(b *testing.B) []mode {
-	wasm, err := os.ReadFile(filepath.Join(testserver.ModuleRoot(b), "bin", "wasm", "widget-plugin.wasm"))
+	module := cmp.Or(os.Getenv("SETPOINT_BENCH_PLUGIN"), "widget-plugin.wasm")
+	wasm, err := os.ReadFile(filepath.Join(testserver.ModuleRoot(b), "bin", "wasm", module))
 	if err != nil {
 		b.Fatalf("%v (run `make plugins`)", err)
 	}
@@ -385,7 +409,7 @@ func reconcileModes(b *testing.B) []mode {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { h.Close() })
-	p, err := h.Load(context.Background(), "widget", wasm, host.Config{})
+	p, err := h.Load(context.Background(), "widget", wasm, host.Config{Limits: host.Limits{PoolSize: poolSize(b)}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -447,6 +471,20 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// poolSize reads SETPOINT_BENCH_POOL: the Wasm plugin's instances (0, the
+// default: the host's, one per core).
+func poolSize(b testing.TB) int {
+	v := os.Getenv("SETPOINT_BENCH_POOL")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("SETPOINT_BENCH_POOL=%q: want a positive instance count", v)
+	}
+	return n
 }
 
 // workerCounts reads SETPOINT_BENCH_WORKERS: the worker counts to measure.
@@ -533,11 +571,11 @@ func convergeModes(b *testing.B, modes []mode, n, rounds, workers int, suffix bo
 	for round := range rounds {
 		for i := range modes {
 			m := modes[(i+round)%len(modes)]
-			d, c := converge(b, n, workers, m.r)
+			d, c, calls := converge(b, n, workers, m.r)
 			took[m.name] = append(took[m.name], d.Seconds())
 			cpu[m.name] = append(cpu[m.name], float64(c)/1e3/float64(n))
-			b.Logf("workers %d round %d  %-8s %6d objects Ready in %8s  %8.0f objects/s  %6.0f µs of CPU/object", workers, round+1, m.name, n,
-				d.Round(time.Millisecond), float64(n)/d.Seconds(), float64(c)/1e3/float64(n))
+			b.Logf("workers %d round %d  %-8s %6d objects Ready in %8s  %8.0f objects/s  %6.0f µs of CPU/object  %.2f calls/object", workers, round+1, m.name, n,
+				d.Round(time.Millisecond), float64(n)/d.Seconds(), float64(c)/1e3/float64(n), float64(calls)/float64(n))
 		}
 	}
 	for _, m := range modes {
