@@ -26,28 +26,7 @@ import (
 // within WatchWriteTimeout rather than keeping it, and its backlog, open for
 // as long as the client stays connected.
 func TestSlowHTTPWatcherIsCutOff(t *testing.T) {
-	db, err := badger.Open(t.TempDir(), badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	const writeTimeout = 300 * time.Millisecond
-	eng, api := newTestAPI(t, db, Options{WatchWriteTimeout: writeTimeout})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = eng.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	ended := make(chan time.Time, 4)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		api.ServeHTTP(w, r)
-		if r.URL.Query().Get("watch") == "true" {
-			ended <- time.Now()
-		}
-	}))
-	defer hs.Close()
-	ts := &testServer{Server: hs, api: api, eng: eng, db: db}
-	ts.registerBlobs(t)
+	hs, ts, ended := startSlowWatchServer(t, func(hs *httptest.Server) { hs.Start() })
 
 	// 16 objects of 1 MiB: far more than loopback socket buffers take.
 	big := strings.Repeat("x", 1<<20)
@@ -74,6 +53,39 @@ func TestSlowHTTPWatcherIsCutOff(t *testing.T) {
 
 const blobsPath = "/apis/test.setpoint.dev/v1/namespaces/default/blobs"
 
+// writeTimeout is the slow-watcher tests' WatchWriteTimeout.
+const writeTimeout = 300 * time.Millisecond
+
+// startSlowWatchServer starts an engine on Badger with writeTimeout and an
+// API server in front of it, started by start, with Blob registered; ended
+// receives the time each watch request ends. Everything stops with t.
+func startSlowWatchServer(t *testing.T, start func(*httptest.Server)) (*httptest.Server, *testServer, <-chan time.Time) {
+	t.Helper()
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	eng, api := newTestAPI(t, db, Options{WatchWriteTimeout: writeTimeout})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = eng.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	ended := make(chan time.Time, 4)
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.ServeHTTP(w, r)
+		if r.URL.Query().Get("watch") == "true" {
+			ended <- time.Now()
+		}
+	}))
+	start(hs)
+	t.Cleanup(hs.Close)
+	ts := &testServer{Server: hs, api: api, eng: eng, db: db}
+	ts.registerBlobs(t)
+	return hs, ts, ended
+}
+
 // registerBlobs registers Blob, a kind with one free-form string field, data,
 // for tests that need objects of a chosen size.
 func (ts *testServer) registerBlobs(t *testing.T) {
@@ -97,33 +109,13 @@ func blobJSON(name, data string) string {
 // WatchWriteTimeout, counted as slow, and the connection's other streams
 // are served meanwhile.
 func TestSlowHTTP2WatcherIsCutOff(t *testing.T) {
-	db, err := badger.Open(t.TempDir(), badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	const writeTimeout = 300 * time.Millisecond
-	eng, api := newTestAPI(t, db, Options{WatchWriteTimeout: writeTimeout})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = eng.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	ended := make(chan time.Time, 4)
-	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		api.ServeHTTP(w, r)
-		if r.URL.Query().Get("watch") == "true" {
-			ended <- time.Now()
+	hs, ts, ended := startSlowWatchServer(t, func(hs *httptest.Server) {
+		if err := serving.ConfigureHTTP2(hs.Config); err != nil {
+			t.Fatal(err)
 		}
-	}))
-	if err := serving.ConfigureHTTP2(hs.Config); err != nil {
-		t.Fatal(err)
-	}
-	hs.TLS = hs.Config.TLSConfig
-	hs.StartTLS()
-	defer hs.Close()
-	ts := &testServer{Server: hs, api: api, eng: eng, db: db}
-	ts.registerBlobs(t)
+		hs.TLS = hs.Config.TLSConfig
+		hs.StartTLS()
+	})
 	big := strings.Repeat("x", 256<<10)
 	for i := range 4 {
 		ts.mustDo(t, http.StatusCreated, request{method: "POST", path: blobsPath, body: blobJSON(fmt.Sprintf("b%d", i), big)})
@@ -173,7 +165,7 @@ func TestSlowHTTP2WatcherIsCutOff(t *testing.T) {
 	case <-rctx.Done():
 		t.Fatalf("the HTTP/2 watch of a client that reads nothing is still open after 20s (write timeout %v)", writeTimeout)
 	}
-	if n := testutil.ToFloat64(api.slowClosed.WithLabelValues("http")); n != 1 {
+	if n := testutil.ToFloat64(ts.api.slowClosed.WithLabelValues("http")); n != 1 {
 		t.Errorf("slow watches closed over http: %v, want 1", n)
 	}
 }
