@@ -50,6 +50,28 @@ type Admitter interface {
 	Validate(ctx context.Context, req *AdmissionRequest) error
 }
 
+// A NotifyingAdmitter is an Admitter that says when its Mutate may change
+// the object. MutateNotify does what Mutate does and calls changing before
+// the first change it may make to req.Object (before it runs a mutating
+// plugin, say), perhaps more than once, and never when it leaves
+// req.Object as it was. The engine checks mutating admission's changes
+// against a copy of the object, taken when changing is first called: a
+// write that no mutating plugin admits costs no copy and no comparison.
+type NotifyingAdmitter interface {
+	Admitter
+	MutateNotify(ctx context.Context, req *AdmissionRequest, changing func()) error
+}
+
+// MutateNotify runs a's mutating admission, calling changing before any
+// change it may make: at once when a cannot say (not a NotifyingAdmitter).
+func MutateNotify(ctx context.Context, a Admitter, req *AdmissionRequest, changing func()) error {
+	if n, ok := a.(NotifyingAdmitter); ok {
+		return n.MutateNotify(ctx, req, changing)
+	}
+	changing()
+	return a.Mutate(ctx, req)
+}
+
 func (s *Service) admitter() Admitter {
 	if b := s.adm.Load(); b != nil {
 		return b.a
@@ -75,12 +97,9 @@ func newAdmissionRequest(ctx context.Context, op Operation, sv *kinds.Kind, sub 
 	return req
 }
 
-func (s *Service) mutate(ctx context.Context, req *AdmissionRequest) error {
-	a := s.admitter()
-	if a == nil {
-		return nil
-	}
-	return admissionError(req, a.Mutate(ctx, req))
+// mutate runs a's mutating admission (see MutateNotify).
+func mutate(ctx context.Context, a Admitter, req *AdmissionRequest, changing func()) error {
+	return admissionError(req, MutateNotify(ctx, a, req, changing))
 }
 
 func (s *Service) validateAdmission(ctx context.Context, req *AdmissionRequest) error {
@@ -109,7 +128,16 @@ type AdmitterFuncs struct {
 	ValidateFunc func(ctx context.Context, req *AdmissionRequest) error
 }
 
-var _ Admitter = AdmitterFuncs{}
+var _ NotifyingAdmitter = AdmitterFuncs{}
+
+// MutateNotify calls changing and MutateFunc, when there is one.
+func (f AdmitterFuncs) MutateNotify(ctx context.Context, req *AdmissionRequest, changing func()) error {
+	if f.MutateFunc == nil {
+		return nil
+	}
+	changing()
+	return f.MutateFunc(ctx, req)
+}
 
 // Mutate calls MutateFunc.
 func (f AdmitterFuncs) Mutate(ctx context.Context, req *AdmissionRequest) error {

@@ -396,22 +396,29 @@ func (s *Service) deleteFinalized(ctx context.Context, sv *kinds.Kind, k string,
 // metadata (systemFields) whatever it returned and, when it changed obj
 // (already coerced by the caller), defaults and prunes what it returned.
 // The check is exact (objjson.DeepEqual, so an int64 turned into a float64 counts
-// as a change) and costs a copy of obj, a fraction of a coercion.
+// as a change) and costs a copy of obj, a fraction of a coercion, taken
+// only when the admission chain may change obj (NotifyingAdmitter).
 func (s *Service) mutateAndCoerce(ctx context.Context, sv *kinds.Kind, req *AdmissionRequest, obj *unstructured.Unstructured) error {
-	if s.admitter() == nil {
+	a := s.admitter()
+	if a == nil {
 		return nil
 	}
 	name, ns := obj.GetName(), obj.GetNamespace()
-	before := obj.DeepCopy()
+	var before *unstructured.Unstructured
 	sys := systemMetaOf(obj)
-	if err := s.mutate(ctx, req); err != nil {
+	changing := func() {
+		if before == nil {
+			before = obj.DeepCopy()
+		}
+	}
+	if err := mutate(ctx, a, req, changing); err != nil {
 		return err
 	}
 	if obj.GetName() != name || obj.GetNamespace() != ns {
 		return apierrors.NewInternalError(fmt.Errorf("mutating admission changed the name or namespace of %s/%s", ns, name))
 	}
 	sys.restore(obj)
-	if objjson.DeepEqual(before.Object, obj.Object) {
+	if before == nil || objjson.DeepEqual(before.Object, obj.Object) {
 		return nil // unchanged: already coerced
 	}
 	objjson.NormalizeNumbers(obj.Object)

@@ -45,7 +45,7 @@ type Admitter struct {
 	installers atomic.Pointer[RuleResolver]
 }
 
-var _ engine.Admitter = (*Admitter)(nil)
+var _ engine.NotifyingAdmitter = (*Admitter)(nil)
 
 // leases are the coordination.k8s.io Leases of leader election, which no
 // plugin admits and the startup gate does not hold.
@@ -107,7 +107,14 @@ func (b *admissionBinding) matches(req *engine.AdmissionRequest) bool {
 
 // Mutate implements engine.Admitter.
 func (a *Admitter) Mutate(ctx context.Context, req *engine.AdmissionRequest) error {
-	return a.admit(ctx, req, true)
+	return a.admit(ctx, req, true, func() {})
+}
+
+// MutateNotify implements engine.NotifyingAdmitter: it calls changing just
+// before a mutating plugin's patch or object replaces req.Object, so a
+// write that no mutating plugin changes is never copied for comparison.
+func (a *Admitter) MutateNotify(ctx context.Context, req *engine.AdmissionRequest, changing func()) error {
+	return a.admit(ctx, req, true, changing)
 }
 
 // Validate implements engine.Admitter.
@@ -118,10 +125,12 @@ func (a *Admitter) Validate(ctx context.Context, req *engine.AdmissionRequest) e
 	if err := validateEgress(req); err != nil {
 		return err
 	}
-	return a.admit(ctx, req, false)
+	return a.admit(ctx, req, false, nil)
 }
 
-func (a *Admitter) admit(ctx context.Context, req *engine.AdmissionRequest, mutating bool) error {
+// admit runs the bindings of one kind; changing (mutating only) is called
+// before a plugin's answer changes req.Object.
+func (a *Admitter) admit(ctx context.Context, req *engine.AdmissionRequest, mutating bool, changing func()) error {
 	if err := a.checkPrivileged(req); err != nil {
 		return err
 	}
@@ -154,7 +163,7 @@ func (a *Admitter) admit(ctx context.Context, req *engine.AdmissionRequest, muta
 			}
 		}
 		in.Config = b.config
-		if err := a.call(ctx, b, req, in); err != nil {
+		if err := a.call(ctx, b, req, in, changing); err != nil {
 			return err
 		}
 	}
@@ -162,10 +171,10 @@ func (a *Admitter) admit(ctx context.Context, req *engine.AdmissionRequest, muta
 }
 
 // call runs one binding and applies its answer to req.
-func (a *Admitter) call(ctx context.Context, b *admissionBinding, req *engine.AdmissionRequest, in *abi.AdmissionRequest) error {
+func (a *Admitter) call(ctx context.Context, b *admissionBinding, req *engine.AdmissionRequest, in *abi.AdmissionRequest, changing func()) error {
 	resp, err := b.caller.Admit(withDryRun(ctx, req.DryRun), in)
 	if err == nil && b.mutating && resp.Allowed && req.Object != nil {
-		err = mutate(req, resp)
+		err = mutate(req, resp, changing)
 	}
 	if err != nil {
 		if b.ignore {
@@ -213,9 +222,10 @@ func abiRequest(req *engine.AdmissionRequest) (*abi.AdmissionRequest, error) {
 	return in, nil
 }
 
-// mutate applies a mutating plugin's patch or object to req.Object. The
-// object must keep its identity.
-func mutate(req *engine.AdmissionRequest, resp *abi.AdmissionResponse) error {
+// mutate applies a mutating plugin's patch or object to req.Object, calling
+// changing first when there is one to apply. The object must keep its
+// identity.
+func mutate(req *engine.AdmissionRequest, resp *abi.AdmissionResponse, changing func()) error {
 	var doc []byte
 	switch {
 	case len(resp.Patch) > 0 && string(resp.Patch) != "null":
@@ -245,6 +255,7 @@ func mutate(req *engine.AdmissionRequest, resp *abi.AdmissionResponse) error {
 		out.GetName() != o.GetName() || out.GetNamespace() != o.GetNamespace() {
 		return fmt.Errorf("the mutation changed the object's apiVersion, kind, name or namespace")
 	}
+	changing()
 	req.Object.Object = m
 	return nil
 }

@@ -270,3 +270,52 @@ func TestAdmitterHammer(t *testing.T) {
 	close(stop)
 	swapper.Wait()
 }
+
+// MutateNotify calls changing only before a mutating plugin's answer
+// changes the object, while the object is still as it was: not for a
+// mutating plugin that answers without a patch, nor for validating ones.
+func TestAdmitterMutateNotify(t *testing.T) {
+	allow := admitFunc(func(*abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+		return &abi.AdmissionResponse{Allowed: true}, nil
+	})
+	label := admitFunc(func(*abi.AdmissionRequest) (*abi.AdmissionResponse, error) {
+		return &abi.AdmissionResponse{Allowed: true, Patch: abi.RawJSON(`[{"op":"add","path":"/metadata/labels","value":{"team":"x"}}]`)}, nil
+	})
+	tests := []struct {
+		name     string
+		bindings []*admissionBinding
+		want     int // calls of changing
+	}{
+		{name: "no bindings", want: 0},
+		{name: "validating plugin", bindings: []*admissionBinding{{plugin: "v", caller: label, resources: []string{"*"}}}, want: 0},
+		{name: "mutating plugin without a patch", bindings: []*admissionBinding{{plugin: "m", caller: allow, resources: []string{"*"}, mutating: true}}, want: 0},
+		{name: "mutating plugin of another resource", bindings: []*admissionBinding{{plugin: "m", caller: label, resources: []string{"gadgets.example.setpoint.dev"}, mutating: true}}, want: 0},
+		{name: "mutating plugin with a patch", bindings: []*admissionBinding{{plugin: "m", caller: label, resources: []string{"*"}, mutating: true}}, want: 1},
+		{name: "two mutating plugins", bindings: []*admissionBinding{
+			{plugin: "a", caller: allow, resources: []string{"*"}, mutating: true},
+			{plugin: "b", caller: label, resources: []string{"*"}, mutating: true},
+		}, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := openAdmitter(tt.bindings...)
+			req := widgetRequest(engine.OpCreate)
+			calls := 0
+			err := a.MutateNotify(context.Background(), req, func() {
+				calls++
+				if req.Object.GetLabels() != nil {
+					t.Errorf("changing called after the change: labels %v", req.Object.GetLabels())
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if calls != tt.want {
+				t.Errorf("changing called %d times, want %d", calls, tt.want)
+			}
+			if changed := req.Object.GetLabels()["team"] == "x"; changed != (tt.want > 0) {
+				t.Errorf("labels %v after %d calls of changing", req.Object.GetLabels(), calls)
+			}
+		})
+	}
+}
