@@ -65,9 +65,11 @@ func (k *Kind) Encode(obj *unstructured.Unstructured) ([]byte, error) {
 		k.read.applyVersion(k.storage, obj.Object)
 		obj.SetAPIVersion(k.storage)
 	}
-	b, ok := marshalObject(obj.Object)
+	b, ok := appendObject(k.encodeBuffer(), obj.Object)
 	var err error
-	if !ok {
+	if ok {
+		k.noteEncoded(len(b))
+	} else {
 		b, err = obj.MarshalJSON()
 	}
 	obj.SetAPIVersion(av)

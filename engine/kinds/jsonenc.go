@@ -12,7 +12,12 @@ import (
 // map[string]any, []any, string, int64, float64, bool and nil. It reports
 // false for anything else; the caller then uses MarshalJSON.
 func marshalObject(obj map[string]any) ([]byte, bool) {
-	b, ok := objjson.Append(make([]byte, 0, 1024), obj)
+	return appendObject(make([]byte, 0, 1024), obj)
+}
+
+// appendObject is marshalObject into buf.
+func appendObject(buf []byte, obj map[string]any) ([]byte, bool) {
+	b, ok := objjson.Append(buf, obj)
 	if !ok {
 		return nil, false
 	}
@@ -28,4 +33,23 @@ func MarshalJSON(obj *unstructured.Unstructured) ([]byte, error) {
 		}
 	}
 	return obj.MarshalJSON()
+}
+
+// encodeBuffer returns the buffer Encode writes k's next document into:
+// room for the last size noted (noteEncoded) and an eighth more, so that a
+// kind whose objects are alike in size encodes each in one allocation,
+// not one that doubles (and copies) as it goes.
+func (k *Kind) encodeBuffer() []byte {
+	n := int(k.encodedSize.Load())
+	return make([]byte, 0, max(1024, n+n/8+64))
+}
+
+// noteEncoded records the length of a document Encode made when it is
+// larger than the last noted or under half of it: a run of objects of
+// about one size writes it once, and one large object leaves no large
+// buffers behind it for long.
+func (k *Kind) noteEncoded(n int) {
+	if last := k.encodedSize.Load(); int64(n) > last || int64(n) < last/2 {
+		k.encodedSize.Store(int64(n))
+	}
 }

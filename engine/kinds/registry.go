@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
@@ -96,6 +97,9 @@ type Kind struct {
 	// builtinManaged.
 	managed        *fieldManagers
 	builtinManaged sync.Once
+	// encodedSize is the length of the last document Encode made that
+	// changed it much (encodeBuffer): the size the next one starts at.
+	encodedSize atomic.Int64
 }
 
 // Registry is the set of served resources. It is safe for concurrent use.
