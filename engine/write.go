@@ -404,11 +404,15 @@ func (s *Service) mutateAndCoerce(ctx context.Context, sv *kinds.Kind, req *Admi
 		return nil
 	}
 	name, ns := obj.GetName(), obj.GetNamespace()
-	var before *unstructured.Unstructured
-	sys := systemMetaOf(obj)
+	// Until changing is called obj is as it was: nothing to put back or
+	// compare. (One variable, so that the closure moves one to the heap.)
+	var was struct {
+		obj *unstructured.Unstructured
+		sys systemMeta
+	}
 	changing := func() {
-		if before == nil {
-			before = obj.DeepCopy()
+		if was.obj == nil {
+			was.obj, was.sys = obj.DeepCopy(), systemMetaOf(obj)
 		}
 	}
 	if err := mutate(ctx, a, req, changing); err != nil {
@@ -417,8 +421,11 @@ func (s *Service) mutateAndCoerce(ctx context.Context, sv *kinds.Kind, req *Admi
 	if obj.GetName() != name || obj.GetNamespace() != ns {
 		return apierrors.NewInternalError(fmt.Errorf("mutating admission changed the name or namespace of %s/%s", ns, name))
 	}
-	sys.restore(obj)
-	if before == nil || objjson.DeepEqual(before.Object, obj.Object) {
+	if was.obj == nil {
+		return nil
+	}
+	was.sys.restore(obj)
+	if objjson.DeepEqual(was.obj.Object, obj.Object) {
 		return nil // unchanged: already coerced
 	}
 	objjson.NormalizeNumbers(obj.Object)
