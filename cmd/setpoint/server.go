@@ -212,6 +212,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	if err != nil {
 		return err
 	}
+	routeKlog(log)
 	if o.dataDir == "" {
 		return errors.New("--data-dir is required")
 	}
