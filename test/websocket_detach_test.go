@@ -47,9 +47,11 @@ func TestWebSocketWatchSlotsAndShutdown(t *testing.T) {
 			return n == want, state
 		})
 	}
+	// The limits apply to a user outside system:masters.
+	limited := limitedHeader(t, s)
 	// tooMany tells whether one more watch is refused for want of a slot.
 	tooMany := func() bool {
-		c, resp, err := wsDial(s, wsWidgetsPath, nil, nil, wsTokenProtocol(s.Token), wsProtocol)
+		c, resp, err := wsDial(s, wsWidgetsPath, nil, limited, wsTokenProtocol(s.Token), wsProtocol)
 		if err == nil {
 			c.Close()
 			return false
@@ -57,8 +59,21 @@ func TestWebSocketWatchSlotsAndShutdown(t *testing.T) {
 		return resp != nil && resp.StatusCode == http.StatusTooManyRequests
 	}
 
-	a := wsMustWatch(t, s, nil)
-	b := wsMustWatch(t, s, nil)
+	watch := func() *websocket.Conn {
+		t.Helper()
+		c, resp, err := wsDial(s, wsWidgetsPath, nil, limited, wsTokenProtocol(s.Token), wsProtocol)
+		if err != nil {
+			code := 0
+			if resp != nil {
+				code = resp.StatusCode
+			}
+			t.Fatalf("dial watch as %s: %v (HTTP %d)", limitedUser, err, code)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a := watch()
+	b := watch()
 	waitInflight(2)
 	if !tooMany() {
 		t.Fatal("a third watch got a slot while two are open with --max-watches 2")

@@ -426,14 +426,14 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	api, err := apiserver.New(apiserver.Options{
 		Engine: svc, Logger: log.With("component", "apiserver"), AllowedOrigins: o.allowedOrigins, Registerer: promReg,
 		Authorizer: authz,
-		Routes: []apiserver.Route{
+		Routes: append([]apiserver.Route{
 			{Pattern: plugins.ModulesPath, Handler: upload},
 			{Pattern: plugins.ModulesPath + "/*", Handler: upload},
 			{Pattern: plugins.PluginsPath + "/{name}/log", Handler: plugins.NewLogHandler(logs, svc)},
 			{Pattern: snapshotPath, Handler: snapshotHandler{st: o.store, log: log.With("component", "snapshot")}},
 			{Pattern: serving.ClientCertificatesPath, Handler: clientCertHandler(o.clientCerts)},
 			{Pattern: apiserver.TokenRequestPattern, Handler: tokens.handler},
-		},
+		}, tokens.discoveryRoutes()...),
 	})
 	if err != nil {
 		_ = h.Close()

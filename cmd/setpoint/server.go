@@ -212,6 +212,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	if err != nil {
 		return err
 	}
+	routeKlog(log)
 	if o.dataDir == "" {
 		return errors.New("--data-dir is required")
 	}
@@ -292,6 +293,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	connOpts.Logger = log
 	ln = serving.LimitConnections(ln, connOpts)
 	url := serverURL(host, ln)
+	api.tokens.listening(url)
 	kubeconfig, err := material.WriteKubeconfig(url)
 	if err != nil {
 		ln.Close()

@@ -37,7 +37,7 @@ type limitFlags struct {
 }
 
 func (l *limitFlags) register(f *pflag.FlagSet) {
-	f.IntVar(&l.maxRequestsInflight, "max-requests-inflight", serving.DefaultMaxRequestsInflight, "the most read requests (get, list) served at once; further ones get 429 Too Many Requests with Retry-After; -1 for no limit")
+	f.IntVar(&l.maxRequestsInflight, "max-requests-inflight", serving.DefaultMaxRequestsInflight, "the most read requests (get, list) served at once; further ones get 429 Too Many Requests with Retry-After; -1 for no limit; requests of the group system:masters are exempt from this and the other in-flight limits, as in kube-apiserver")
 	f.IntVar(&l.maxMutatingRequestsInflight, "max-mutating-requests-inflight", serving.DefaultMaxMutatingRequestsInflight, "the most write requests (create, update, patch, delete) served at once; further ones get 429 with Retry-After; -1 for no limit")
 	f.IntVar(&l.maxWatches, "max-watches", serving.DefaultMaxWatches, "the most watches (and other long-running requests) open at once, counted apart from the two limits above; further ones get 429 with Retry-After; -1 for no limit")
 	f.IntVar(&l.maxQueuedPerUser, "max-queued-requests-per-user", serving.DefaultMaxQueuedRequestsPerUser, "the most reads, and apart the most writes, of one user that wait for a seat once the in-flight limits above are reached; freed seats go to the waiting users in turn; further ones get 429 with Retry-After; -1 turns queuing off (429 at once at the limits)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -51,6 +52,25 @@ type serviceAccountTokens struct {
 	cache   *serviceaccount.Cache
 	auth    *serviceaccount.Authenticator
 	handler http.Handler
+	// discovery serves the issuer's OpenID configuration and keys; nil
+	// when the issuer is not an https URL, as kube-apiserver skips it.
+	discovery *apiserver.IssuerDiscovery
+}
+
+// discoveryRoutes are the routes of the issuer discovery, if served.
+func (t *serviceAccountTokens) discoveryRoutes() []apiserver.Route {
+	if t.discovery == nil {
+		return nil
+	}
+	return t.discovery.Routes()
+}
+
+// listening tells the issuer discovery where the server is reached, for
+// its jwks_uri (kube-apiserver's default: its external address).
+func (t *serviceAccountTokens) listening(serverURL string) {
+	if t != nil && t.discovery != nil {
+		t.discovery.SetJWKSURI(serverURL + apiserver.JWKSPath)
+	}
 }
 
 // newServiceAccountTokens loads the signing keys from st (creating the
@@ -87,5 +107,16 @@ func newServiceAccountTokens(ctx context.Context, st store.Store, svc *engine.Se
 	if err != nil {
 		return nil, err
 	}
-	return &serviceAccountTokens{cache: cache, auth: auth, handler: handler}, nil
+	discovery, err := apiserver.NewIssuerDiscovery(s.issuer, func(ctx context.Context) map[string]crypto.PublicKey {
+		out := map[string]crypto.PublicKey{}
+		for id, k := range keys.PublicKeys(ctx) {
+			out[id] = k
+		}
+		return out
+	})
+	if err != nil {
+		log.Warn("ServiceAccount issuer discovery is not served", "err", err)
+		discovery = nil
+	}
+	return &serviceAccountTokens{cache: cache, auth: auth, handler: handler, discovery: discovery}, nil
 }

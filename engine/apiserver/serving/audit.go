@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/audit/policy"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -108,7 +110,7 @@ func (a *Auditor) Wrap(next http.Handler) http.Handler {
 	}
 	longRunning := func(r *http.Request, _ *request.RequestInfo) bool { return LongRunning(r) }
 	sink := &detachSink{Sink: a.sink}
-	audited := filters.WithAudit(a.bodies(next), sink, a.policy, longRunning)
+	audited := asAnonymous(filters.WithAudit(withoutAnonymous(a.bodies(next)), sink, a.policy, longRunning))
 	// A request that may detach its connection (see Detach) has its
 	// ResponseComplete event wait for the connection's end.
 	held := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -128,6 +130,43 @@ func (a *Auditor) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		held.ServeHTTP(w, r)
+	})
+}
+
+// anonymousUser is whom the events of requests served without credentials
+// name, as kube-apiserver's anonymous authenticator does.
+var anonymousUser = &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
+
+// auditedCtxKey holds, in the context the audit filter sees, the context of
+// a request that has no user, so that withoutAnonymous can give it back.
+type auditedCtxKey struct{}
+
+// asAnonymous hands next a request without a user (one on a public path)
+// as system:anonymous in the group system:unauthenticated, so that its
+// audit event names them and policy rules by user or group match them, as
+// in kube-apiserver.
+func asAnonymous(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		if _, ok := request.UserFrom(ctx); ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		anon := context.WithValue(request.WithUser(ctx, anonymousUser), auditedCtxKey{}, ctx)
+		next.ServeHTTP(w, r.WithContext(anon))
+	})
+}
+
+// withoutAnonymous gives the request asAnonymous named back its own
+// context, without a user: past the audit filter, a request without
+// credentials stays one (the layers after it let it through on the public
+// paths only by that).
+func withoutAnonymous(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ctx, ok := r.Context().Value(auditedCtxKey{}).(context.Context); ok {
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

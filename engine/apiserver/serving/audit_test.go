@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,8 +269,8 @@ rules:
 			req:  auditReq{method: "GET", path: "/healthz"},
 			code: 200, want: []auditv1.Stage{auditv1.StageResponseComplete},
 			check: func(t *testing.T, ev auditv1.Event) {
-				if ev.ObjectRef != nil || ev.User.Username != "" || ev.RequestURI != "/healthz" {
-					t.Errorf("objectRef %v, user %q, uri %q", ev.ObjectRef, ev.User.Username, ev.RequestURI)
+				if ev.ObjectRef != nil || ev.User.Username != "system:anonymous" || !slices.Equal(ev.User.Groups, []string{"system:unauthenticated"}) || ev.RequestURI != "/healthz" {
+					t.Errorf("objectRef %v, user %+v, uri %q", ev.ObjectRef, ev.User, ev.RequestURI)
 				}
 			},
 		},
@@ -721,5 +722,58 @@ func TestAuditWrapAlone(t *testing.T) {
 	id := rec.Header().Get("Audit-Id")
 	if len(evs) != 2 || id == "" || string(evs[0].AuditID) != id || string(evs[1].AuditID) != id {
 		t.Fatalf("Audit-Id %q, events:\n%s", id, out.String())
+	}
+}
+
+// TestAuditAnonymousUser checks that a request served without credentials
+// is audited as kube-apiserver audits it, as system:anonymous in the group
+// system:unauthenticated, that policy rules by that group match it, and
+// that the handlers past the audit layer still see a request without a
+// user (impersonation headers dropped, no authorization).
+func TestAuditAnonymousUser(t *testing.T) {
+	const policyYAML = `
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: ["system:unauthenticated"]
+`
+	out := &auditLog{}
+	a := newAuditor(t, policyYAML, out, 0, nil)
+	var sawUser atomic.Bool
+	var sawImpersonate atomic.Bool
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := request.UserFrom(r.Context()); ok && r.URL.Path == "/version" {
+			sawUser.Store(true)
+		}
+		if r.Header.Get("Impersonate-User") != "" {
+			sawImpersonate.Store(true)
+		}
+		auditAPI(w, r)
+	})
+	h := NewHandler(HandlerOptions{API: api, Token: testToken, Audit: a,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	for _, q := range []auditReq{
+		{method: "GET", path: "/version", header: http.Header{"Impersonate-User": {"setpoint-admin"}}},
+		{method: "GET", path: "/apis/example.setpoint.dev/v1/namespaces/meta/widgets/w", token: testToken},
+	} {
+		if code := q.do(t, h); code != http.StatusOK {
+			t.Fatalf("%s: code %d", q.path, code)
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if sawUser.Load() || sawImpersonate.Load() {
+		t.Errorf("the handler saw a user (%v) or an impersonation header (%v) on /version", sawUser.Load(), sawImpersonate.Load())
+	}
+	evs := out.events(t)
+	if len(evs) != 1 {
+		t.Fatalf("want one event (the admin is not in the rule's group), log:\n%s", out.String())
+	}
+	ev := evs[0]
+	if ev.RequestURI != "/version" || ev.User.Username != user.Anonymous || !slices.Equal(ev.User.Groups, []string{user.AllUnauthenticated}) || ev.ImpersonatedUser != nil {
+		t.Errorf("event uri %q user %+v impersonated %+v", ev.RequestURI, ev.User, ev.ImpersonatedUser)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
@@ -49,10 +50,11 @@ func TestDetachedWatchUntilShutdown(t *testing.T) {
 		}()
 	})
 	srv := httptest.NewServer(NewHandler(HandlerOptions{API: api, Token: testToken, Audit: a, Metrics: m, Detached: d,
+		Authenticators: []authenticator.Token{limitedUser}, Authorizer: allowAll,
 		Limits: LimitOptions{MaxWatches: 1}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	defer srv.Close()
 	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/apis/example.setpoint.dev/v1/namespaces/ns1/widgets?watch=true"
-	header := http.Header{"Authorization": {"Bearer " + testToken}}
+	header := http.Header{"Authorization": {"Bearer " + limitedToken}} // the admin's watches are not limited
 
 	c, _, err := websocket.DefaultDialer.Dial(url, header)
 	if err != nil {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
@@ -197,6 +199,14 @@ func userName(ctx context.Context) string {
 	return ""
 }
 
+// privileged tells whether the request's user is in the group
+// system:masters, whom kube-apiserver's priority and fairness puts in the
+// exempt priority level: never queued, never refused for concurrency.
+func privileged(ctx context.Context) bool {
+	u, ok := request.UserFrom(ctx)
+	return ok && u != nil && slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup)
+}
+
 // Limit returns a handler that serves at most opts' number of requests of
 // each class (reads, writes, long-running ones) at once. A read or a write
 // that finds every seat of its class taken waits in its user's queue, and a
@@ -207,10 +217,14 @@ func userName(ctx context.Context) string {
 // kube-apiserver's priority and fairness answers. Long-running requests
 // never wait: past MaxWatches they get 429 at once. Probes and /version are
 // not limited, so that a saturated server still tells its supervisor it is
-// alive. Requests other than long-running ones get a context that ends
-// after RequestTimeout from when they got their seat, and a write deadline
-// a little later (statusGrace, time to write a 504 Timeout), so that neither a slow handler nor a client that stops reading
-// holds its seat (and what the request has built) longer. Once it has its
+// alive, and neither are the requests of the group system:masters (the
+// exempt priority level of kube-apiserver's priority and fairness, after
+// impersonation as there), so that an administrator can act on a server
+// other users flood; they still get the request timeout. Requests other
+// than long-running ones get a context that ends after RequestTimeout from
+// when they got their seat, and a write deadline a little later
+// (statusGrace, time to write a 504 Timeout), so that neither a slow
+// handler nor a client that stops reading holds its seat (and what the request has built) longer. Once it has its
 // seat, a read or write passes the fair share (see fairShare), which, once
 // FairShareSeats requests run and several users are active, holds back a
 // user already holding its share of them, so that the others' requests do
@@ -244,8 +258,9 @@ func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		exempt := privileged(r.Context())
 		if LongRunning(r) {
-			if l.watches != nil {
+			if l.watches != nil && !exempt {
 				select {
 				case l.watches <- struct{}{}:
 					// A detached connection keeps its slot until it ends.
@@ -263,6 +278,9 @@ func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 			q, class = l.writes, classMutating
 		}
 		user := userName(r.Context())
+		if exempt {
+			q = nil
+		}
 		if q != nil {
 			a := q.acquire(r.Context(), user)
 			if a.queued && l.metrics != nil {
@@ -274,7 +292,7 @@ func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 			}
 			defer q.release()
 		}
-		if l.share != nil {
+		if l.share != nil && !exempt {
 			a := l.share.acquire(r.Context(), user)
 			if a.queued && l.metrics != nil {
 				l.metrics.shareWait.WithLabelValues(class, strconv.FormatBool(a.rejected == "")).Observe(a.waited.Seconds())

@@ -17,12 +17,32 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// limitedToken authenticates (limitedUser) as a user outside
+// system:masters, whose requests the in-flight limits apply to; the admin
+// token's are exempt from them.
+const limitedToken = "limited-token"
+
+var limitedUser = authenticator.TokenFunc(func(_ context.Context, tok string) (*authenticator.Response, bool, error) {
+	if tok != limitedToken {
+		return nil, false, nil
+	}
+	return &authenticator.Response{User: &user.DefaultInfo{Name: "limited", Groups: []string{user.AllAuthenticated}}}, true, nil
+})
+
+// allowAll allows every request, so that limitedUser's reach the API.
+var allowAll = authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+	return authorizer.DecisionAllow, "", nil
+})
 
 // TestLimitInflight fills each class of in-flight slots with requests that
 // block and checks that, with queuing off, one more of that class gets 429
@@ -38,9 +58,10 @@ func TestLimitInflight(t *testing.T) {
 		}
 		_, _ = w.Write([]byte("{}"))
 	})
-	h := NewHandler(HandlerOptions{API: api, Token: testToken, Logger: quiet, Limits: LimitOptions{
-		MaxRequestsInflight: 2, MaxMutatingRequestsInflight: 1, MaxWatches: 1, MaxQueuedRequestsPerUser: -1,
-	}})
+	h := NewHandler(HandlerOptions{API: api, Token: testToken, Authenticators: []authenticator.Token{limitedUser}, Authorizer: allowAll,
+		Logger: quiet, Limits: LimitOptions{
+			MaxRequestsInflight: 2, MaxMutatingRequestsInflight: 1, MaxWatches: 1, MaxQueuedRequestsPerUser: -1,
+		}})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
@@ -55,7 +76,7 @@ func TestLimitInflight(t *testing.T) {
 			if strings.Contains(path, "?") {
 				sep = "&"
 			}
-			if code, body := do(t, method, srv.URL+path+sep+"block=1", testToken, nil); code != http.StatusOK {
+			if code, body := do(t, method, srv.URL+path+sep+"block=1", limitedToken, nil); code != http.StatusOK {
 				t.Errorf("%s %s: %d %s", method, path, code, body)
 			}
 		})
@@ -68,7 +89,7 @@ func TestLimitInflight(t *testing.T) {
 
 	for _, c := range []struct{ method, path string }{{"GET", list}, {"POST", list}, {"GET", watch}} {
 		req, _ := http.NewRequest(c.method, srv.URL+c.path, nil)
-		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Authorization", "Bearer "+limitedToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +110,7 @@ func TestLimitInflight(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
-	if code, body := do(t, "GET", srv.URL+list, testToken, nil); code != http.StatusOK {
+	if code, body := do(t, "GET", srv.URL+list, limitedToken, nil); code != http.StatusOK {
 		t.Errorf("GET after the slots were freed: %d %s", code, body)
 	}
 	_, metrics := do(t, "GET", srv.URL+"/metrics", testToken, nil)
@@ -405,6 +426,67 @@ func TestMetricsServedCallback(t *testing.T) {
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestLimitExemptsMasters fills every in-flight seat with another user's
+// requests and checks that a request of the group system:masters is still
+// served at once, read, write and watch alike (kube-apiserver's exempt
+// priority level), while the other user, and the admin impersonating a
+// user outside system:masters, still get 429.
+func TestLimitExemptsMasters(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 8)
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("block") != "" {
+			entered <- struct{}{}
+			<-release
+		}
+		_, _ = w.Write([]byte("{}"))
+	})
+	h := NewHandler(HandlerOptions{API: api, Token: testToken, Authenticators: []authenticator.Token{limitedUser}, Authorizer: allowAll,
+		Logger: quiet, Limits: LimitOptions{
+			MaxRequestsInflight: 1, MaxMutatingRequestsInflight: 1, MaxWatches: 1, MaxQueuedRequestsPerUser: -1, FairShareSeats: 1,
+		}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	const (
+		list  = "/apis/example.setpoint.dev/v1/widgets"
+		watch = "/apis/example.setpoint.dev/v1/widgets?watch=true"
+	)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(release)
+	for _, c := range []struct{ method, path string }{{"GET", list + "?block=1"}, {"POST", list + "?block=1"}, {"GET", watch + "&block=1"}} {
+		wg.Go(func() {
+			if code, body := do(t, c.method, srv.URL+c.path, limitedToken, nil); code != http.StatusOK {
+				t.Errorf("limited %s %s: %d %s", c.method, c.path, code, body)
+			}
+		})
+		<-entered
+	}
+	asAlice := http.Header{"Impersonate-User": {"alice"}}
+	for _, c := range []struct {
+		method, path, token string
+		header              http.Header
+		want                int
+	}{
+		{"GET", list, testToken, nil, http.StatusOK},
+		{"POST", list, testToken, nil, http.StatusOK},
+		{"GET", watch, testToken, nil, http.StatusOK},
+		{"GET", list, limitedToken, nil, http.StatusTooManyRequests},
+		{"POST", list, limitedToken, nil, http.StatusTooManyRequests},
+		{"GET", watch, limitedToken, nil, http.StatusTooManyRequests},
+		{"GET", list, testToken, asAlice, http.StatusTooManyRequests},
+	} {
+		if code, body := do(t, c.method, srv.URL+c.path, c.token, c.header); code != c.want {
+			who := "admin"
+			if c.token == limitedToken {
+				who = "limited"
+			}
+			t.Errorf("%s %s %s %v with every seat taken: %d %s, want %d", who, c.method, c.path, c.header, code, body, c.want)
 		}
 	}
 }

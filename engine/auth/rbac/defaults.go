@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/component-helpers/auth/rbac/reconciliation"
@@ -74,6 +75,12 @@ func DefaultClusterRoles() []rbacv1.ClusterRole {
 			Rules:      []rbacv1.PolicyRule{urls([]string{"get"}, "/livez", "/readyz", "/healthz", "/version", "/version/")},
 		},
 		{
+			ObjectMeta: metav1.ObjectMeta{Name: "system:service-account-issuer-discovery"},
+			Rules: []rbacv1.PolicyRule{urls([]string{"get"},
+				"/.well-known/openid-configuration", "/.well-known/openid-configuration/",
+				"/openid/v1/jwks", "/openid/v1/jwks/")},
+		},
+		{
 			ObjectMeta: metav1.ObjectMeta{Name: "system:basic-user"},
 			Rules: []rbacv1.PolicyRule{
 				rule([]string{"create"}, "authorization.k8s.io", "selfsubjectaccessreviews", "selfsubjectrulesreviews"),
@@ -135,6 +142,7 @@ func DefaultClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		bind("system:discovery", user.AllAuthenticated),
 		bind("system:basic-user", user.AllAuthenticated),
 		bind("system:public-info-viewer", user.AllAuthenticated, user.AllUnauthenticated),
+		bind("system:service-account-issuer-discovery", serviceaccount.AllServiceAccountsGroup),
 	}
 }
 

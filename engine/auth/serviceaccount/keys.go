@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -132,6 +133,17 @@ func (k *Keys) IDs() []string {
 	return out
 }
 
+// PublicKeys returns the keys that verify, by key ID: what the issuer's
+// JSON Web Key Set publishes. A stored set reads the store again first (at
+// most once every reloadEvery), so that a key another replica made current
+// is published by every replica.
+func (k *Keys) PublicKeys(ctx context.Context) map[string]*ecdsa.PublicKey {
+	k.reload(ctx)
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return maps.Clone(k.public)
+}
+
 // CurrentID returns the ID of the key that signs.
 func (k *Keys) CurrentID() string {
 	k.mu.RLock()
@@ -149,41 +161,50 @@ func (k *Keys) signing() *signingKey {
 }
 
 // verifying returns the public key with ID id. A stored set that lacks it
-// reads the store again, at most once every reloadEvery, since another
-// replica may have made a new key current.
+// reads the store again (see reload), since another replica may have made
+// a new key current.
 func (k *Keys) verifying(ctx context.Context, id string) (*ecdsa.PublicKey, bool) {
 	k.mu.RLock()
 	pub, ok := k.public[id]
-	due := k.st != nil && k.now().Sub(k.lastReload) >= reloadEvery
 	k.mu.RUnlock()
-	if ok || !due {
+	if ok || !k.reload(ctx) {
 		return pub, ok
+	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	pub, ok = k.public[id]
+	return pub, ok
+}
+
+// reload adds the stored keys to a stored set's verifying keys, reading
+// the store at most once every reloadEvery; it tells whether it read them.
+// The key this server signs with stays current: it still verifies
+// everywhere.
+func (k *Keys) reload(ctx context.Context) bool {
+	if k.st == nil {
+		return false
 	}
 	k.mu.Lock()
 	if k.now().Sub(k.lastReload) < reloadEvery {
-		pub, ok = k.public[id]
 		k.mu.Unlock()
-		return pub, ok
+		return false
 	}
 	k.lastReload = k.now()
 	k.mu.Unlock()
 	rec, _, err := loadKeys(ctx, k.st)
 	if err != nil || rec == nil {
-		return nil, false
+		return false
 	}
 	keys, err := rec.parse()
 	if err != nil {
-		return nil, false
+		return false
 	}
-	// Keep signing with the key this server signed with: it still
-	// verifies everywhere.
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, key := range keys {
 		k.public[KeyID(&key.PublicKey)] = &key.PublicKey
 	}
-	pub, ok = k.public[id]
-	return pub, ok
+	return true
 }
 
 // LoadKeys returns the keys kept in st, creating the first one on an empty

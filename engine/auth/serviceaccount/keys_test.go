@@ -2,6 +2,7 @@ package serviceaccount
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -106,5 +107,45 @@ func TestRotationDropsExpiredKeys(t *testing.T) {
 	ids := k4.IDs()
 	if slices.Contains(ids, k1.CurrentID()) || !slices.Contains(ids, k2.CurrentID()) || !slices.Contains(ids, k3.CurrentID()) || len(ids) != 3 {
 		t.Fatalf("keys = %v; want the first dropped (k2 %s, k3 %s kept) and a new one", ids, k2.CurrentID(), k3.CurrentID())
+	}
+}
+
+// PublicKeys publishes a key another replica made current once the store
+// may be read again, and every key on a fixed set.
+func TestPublicKeysFollowTheStore(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { return now }
+	first, err := LoadKeys(ctx, st, KeysOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(first.PublicKeys(ctx))); !slices.Equal(got, []string{first.CurrentID()}) {
+		t.Fatalf("public keys %v, want [%s]", got, first.CurrentID())
+	}
+	rotated, err := LoadKeys(ctx, st, KeysOptions{Now: clock, Rotate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Within reloadEvery of the last read: not yet.
+	if _, ok := first.PublicKeys(ctx)[rotated.CurrentID()]; ok {
+		t.Fatal("the rotated key was published before the store could be read again")
+	}
+	now = now.Add(reloadEvery)
+	pub := first.PublicKeys(ctx)
+	want := slices.Sorted(slices.Values(rotated.IDs()))
+	if got := slices.Sorted(maps.Keys(pub)); !slices.Equal(got, want) {
+		t.Fatalf("public keys after the other replica rotated: %v, want %v", got, want)
+	}
+	if !pub[rotated.CurrentID()].Equal(rotated.signing().key.Public()) || first.CurrentID() == rotated.CurrentID() {
+		t.Fatal("the published key differs from the signing key, or the reload changed the signing key")
+	}
+
+	k1, _ := GenerateKey()
+	k2, _ := GenerateKey()
+	fixed := NewKeys(k1, k2)
+	if got := fixed.PublicKeys(ctx); len(got) != 2 || !got[KeyID(&k1.PublicKey)].Equal(&k1.PublicKey) {
+		t.Fatalf("a fixed set's public keys: %v", got)
 	}
 }
