@@ -95,6 +95,12 @@ type Store interface {
 	Close() error
 }
 
+// DefaultWatchBuffer is how many events a watcher of either store may have
+// waiting before it ends with ErrWatcherTooSlow, unless its options say
+// otherwise: the whole backlog a slow HTTP watch client may have, since
+// the API writes from the watch's goroutine and queues nothing more.
+const DefaultWatchBuffer = 320
+
 // Watcher is a running watch.
 type Watcher interface {
 	// Events delivers the events in revision order. It is closed when the

@@ -4,6 +4,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/store"
 )
 
 // Options tunes a DB. The zero value of every field gets a default.
@@ -24,9 +26,8 @@ type Options struct {
 
 	// WatchBuffer is how many events each live watcher may have waiting; one
 	// further behind is ended with store.ErrWatcherTooSlow. The first 16 wait
-	// in its channel, the rest in a buffer grown on demand. Default: 320,
-	// the whole backlog an HTTP watch may have before it is ended (the
-	// API writes from the watch's goroutine and queues nothing more).
+	// in its channel, the rest in a buffer grown on demand. Default:
+	// store.DefaultWatchBuffer.
 	WatchBuffer int
 	// EventRing is how many recent events are kept in memory for watchers
 	// that start slightly behind. Default: 4096.
@@ -106,7 +107,7 @@ func (o Options) withDefaults() Options {
 		o.CompactionInterval = time.Minute
 	}
 	if o.WatchBuffer <= 0 {
-		o.WatchBuffer = 320
+		o.WatchBuffer = store.DefaultWatchBuffer
 	}
 	if o.EventRing <= 0 {
 		o.EventRing = 4096

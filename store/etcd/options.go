@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/store"
 )
 
 // DefaultPrefix is the default of Options.Prefix.
@@ -46,7 +48,7 @@ type Options struct {
 	// WatchBuffer is how many events each watcher may have waiting; one
 	// further behind is ended with store.ErrWatcherTooSlow. The first 16
 	// wait in its channel, the rest in a buffer grown on demand.
-	// Default: 320, as the embedded store's.
+	// Default: store.DefaultWatchBuffer.
 	WatchBuffer int
 	// ProgressInterval is how often a watcher asks etcd for its progress
 	// (Watcher.Progress) while Progress is being called, on etcd servers that
@@ -91,7 +93,7 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if o.WatchBuffer <= 0 {
-		o.WatchBuffer = 320
+		o.WatchBuffer = store.DefaultWatchBuffer
 	}
 	if o.ProgressInterval <= 0 {
 		o.ProgressInterval = time.Second
