@@ -45,31 +45,16 @@ type AdmissionRequest struct {
 // Kubernetes' order: Mutate, then the kind's schema validation, then Validate.
 // An error denies the write; a *errors.StatusError reaches the client as is,
 // any other error becomes 403 Forbidden.
+//
+// Mutate calls changing before the first change it may make to req.Object
+// (before it runs a mutating plugin, say), perhaps more than once, and
+// never when it leaves req.Object as it was. The engine checks mutating
+// admission's changes against a copy of the object taken when changing is
+// first called: a write that no mutating plugin changes costs no copy and
+// no comparison.
 type Admitter interface {
-	Mutate(ctx context.Context, req *AdmissionRequest) error
+	Mutate(ctx context.Context, req *AdmissionRequest, changing func()) error
 	Validate(ctx context.Context, req *AdmissionRequest) error
-}
-
-// A NotifyingAdmitter is an Admitter that says when its Mutate may change
-// the object. MutateNotify does what Mutate does and calls changing before
-// the first change it may make to req.Object (before it runs a mutating
-// plugin, say), perhaps more than once, and never when it leaves
-// req.Object as it was. The engine checks mutating admission's changes
-// against a copy of the object, taken when changing is first called: a
-// write that no mutating plugin admits costs no copy and no comparison.
-type NotifyingAdmitter interface {
-	Admitter
-	MutateNotify(ctx context.Context, req *AdmissionRequest, changing func()) error
-}
-
-// MutateNotify runs a's mutating admission, calling changing before any
-// change it may make: at once when a cannot say (not a NotifyingAdmitter).
-func MutateNotify(ctx context.Context, a Admitter, req *AdmissionRequest, changing func()) error {
-	if n, ok := a.(NotifyingAdmitter); ok {
-		return n.MutateNotify(ctx, req, changing)
-	}
-	changing()
-	return a.Mutate(ctx, req)
 }
 
 func (s *Service) admitter() Admitter {
@@ -97,9 +82,9 @@ func newAdmissionRequest(ctx context.Context, op Operation, sv *kinds.Kind, sub 
 	return req
 }
 
-// mutate runs a's mutating admission (see MutateNotify).
+// mutate runs a's mutating admission (see Admitter).
 func mutate(ctx context.Context, a Admitter, req *AdmissionRequest, changing func()) error {
-	return admissionError(req, MutateNotify(ctx, a, req, changing))
+	return admissionError(req, a.Mutate(ctx, req, changing))
 }
 
 func (s *Service) validateAdmission(ctx context.Context, req *AdmissionRequest) error {
@@ -128,20 +113,15 @@ type AdmitterFuncs struct {
 	ValidateFunc func(ctx context.Context, req *AdmissionRequest) error
 }
 
-var _ NotifyingAdmitter = AdmitterFuncs{}
+var _ Admitter = AdmitterFuncs{}
 
-// MutateNotify calls changing and MutateFunc, when there is one.
-func (f AdmitterFuncs) MutateNotify(ctx context.Context, req *AdmissionRequest, changing func()) error {
+// Mutate calls changing and MutateFunc, when there is one.
+func (f AdmitterFuncs) Mutate(ctx context.Context, req *AdmissionRequest, changing func()) error {
 	if f.MutateFunc == nil {
 		return nil
 	}
 	changing()
 	return f.MutateFunc(ctx, req)
-}
-
-// Mutate calls MutateFunc.
-func (f AdmitterFuncs) Mutate(ctx context.Context, req *AdmissionRequest) error {
-	return f.MutateNotify(ctx, req, func() {})
 }
 
 // Validate calls ValidateFunc.

@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// notifyAdmitter is a NotifyingAdmitter whose mutation, when it has one,
-// is announced by calling changing first, as the plugin admitter does.
+// notifyAdmitter is an Admitter whose mutation, when it has one, is
+// announced by calling changing first, as the plugin admitter does.
 type notifyAdmitter struct {
 	mutate func(*AdmissionRequest)
 	// announce calls changing even without a mutation.
@@ -17,11 +17,7 @@ type notifyAdmitter struct {
 	validate func(*AdmissionRequest)
 }
 
-func (a notifyAdmitter) Mutate(ctx context.Context, req *AdmissionRequest) error {
-	return a.MutateNotify(ctx, req, func() {})
-}
-
-func (a notifyAdmitter) MutateNotify(_ context.Context, req *AdmissionRequest, changing func()) error {
+func (a notifyAdmitter) Mutate(_ context.Context, req *AdmissionRequest, changing func()) error {
 	if a.mutate != nil || a.announce {
 		changing()
 	}
@@ -38,13 +34,18 @@ func (a notifyAdmitter) Validate(_ context.Context, req *AdmissionRequest) error
 	return nil
 }
 
-// plainAdmitter mutates nothing but cannot say so (not a NotifyingAdmitter).
+// plainAdmitter mutates nothing but does not know it beforehand: it calls
+// changing before running whatever it runs, as a chain of admitters that
+// cannot tell would.
 type plainAdmitter struct{}
 
-func (plainAdmitter) Mutate(context.Context, *AdmissionRequest) error   { return nil }
+func (plainAdmitter) Mutate(_ context.Context, _ *AdmissionRequest, changing func()) error {
+	changing()
+	return nil
+}
 func (plainAdmitter) Validate(context.Context, *AdmissionRequest) error { return nil }
 
-// A mutation announced through MutateNotify is still defaulted and pruned
+// A mutation announced through changing is still defaulted and pruned
 // like the client's object, and the validating admitters see the result.
 func TestNotifiedMutationIsCoerced(t *testing.T) {
 	ctx := context.Background()
@@ -75,8 +76,8 @@ func TestNotifiedMutationIsCoerced(t *testing.T) {
 }
 
 // mutateAndCoerce copies the object only when the chain may change it: not
-// for a NotifyingAdmitter that runs no mutation, always for an admitter
-// that cannot say.
+// for an admitter that runs no mutation, always for one that announces a
+// possible change.
 func TestMutateAndCoerceCopiesOnlyWhenChanging(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)

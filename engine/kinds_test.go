@@ -94,9 +94,10 @@ type recordingAdmitter struct {
 	calls []string
 }
 
-func (a *recordingAdmitter) Mutate(_ context.Context, req *AdmissionRequest) error {
+func (a *recordingAdmitter) Mutate(_ context.Context, req *AdmissionRequest, changing func()) error {
 	a.calls = append(a.calls, "mutate "+string(req.Operation))
 	if req.Object != nil {
+		changing()
 		labels := req.Object.GetLabels()
 		if labels == nil {
 			labels = map[string]string{}

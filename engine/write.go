@@ -397,7 +397,7 @@ func (s *Service) deleteFinalized(ctx context.Context, sv *kinds.Kind, k string,
 // (already coerced by the caller), defaults and prunes what it returned.
 // The check is exact (objjson.DeepEqual, so an int64 turned into a float64 counts
 // as a change) and costs a copy of obj, a fraction of a coercion, taken
-// only when the admission chain may change obj (NotifyingAdmitter).
+// only when the admission chain may change obj (see Admitter).
 func (s *Service) mutateAndCoerce(ctx context.Context, sv *kinds.Kind, req *AdmissionRequest, obj *unstructured.Unstructured) error {
 	a := s.admitter()
 	if a == nil {

@@ -10,24 +10,13 @@ import (
 // first error denying the write.
 type admissionChain []engine.Admitter
 
-var _ engine.NotifyingAdmitter = admissionChain{}
+var _ engine.Admitter = admissionChain{}
 
-// Mutate implements engine.Admitter.
-func (c admissionChain) Mutate(ctx context.Context, req *engine.AdmissionRequest) error {
+// Mutate implements engine.Admitter: each admitter calls changing before a
+// change it may make to req.Object.
+func (c admissionChain) Mutate(ctx context.Context, req *engine.AdmissionRequest, changing func()) error {
 	for _, a := range c {
-		if err := a.Mutate(ctx, req); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// MutateNotify implements engine.NotifyingAdmitter: changing is called
-// before any admitter that may change req.Object, at once before one that
-// cannot say (not an engine.NotifyingAdmitter).
-func (c admissionChain) MutateNotify(ctx context.Context, req *engine.AdmissionRequest, changing func()) error {
-	for _, a := range c {
-		if err := engine.MutateNotify(ctx, a, req, changing); err != nil {
+		if err := a.Mutate(ctx, req, changing); err != nil {
 			return err
 		}
 	}

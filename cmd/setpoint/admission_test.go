@@ -9,17 +9,18 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 )
 
-// plainMutator changes the object and cannot say so beforehand.
+// plainMutator changes the object, announcing it first.
 type plainMutator struct{}
 
-func (plainMutator) Mutate(_ context.Context, req *engine.AdmissionRequest) error {
+func (plainMutator) Mutate(_ context.Context, req *engine.AdmissionRequest, changing func()) error {
+	changing()
 	req.Object.SetLabels(map[string]string{"mutated": "yes"})
 	return nil
 }
 func (plainMutator) Validate(context.Context, *engine.AdmissionRequest) error { return nil }
 
-// The chain calls changing before an admitter that cannot say whether it
-// changes the object, and leaves it to those that can (engine.AdmitterFuncs
+// The chain passes changing to each admitter: called before the one that
+// changes the object, never for those that do not (engine.AdmitterFuncs
 // without a MutateFunc never changes it).
 func TestAdmissionChainMutateNotify(t *testing.T) {
 	silent := engine.AdmitterFuncs{}
@@ -36,7 +37,7 @@ func TestAdmissionChainMutateNotify(t *testing.T) {
 				"metadata": map[string]any{"name": "w"},
 			}}}
 			calls := 0
-			err := tt.chain.MutateNotify(context.Background(), req, func() {
+			err := tt.chain.Mutate(context.Background(), req, func() {
 				calls++
 				if req.Object.GetLabels() != nil {
 					t.Error("changing called after the change")

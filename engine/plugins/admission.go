@@ -45,7 +45,7 @@ type Admitter struct {
 	installers atomic.Pointer[RuleResolver]
 }
 
-var _ engine.NotifyingAdmitter = (*Admitter)(nil)
+var _ engine.Admitter = (*Admitter)(nil)
 
 // leases are the coordination.k8s.io Leases of leader election, which no
 // plugin admits and the startup gate does not hold.
@@ -105,15 +105,10 @@ func (b *admissionBinding) matches(req *engine.AdmissionRequest) bool {
 	return false
 }
 
-// Mutate implements engine.Admitter.
-func (a *Admitter) Mutate(ctx context.Context, req *engine.AdmissionRequest) error {
-	return a.admit(ctx, req, true, func() {})
-}
-
-// MutateNotify implements engine.NotifyingAdmitter: it calls changing just
-// before a mutating plugin's patch or object replaces req.Object, so a
-// write that no mutating plugin changes is never copied for comparison.
-func (a *Admitter) MutateNotify(ctx context.Context, req *engine.AdmissionRequest, changing func()) error {
+// Mutate implements engine.Admitter: it calls changing just before a
+// mutating plugin's patch or object replaces req.Object, so a write that
+// no mutating plugin changes is never copied for comparison.
+func (a *Admitter) Mutate(ctx context.Context, req *engine.AdmissionRequest, changing func()) error {
 	return a.admit(ctx, req, true, changing)
 }
 

@@ -151,7 +151,7 @@ func TestAdmitter(t *testing.T) {
 			a := openAdmitter(&b)
 			var err error
 			if tt.mutating {
-				err = a.Mutate(context.Background(), tt.req)
+				err = a.Mutate(context.Background(), tt.req, func() {})
 			} else {
 				err = a.Validate(context.Background(), tt.req)
 			}
@@ -255,7 +255,7 @@ func TestAdmitterHammer(t *testing.T) {
 			defer wg.Done()
 			for range 2000 {
 				req := widgetRequest(engine.OpCreate)
-				if err := a.Mutate(ctx, req); err != nil {
+				if err := a.Mutate(ctx, req, func() {}); err != nil {
 					t.Errorf("mutate: %v", err)
 					return
 				}
@@ -271,7 +271,7 @@ func TestAdmitterHammer(t *testing.T) {
 	swapper.Wait()
 }
 
-// MutateNotify calls changing only before a mutating plugin's answer
+// Mutate calls changing only before a mutating plugin's answer
 // changes the object, while the object is still as it was: not for a
 // mutating plugin that answers without a patch, nor for validating ones.
 func TestAdmitterMutateNotify(t *testing.T) {
@@ -301,7 +301,7 @@ func TestAdmitterMutateNotify(t *testing.T) {
 			a := openAdmitter(tt.bindings...)
 			req := widgetRequest(engine.OpCreate)
 			calls := 0
-			err := a.MutateNotify(context.Background(), req, func() {
+			err := a.Mutate(context.Background(), req, func() {
 				calls++
 				if req.Object.GetLabels() != nil {
 					t.Errorf("changing called after the change: labels %v", req.Object.GetLabels())

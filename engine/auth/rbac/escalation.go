@@ -36,16 +36,13 @@ type Escalation struct {
 	a *Authorizer
 }
 
-var _ engine.NotifyingAdmitter = Escalation{}
+var _ engine.Admitter = Escalation{}
 
 // NewEscalation returns the escalation checks, deciding with a.
 func NewEscalation(a *Authorizer) Escalation { return Escalation{a: a} }
 
 // Mutate implements engine.Admitter: it changes nothing.
-func (Escalation) Mutate(context.Context, *engine.AdmissionRequest) error { return nil }
-
-// MutateNotify implements engine.NotifyingAdmitter: it changes nothing.
-func (Escalation) MutateNotify(context.Context, *engine.AdmissionRequest, func()) error { return nil }
+func (Escalation) Mutate(context.Context, *engine.AdmissionRequest, func()) error { return nil }
 
 // Validate implements engine.Admitter.
 func (e Escalation) Validate(ctx context.Context, req *engine.AdmissionRequest) error {
