@@ -141,10 +141,7 @@ func (f AdmitterFuncs) MutateNotify(ctx context.Context, req *AdmissionRequest, 
 
 // Mutate calls MutateFunc.
 func (f AdmitterFuncs) Mutate(ctx context.Context, req *AdmissionRequest) error {
-	if f.MutateFunc == nil {
-		return nil
-	}
-	return f.MutateFunc(ctx, req)
+	return f.MutateNotify(ctx, req, func() {})
 }
 
 // Validate calls ValidateFunc.

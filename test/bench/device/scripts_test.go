@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,11 +50,7 @@ func TestStepsNameBundledBenchmarks(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^\s+` + name + `\)$`).Match(run) {
 			t.Errorf("run.sh: step %s has no case in the STEPS loop", name)
 		}
-		found := false
-		for _, p := range built {
-			found = found || p == pkg
-		}
-		if !found {
+		if !slices.Contains(built, pkg) {
 			t.Errorf("run.sh step %s runs test/bench/%s, which bundle.sh does not build (%v)", name, pkg, built)
 		}
 		files, err := filepath.Glob(filepath.Join("..", pkg, "*_test.go"))

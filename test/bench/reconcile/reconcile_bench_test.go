@@ -409,7 +409,7 @@ func reconcileModes(b *testing.B) []mode {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { h.Close() })
-	p, err := h.Load(context.Background(), "widget", wasm, host.Config{Limits: host.Limits{PoolSize: poolSize(b)}})
+	p, err := h.Load(context.Background(), "widget", wasm, host.Config{Limits: host.Limits{PoolSize: benchtest.MustEnv(b, "SETPOINT_BENCH_POOL", 0)}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -471,20 +471,6 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// poolSize reads SETPOINT_BENCH_POOL: the Wasm plugin's instances (0, the
-// default: the host's, one per core).
-func poolSize(b testing.TB) int {
-	v := os.Getenv("SETPOINT_BENCH_POOL")
-	if v == "" {
-		return 0
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		b.Fatalf("SETPOINT_BENCH_POOL=%q: want a positive instance count", v)
-	}
-	return n
 }
 
 // workerCounts reads SETPOINT_BENCH_WORKERS: the worker counts to measure.
