@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -107,13 +106,7 @@ func newServiceAccountTokens(ctx context.Context, st store.Store, svc *engine.Se
 	if err != nil {
 		return nil, err
 	}
-	discovery, err := apiserver.NewIssuerDiscovery(s.issuer, func(ctx context.Context) map[string]crypto.PublicKey {
-		out := map[string]crypto.PublicKey{}
-		for id, k := range keys.PublicKeys(ctx) {
-			out[id] = k
-		}
-		return out
-	})
+	discovery, err := apiserver.NewIssuerDiscovery(s.issuer, keys.PublicKeys)
 	if err != nil {
 		log.Warn("ServiceAccount issuer discovery is not served", "err", err)
 		discovery = nil

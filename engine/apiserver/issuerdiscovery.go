@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"encoding/json"
@@ -38,14 +37,14 @@ const issuerDiscoveryMaxAge = 3600
 // system:service-account-issuer-discovery).
 type IssuerDiscovery struct {
 	issuer  string
-	keys    func(context.Context) map[string]crypto.PublicKey
+	keys    func(context.Context) map[string]*ecdsa.PublicKey
 	jwksURI atomic.Pointer[string]
 }
 
 // NewIssuerDiscovery returns the discovery of issuer, whose verifying keys
 // keys returns by key ID (for the request whose context it is given). The issuer must be an https URL without query or
 // fragment, as OpenID Connect Discovery requires.
-func NewIssuerDiscovery(issuer string, keys func(context.Context) map[string]crypto.PublicKey) (*IssuerDiscovery, error) {
+func NewIssuerDiscovery(issuer string, keys func(context.Context) map[string]*ecdsa.PublicKey) (*IssuerDiscovery, error) {
 	u, err := url.Parse(issuer)
 	if err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("service account issuer discovery: issuer %q: want an https URL without query or fragment", issuer)
@@ -161,11 +160,7 @@ func (d *IssuerDiscovery) jwks(ctx context.Context) (*jose.JSONWebKeySet, error)
 }
 
 // signingAlgorithm is the JWS algorithm a key signs with.
-func signingAlgorithm(k crypto.PublicKey) (jose.SignatureAlgorithm, error) {
-	pk, ok := k.(*ecdsa.PublicKey)
-	if !ok {
-		return "", fmt.Errorf("a %T key: want ECDSA", k)
-	}
+func signingAlgorithm(pk *ecdsa.PublicKey) (jose.SignatureAlgorithm, error) {
 	switch pk.Curve {
 	case elliptic.P256():
 		return jose.ES256, nil

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"encoding/json"
 	"net/http"
@@ -31,13 +30,7 @@ func TestIssuerDiscovery(t *testing.T) {
 		privs = append(privs, k)
 	}
 	keys := serviceaccount.NewKeys(privs...)
-	pub := func(ctx context.Context) map[string]crypto.PublicKey {
-		out := map[string]crypto.PublicKey{}
-		for id, k := range keys.PublicKeys(ctx) {
-			out[id] = k
-		}
-		return out
-	}
+	pub := keys.PublicKeys
 	if _, err := NewIssuerDiscovery("http://issuer.example", pub); err == nil {
 		t.Error("an http issuer: no error")
 	}
@@ -132,7 +125,7 @@ func TestIssuerDiscovery(t *testing.T) {
 	if w := get(OpenIDConfigPath, "POST"); w.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d, want 405", w.Code)
 	}
-	empty, err := NewIssuerDiscovery(serviceaccount.DefaultIssuer, func(context.Context) map[string]crypto.PublicKey { return nil })
+	empty, err := NewIssuerDiscovery(serviceaccount.DefaultIssuer, func(context.Context) map[string]*ecdsa.PublicKey { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"golang.org/x/net/http2"
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/store/badger"
@@ -123,20 +121,7 @@ func TestSlowHTTP2WatcherIsCutOff(t *testing.T) {
 
 	// One connection whose streams take 64 KiB each before their reader
 	// must read.
-	t1 := &http.Transport{HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10}}
-	t2, err := http2.ConfigureTransports(t1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := hs.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	conn, err := tls.Dial("tcp", hs.Listener.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "example.com", NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := t2.NewClientConn(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := testsupport.HTTP2ClientConn(t, hs, 64<<10)
 	defer cc.Close()
 	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer rcancel()

@@ -2,7 +2,6 @@ package serving
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // Over a real HTTP/2 connection served with the scheduler: a stream whose
@@ -55,20 +56,7 @@ func TestHTTP2SchedulerStalledStream(t *testing.T) {
 
 	// A client with a 16 KiB window per stream, so that 4 chunks unread
 	// stall a stream.
-	t1 := &http.Transport{HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 16 << 10}}
-	t2, err := http2.ConfigureTransports(t1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	conn, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "example.com", NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := t2.NewClientConn(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := testsupport.HTTP2ClientConn(t, srv, 16<<10)
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
