@@ -44,6 +44,7 @@ type createValidation struct {
 	statusValidator *boundedSchemaValidator // of status alone; nil without a status subresource
 	structural      *structuralschema.Structural
 	cel             *cel.Validator
+	celPass         *celPass // nil when the validator must decide every object
 	embedded        bool
 	listTypes       bool
 }
@@ -52,7 +53,7 @@ type createValidation struct {
 // the extensions schemaExtensions reported.
 func newCreateValidation(gvk schema.GroupVersionKind, namespaced bool, validator, statusValidator *boundedSchemaValidator, structural *structuralschema.Structural, embedded, listTypes bool) *createValidation {
 	return &createValidation{gvk: gvk, namespaced: namespaced, validator: validator, statusValidator: statusValidator, structural: structural,
-		cel: cel.NewValidator(structural, true, celconfig.PerCallLimit), embedded: embedded, listTypes: listTypes}
+		cel: cel.NewValidator(structural, true, celconfig.PerCallLimit), celPass: newCELPass(structural), embedded: embedded, listTypes: listTypes}
 }
 
 // schemaExtensions reports whether s has an x-kubernetes-embedded-resource

@@ -162,6 +162,9 @@ func (v *createValidation) celRules(ctx context.Context, errs field.ErrorList, o
 	if blocking(errs) {
 		return append(errs, rulesNotChecked())
 	}
+	if v.celPass.pass(ctx, obj.Object, old) {
+		return errs // every rule holds: the validator would report nothing
+	}
 	if len(options) > 0 {
 		// Ratcheting only turns rule failures into warnings; the rules are
 		// evaluated alike either way. Rules that all pass without it pass
