@@ -6,7 +6,6 @@ import (
 
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
-	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/api/operation"
@@ -47,13 +46,15 @@ type createValidation struct {
 	celPass         *celPass // nil when the validator must decide every object
 	embedded        bool
 	listTypes       bool
+	lists           *listNode // where listTypes leads; nil without
 }
 
 // newCreateValidation returns the validation of a kind whose schema has
 // the extensions schemaExtensions reported.
 func newCreateValidation(gvk schema.GroupVersionKind, namespaced bool, validator, statusValidator *boundedSchemaValidator, structural *structuralschema.Structural, embedded, listTypes bool) *createValidation {
 	return &createValidation{gvk: gvk, namespaced: namespaced, validator: validator, statusValidator: statusValidator, structural: structural,
-		cel: cel.NewValidator(structural, true, celconfig.PerCallLimit), celPass: newCELPass(structural), embedded: embedded, listTypes: listTypes}
+		cel: cel.NewValidator(structural, true, celconfig.PerCallLimit), celPass: newCELPass(structural), embedded: embedded, listTypes: listTypes,
+		lists: newListNode(structural)}
 }
 
 // schemaExtensions reports whether s has an x-kubernetes-embedded-resource
@@ -99,7 +100,7 @@ func (v *createValidation) validate(ctx context.Context, u *unstructured.Unstruc
 		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, u.Object, v.structural, false)...)
 	}
 	if v.listTypes {
-		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, v.structural, u.Object)...)
+		errs = append(errs, v.listErrors(u.Object)...)
 	}
 	return v.celRules(ctx, errs, u, nil)
 }
