@@ -25,7 +25,7 @@ import (
 // in the same order and with the same errors, as the Validate of the
 // apiextensions custom resource strategy (type, metadata, OpenAPI schema,
 // embedded resources, list sets and maps, CEL rules), for kinds without a
-// scale subresource, with three savings decided once per kind:
+// scale subresource, with savings decided once per kind:
 //
 //   - metadata is read into an ObjectMeta directly when it holds only the
 //     plain fields canonicalMeta knows, instead of through the reflective
@@ -33,7 +33,10 @@ import (
 //   - the embedded-resource walk runs only when the schema has an
 //     x-kubernetes-embedded-resource, and the list set/map check only when
 //     it has an x-kubernetes-list-type set or map: neither can report an
-//     error otherwise.
+//     error otherwise; the list check, only when the object holds such a
+//     list that could break its rules (listNode);
+//   - CEL rules that all hold are found so without the validator's
+//     per-call schema copies (celPass); the validator decides the rest.
 //
 // Updates and status updates are validated the same way (validateupdate.go).
 type createValidation struct {
