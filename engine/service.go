@@ -39,6 +39,9 @@ type Options struct {
 	// MaxObjectBytes bounds the size of a stored object, encoded;
 	// DefaultMaxObjectBytes (etcd's 1.5 MiB) by default. See fitObject.
 	MaxObjectBytes int
+	// Auditor, when set, records the writes made as one of the server's
+	// own identities (WithSystemUser); the API audits its requests itself.
+	Auditor WriteAuditor
 }
 
 // Service is the object layer. Every write (REST, controllers, the garbage

@@ -306,8 +306,12 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	if o.encryption != nil {
 		objStore = encrypt.New(o.store, o.encryption)
 	}
+	var writeAudit engine.WriteAuditor // a nil *serving.Auditor must stay a nil interface
+	if o.audit != nil {
+		writeAudit = o.audit
+	}
 	svc, err := engine.New(ctx, engine.Options{Store: objStore, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain, SharedStore: o.sharedStore,
-		BookmarkInterval: o.bookmarkInterval})
+		BookmarkInterval: o.bookmarkInterval, Auditor: writeAudit})
 	if err != nil {
 		return nil, err
 	}
