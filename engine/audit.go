@@ -36,6 +36,11 @@ func SystemUser(name string) user.Info {
 	return &user.DefaultInfo{Name: name, Groups: []string{SystemGroup, user.AllAuthenticated}}
 }
 
+// APIServerUser is the identity of the Service's own writes: the default
+// namespace, and the CustomResourceDefinitions of the server's kinds
+// (EnsureCRD), as kube-apiserver's bootstrap writes are system:apiserver's.
+var APIServerUser = SystemUser("system:setpoint:apiserver")
+
 // systemKey holds, in a context, the system identity whose writes the
 // Service audits (WithSystemUser).
 type systemKey struct{}

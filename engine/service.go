@@ -119,7 +119,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")
 	ns.SetName(kinds.DefaultNamespace)
-	if _, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := s.Create(WithSystemUser(ctx, APIServerUser), kinds.NamespaceResource, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("engine: create default namespace: %w", err)
 	}
 	if err := s.labelNamespaces(ctx); err != nil {

@@ -248,6 +248,17 @@ func TestAudit(t *testing.T) {
 		status := log.wait(t, "the plugin manager's status write of the Plugin", 1, func(ev auditv1.Event) bool {
 			return system("system:setpoint:plugin-manager", "update", "plugins", "status")(ev) && ev.ObjectRef.Name == "widget"
 		})[0]
+		// At its first start the server wrote the default namespace and
+		// the default roles.
+		ns := log.wait(t, "the server's create of the default namespace", 1, func(ev auditv1.Event) bool {
+			return system("system:setpoint:apiserver", "create", "namespaces", "")(ev) && ev.ObjectRef.Name == "default"
+		})[0]
+		role := log.wait(t, "the default roles", 1, func(ev auditv1.Event) bool {
+			return system("system:setpoint:rbac", "create", "clusterroles", "")(ev) && ev.ObjectRef.Name == "view"
+		})[0]
+		if role.ResponseStatus == nil || role.ResponseStatus.Code != http.StatusCreated || ns.ResponseStatus == nil || ns.ResponseStatus.Code != http.StatusCreated {
+			t.Errorf("bootstrap writes: the view ClusterRole's %+v, the default namespace's %+v", role.ResponseStatus, ns.ResponseStatus)
+		}
 		for _, ev := range []auditv1.Event{child, status} {
 			if !slices.Equal(ev.User.Groups, []string{"system:setpoint:system", "system:authenticated"}) ||
 				ev.UserAgent != "setpoint/in-process" || ev.ResponseStatus == nil || ev.ResponseStatus.Code != http.StatusOK ||

@@ -620,6 +620,7 @@ func (p *pluginAPI) runModuleGC(ctx context.Context) error {
 // authorizer starts without them (deny by default) and the writes are
 // retried until they land.
 func (p *pluginAPI) runRBAC(ctx context.Context) error {
+	ctx = engine.WithSystemUser(ctx, rbacUser)
 	err := rbac.EnsureDefaults(ctx, p.svc)
 	if err == nil || ctx.Err() != nil {
 		return p.authz.Run(ctx, p.svc)

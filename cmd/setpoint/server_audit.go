@@ -25,6 +25,11 @@ var (
 	_ engine.WriteAuditor = (*serving.Auditor)(nil)
 )
 
+// rbacUser is the identity the default roles and bindings, and the
+// aggregated ClusterRoles, are written as: audited as
+// "system:setpoint:rbac".
+var rbacUser = engine.SystemUser("system:setpoint:rbac")
+
 // auditFlags are `setpoint server`'s audit flags, kube-apiserver's
 // --audit-* flags of its log backend (which writes JSON always, and
 // buffers always: a request never waits for the log).
