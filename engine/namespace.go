@@ -89,7 +89,7 @@ func (namespaceHooks) deleting(_ context.Context, s *Service, obj map[string]any
 		return apierrors.NewForbidden(kinds.NamespaceResource.GroupResource(), name, fmt.Errorf("this namespace may not be deleted"))
 	}
 	if !dryRun {
-		s.namespaces.lookLive(name, s.opts.Now().Add(namespaceLiveLookup))
+		s.namespaces.lookLive(name, s.opts.Now())
 	}
 	return nil
 }

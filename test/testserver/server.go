@@ -329,11 +329,16 @@ func (s *Server) Stop() error {
 	default:
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if err := s.Wait(stopTimeout); err != nil {
+	t := time.NewTimer(stopTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		// An exit with an error is reported as that error, not as a hang.
+		return s.exitErr()
+	case <-t.C:
 		s.kill()
 		return fmt.Errorf("no exit within %v of SIGTERM; killed", stopTimeout)
 	}
-	return s.exitErr()
 }
 
 // Restart stops the server and starts it again on the same data directory
