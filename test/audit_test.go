@@ -274,6 +274,14 @@ func TestAudit(t *testing.T) {
 			child.RequestObject == nil || !strings.Contains(string(child.RequestObject.Raw), `"kind":"DeleteOptions"`) {
 			t.Errorf("the child's delete: level %s uri %q requestObject %v", child.Level, child.RequestURI, child.RequestObject)
 		}
+		// The plugin's own writes are its user's alone: none is recorded
+		// again as a system user's.
+		for _, ev := range log.events(t) {
+			if slices.Contains(ev.User.Groups, "system:setpoint:system") && ev.ObjectRef != nil && ev.Verb != "delete" &&
+				(ev.ObjectRef.Resource == "widgets" || ev.ObjectRef.Resource == "widgetprovisions") {
+				t.Errorf("the plugin's write %s %s/%s recorded as %s", ev.Verb, ev.ObjectRef.Resource, ev.ObjectRef.Name, ev.User.Username)
+			}
+		}
 		if status.Level != auditv1.LevelMetadata || status.RequestObject != nil || status.ResponseObject != nil ||
 			status.RequestURI != "/apis/setpoint.dev/v1alpha1/plugins/widget/status" {
 			t.Errorf("the Plugin's status write: level %s uri %q requestObject %v responseObject %v",
