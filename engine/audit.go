@@ -25,9 +25,10 @@ type WriteAuditor interface {
 	AuditWrite(ctx context.Context, attrs authorizer.Attributes, body runtime.Object) func(out runtime.Object, err error)
 }
 
-// SystemGroup is the group of the server's own in-process identities (the
-// garbage collector's, the plugin manager's), so that an audit policy can
-// name them all at once.
+// SystemGroup is the group of the server's own in-process identities
+// (system:setpoint:apiserver, garbage-collector, plugin-manager,
+// leader-election, rbac), so that an audit policy can name them all at
+// once. A plugin's user is in PluginGroup of package plugins instead.
 const SystemGroup = "system:setpoint:system"
 
 // SystemUser returns the in-process identity name: a user in SystemGroup
