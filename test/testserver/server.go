@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/test/testroot"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -64,7 +65,7 @@ var SharePluginCache bool
 
 // sharedPluginCache is the directory SharePluginCache names.
 func sharedPluginCache() (string, error) {
-	root, err := moduleRoot()
+	root, err := testroot.Find()
 	if err != nil {
 		return "", err
 	}
