@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,10 @@ func validPatchOptions(opts metav1.PatchOptions, pt types.PatchType) error {
 // not exist is created (created is then true). The result goes through the
 // same defaulting, pruning, admission and validation as any other write.
 func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, data []byte, opts metav1.PatchOptions, subresources ...string) (out *unstructured.Unstructured, created bool, err error) {
+	if u := s.auditUser(ctx); u != nil {
+		done := s.audit(ctx, u, "patch", gvr, namespace, name, strings.Join(subresources, "/"), patchBody(data))
+		defer func() { done(auditObject(out), err) }()
+	}
 	sv, err := s.lookup(gvr, namespace, false)
 	if err != nil {
 		return nil, false, err

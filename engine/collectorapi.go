@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -66,12 +68,22 @@ func (s *Service) FinishDeletion(ctx context.Context, gvr schema.GroupVersionRes
 	if obj.GetUID() != uid || obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
 		return false, nil
 	}
+	// Audited once there is something to delete: a delete with the uid
+	// as its precondition.
+	done := noAudit
+	if u := s.auditUser(ctx); u != nil {
+		done = s.audit(ctx, u, "delete", gvr, namespace, name, "", deleteOptionsObject(metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(uid))}))
+	}
 	if _, _, err := s.store.Delete(ctx, k, kv.ModRevision); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
+			done(nil, apierrors.NewNotFound(gvr.GroupResource(), name))
 			return false, nil
 		}
-		return false, storeError(err, sv.GVR.GroupResource(), name)
+		err = storeError(err, sv.GVR.GroupResource(), name)
+		done(nil, err)
+		return false, err
 	}
+	done(auditObject(obj), nil)
 	if h := hooksOf(sv); h != nil {
 		h.committed(ctx, s, nil, obj.Object)
 	}
@@ -83,6 +95,10 @@ func (s *Service) FinishDeletion(ctx context.Context, gvr schema.GroupVersionRes
 // It is for the objects of a CustomResourceDefinition being deleted whose
 // kind is not served (never was, or no longer can be), which no request can
 // reach.
-func (s *Service) PurgeResource(ctx context.Context, gr schema.GroupResource) error {
+func (s *Service) PurgeResource(ctx context.Context, gr schema.GroupResource) (err error) {
+	if u := s.auditUser(ctx); u != nil {
+		done := s.audit(ctx, u, "deletecollection", gr.WithVersion(""), "", "", "", nil)
+		defer func() { done(nil, err) }()
+	}
 	return s.purgeResource(ctx, gr.Group, gr.Resource)
 }

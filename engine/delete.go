@@ -33,6 +33,10 @@ func (s *Service) Delete(ctx context.Context, gvr schema.GroupVersionResource, n
 // DeleteObject is Delete returning the object: as it was when it was removed
 // (deleted true), or as it is now, waiting for finalizers (deleted false).
 func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) (obj *unstructured.Unstructured, deleted bool, err error) {
+	if u := s.auditUser(ctx); u != nil {
+		done := s.audit(ctx, u, "delete", gvr, namespace, name, "", deleteOptionsObject(opts))
+		defer func() { done(auditObject(obj), err) }()
+	}
 	sv, err := s.lookup(gvr, namespace, false)
 	if err != nil {
 		return nil, false, err

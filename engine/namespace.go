@@ -35,14 +35,10 @@ func (s *Service) labelNamespaces(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	opts := store.ListOptions{Limit: 1000}
-	for {
-		res, err := s.store.List(ctx, store.ResourcePrefix("", kinds.NamespaceResource.Resource, ""), opts)
-		if err != nil {
-			return err
-		}
-		for i := range res.Items {
-			kv := &res.Items[i]
+	prefix := store.ResourcePrefix("", kinds.NamespaceResource.Resource, "")
+	_, err := store.ListPages(ctx, s.store, prefix, store.ListOptions{Limit: 1000}, func(items []store.KeyValue) error {
+		for i := range items {
+			kv := &items[i]
 			u, err := sv.Decode(kv)
 			if err != nil || !kinds.SetNamespaceNameLabel(u.Object) {
 				continue
@@ -56,11 +52,9 @@ func (s *Service) labelNamespaces(ctx context.Context) error {
 				return err
 			}
 		}
-		if res.Continue == "" {
-			return nil
-		}
-		opts.Continue = res.Continue
-	}
+		return nil
+	})
+	return err
 }
 
 // committed tells the namespace cache at once of a namespace that this
@@ -89,7 +83,7 @@ func (namespaceHooks) deleting(_ context.Context, s *Service, obj map[string]any
 		return apierrors.NewForbidden(kinds.NamespaceResource.GroupResource(), name, fmt.Errorf("this namespace may not be deleted"))
 	}
 	if !dryRun {
-		s.namespaces.lookLive(name, s.opts.Now().Add(namespaceLiveLookup))
+		s.namespaces.lookLive(name, s.opts.Now())
 	}
 	return nil
 }

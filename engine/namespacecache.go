@@ -45,10 +45,16 @@ type namespaceCache struct {
 	synced bool
 	// entries holds the last state seen of each namespace and the revision
 	// of the write that gave it. An inactive entry comes from a watch event
-	// or from this server's own write (markInactive), whichever is newer.
+	// or from this server's own write (markInactive), whichever is newer. A
+	// deleted namespace has none: the watch's Deleted event removes it, and
+	// markInactive adds none the watch has delivered already (seen), so
+	// entries do not grow with namespaces created and deleted.
 	entries map[string]namespaceEntry
+	// seen is the revision the watch has delivered up to: that of the list
+	// at reset, then that of each event.
+	seen int64
 	// live holds the namespaces read from the store, whatever entries say,
-	// until the time each maps to.
+	// until the time each maps to; lookLive drops those past their time.
 	live map[string]time.Time
 }
 
@@ -85,24 +91,46 @@ func (c *namespaceCache) active(ns string, now time.Time) bool {
 	return true
 }
 
-// lookLive makes creates in ns read it from the store until until.
-func (c *namespaceCache) lookLive(ns string, until time.Time) {
+// lookLive makes creates in ns read it from the store for
+// namespaceLiveLookup from now. It drops the namespaces whose time is over,
+// which active drops only for a namespace asked about again: those of
+// namespaces deleted for good would otherwise stay.
+func (c *namespaceCache) lookLive(ns string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.live == nil {
 		c.live = map[string]time.Time{}
 	}
-	if until.After(c.live[ns]) {
+	for n, t := range c.live {
+		if !now.Before(t) {
+			delete(c.live, n)
+		}
+	}
+	if until := now.Add(namespaceLiveLookup); until.After(c.live[ns]) {
 		c.live[ns] = until
 	}
 }
 
 // markInactive records that ns stopped being active at rev, a write of
-// this server's that its watch may not have delivered yet.
+// this server's that its watch may not have delivered yet. Once the watch
+// has delivered rev, the entry holds that state or a newer one, or ns is
+// gone from entries because the watch delivered its deletion: a mark then
+// would only add an entry that nothing removes.
 func (c *namespaceCache) markInactive(ns string, rev int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if rev <= c.seen {
+		return
+	}
 	c.setLocked(ns, namespaceEntry{rev: rev})
+}
+
+// size returns how many namespaces the cache holds entries and live
+// lookups for (tests).
+func (c *namespaceCache) size() (entries, live int) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.entries), len(c.live)
 }
 
 // setLocked records e for ns unless a newer state is recorded already.
@@ -129,6 +157,7 @@ func (c *namespaceCache) reset(listed map[string]namespaceEntry, rev int64) {
 		}
 	}
 	c.entries = listed
+	c.seen = rev
 	c.synced = true
 }
 
@@ -140,6 +169,7 @@ func (c *namespaceCache) apply(ev store.Event) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.seen = max(c.seen, ev.Revision())
 	if ev.Type == store.Deleted {
 		// The watch is in revision order: no older state of ns can follow.
 		// A newer one recorded by markInactive stays.
@@ -195,23 +225,16 @@ func (s *Service) followNamespaces(ctx context.Context) {
 
 func (s *Service) watchNamespaces(ctx context.Context) error {
 	listed := map[string]namespaceEntry{}
-	opts := store.ListOptions{Limit: 1000}
-	var rev int64
-	for {
-		res, err := s.store.List(ctx, namespacePrefix, opts)
-		if err != nil {
-			return err
-		}
-		rev = res.Revision
-		for _, kv := range res.Items {
+	rev, err := store.ListPages(ctx, s.store, namespacePrefix, store.ListOptions{Limit: 1000}, func(items []store.KeyValue) error {
+		for _, kv := range items {
 			if ns, ok := strings.CutPrefix(kv.Key, namespacePrefix); ok {
 				listed[ns] = namespaceEntry{rev: kv.ModRevision, active: !terminating(kv.Value)}
 			}
 		}
-		if res.Continue == "" {
-			break
-		}
-		opts.Continue = res.Continue
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	w, err := storeWatch(ctx, s.store, namespacePrefix, rev)
 	if err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -248,9 +249,15 @@ func TestNamespaceCacheOrder(t *testing.T) {
 			{name: "reset at 8", do: func(c *namespaceCache) { c.reset(map[string]namespaceEntry{"a": {rev: 4, active: true}}, 8) }},
 			{name: "reset at 9", do: func(c *namespaceCache) { c.reset(map[string]namespaceEntry{"a": {rev: 9, active: true}}, 9) }, active: true},
 		}},
+		{name: "own delete after the watch delivered it", steps: []step{
+			{name: "reset", do: func(c *namespaceCache) { c.reset(map[string]namespaceEntry{"a": {rev: 5, active: true}}, 5) }, active: true},
+			{name: "deleted event", do: func(c *namespaceCache) { c.apply(del(7)) }},
+			{name: "marked at the revision before the delete", do: func(c *namespaceCache) { c.markInactive("a", 5) }},
+			{name: "created again", do: func(c *namespaceCache) { c.apply(put(8, false)) }, active: true},
+		}},
 		{name: "live lookup after an admitted deletion", steps: []step{
 			{name: "reset", do: func(c *namespaceCache) { c.reset(map[string]namespaceEntry{"a": {rev: 5, active: true}}, 5) }, active: true},
-			{name: "deletion admitted", do: func(c *namespaceCache) { c.lookLive("a", now.Add(namespaceLiveLookup)) }},
+			{name: "deletion admitted", do: func(c *namespaceCache) { c.lookLive("a", now) }},
 			{name: "just before the end", at: namespaceLiveLookup - time.Nanosecond},
 			{name: "at the end", at: namespaceLiveLookup, active: true},
 			{name: "after", at: namespaceLiveLookup + time.Second, active: true},
@@ -271,5 +278,91 @@ func TestNamespaceCacheOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// A deletion's Deleted event, then this server's mark at the revision
+	// before it (the order a fast watch gives): no entry is left.
+	var c namespaceCache
+	c.reset(map[string]namespaceEntry{"a": {rev: 5, active: true}}, 5)
+	c.apply(del(7))
+	c.markInactive("a", 5)
+	if entries, _ := c.size(); entries != 0 {
+		t.Errorf("after a deletion seen by the watch and marked after it: %d entries, want 0", entries)
+	}
+}
+
+// TestNamespaceCacheChurn creates and deletes namespaces through the
+// engine, each deletion finished as the collector finishes it (its
+// finalizer removed, then the delete): once the watch has delivered the
+// deletions and their live lookups are over, the cache holds what it held
+// before, however the hooks and the watch interleaved.
+func TestNamespaceCacheChurn(t *testing.T) {
+	ctx := context.Background()
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	s, err := New(ctx, Options{Store: db, Now: func() time.Time { return time.Unix(0, clock.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	runLoops(t, s)
+	waitNamespaceCache(t, s, kinds.DefaultNamespace, true)
+	baseEntries, baseLive := s.namespaces.size()
+
+	const n = 60
+	for round := range 3 {
+		for i := range n {
+			name := fmt.Sprintf("churn-%d", i)
+			if _, err := s.Create(ctx, kinds.NamespaceResource, namespaceObj(name, nil), metav1.CreateOptions{}); err != nil {
+				t.Fatalf("round %d: create %s: %v", round, name, err)
+			}
+			if err := s.Delete(ctx, kinds.NamespaceResource, "", name, metav1.DeleteOptions{}); err != nil {
+				t.Fatalf("round %d: delete %s: %v", round, name, err)
+			}
+			cur, err := s.Get(ctx, kinds.NamespaceResource, "", name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("round %d: get %s: %v", round, name, err)
+			}
+			cur.SetFinalizers(nil)
+			if _, err := s.Update(ctx, kinds.NamespaceResource, cur, metav1.UpdateOptions{}); err != nil {
+				t.Fatalf("round %d: remove the finalizer of %s: %v", round, name, err)
+			}
+			if _, err := s.Get(ctx, kinds.NamespaceResource, "", name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("round %d: %s after its finalizer was removed: err = %v, want 404", round, name, err)
+			}
+		}
+		// The watch delivers the deletions; entries must return to the
+		// baseline (a mark left after a delivered deletion never goes).
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			entries, _ := s.namespaces.size()
+			if entries == baseEntries {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the cache holds %d namespaces 10 s after %d were deleted, want %d", round, entries, n, baseEntries)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// The live lookups of the deletions end namespaceLiveLookup later;
+	// the next deletion drops them.
+	if _, live := s.namespaces.size(); live != n {
+		t.Fatalf("live lookups after deleting %d namespaces: %d, want %d", n, live, n)
+	}
+	clock.Add(int64(namespaceLiveLookup))
+	if _, err := s.Create(ctx, kinds.NamespaceResource, namespaceObj("last", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, kinds.NamespaceResource, "", "last", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, live := s.namespaces.size(); live != baseLive+1 {
+		t.Fatalf("live lookups once those of the earlier deletions were over: %d, want %d", live, baseLive+1)
 	}
 }

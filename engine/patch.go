@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,10 +50,14 @@ const maxPatchAttempts = 64
 //
 // A server-side apply (application/apply-patch+yaml, its body given as
 // JSON) goes to Apply.
-func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*unstructured.Unstructured, error) {
+func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (patched *unstructured.Unstructured, err error) {
 	if pt == types.ApplyPatchType {
 		out, _, err := s.Apply(ctx, gvr, namespace, name, data, opts, subresources...)
 		return out, err
+	}
+	if u := s.auditUser(ctx); u != nil {
+		done := s.audit(ctx, u, "patch", gvr, namespace, name, strings.Join(subresources, "/"), patchBody(data))
+		defer func() { done(auditObject(patched), err) }()
 	}
 	sv, err := s.lookup(gvr, namespace, false)
 	if err != nil {

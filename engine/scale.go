@@ -41,7 +41,17 @@ func (s *Service) GetScale(ctx context.Context, gvr schema.GroupVersionResource,
 
 // UpdateScale sets the replicas of an object from an autoscaling/v1 Scale.
 // A resourceVersion in the Scale is a precondition.
-func (s *Service) UpdateScale(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, scale *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+func (s *Service) UpdateScale(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, scale *unstructured.Unstructured, opts metav1.UpdateOptions) (out *unstructured.Unstructured, err error) {
+	if u := s.auditUser(ctx); u != nil {
+		done := s.audit(ctx, u, "update", gvr, namespace, name, "scale", auditObject(scale))
+		defer func() { done(auditObject(out), err) }()
+	}
+	return s.updateScale(ctx, gvr, namespace, name, scale, opts)
+}
+
+// updateScale is UpdateScale, unaudited: the write of a patch to /scale,
+// audited as the patch.
+func (s *Service) updateScale(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, scale *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
 	sv, err := s.scaleResource(gvr, namespace)
 	if err != nil {
 		return nil, err
@@ -85,5 +95,5 @@ func (s *Service) patchScale(ctx context.Context, sv *kinds.Kind, namespace, nam
 	if err != nil {
 		return nil, err
 	}
-	return s.UpdateScale(ctx, sv.GVR, namespace, name, patched, metav1.UpdateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager})
+	return s.updateScale(ctx, sv.GVR, namespace, name, patched, metav1.UpdateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager})
 }

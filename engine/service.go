@@ -39,6 +39,9 @@ type Options struct {
 	// MaxObjectBytes bounds the size of a stored object, encoded;
 	// DefaultMaxObjectBytes (etcd's 1.5 MiB) by default. See fitObject.
 	MaxObjectBytes int
+	// Auditor, when set, records the writes made as one of the server's
+	// own identities (WithSystemUser); the API audits its requests itself.
+	Auditor WriteAuditor
 }
 
 // Service is the object layer. Every write (REST, controllers, the garbage
@@ -116,7 +119,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")
 	ns.SetName(kinds.DefaultNamespace)
-	if _, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := s.Create(WithSystemUser(ctx, APIServerUser), kinds.NamespaceResource, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("engine: create default namespace: %w", err)
 	}
 	if err := s.labelNamespaces(ctx); err != nil {

@@ -39,6 +39,7 @@ const systemCRDServedTimeout = 30 * time.Second
 // it: the losers find it written and wait for their CRD follower (Run, which
 // must be running) to serve it.
 func (s *Service) EnsureCRD(ctx context.Context, definition []byte, resource schema.GroupVersionResource) error {
+	ctx = WithSystemUser(ctx, APIServerUser)
 	want := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal(definition, &want.Object); err != nil {
 		return fmt.Errorf("decode the CustomResourceDefinition: %w", err)

@@ -55,7 +55,11 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 // CreateJSON takes obj over: it works on obj itself rather than a copy, so
 // the caller must not use obj afterwards (the API hands it a freshly decoded
 // request body).
-func (s *Service) CreateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, []byte, error) {
+func (s *Service) CreateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (out *unstructured.Unstructured, doc []byte, err error) {
+	if u := s.auditUser(ctx); u != nil {
+		done := s.audit(ctx, u, "create", gvr, namespaceOf(obj), "", "", auditObject(obj.DeepCopy()))
+		defer func() { done(auditObject(out), err) }()
+	}
 	return s.create(ctx, gvr, obj, opts, trackWrite)
 }
 
@@ -217,7 +221,11 @@ func (s *Service) Update(ctx context.Context, gvr schema.GroupVersionResource, o
 // document written to the store (see CreateJSON); the JSON is nil when
 // nothing was written (a dry run, or no change). Update is UpdateJSON with
 // the JSON dropped. Both leave obj as it is.
-func (s *Service) UpdateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, []byte, error) {
+func (s *Service) UpdateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (out *unstructured.Unstructured, doc []byte, err error) {
+	if u := s.auditUser(ctx); u != nil {
+		done := s.audit(ctx, u, "update", gvr, namespaceOf(obj), nameOf(obj), "", auditObject(obj))
+		defer func() { done(auditObject(out), err) }()
+	}
 	return s.update(ctx, gvr, obj, opts, "")
 }
 
@@ -230,7 +238,11 @@ func (s *Service) UpdateStatus(ctx context.Context, gvr schema.GroupVersionResou
 
 // UpdateStatusJSON is UpdateStatus that also returns the object as JSON (see
 // UpdateJSON); UpdateStatus is UpdateStatusJSON with the JSON dropped.
-func (s *Service) UpdateStatusJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, []byte, error) {
+func (s *Service) UpdateStatusJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (out *unstructured.Unstructured, doc []byte, err error) {
+	if u := s.auditUser(ctx); u != nil {
+		done := s.audit(ctx, u, "update", gvr, namespaceOf(obj), nameOf(obj), "status", auditObject(obj))
+		defer func() { done(auditObject(out), err) }()
+	}
 	return s.update(ctx, gvr, obj, opts, "status")
 }
 

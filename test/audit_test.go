@@ -231,6 +231,64 @@ func TestAudit(t *testing.T) {
 		}
 	})
 
+	t.Run("the server's own writes as its system users", func(t *testing.T) {
+		// The widget deleted above had a child, which the garbage collector
+		// deletes (a cascading delete); the plugin manager wrote the
+		// Plugin's status when it loaded it.
+		system := func(user, verb, resource, sub string) func(auditv1.Event) bool {
+			return func(ev auditv1.Event) bool {
+				return ev.User.Username == user && ev.Verb == verb && ev.Stage == auditv1.StageResponseComplete &&
+					ev.ObjectRef != nil && ev.ObjectRef.Resource == resource && ev.ObjectRef.Subresource == sub
+			}
+		}
+		child := log.wait(t, "the garbage collector's delete of the widget's child", 1, func(ev auditv1.Event) bool {
+			return system("system:setpoint:garbage-collector", "delete", "widgetprovisions", "")(ev) &&
+				ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusOK
+		})[0]
+		status := log.wait(t, "the plugin manager's status write of the Plugin", 1, func(ev auditv1.Event) bool {
+			return system("system:setpoint:plugin-manager", "update", "plugins", "status")(ev) && ev.ObjectRef.Name == "widget"
+		})[0]
+		// At its first start the server wrote the default namespace and
+		// the default roles.
+		ns := log.wait(t, "the server's create of the default namespace", 1, func(ev auditv1.Event) bool {
+			return system("system:setpoint:apiserver", "create", "namespaces", "")(ev) && ev.ObjectRef.Name == "default"
+		})[0]
+		role := log.wait(t, "the default roles", 1, func(ev auditv1.Event) bool {
+			return system("system:setpoint:rbac", "create", "clusterroles", "")(ev) && ev.ObjectRef.Name == "view"
+		})[0]
+		if role.ResponseStatus == nil || role.ResponseStatus.Code != http.StatusCreated || ns.ResponseStatus == nil || ns.ResponseStatus.Code != http.StatusCreated {
+			t.Errorf("bootstrap writes: the view ClusterRole's %+v, the default namespace's %+v", role.ResponseStatus, ns.ResponseStatus)
+		}
+		for _, ev := range []auditv1.Event{child, status} {
+			if !slices.Equal(ev.User.Groups, []string{"system:setpoint:system", "system:authenticated"}) ||
+				ev.UserAgent != "setpoint/in-process" || ev.ResponseStatus == nil || ev.ResponseStatus.Code != http.StatusOK ||
+				ev.ObjectRef.Name == "" || ev.ObjectRef.UID == "" || len(ev.SourceIPs) != 0 {
+				t.Errorf("%s %s/%s by %s: %+v", ev.Verb, ev.ObjectRef.Resource, ev.ObjectRef.Subresource, ev.User.Username, ev)
+			}
+		}
+		// The child is recorded at RequestResponse by the policy: the
+		// delete's options, as over the API; the Plugin at Metadata: no
+		// body at all.
+		if child.Level != auditv1.LevelRequestResponse || child.ObjectRef.Namespace != "default" ||
+			child.RequestURI != "/apis/example.setpoint.dev/v1/namespaces/default/widgetprovisions/"+child.ObjectRef.Name ||
+			child.RequestObject == nil || !strings.Contains(string(child.RequestObject.Raw), `"kind":"DeleteOptions"`) {
+			t.Errorf("the child's delete: level %s uri %q requestObject %v", child.Level, child.RequestURI, child.RequestObject)
+		}
+		// The plugin's own writes are its user's alone: none is recorded
+		// again as a system user's.
+		for _, ev := range log.events(t) {
+			if slices.Contains(ev.User.Groups, "system:setpoint:system") && ev.ObjectRef != nil && ev.Verb != "delete" &&
+				(ev.ObjectRef.Resource == "widgets" || ev.ObjectRef.Resource == "widgetprovisions") {
+				t.Errorf("the plugin's write %s %s/%s recorded as %s", ev.Verb, ev.ObjectRef.Resource, ev.ObjectRef.Name, ev.User.Username)
+			}
+		}
+		if status.Level != auditv1.LevelMetadata || status.RequestObject != nil || status.ResponseObject != nil ||
+			status.RequestURI != "/apis/setpoint.dev/v1alpha1/plugins/widget/status" {
+			t.Errorf("the Plugin's status write: level %s uri %q requestObject %v responseObject %v",
+				status.Level, status.RequestURI, status.RequestObject, status.ResponseObject)
+		}
+	})
+
 	t.Run("watch over HTTP", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

@@ -266,6 +266,47 @@ spec:
 	if _, _, managers := widgetManagers(t, s, "alpha"); !strings.Contains(strings.Join(managers, ","), "setpoint-ui/Apply") {
 		t.Fatalf("alpha's managers after the forced apply: %v", managers)
 	}
+
+	// A reader, bound by RBAC to get, list and watch widgets in default,
+	// sees alpha but no write button: the buttons follow the user's
+	// rights (the admin above had them all), not the verbs widgets serve.
+	for _, args := range [][]string{
+		{"create", "serviceaccount", "ui-reader"},
+		{"create", "role", "widget-reader", "--verb=get,list,watch", "--resource=widgets.example.setpoint.dev"},
+		{"create", "rolebinding", "ui-reader", "--role=widget-reader", "--serviceaccount=default:ui-reader"},
+	} {
+		if out, errOut, err := s.Kubectl(args...); err != nil {
+			t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
+		}
+	}
+	token, errOut, err := s.Kubectl("create", "token", "ui-reader", "--duration", "10m")
+	if err != nil {
+		t.Fatalf("kubectl create token: %v\n%s", err, errOut)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](`sessionStorage.clear()`),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.ID("signin-token")),
+		chromedp.SendKeys(chromedp.ID("signin-token"), strings.TrimSpace(token)),
+		chromedp.SendKeys(chromedp.ID("signin-namespace"), "default"),
+		chromedp.Click(chromedp.ID("signin-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#kinds a[data-route="`+widgetsRoute+`"]`)),
+	); err != nil {
+		t.Fatalf("sign in as the reader: %v", err)
+	}
+	const checked = `['create-slot', 'edit-slot', 'delete-slot'].some(id => document.getElementById(id)) &&
+		[...document.querySelectorAll('#create-slot, #edit-slot, #delete-slot')].every(e => e.dataset.access === 'checked')`
+	const buttons = `['object-create', 'object-edit', 'object-delete'].filter(id => document.getElementById(id)).join(' ')`
+	evalJS[chromedp.Void](t, ctx, `location.hash = '`+widgetsRoute+`'`)
+	waitJS(t, ctx, "the reader's table and rights", rowJS("default/alpha")+` && `+checked, 10*time.Second)
+	if got := evalJS[string](t, ctx, buttons); got != "" {
+		t.Errorf("the reader sees %q on the table", got)
+	}
+	evalJS[chromedp.Void](t, ctx, `location.hash = '`+widgetsRoute+`/default/alpha'`)
+	waitJS(t, ctx, "alpha's page and the reader's rights", `document.getElementById('object-yaml')?.textContent.includes('size: medium') && `+checked, 10*time.Second)
+	if got := evalJS[string](t, ctx, buttons); got != "" {
+		t.Errorf("the reader sees %q on alpha's page", got)
+	}
 }
 
 var clockCRD = testsupport.CRD{Kind: "Clock", Scope: "Cluster", Columns: `[{"jsonPath":".spec.since","name":"Since","type":"date"}]`, Schema: `{"properties":{"spec":{"properties":{"since":{"format":"date-time","type":"string"}},"type":"object"}},"type":"object"}`}.String()

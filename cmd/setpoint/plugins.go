@@ -306,8 +306,12 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	if o.encryption != nil {
 		objStore = encrypt.New(o.store, o.encryption)
 	}
+	var writeAudit engine.WriteAuditor // a nil *serving.Auditor must stay a nil interface
+	if o.audit != nil {
+		writeAudit = o.audit
+	}
 	svc, err := engine.New(ctx, engine.Options{Store: objStore, Logger: log.With("component", "apiserver"), MaxObjectBytes: o.maxObjectBytes, Admitter: chain, SharedStore: o.sharedStore,
-		BookmarkInterval: o.bookmarkInterval})
+		BookmarkInterval: o.bookmarkInterval, Auditor: writeAudit})
 	if err != nil {
 		return nil, err
 	}
@@ -616,6 +620,7 @@ func (p *pluginAPI) runModuleGC(ctx context.Context) error {
 // authorizer starts without them (deny by default) and the writes are
 // retried until they land.
 func (p *pluginAPI) runRBAC(ctx context.Context) error {
+	ctx = engine.WithSystemUser(ctx, rbacUser)
 	err := rbac.EnsureDefaults(ctx, p.svc)
 	if err == nil || ctx.Err() != nil {
 		return p.authz.Run(ctx, p.svc)

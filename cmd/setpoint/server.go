@@ -50,6 +50,7 @@ type serverOptions struct {
 	moduleGCGrace             time.Duration
 	profiling                 bool
 	storeFreeSpaceReserve     string
+	storeCloseTimeout         time.Duration
 	pluginLimits              pluginLimitOptions
 	storeEtcd                 etcdFlags
 	maxObjectBytes            int
@@ -83,8 +84,9 @@ kubeconfig create writes a kubeconfig with one).
 
 SIGTERM or SIGINT shuts the server down gracefully: it stops accepting
 connections, ends watches, lets in-flight requests finish within
---shutdown-timeout, stops its background loops and closes the store. A second
-signal exits at once.`,
+--shutdown-timeout, stops its background loops and closes the store, waiting at
+most --store-close-timeout for it (past it, the server exits with an error and
+the next start replays the store's log). A second signal exits at once.`,
 		Example: `  # Start a server and use it with kubectl
   setpoint server --addr 127.0.0.1:6443 --data-dir ./.data
   KUBECONFIG=./.data/admin.kubeconfig kubectl get namespaces
@@ -245,9 +247,8 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		return err
 	}
 	defer func() {
-		if cerr := st.Close(); cerr != nil {
-			log.Error("close store", "err", cerr)
-			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
+		if cerr := closeStore(st, o.storeCloseTimeout, log); cerr != nil {
+			err = errors.Join(err, cerr)
 		}
 		if err == nil {
 			log.Info("stopped")
@@ -456,6 +457,9 @@ func (o *serverOptions) validate() error {
 	}
 	if o.historyCompactionInterval <= 0 {
 		return fmt.Errorf("--history-compaction-interval %v: want a positive duration", o.historyCompactionInterval)
+	}
+	if o.storeCloseTimeout <= 0 {
+		return fmt.Errorf("--store-close-timeout %v: want a positive duration", o.storeCloseTimeout)
 	}
 	if o.watchBookmarkInterval <= 0 {
 		return fmt.Errorf("--watch-bookmark-interval %v: want a positive duration", o.watchBookmarkInterval)

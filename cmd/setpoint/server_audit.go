@@ -13,12 +13,22 @@ import (
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	"k8s.io/apiserver/pkg/audit/policy"
 
+	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/plugins"
 )
 
-// The API's Auditor records the plugins' writes too.
-var _ plugins.Auditor = (*serving.Auditor)(nil)
+// The API's Auditor records the plugins' writes and the server's own
+// (the garbage collector's, the plugin manager's) too.
+var (
+	_ plugins.Auditor     = (*serving.Auditor)(nil)
+	_ engine.WriteAuditor = (*serving.Auditor)(nil)
+)
+
+// rbacUser is the identity the default roles and bindings, and the
+// aggregated ClusterRoles, are written as: audited as
+// "system:setpoint:rbac".
+var rbacUser = engine.SystemUser("system:setpoint:rbac")
 
 // auditFlags are `setpoint server`'s audit flags, kube-apiserver's
 // --audit-* flags of its log backend (which writes JSON always, and
@@ -36,7 +46,7 @@ type auditFlags struct {
 }
 
 func (a *auditFlags) register(f *pflag.FlagSet) {
-	f.StringVar(&a.policyFile, "audit-policy-file", "", "audit.k8s.io/v1 Policy (YAML or JSON) deciding which requests, plugin writes included, the audit log records and at which level; auditing is on when this and --audit-log-path are set")
+	f.StringVar(&a.policyFile, "audit-policy-file", "", "audit.k8s.io/v1 Policy (YAML or JSON) deciding which requests, plugin writes and the server's own (garbage collector, plugin manager) included, the audit log records and at which level; auditing is on when this and --audit-log-path are set")
 	f.StringVar(&a.path, "audit-log-path", "", `file the audit events are written to, audit.k8s.io/v1 Event objects as JSON lines (created with mode 0600 if missing); "-" for standard output`)
 	f.IntVar(&a.maxSize, "audit-log-maxsize", 0, "size in megabytes at which the audit log is rotated (renamed with a timestamp, and a new file started); 0 for 100")
 	f.IntVar(&a.maxBackups, "audit-log-maxbackup", 0, "how many rotated audit logs are kept; 0 keeps them all (unless --audit-log-maxage removes them)")

@@ -142,6 +142,7 @@ func TestServerFlagsValidate(t *testing.T) {
 		{name: "retry period not under renew deadline", args: []string{"--leader-elect-retry-period", "10s"},
 			wantErr: "--leader-elect-retry-period 10s must be less than --leader-elect-renew-deadline 10s"},
 		{name: "zero lease duration", args: []string{"--leader-elect-lease-duration", "0s"}, wantErr: "--leader-elect-lease-duration 0s: want a positive duration"},
+		{name: "zero store close timeout", args: []string{"--store-close-timeout", "0s"}, wantErr: "--store-close-timeout 0s: want a positive duration"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,6 +158,7 @@ func TestServerFlagsValidate(t *testing.T) {
 				o.pluginStatusInterval, _ = c.Flags().GetDuration("plugin-status-interval")
 				o.watchBookmarkInterval, _ = c.Flags().GetDuration("watch-bookmark-interval")
 				o.moduleGCGrace, _ = c.Flags().GetDuration("module-gc-grace")
+				o.storeCloseTimeout, _ = c.Flags().GetDuration("store-close-timeout")
 				o.leaderElect.leaseDuration, _ = c.Flags().GetDuration("leader-elect-lease-duration")
 				o.leaderElect.renewDeadline, _ = c.Flags().GetDuration("leader-elect-renew-deadline")
 				o.leaderElect.retryPeriod, _ = c.Flags().GetDuration("leader-elect-retry-period")

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -31,4 +33,44 @@ func waitLoops(wg *sync.WaitGroup, deadline time.Time, log *slog.Logger) bool {
 		log.Warn("background loops still running at the shutdown deadline; abandoning them (a plugin call is stuck in a guest)", "waited", wait)
 		return false
 	}
+}
+
+// defaultStoreCloseTimeout is how long shutdown waits for the store to
+// close by default (--store-close-timeout).
+const defaultStoreCloseTimeout = 10 * time.Second
+
+// closeStore closes st, waiting at most timeout. A store that does not
+// close in time is left as it is and the error says so: the process exits
+// anyway, and the next start replays the store's log, which holds every
+// write the store acknowledged (each write group is synced before it is
+// acknowledged). The Badger store's close waits for the write group in
+// progress, and a write on a disk that stopped answering (a journal stalled
+// on a full disk, a frozen filesystem) does not return until the disk
+// answers: without the bound, the process would wait as long.
+func closeStore(st io.Closer, timeout time.Duration, log *slog.Logger) error {
+	done := make(chan error, 1)
+	go func() { done <- st.Close() }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			log.Error("close store", "err", err)
+			return fmt.Errorf("close store: %w", err)
+		}
+		return nil
+	case <-t.C:
+	}
+	why := "a write to the disk under the data directory has not returned (a stalled or frozen filesystem)"
+	attrs := []any{"waited", timeout}
+	if sp, ok := st.(interface{ FreeSpace() (int64, bool) }); ok {
+		if free, low := sp.FreeSpace(); low {
+			why = "the disk under the data directory is nearly full and a write to it has not returned"
+			attrs = append(attrs, "free_bytes", free)
+		}
+	}
+	log.Error("store did not close in time; exiting without a clean close (the next start replays the store's log)",
+		append(attrs, "reason", why)...)
+	return fmt.Errorf("close store: not closed within %v (--store-close-timeout): %s; "+
+		"the next start replays the store's log (free space or fix the disk first)", timeout, why)
 }

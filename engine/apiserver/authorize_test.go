@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -48,18 +49,29 @@ func matches(list []string, v string) bool {
 // RuleResolver.
 type rulesAuthorizer struct {
 	authorizer.AuthorizerFunc
-	rules map[string][]rule // by user name or group
+	mu    sync.RWMutex
+	rules map[string][]rule // by user name or group; guarded by mu
 }
 
 var _ authorizer.RuleResolver = (*rulesAuthorizer)(nil)
 
 func newRulesAuthorizer(rules map[string][]rule) *rulesAuthorizer {
-	a := &rulesAuthorizer{rules: rules}
+	a := &rulesAuthorizer{rules: maps.Clone(rules)}
 	a.AuthorizerFunc = a.authorize
 	return a
 }
 
+// setRules replaces the rules of a user or group, as a role granted or
+// taken away does.
+func (a *rulesAuthorizer) setRules(name string, rules []rule) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rules[name] = rules
+}
+
 func (a *rulesAuthorizer) applicable(u user.Info) []rule {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
 	out := slices.Clone(a.rules[u.GetName()])
 	for _, g := range u.GetGroups() {
 		out = append(out, a.rules[g]...)
@@ -107,7 +119,7 @@ func (a *rulesAuthorizer) RulesFor(_ context.Context, u user.Info, namespace str
 // testRules are Kubernetes' default roles for every authenticated user
 // (system:basic-user, system:discovery) and a few users: ann works with
 // widgets in namespace a (but may not delete them), and may only get and
-// patch them in b; rev reviews others.
+// patch them in b; rev reviews others; rita reads widgets in a.
 var testRules = map[string][]rule{
 	user.AllAuthenticated: {
 		{verbs: []string{"create"}, groups: []string{"authorization.k8s.io"}, resources: []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}},
@@ -121,6 +133,9 @@ var testRules = map[string][]rule{
 	"rev": {
 		{verbs: []string{"create"}, groups: []string{"authorization.k8s.io"}, resources: []string{"subjectaccessreviews", "localsubjectaccessreviews"}},
 	},
+	"rita": {
+		{verbs: []string{"get", "list", "watch"}, groups: []string{"example.setpoint.dev"}, resources: []string{"widgets"}, namespace: "a"},
+	},
 }
 
 // testTokens are the bearer tokens of the test users.
@@ -129,6 +144,7 @@ var testTokens = map[string]user.Info{
 	"ann-token":   &user.DefaultInfo{Name: "ann", UID: "ann-uid", Groups: []string{"team", user.AllAuthenticated}},
 	"bob-token":   &user.DefaultInfo{Name: "bob", Groups: []string{user.AllAuthenticated}},
 	"rev-token":   &user.DefaultInfo{Name: "rev", Groups: []string{user.AllAuthenticated}},
+	"rita-token":  &user.DefaultInfo{Name: "rita", Groups: []string{user.AllAuthenticated}},
 }
 
 // authzServer is the API with a rulesAuthorizer, over TLS behind the
@@ -137,6 +153,7 @@ var testTokens = map[string]user.Info{
 type authzServer struct {
 	*httptest.Server
 	api *Server
+	az  *rulesAuthorizer
 }
 
 func newAuthzServer(t *testing.T) *authzServer { return newAuthzServerTLS(t, true) }
@@ -198,7 +215,7 @@ func newAuthzServerTLS(t *testing.T, useTLS bool) *authzServer {
 		loops.Wait()
 		db.Close()
 	})
-	return &authzServer{Server: hs, api: api}
+	return &authzServer{Server: hs, api: api, az: az}
 }
 
 func (s *authzServer) do(t *testing.T, token string, rq request) (int, []byte) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -124,17 +125,6 @@ func TestWebUIShowsWhatTheUserMayWatch(t *testing.T) {
 		t.Errorf("ann's table: %q", keys)
 	}
 
-	// ann may not delete: the server's 403 reads as a sentence.
-	uiEval[chromedp.Void](t, ctx, `location.hash = `+strconv.Quote(widgets+"/a/w-a"))
-	uiWait(t, ctx, "the object page", `document.getElementById('object-delete')`)
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("object-delete")), chromedp.Click(chromedp.ID("delete-yes"))); err != nil {
-		t.Fatal(err)
-	}
-	uiWait(t, ctx, "the delete's refusal", `document.getElementById('delete-error').textContent`)
-	if got, want := uiEval[string](t, ctx, `document.getElementById('delete-error').textContent`), "Delete failed: You (user ann) may not delete widgets in namespace a."; got != want {
-		t.Errorf("delete refusal %q, want %q", got, want)
-	}
-
 	// In all namespaces, where ann may not list, the page says so.
 	uiEval[chromedp.Void](t, ctx, `location.hash = `+strconv.Quote(widgets))
 	uiWait(t, ctx, "the namespace filter", `document.getElementById('filter-namespace')`)
@@ -156,5 +146,109 @@ func TestWebUIShowsWhatTheUserMayWatch(t *testing.T) {
 	uiWait(t, ctx, "the admin's kinds", `document.querySelector('#kinds a[data-route="`+widgets+`"]') && document.querySelector('#kinds a[data-route="#/k/core/v1/namespaces"]')`)
 	if got := uiEval[string](t, ctx, `document.getElementById('whoami').textContent`); got != "Signed in as setpoint-admin" {
 		t.Errorf("whoami shows %q", got)
+	}
+}
+
+// rightsChecked is true once the page has its answers to which actions the
+// user may take (create, edit, delete): only then does a missing button
+// mean anything.
+const rightsChecked = `[...document.querySelectorAll('#create-slot, #edit-slot, #delete-slot')].every(e => e.dataset.access === 'checked') &&
+	document.querySelectorAll('#create-slot, #edit-slot, #delete-slot').length > 0`
+
+// uiButtons lists the write buttons the page shows, once it knows the
+// user's rights.
+func uiButtons(t *testing.T, ctx context.Context, what string) string {
+	t.Helper()
+	uiWait(t, ctx, what, rightsChecked)
+	return uiEval[string](t, ctx, `['object-create', 'object-edit', 'object-delete'].filter(id => document.getElementById(id)).join(' ')`)
+}
+
+// TestWebUIOffersWhatTheUserMayDo signs in to the web UI in a real chromium
+// as users the authorizer restricts: the Create, Edit and Delete buttons
+// show by the user's rights (SelfSubjectAccessReview), not by the verbs the
+// resource serves; a right taken away after the page was drawn meets the
+// server's refusal, which reads as a sentence. The RoleBindings table
+// names each binding's role by kind and name, and its subjects.
+func TestWebUIOffersWhatTheUserMayDo(t *testing.T) {
+	ctx := uiBrowser(t)
+	s := newAuthzServerTLS(t, false)
+	s.setupWidgets(t)
+	s.mustDo(t, "admin-token", http.StatusCreated, request{method: "POST", path: widgetsIn("a"),
+		body: `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"w-a"},"spec":{"name":"W","size":"small"}}`})
+	const widgets = "#/k/example.setpoint.dev/v1/widgets"
+	page := func(hash string) { uiEval[chromedp.Void](t, ctx, `location.hash = `+strconv.Quote(hash)) }
+
+	// rita reads widgets in a, and may change nothing: no write button.
+	uiSignIn(t, ctx, s.URL, "rita-token", "a")
+	page(widgets)
+	uiWait(t, ctx, "rita's table", `document.querySelector('#objects tr[data-key="a/w-a"]')`)
+	if got := uiButtons(t, ctx, "rita's rights on the table"); got != "" {
+		t.Errorf("rita, who may only read, sees %q on the table", got)
+	}
+	page(widgets + "/a/w-a")
+	uiWait(t, ctx, "rita's object page", `document.getElementById('object-yaml').textContent.includes('w-a')`)
+	if got := uiButtons(t, ctx, "rita's rights on the object"); got != "" {
+		t.Errorf("rita, who may only read, sees %q on the object", got)
+	}
+
+	// ann may create, patch and update widgets in a, but not delete them.
+	uiSignIn(t, ctx, s.URL, "ann-token", "a")
+	page(widgets)
+	uiWait(t, ctx, "ann's table", `document.querySelector('#objects tr[data-key="a/w-a"]')`)
+	if got := uiButtons(t, ctx, "ann's rights on the table"); got != "object-create" {
+		t.Errorf("ann sees %q on the table, want object-create", got)
+	}
+	page(widgets + "/a/w-a")
+	if got := uiButtons(t, ctx, "ann's rights on the object"); got != "object-edit" {
+		t.Errorf("ann sees %q on the object, want object-edit", got)
+	}
+
+	// Given delete, ann sees Delete; taken away again before she clicks,
+	// the server refuses, and the 403 reads as a sentence.
+	annRules := testRules["ann"]
+	s.az.setRules("ann", append(slices.Clone(annRules),
+		rule{verbs: []string{"delete"}, groups: []string{"example.setpoint.dev"}, resources: []string{"widgets"}, namespace: "a"}))
+	uiSignIn(t, ctx, s.URL, "ann-token", "a")
+	uiWait(t, ctx, "ann's kinds", `document.querySelectorAll('#kinds a').length > 0`)
+	page(widgets + "/a/w-a")
+	if got := uiButtons(t, ctx, "ann's rights with delete"); got != "object-edit object-delete" {
+		t.Errorf("ann, given delete, sees %q, want object-edit object-delete", got)
+	}
+	s.az.setRules("ann", annRules)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("object-delete")), chromedp.Click(chromedp.ID("delete-yes"))); err != nil {
+		t.Fatal(err)
+	}
+	uiWait(t, ctx, "the delete's refusal", `document.getElementById('delete-error').textContent`)
+	if got, want := uiEval[string](t, ctx, `document.getElementById('delete-error').textContent`), "Delete failed: You (user ann) may not delete widgets in namespace a."; got != want {
+		t.Errorf("delete refusal %q, want %q", got, want)
+	}
+
+	// The admin may do everything, and sees each RoleBinding's role as
+	// kind/name and its subjects.
+	s.mustDo(t, "admin-token", http.StatusCreated, request{method: "POST", path: "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings",
+		body: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"viewers"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},
+		"subjects":[{"kind":"User","name":"ann"},{"kind":"Group","name":"team"},{"kind":"ServiceAccount","name":"robot"}]}`})
+	s.mustDo(t, "admin-token", http.StatusCreated, request{method: "POST", path: "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings",
+		body: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"editors"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"edit-widgets"},
+		"subjects":[{"kind":"ServiceAccount","name":"ci","namespace":"b"}]}`})
+	uiSignIn(t, ctx, s.URL, "admin-token", "a")
+	page(widgets + "/a/w-a")
+	if got := uiButtons(t, ctx, "the admin's rights on the object"); got != "object-edit object-delete" {
+		t.Errorf("the admin sees %q on the object, want object-edit object-delete", got)
+	}
+	page("#/k/rbac.authorization.k8s.io/v1/rolebindings")
+	cell := func(key, col string) string {
+		return `(document.querySelector('#objects tr[data-key="` + key + `"] td[data-col="` + col + `"]') || {}).textContent`
+	}
+	uiWait(t, ctx, "the bindings' roles", cell("a/editors", "Role")+` === 'Role/edit-widgets' && `+cell("a/viewers", "Role")+` === 'ClusterRole/view'`)
+	for key, want := range map[string]string{
+		"a/viewers": "User ann, Group team, ServiceAccount a/robot",
+		"a/editors": "ServiceAccount b/ci",
+	} {
+		if got := uiEval[string](t, ctx, cell(key, "Subjects")); got != want {
+			t.Errorf("%s: subjects %q, want %q", key, got, want)
+		}
 	}
 }

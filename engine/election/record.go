@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	"github.com/setpoint-dev/setpoint/engine"
 )
 
 // record is an elector's view of its Lease: the object last read or
@@ -164,6 +166,7 @@ func (e *Elector) get(ctx context.Context) (*coordinationv1.Lease, error) {
 
 // write creates l, or updates it at its resourceVersion.
 func (e *Elector) write(ctx context.Context, l *coordinationv1.Lease, create bool) (*coordinationv1.Lease, error) {
+	ctx = engine.WithSystemUser(ctx, User)
 	l.APIVersion, l.Kind = coordinationv1.SchemeGroupVersion.String(), "Lease"
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(l)
 	if err != nil {
@@ -181,6 +184,10 @@ func (e *Elector) write(ctx context.Context, l *coordinationv1.Lease, create boo
 	}
 	return fromUnstructured(u)
 }
+
+// User is the identity the electors write their Leases as: audited as
+// "system:setpoint:leader-election".
+var User = engine.SystemUser("system:setpoint:leader-election")
 
 // fieldManager names the electors' writes in a Lease's managedFields.
 const fieldManager = "setpoint-leader-election"

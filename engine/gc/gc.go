@@ -89,6 +89,12 @@ func New(svc *engine.Service, opts Options) (*Collector, error) {
 	return &Collector{svc: svc, st: opts.Store, log: opts.Logger, opts: opts, q: newQueue(), g: newGCGraph()}, nil
 }
 
+// User is the identity the collector writes as: its deletes, orphanings
+// and finalizer removals are audited as
+// "system:setpoint:garbage-collector", as kube-controller-manager's are as
+// system:serviceaccount:kube-system:generic-garbage-collector.
+var User = engine.SystemUser("system:setpoint:garbage-collector")
+
 // Run collects until ctx is done and returns after every goroutine it
 // started has stopped: the follower and the workers of the incremental
 // collector (collector.go), and the loop of the periodic passes (the sweep
@@ -100,6 +106,7 @@ func (c *Collector) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer c.running.Store(false)
+	ctx = engine.WithSystemUser(ctx, User)
 	var wg sync.WaitGroup
 	wg.Go(func() { c.follow(ctx) })
 	for range workers {

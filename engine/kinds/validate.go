@@ -6,7 +6,6 @@ import (
 
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
-	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/api/operation"
@@ -26,7 +25,7 @@ import (
 // in the same order and with the same errors, as the Validate of the
 // apiextensions custom resource strategy (type, metadata, OpenAPI schema,
 // embedded resources, list sets and maps, CEL rules), for kinds without a
-// scale subresource, with three savings decided once per kind:
+// scale subresource, with savings decided once per kind:
 //
 //   - metadata is read into an ObjectMeta directly when it holds only the
 //     plain fields canonicalMeta knows, instead of through the reflective
@@ -34,7 +33,10 @@ import (
 //   - the embedded-resource walk runs only when the schema has an
 //     x-kubernetes-embedded-resource, and the list set/map check only when
 //     it has an x-kubernetes-list-type set or map: neither can report an
-//     error otherwise.
+//     error otherwise; the list check, only when the object holds such a
+//     list that could break its rules (listNode);
+//   - CEL rules that all hold are found so without the validator's
+//     per-call schema copies (celPass); the validator decides the rest.
 //
 // Updates and status updates are validated the same way (validateupdate.go).
 type createValidation struct {
@@ -44,15 +46,18 @@ type createValidation struct {
 	statusValidator *boundedSchemaValidator // of status alone; nil without a status subresource
 	structural      *structuralschema.Structural
 	cel             *cel.Validator
+	celPass         *celPass // nil when the validator must decide every object
 	embedded        bool
 	listTypes       bool
+	lists           *listNode // where listTypes leads; nil without
 }
 
 // newCreateValidation returns the validation of a kind whose schema has
 // the extensions schemaExtensions reported.
 func newCreateValidation(gvk schema.GroupVersionKind, namespaced bool, validator, statusValidator *boundedSchemaValidator, structural *structuralschema.Structural, embedded, listTypes bool) *createValidation {
 	return &createValidation{gvk: gvk, namespaced: namespaced, validator: validator, statusValidator: statusValidator, structural: structural,
-		cel: cel.NewValidator(structural, true, celconfig.PerCallLimit), embedded: embedded, listTypes: listTypes}
+		cel: cel.NewValidator(structural, true, celconfig.PerCallLimit), celPass: newCELPass(structural), embedded: embedded, listTypes: listTypes,
+		lists: newListNode(structural)}
 }
 
 // schemaExtensions reports whether s has an x-kubernetes-embedded-resource
@@ -98,7 +103,7 @@ func (v *createValidation) validate(ctx context.Context, u *unstructured.Unstruc
 		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, u.Object, v.structural, false)...)
 	}
 	if v.listTypes {
-		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, v.structural, u.Object)...)
+		errs = append(errs, v.listErrors(u.Object)...)
 	}
 	return v.celRules(ctx, errs, u, nil)
 }

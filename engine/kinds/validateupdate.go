@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
-	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	apiextensionsfeatures "k8s.io/apiextensions-apiserver/pkg/features"
@@ -42,8 +41,8 @@ func (v *createValidation) validateUpdate(ctx context.Context, obj, old *unstruc
 		errs = append(errs, schemaobjectmeta.Validate(ctx, nil, obj.Object, v.structural, false)...)
 	}
 	if v.listTypes {
-		if oldErrs := structurallisttype.ValidateListSetsAndMaps(nil, v.structural, old.Object); len(oldErrs) == 0 {
-			errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, v.structural, obj.Object)...)
+		if oldErrs := v.listErrors(old.Object); len(oldErrs) == 0 {
+			errs = append(errs, v.listErrors(obj.Object)...)
 		}
 	}
 	errs = v.celRules(ctx, errs, obj, old.Object, r.celOptions...)
@@ -71,8 +70,8 @@ func (v *createValidation) validateStatusUpdate(ctx context.Context, obj, old *u
 		}
 	}
 	if v.listTypes {
-		if newErrs := structurallisttype.ValidateListSetsAndMaps(nil, v.structural, obj.Object); len(newErrs) > 0 {
-			if oldErrs := structurallisttype.ValidateListSetsAndMaps(nil, v.structural, old.Object); len(oldErrs) == 0 {
+		if newErrs := v.listErrors(obj.Object); len(newErrs) > 0 {
+			if oldErrs := v.listErrors(old.Object); len(oldErrs) == 0 {
 				errs = append(errs, newErrs...)
 			}
 		}
@@ -161,6 +160,9 @@ func (v *createValidation) celRules(ctx context.Context, errs field.ErrorList, o
 	}
 	if blocking(errs) {
 		return append(errs, rulesNotChecked())
+	}
+	if v.celPass.pass(ctx, obj.Object, old) {
+		return errs // every rule holds: the validator would report nothing
 	}
 	if len(options) > 0 {
 		// Ratcheting only turns rule failures into warnings; the rules are

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/setpoint-dev/setpoint/engine"
 )
 
 // PluginGroup is the group of every plugin's user.
@@ -20,6 +22,12 @@ const pluginUserPrefix = "system:setpoint:plugin:"
 func PluginUser(name string) user.Info {
 	return &user.DefaultInfo{Name: pluginUserPrefix + name, Groups: []string{PluginGroup, user.AllAuthenticated}}
 }
+
+// ManagerUser is the identity the plugin manager writes as: the Plugins'
+// status, finalizers and events, and each plugin's Role and ClusterRole,
+// are audited as "system:setpoint:plugin-manager". A
+// plugin's own writes are its user's (PluginUser).
+var ManagerUser = engine.SystemUser("system:setpoint:plugin-manager")
 
 // pluginOf returns the plugin a request's user is, if it is one.
 func pluginOf(u user.Info) (string, bool) {

@@ -227,6 +227,7 @@ func (m *Manager) Admitter() *Admitter { return m.adm }
 // after its controller and the ModuleGC stopped; the binding controllers
 // belong to Options.Controllers.
 func (m *Manager) Run(ctx context.Context) error {
+	ctx = engine.WithSystemUser(ctx, ManagerUser)
 	if err := EnsureKind(ctx, m.opts.Service); err != nil {
 		return err
 	}

@@ -401,6 +401,14 @@ func (db *DB) Close() error {
 			db.lock.release()
 			return
 		}
+		if !db.readOnly.Load() {
+			// The flush writes its table through a memory map: while the
+			// disk takes no writes, wait here in a system call rather than
+			// in a page fault, where a garbage collection would wait for
+			// it with every goroutine stopped, the server's shutdown bound
+			// (cmd/setpoint closeStore) included.
+			db.lock.waitWritable()
+		}
 		if err := db.bdb.Close(); err != nil {
 			db.closeErr = fmt.Errorf("store/badger: close: %w", err)
 		}

@@ -30,7 +30,13 @@ func withImpersonation(next http.Handler, authz authorizer.Authorizer) http.Hand
 	impersonating := impersonation.WithImpersonation(next, Decider(authz), statusCodecs.WithoutConversion())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := request.UserFrom(r.Context()); ok {
-			impersonating.ServeHTTP(w, r)
+			if impersonates(r.Header) {
+				impersonating.ServeHTTP(w, r)
+				return
+			}
+			// The filter passes a request without Impersonate-* headers
+			// on untouched: skip its look-ups.
+			next.ServeHTTP(w, r)
 			return
 		}
 		for name := range r.Header {
@@ -40,4 +46,15 @@ func withImpersonation(next http.Handler, authz authorizer.Authorizer) http.Hand
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// impersonates tells whether h holds an Impersonate-* header: the
+// impersonation filter reads only those (by their canonical names).
+func impersonates(h http.Header) bool {
+	for name := range h {
+		if strings.HasPrefix(name, "Impersonate-") {
+			return true
+		}
+	}
+	return false
 }

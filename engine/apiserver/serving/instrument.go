@@ -227,6 +227,9 @@ func (rr *requestRecord) finish() {
 		opts.Metrics.observe(info.Verb, info.Resource, info.Subresource, served, rr.code, d)
 	}
 	level := requestLevel(info.Verb, rr.code, d, rr.hijacked)
+	if !rr.log.Enabled(rr.ctx, level) {
+		return // most requests, at debug: no attributes to build
+	}
 	attrs := []slog.Attr{
 		slog.String("method", rr.method),
 		slog.String("path", rr.path),

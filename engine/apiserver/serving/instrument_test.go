@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/setpoint-dev/setpoint/test/testsupport"
@@ -285,5 +287,26 @@ func TestRequestLevel(t *testing.T) {
 				t.Errorf("requestLevel(%s, %d, %v) = %v, want %v", tc.verb, tc.code, tc.d, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMetricsSeriesKeptUpToTheBound checks that requests are counted the
+// same whether their series is kept or past maxSeries, and that no more
+// than maxSeries are kept.
+func TestMetricsSeriesKeptUpToTheBound(t *testing.T) {
+	m := NewMetrics()
+	for i := range maxSeries + 10 {
+		m.observe("get", "widgets", "", true, 1000+i, time.Millisecond)
+	}
+	m.observe("get", "widgets", "", true, 1000, time.Millisecond)             // kept
+	m.observe("get", "widgets", "", true, 1000+maxSeries+9, time.Millisecond) // past the bound
+	if n := m.seriesLen.Load(); n != maxSeries {
+		t.Errorf("%d series kept, want %d", n, maxSeries)
+	}
+	for _, code := range []int{1000, 1000 + maxSeries + 9} {
+		c := strconv.Itoa(code)
+		if got := testutil.ToFloat64(m.requests.WithLabelValues("get", "widgets", "", c)); got != 2 {
+			t.Errorf("code %s: count %v, want 2", c, got)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,26 @@ type Metrics struct {
 
 	mu        sync.Mutex // guards resources
 	resources map[string]struct{}
+
+	// series keeps the request counter and latency histogram of each
+	// label set seen, so that a request finds both with one lookup rather
+	// than hashing its labels into each vector; at most maxSeries of them,
+	// requests past that use the vectors.
+	series    sync.Map // seriesKey -> *requestSeries
+	seriesLen atomic.Int64
+}
+
+// maxSeries bounds Metrics.series.
+const maxSeries = 4096
+
+type seriesKey struct {
+	verb, resource, subresource string
+	code                        int
+}
+
+type requestSeries struct {
+	count   prometheus.Counter
+	latency prometheus.Observer
 }
 
 // NewMetrics returns request metrics registered in a registry of their own,
@@ -157,9 +178,24 @@ func (m *Metrics) observe(verb, resource, subresource string, served bool, code 
 	if resource == "" || resource == "other" || resource == unservedLabel {
 		subresource = ""
 	}
-	c := strconv.Itoa(code)
-	m.requests.WithLabelValues(verb, resource, subresource, c).Inc()
-	m.latency.WithLabelValues(verb, resource, subresource, c).Observe(d.Seconds())
+	k := seriesKey{verb, resource, subresource, code}
+	rs, ok := m.series.Load(k)
+	if !ok {
+		c := strconv.Itoa(code)
+		s := &requestSeries{
+			count:   m.requests.WithLabelValues(verb, resource, subresource, c),
+			latency: m.latency.WithLabelValues(verb, resource, subresource, c),
+		}
+		if m.seriesLen.Load() < maxSeries {
+			if _, loaded := m.series.LoadOrStore(k, s); !loaded {
+				m.seriesLen.Add(1)
+			}
+		}
+		rs = s
+	}
+	s := rs.(*requestSeries)
+	s.count.Inc()
+	s.latency.Observe(d.Seconds())
 }
 
 // queuedGauge sets a gauge to a fair queue's number of waiting requests.

@@ -41,6 +41,32 @@ function valueAt(obj, path) {
   return typeof v === 'object' ? JSON.stringify(v) : String(v);
 }
 
+// A RoleBinding or ClusterRoleBinding names a Role or a ClusterRole, and
+// its subjects: the table shows both, as `kubectl get rolebindings -o
+// wide` does, rather than the role's name alone.
+const isBinding = (r) => r.group === 'rbac.authorization.k8s.io' && ['rolebindings', 'clusterrolebindings'].includes(r.resource);
+
+function roleOf(obj) {
+  const ref = obj.roleRef || {};
+  return ref.kind && ref.name ? `${ref.kind}/${ref.name}` : ref.name || '';
+}
+
+function subjectsOf(obj) {
+  return (obj.subjects || []).map((s) => (s.kind === 'ServiceAccount'
+    ? `ServiceAccount ${s.namespace || obj.metadata.namespace || ''}/${s.name}` : `${s.kind} ${s.name}`)).join(', ');
+}
+
+// bindingColumns derives the Role column (kind/name, as the server's cell
+// reads) from the object, so that a watched change redraws it, and adds
+// Subjects, which the server's table has only among its wide columns, after
+// the server's columns, so that the server's cells keep their places.
+function bindingColumns(cols) {
+  const out = cols.map((c) => (c.name === 'Role' ? { ...c, path: null, derive: roleOf } : c));
+  if (!out.some((c) => c.name === 'Role')) out.push({ name: 'Role', derive: roleOf });
+  out.push({ name: 'Subjects', derive: subjectsOf });
+  return out;
+}
+
 function readyOf(obj) {
   const conds = (obj && obj.status && obj.status.conditions) || [];
   return conds.find((c) => c.type === 'Ready');
@@ -205,18 +231,21 @@ $('signout').addEventListener('click', () => {
 // ---- access ----
 
 // access caches the server's answers to "may I VERB this resource in this
-// namespace" (SelfSubjectAccessReview, as `kubectl auth can-i` asks) for
-// ACCESS_TTL, so that a role granted or taken away shows within a minute.
+// namespace" (or this object, given its name: SelfSubjectAccessReview, as
+// `kubectl auth can-i` asks) for ACCESS_TTL, so that a role granted or
+// taken away shows within a minute.
 const ACCESS_TTL = 30000;
 const access = new Map(); // key -> {at, answer: Promise<boolean>}
 
-function canI(verb, r, ns) {
-  const key = [verb, r.group, r.resource, ns].join('|');
+function canI(verb, r, ns, name = '') {
+  const key = [verb, r.group, r.resource, ns, name].join('|');
   const hit = access.get(key);
   if (hit && Date.now() - hit.at < ACCESS_TTL) return hit.answer;
+  const attrs = { verb, group: r.group, resource: r.resource, namespace: ns };
+  if (name) attrs.name = name;
   const answer = state.client.create('/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {
     apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview',
-    spec: { resourceAttributes: { verb, group: r.group, resource: r.resource, namespace: ns } },
+    spec: { resourceAttributes: attrs },
   }).then((rev) => !!(rev && rev.status && rev.status.allowed), (err) => {
     // A server that cannot review: let the requests themselves say.
     console.warn('access review', verb, r.resource, err);
@@ -225,6 +254,22 @@ function canI(verb, r, ns) {
   });
   access.set(key, { at: Date.now(), answer });
   return answer;
+}
+
+// offer puts the buttons make() returns into slot, each only if the user
+// holds every right it needs: the server decides (canI), the discovery
+// verbs only say which actions the resource serves. Once every answer is
+// in, slot gets data-access="checked", so that the absence of a button
+// means something. The server still refuses what the user may not do.
+function offer(slot, buttons) {
+  Promise.all(buttons.map(async ({ verbs, r, ns, name = '', make }) => {
+    if (!verbs.every((v) => r.verbs.includes(v))) return null;
+    const answers = await Promise.all(verbs.map((v) => canI(v, r, ns, name)));
+    return answers.every(Boolean) ? make() : null;
+  })).then((made) => {
+    slot.replaceChildren(...made.filter(Boolean));
+    slot.dataset.access = 'checked';
+  });
 }
 
 // mayWatch tells whether the user may list and watch r's objects in ns
@@ -390,11 +435,12 @@ function kindPage(main, r) {
   const empty = h('div', { class: 'empty', id: 'objects-empty', hidden: true }, `No ${r.resource} yet.`);
   const listError = h('p', { class: 'error', id: 'objects-error', role: 'alert' });
   const bar = filterBar(r, () => render());
-  const create = r.verbs.includes('patch')
-    ? h('button', { id: 'object-create', class: 'btn', onclick: () => {
-      openEditor(main, { client: state.client, r, namespace: ns || 'default', text: newObjectYAML(r, ns || 'default'),
-        title: `New ${r.kind}`, onApplied: (obj) => { location.hash = objectRoute(r, obj); } });
-    } }, 'Create') : '';
+  // A new object is applied (patch), which creates it (create too).
+  const create = h('span', { id: 'create-slot' });
+  offer(create, [{ verbs: ['patch', 'create'], r, ns: r.namespaced ? ns || 'default' : '', make: () => h('button', { id: 'object-create', class: 'btn', onclick: () => {
+    openEditor(main, { client: state.client, r, namespace: ns || 'default', text: newObjectYAML(r, ns || 'default'),
+      title: `New ${r.kind}`, onApplied: (obj) => { location.hash = objectRoute(r, obj); } });
+  } }, 'Create') }]);
   main.replaceChildren(h('div', { class: 'titlebar' }, h('h1', {}, r.kind), create),
     h('p', { class: 'sub' }, h('span', { class: 'mono' }, `${r.resource}.${r.group || 'core'}/${r.version}`), ' · ', count, ' objects'),
     bar.el, listError, table, empty);
@@ -424,7 +470,7 @@ function kindPage(main, r) {
         tds.push(h('td', { dataset: { col: c.name }, class: 'age', title: ts }, age(ts)));
         return;
       }
-      let v = c.path ? valueAt(obj, c.path) : server ? server[i] : '';
+      let v = c.derive ? c.derive(obj) : c.path ? valueAt(obj, c.path) : server ? server[i] : '';
       if (c.name === 'Name') v = h('a', { href: objectRoute(r, obj) }, obj.metadata.name);
       else if (c.name === 'Ready' && ['True', 'False', 'Unknown'].includes(v)) v = h('span', { class: `pill ${v}` }, v);
       tds.push(h('td', { dataset: { col: c.name } }, v === undefined || v === null ? '' : typeof v === 'object' && !(v instanceof Node) ? JSON.stringify(v) : v));
@@ -473,7 +519,7 @@ function kindPage(main, r) {
     const keys = [...dirty];
     dirty.clear();
     if (stopped || !columns) { render(); return; }
-    if (!columns.some((c) => c.name !== 'Name' && !c.path && !c.datePath)) {
+    if (!columns.some((c) => c.name !== 'Name' && !c.path && !c.datePath && !c.derive)) {
       // Every column is read from the watched objects: nothing to fetch.
       for (const k of keys) { const tr = rows.get(k); if (tr) tr.dataset.stale = '1'; }
       render();
@@ -509,7 +555,7 @@ function kindPage(main, r) {
     (t.columnDefinitions || []).forEach((c, i) => {
       if ((c.priority || 0) === 0 && c.name !== 'Age') { keep.push(i); cols.push({ ...c, path: simplePath(c), datePath: c.type === 'date' ? simplePath({ ...c, type: '' }) : null }); }
     });
-    columns = cols;
+    columns = isBinding(r) ? bindingColumns(cols) : cols;
     for (const row of t.rows || []) {
       const m = (row.object && row.object.metadata) || {};
       cells.set(m.namespace ? `${m.namespace}/${m.name}` : m.name, pick(row.cells));
@@ -546,16 +592,20 @@ function objectPage(main, r, namespace, name) {
   const children = h('div', { id: 'object-children' }, h('span', { class: 'muted' }, 'Looking…'));
   const events = h('div', { id: 'object-events' }, h('span', { class: 'muted' }, 'None'));
   const copyState = h('span', { id: 'object-copy-state', class: 'muted', role: 'status' });
+  const edit = h('span', { id: 'edit-slot' });
+  offer(edit, [{ verbs: ['patch'], r, ns: namespace, name, make: () => h('button', { id: 'object-edit', class: 'btn', onclick: () => {
+    if (!current) return;
+    openEditor(main, { client: state.client, r, namespace, text: editableYAML(current), title: `Edit ${r.kind} ${name}` });
+  } }, 'Edit') }]);
+  const del = h('span', { id: 'delete-slot' });
+  offer(del, [{ verbs: ['delete'], r, ns: namespace, name, make: () => deleteButton(r, namespace, name) }]);
   const actions = h('div', { class: 'actions', id: 'object-actions' },
-    r.verbs.includes('patch') ? h('button', { id: 'object-edit', class: 'btn', onclick: () => {
-      if (!current) return;
-      openEditor(main, { client: state.client, r, namespace, text: editableYAML(current), title: `Edit ${r.kind} ${name}` });
-    } }, 'Edit') : '',
+    edit,
     h('button', { id: 'object-copy', class: 'btn', onclick: async () => {
       copyState.textContent = await copyText(yaml.textContent) ? 'Copied.' : 'Selected: press Ctrl+C to copy.';
       if (copyState.textContent.startsWith('Selected')) selectText(yaml);
     } }, 'Copy YAML'),
-    r.verbs.includes('delete') ? deleteButton(r, namespace, name) : '', copyState);
+    del, copyState);
   main.replaceChildren(
     h('div', { class: 'titlebar' }, h('h1', {}, name), actions), h('p', { class: 'sub' }, `${r.kind}${namespace ? ` in ${namespace}` : ''}`),
     h('div', { class: 'detail' },
