@@ -5,8 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 )
@@ -214,5 +220,117 @@ func TestCELPassFollowsSchema(t *testing.T) {
 		if pass := sv.createValidation.celPass.pass(ctx, u.Object, nil); pass != (tc.want == "") {
 			t.Errorf("limit %s: celPass %v", tc.limit, pass)
 		}
+	}
+}
+
+// structuralOf returns the structural schema of an OpenAPI v3 schema in
+// YAML, as a CRD version's.
+func structuralOf(t testing.TB, doc string) *structuralschema.Structural {
+	t.Helper()
+	var v1 apiextensionsv1.JSONSchemaProps
+	if err := yaml.Unmarshal([]byte(doc), &v1); err != nil {
+		t.Fatal(err)
+	}
+	in := &apiextensions.JSONSchemaProps{}
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(&v1, in, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := structuralschema.NewStructural(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := structuralschema.ValidateStructural(nil, s); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return s
+}
+
+// TestCELPassBudgetEndsAtZero checks the one case where the validator's
+// answer depends on the order it walks an object's fields in: the rules
+// use up the runtime budget exactly, and a node with rules (here only a
+// transition rule, skipped on a create) is visited after that (the
+// validator reports the budget error) or before (it reports nothing).
+// celPass must not say "every rule holds" when one order gives the error.
+func TestCELPassBudgetEndsAtZero(t *testing.T) {
+	ctx := context.Background()
+	s := structuralOf(t, `
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      items:
+        type: array
+        maxItems: 20
+        items:
+          type: object
+          x-kubernetes-validations:
+          - rule: "!self.s.matches('z`+strings.Repeat("y", 3999)+`')"
+          properties:
+            s: {type: string, maxLength: 9000}
+      pad:
+        type: string
+        maxLength: 10000000
+        x-kubernetes-validations:
+        - rule: "!self.contains('z')"
+      other:
+        type: object
+        x-kubernetes-validations:
+        - rule: "self == oldSelf"
+        properties:
+          on: {type: boolean}`)
+	p := newCELPass(s)
+	if p == nil {
+		t.Fatal("no celPass")
+	}
+	cost := func(spec map[string]any) int64 {
+		budget := int64(celconfig.RuntimeCELCostBudget)
+		if !p.root.pass(ctx, map[string]any{"spec": spec}, &budget) {
+			t.Fatal("rules broken or budget used up")
+		}
+		return celconfig.RuntimeCELCostBudget - budget
+	}
+	// Items whose rule costs about 900,000 each (under the per-call limit),
+	// and a string whose rule costs a tenth of its length more than the empty
+	// string's, to make up
+	// the rest of the budget of 10,000,000 exactly.
+	item := map[string]any{"s": strings.Repeat("a", 9000)}
+	per := cost(map[string]any{"items": []any{item}})
+	items := make([]any, celconfig.RuntimeCELCostBudget/per-1)
+	for i := range items {
+		items[i] = item
+	}
+	rest := celconfig.RuntimeCELCostBudget - int64(len(items))*per - cost(map[string]any{"pad": ""})
+	spec := map[string]any{"items": items, "pad": strings.Repeat("a", int(10*rest))}
+	if c := cost(spec); c != celconfig.RuntimeCELCostBudget {
+		t.Fatalf("the rules cost %d, want the budget", c)
+	}
+	spec["other"] = map[string]any{"on": true}
+	obj := map[string]any{"apiVersion": "example.setpoint.dev/v1", "kind": "Box", "metadata": map[string]any{"name": "b"}, "spec": spec}
+	lib := cel.NewValidator(s, true, celconfig.PerCallLimit)
+	libErr := false
+	for range 24 {
+		if errs, _ := lib.Validate(ctx, nil, s, obj, nil, celconfig.RuntimeCELCostBudget); len(errs) > 0 {
+			if !strings.Contains(errs.ToAggregate().Error(), "cost budget") {
+				t.Fatalf("validator: %v, want the budget error", errs)
+			}
+			libErr = true
+		}
+	}
+	if !libErr {
+		t.Fatal("the validator never walked the transition rule's node last")
+	}
+	for range 24 {
+		if p.pass(ctx, obj, nil) {
+			t.Fatalf("celPass holds with the budget used up exactly; the validator may report the budget error")
+		}
+	}
+	// A shorter string leaves budget over: every order passes.
+	spec["pad"] = "a"
+	if errs, _ := lib.Validate(ctx, nil, s, obj, nil, celconfig.RuntimeCELCostBudget); len(errs) > 0 {
+		t.Fatalf("validator: %v", errs)
+	}
+	if !p.pass(ctx, obj, nil) {
+		t.Error("celPass not sure with budget left")
 	}
 }
