@@ -29,7 +29,7 @@ func readRecordKey(crd string) string { return readRecordPrefix + crd }
 func (s *Service) loadReadRecord(ctx context.Context, crd string) *kinds.ReadRecord {
 	kv, err := s.store.Get(ctx, readRecordKey(crd), store.GetOptions{})
 	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
+		if !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
 			s.log.Warn("read the CRD's read-schema record", "crd", crd, "err", err)
 		}
 		return nil
@@ -56,7 +56,9 @@ func (s *Service) saveReadRecord(ctx context.Context, crd string, rs *kinds.Read
 		case errors.Is(err, store.ErrNotFound):
 			kv = nil
 		case err != nil:
-			s.log.Warn("read the CRD's read-schema record", "crd", crd, "err", err)
+			if ctx.Err() == nil {
+				s.log.Warn("read the CRD's read-schema record", "crd", crd, "err", err)
+			}
 			return
 		default:
 			if json.Unmarshal(kv.Value, &cur) == nil && cur.Fingerprint == want.Fingerprint && cur.Since >= want.Since {
@@ -70,7 +72,7 @@ func (s *Service) saveReadRecord(ctx context.Context, crd string, rs *kinds.Read
 			_, err = s.store.Update(ctx, readRecordKey(crd), b, kv.ModRevision)
 		}
 		if err == nil || !(errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrAlreadyExists)) {
-			if err != nil {
+			if err != nil && ctx.Err() == nil {
 				s.log.Warn("store the CRD's read-schema record", "crd", crd, "err", err)
 			}
 			return
@@ -93,13 +95,13 @@ func (s *Service) noteWrite(ctx context.Context, sv *kinds.Kind, rev int64) {
 	}
 }
 
-// recordRead stores the revision of the CRD's new read schemas rs: at once
-// when settled, else after readSettle, if they are still the CRD's. A save
-// still pending when the Service stops is dropped: the record then keeps
-// the earlier, conservative revision.
-func (s *Service) recordRead(crd string, rs *kinds.ReadSchemas) {
+// recordRead stores the revision of the CRD's new read schemas rs: at once,
+// within ctx, when settled, else after readSettle, if they are still the
+// CRD's. A save still pending when the Service stops, or cut short by ctx,
+// is dropped: the record then keeps the earlier, conservative revision.
+func (s *Service) recordRead(ctx context.Context, crd string, rs *kinds.ReadSchemas) {
 	if rs.Settled() {
-		s.saveReadRecord(context.Background(), crd, rs)
+		s.saveReadRecord(ctx, crd, rs)
 		return
 	}
 	s.delayed.after(s.readSettle, func() {
@@ -111,7 +113,7 @@ func (s *Service) recordRead(crd string, rs *kinds.ReadSchemas) {
 		if err != nil {
 			// Stay unsettled (read through the schemas) and try again.
 			s.log.Warn("settle the CRD's read schemas", "crd", crd, "err", err)
-			s.recordRead(crd, rs)
+			s.recordRead(context.Background(), crd, rs)
 			return
 		}
 		cur.Settle(rev)
