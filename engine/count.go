@@ -33,17 +33,14 @@ func (s *Service) CountSelected(ctx context.Context, gvr schema.GroupVersionReso
 		opts.KeysOnly = true
 	}
 	n := 0
-	for {
-		res, err := s.store.List(ctx, store.ResourcePrefix(gvr.Group, gvr.Resource, ""), opts)
-		if err != nil {
-			return 0, storeError(err, gvr.GroupResource(), "")
-		}
-		n += len(res.Items)
-		if res.Continue == "" {
-			return n, nil
-		}
-		opts.Continue = res.Continue
+	_, err := store.ListPages(ctx, s.store, store.ResourcePrefix(gvr.Group, gvr.Resource, ""), opts, func(items []store.KeyValue) error {
+		n += len(items)
+		return nil
+	})
+	if err != nil {
+		return 0, storeError(err, gvr.GroupResource(), "")
 	}
+	return n, nil
 }
 
 // storedLabels reads the labels of a stored document.

@@ -35,14 +35,10 @@ func (s *Service) labelNamespaces(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	opts := store.ListOptions{Limit: 1000}
-	for {
-		res, err := s.store.List(ctx, store.ResourcePrefix("", kinds.NamespaceResource.Resource, ""), opts)
-		if err != nil {
-			return err
-		}
-		for i := range res.Items {
-			kv := &res.Items[i]
+	prefix := store.ResourcePrefix("", kinds.NamespaceResource.Resource, "")
+	_, err := store.ListPages(ctx, s.store, prefix, store.ListOptions{Limit: 1000}, func(items []store.KeyValue) error {
+		for i := range items {
+			kv := &items[i]
 			u, err := sv.Decode(kv)
 			if err != nil || !kinds.SetNamespaceNameLabel(u.Object) {
 				continue
@@ -56,11 +52,9 @@ func (s *Service) labelNamespaces(ctx context.Context) error {
 				return err
 			}
 		}
-		if res.Continue == "" {
-			return nil
-		}
-		opts.Continue = res.Continue
-	}
+		return nil
+	})
+	return err
 }
 
 // committed tells the namespace cache at once of a namespace that this

@@ -225,23 +225,16 @@ func (s *Service) followNamespaces(ctx context.Context) {
 
 func (s *Service) watchNamespaces(ctx context.Context) error {
 	listed := map[string]namespaceEntry{}
-	opts := store.ListOptions{Limit: 1000}
-	var rev int64
-	for {
-		res, err := s.store.List(ctx, namespacePrefix, opts)
-		if err != nil {
-			return err
-		}
-		rev = res.Revision
-		for _, kv := range res.Items {
+	rev, err := store.ListPages(ctx, s.store, namespacePrefix, store.ListOptions{Limit: 1000}, func(items []store.KeyValue) error {
+		for _, kv := range items {
 			if ns, ok := strings.CutPrefix(kv.Key, namespacePrefix); ok {
 				listed[ns] = namespaceEntry{rev: kv.ModRevision, active: !terminating(kv.Value)}
 			}
 		}
-		if res.Continue == "" {
-			break
-		}
-		opts.Continue = res.Continue
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	w, err := storeWatch(ctx, s.store, namespacePrefix, rev)
 	if err != nil {

@@ -49,16 +49,9 @@ var crdPrefix = store.ResourcePrefix(kinds.CRDResource.Group, kinds.CRDResource.
 
 // loadCRDs serves every stored CRD and returns the revision it read at.
 func (s *Service) loadCRDs(ctx context.Context) (int64, error) {
-	opts := store.ListOptions{Limit: 500}
-	var rev int64
 	seen := map[string]bool{}
-	for {
-		res, err := s.store.List(ctx, crdPrefix, opts)
-		if err != nil {
-			return 0, err
-		}
-		rev = res.Revision
-		for _, kv := range res.Items {
+	rev, err := store.ListPages(ctx, s.store, crdPrefix, store.ListOptions{Limit: 500}, func(items []store.KeyValue) error {
+		for _, kv := range items {
 			u, err := kinds.DecodeMap(kv.Value)
 			if err != nil {
 				s.log.Error("decode stored CustomResourceDefinition", "key", kv.Key, "err", err)
@@ -67,10 +60,10 @@ func (s *Service) loadCRDs(ctx context.Context) (int64, error) {
 			seen[(&unstructured.Unstructured{Object: u}).GetName()] = true
 			s.serveCRD(ctx, u, kv.ModRevision)
 		}
-		if res.Continue == "" {
-			break
-		}
-		opts.Continue = res.Continue
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	for _, c := range s.reg.CRDs() {
 		if !seen[c.Name] {

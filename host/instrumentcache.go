@@ -19,7 +19,7 @@ import (
 
 // rewriterVersion names instrument's output in the on-disk cache; bump it
 // whenever that output changes.
-const rewriterVersion = 2
+const rewriterVersion = 3
 
 // maxInstrumented bounds the in-memory instrumented-module cache. A module
 // is rewritten once per load that misses the disk cache, and loads of one

@@ -44,7 +44,7 @@ func TestInstrumentedCacheOnDisk(t *testing.T) {
 	// A damaged file (a nop at the first loop head dropped, its checksum
 	// kept) is not used.
 	b, _ := os.ReadFile(path)
-	i := bytes.Index(b, loopCheck(0, 1, 0))
+	i := bytes.Index(b, checker{stop: 0, count: 1, yield: 0}.entry())
 	if i < 0 {
 		t.Fatal("no loop check in the cached form")
 	}

@@ -124,3 +124,18 @@ func TestGuestCannotResetCountdown(t *testing.T) {
 		t.Fatalf("err = %v, want ErrInvalidModule", err)
 	}
 }
+
+// TestGuestCannotResetLoopCount: code naming the local the rewriter adds
+// to count loop iterations (invalid before the rewrite, valid after) is
+// refused, so a loop cannot keep its count from reaching $count.
+func TestGuestCannotResetLoopCount(t *testing.T) {
+	// reconcile has two parameters and one local: local 3 is the counter.
+	reset := []byte{0x03, 0x40, 0x41, 0x00, 0x21, 0x03, 0x0c, 0x00, 0x0b}
+	if _, err := instrument(guestModule(guestSpec{reconcile: spinUnless(reset)})); !errors.Is(err, errUninstrumentable) {
+		t.Fatalf("instrument: err = %v, want errUninstrumentable", err)
+	}
+	_, err := loadGuest(t, context.Background(), guestModule(guestSpec{reconcile: spinUnless(reset)}), Config{})
+	if !errors.Is(err, ErrInvalidModule) {
+		t.Fatalf("err = %v, want ErrInvalidModule", err)
+	}
+}

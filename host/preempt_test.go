@@ -187,7 +187,9 @@ func TestInstrumentMalformed(t *testing.T) {
 		{"truncated immediate", codeSection(ok, ok, fn(0, 0x42)), "error"},
 		{"tail call", codeSection(ok, ok, fn(0, 0x12, 0x03, 0x0b)), "error"},
 		{"bad block type", codeSection(ok, ok, fn(0, 0x03, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0b, 0x42, 0x00, 0x0b)), "error"},
-		{"wrong body count", codeSection(ok, ok, rec, rec), ""},
+		// Each body's counting local follows its type's parameters, so a
+		// body without a function (and type) is refused.
+		{"wrong body count", codeSection(ok, ok, rec, rec), "error"},
 		{"duplicated section", wsection(slices.Clone(valid), 11, []byte{0}), "error"},
 		{"sections out of order", wsection(slices.Clone(valid), 1, []byte{0}), "error"},
 		{"unknown section", wsection(slices.Clone(valid), 13, nil), "error"},

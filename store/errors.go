@@ -31,3 +31,8 @@ var (
 	// for the disk; the write was queued and may still be committed.
 	ErrWriteTimedOut = errors.New("store: write timed out; it may still be committed")
 )
+
+// StopPages is what a ListPages visitor returns to end the list early. It
+// is not returned by any function: ListPages returns nil in its place, as
+// filepath.WalkDir does for filepath.SkipAll.
+var StopPages = errors.New("store: stop listing pages")

@@ -182,23 +182,16 @@ func (lw *leaseWriter) write(name string, update bool, timeout time.Duration) (i
 		method, path, ctype, want = http.MethodPatch, awayLeases+name, "application/merge-patch+json", http.StatusOK
 		body = fmt.Sprintf(`{"spec":{"holderIdentity":%q}}`, value)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, method, lw.s.URL+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+lw.s.Token)
-	req.Header.Set("Content-Type", ctype)
-	resp, err := lw.c.Do(req)
-	if err != nil {
+	code, b, err := lw.s.DoWith(method, path, lw.s.Token, strings.NewReader(body), testserver.DoOptions{
+		Header: http.Header{"Content-Type": {ctype}}, Client: lw.c, Timeout: timeout})
+	if code == 0 {
 		return 0, "", err
 	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	_, _ = bufio.NewReader(resp.Body).WriteTo(&b)
-	if resp.StatusCode == want {
+	if code == want {
 		var l struct {
 			Metadata struct{ ResourceVersion string }
 		}
-		if err := json.Unmarshal([]byte(b.String()), &l); err != nil {
+		if err := json.Unmarshal(b, &l); err != nil {
 			lw.t.Fatalf("%s %s: %v", method, name, err)
 		}
 		rv, err := strconv.ParseInt(l.Metadata.ResourceVersion, 10, 64)
@@ -207,7 +200,7 @@ func (lw *leaseWriter) write(name string, update bool, timeout time.Duration) (i
 		}
 		lw.known = append(lw.known, checker.Write{Name: name, Value: value, RV: rv})
 	}
-	return resp.StatusCode, b.String(), nil
+	return code, string(b), nil
 }
 
 // TestEtcdAwayUnderWatches runs a server on etcd with an HTTP watch that

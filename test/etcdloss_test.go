@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,23 +16,12 @@ import (
 
 // createLease creates the Lease default/name through s, bounded by timeout.
 func createLease(s *testserver.Server, c *http.Client, name string, timeout time.Duration) (int, string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	body := fmt.Sprintf(`{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":%q},"spec":{"holderIdentity":"test"}}`, name)
-	req, err := http.NewRequestWithContext(ctx, "POST", s.URL+strings.TrimSuffix(leasesPath, "/"), strings.NewReader(body))
-	if err != nil {
+	code, b, err := s.DoWith("POST", strings.TrimSuffix(leasesPath, "/"), s.Token, strings.NewReader(body), testserver.DoOptions{Client: c, Timeout: timeout})
+	if code == 0 {
 		return 0, "", err
 	}
-	req.Header.Set("Authorization", "Bearer "+s.Token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	_, err = bufio.NewReader(resp.Body).WriteTo(&b)
-	return resp.StatusCode, b.String(), err
+	return code, string(b), err
 }
 
 // TestEtcdMemberLoss runs a server on a 3-member etcd cluster with a short

@@ -1,9 +1,7 @@
 package test
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,23 +30,11 @@ func limitedHeader(t testing.TB, s *testserver.Server) http.Header {
 	}
 	h := http.Header{"Impersonate-User": {limitedUser}}
 	testsupport.Poll(t, 15*time.Second, limitedUser+" may list namespaces", func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, "GET", s.URL+"/api/v1/namespaces", nil)
-		if err != nil {
+		code, b, err := s.DoWith("GET", "/api/v1/namespaces", s.Token, nil, testserver.DoOptions{Header: h, Timeout: 10 * time.Second})
+		if err != nil && code == 0 {
 			return false, err.Error()
 		}
-		req.Header.Set("Authorization", "Bearer "+s.Token)
-		req.Header.Set("Impersonate-User", limitedUser)
-		c := s.HTTPClient()
-		defer c.CloseIdleConnections()
-		resp, err := c.Do(req)
-		if err != nil {
-			return false, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode == http.StatusOK, fmt.Sprintf("%d %.200s", resp.StatusCode, b)
+		return code == http.StatusOK, fmt.Sprintf("%d %.200s", code, b)
 	})
 	return h
 }

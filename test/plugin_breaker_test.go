@@ -47,6 +47,7 @@ func TestFailingPluginCallsSuspendedOthersKeepTheirRate(t *testing.T) {
 	var churn int
 	c := s.HTTPClient()
 	defer c.CloseIdleConnections()
+	mergePatch := http.Header{"Content-Type": {"application/merge-patch+json"}}
 	stopChurn := sync.OnceFunc(func() { close(stop); wg.Wait() })
 	t.Cleanup(stopChurn)
 	wg.Go(func() {
@@ -56,18 +57,14 @@ func TestFailingPluginCallsSuspendedOthersKeepTheirRate(t *testing.T) {
 				return
 			default:
 			}
-			req, _ := http.NewRequest(http.MethodPatch, fmt.Sprintf("%s/apis/example.setpoint.dev/v1/namespaces/default/gadgets/g%d", s.URL, i%gadgets),
-				bytes.NewReader(fmt.Appendf(nil, `{"spec":{"n":%d}}`, i+1)))
-			req.Header.Set("Authorization", "Bearer "+s.Token)
-			req.Header.Set("Content-Type", "application/merge-patch+json")
-			resp, err := c.Do(req)
+			code, _, err := s.DoWith(http.MethodPatch, fmt.Sprintf("/apis/example.setpoint.dev/v1/namespaces/default/gadgets/g%d", i%gadgets), s.Token,
+				bytes.NewReader(fmt.Appendf(nil, `{"spec":{"n":%d}}`, i+1)), testserver.DoOptions{Header: mergePatch, Client: c})
 			if err != nil {
 				t.Errorf("patch gadget: %v", err)
 				return
 			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Errorf("patch gadget: %d", resp.StatusCode)
+			if code != http.StatusOK {
+				t.Errorf("patch gadget: %d", code)
 				return
 			}
 			churn++

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -180,24 +179,14 @@ type uploadResult struct {
 
 func upload(t *testing.T, s *testserver.Server, wasm []byte, query, contentType string) uploadResult {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.URL+modulesPath+query, bytes.NewReader(wasm))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+s.Token)
-	req.Header.Set("Content-Type", contentType)
-	c := s.HTTPClient()
-	c.Timeout = 2 * time.Minute
-	defer c.CloseIdleConnections()
-	resp, err := c.Do(req)
-	if err != nil {
+	code, body, err := s.DoWith(http.MethodPost, modulesPath+query, s.Token, bytes.NewReader(wasm), testserver.DoOptions{
+		Header: http.Header{"Content-Type": {contentType}}, Timeout: 2 * time.Minute})
+	if code == 0 {
 		t.Fatalf("upload: %v", err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
 	var doc struct{ Digest, Message string }
 	_ = json.Unmarshal(body, &doc)
-	return uploadResult{code: resp.StatusCode, digest: doc.Digest, msg: doc.Message}
+	return uploadResult{code: code, digest: doc.Digest, msg: doc.Message}
 }
 
 func mustUpload(t *testing.T, s *testserver.Server, wasm []byte) string {
@@ -294,19 +283,11 @@ func createWidget(c *http.Client, s *testserver.Server, name string, labeled boo
 		"spec":     map[string]any{"name": name, "size": "small"},
 	}
 	b, _ := json.Marshal(obj)
-	req, err := http.NewRequest(http.MethodPost, s.URL+widgetsPath, bytes.NewReader(b))
-	if err != nil {
+	code, body, err := s.DoWith(http.MethodPost, widgetsPath, s.Token, bytes.NewReader(b), testserver.DoOptions{Client: c})
+	if code == 0 {
 		return 0, "", err
 	}
-	req.Header.Set("Authorization", "Bearer "+s.Token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), nil
+	return code, string(body), nil
 }
 
 func TestPlugins(t *testing.T) {

@@ -102,7 +102,7 @@ func TestRBACKubectl(t *testing.T) {
 		t.Errorf("role pod-reader resourceNames: %q", out)
 	}
 	out = run("get", "rolebindings", "-n", "team")
-	if !regexp.MustCompile(`(?m)^pod-readers\s+pod-reader\s`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^pod-readers\s+Role/pod-reader\s`).MatchString(out) {
 		t.Errorf("kubectl get rolebindings:\n%s", out)
 	}
 	out = run("describe", "rolebinding", "pod-readers", "-n", "team")

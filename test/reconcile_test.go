@@ -3,7 +3,6 @@ package test
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,23 +55,13 @@ type acceptance struct {
 }
 
 func (a *acceptance) do(method, path, contentType string, body []byte) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, a.s.URL+path, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
+	opts := testserver.DoOptions{Client: a.c, Timeout: 2 * time.Minute}
+	var in io.Reader
+	if body != nil {
+		in = bytes.NewReader(body)
+		opts.Header = http.Header{"Content-Type": {contentType}}
 	}
-	req.Header.Set("Authorization", "Bearer "+a.s.Token)
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := a.c.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	return a.s.DoWith(method, path, a.s.Token, in, opts)
 }
 
 // must sends a request and fails the test unless the answer is one of want.

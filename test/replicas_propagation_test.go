@@ -43,6 +43,7 @@ func (r *replicaClient) do(method, path, token string, body any) (int, string) {
 	if method == http.MethodPatch {
 		ct = "application/merge-patch+json"
 	}
+	opts := testserver.DoOptions{Client: r.c}
 	var in io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -50,22 +51,13 @@ func (r *replicaClient) do(method, path, token string, body any) (int, string) {
 			return 0, err.Error()
 		}
 		in = bytes.NewReader(b)
+		opts.Header = http.Header{"Content-Type": {ct}}
 	}
-	req, err := http.NewRequest(method, r.s.URL+path, in)
-	if err != nil {
+	code, b, err := r.s.DoWith(method, path, token, in, opts)
+	if code == 0 {
 		return 0, err.Error()
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", ct)
-	}
-	resp, err := r.c.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return code, string(b)
 }
 
 // must sends a request and fails t unless the answer is 2xx.

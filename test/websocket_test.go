@@ -65,36 +65,26 @@ type wsObjMeta struct {
 // object it returns.
 func (w *wsWidgets) call(method, path, contentType string, body any) wsObjMeta {
 	w.t.Helper()
-	var rd *bytes.Reader
+	var rd io.Reader
+	var opts testserver.DoOptions
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
+		opts.Header = http.Header{"Content-Type": {contentType}}
 	}
-	req, err := http.NewRequest(method, w.s.URL+path, nil)
+	code, b, err := w.s.DoWith(method, path, w.s.Token, rd, opts)
 	if err != nil {
-		w.t.Fatal(err)
+		w.t.Fatalf("%s %s: %d, %v", method, path, code, err)
 	}
-	if rd != nil {
-		req, _ = http.NewRequest(method, w.s.URL+path, rd)
-		req.Header.Set("Content-Type", contentType)
-	}
-	req.Header.Set("Authorization", "Bearer "+w.s.Token)
-	c := w.s.HTTPClient()
-	defer c.CloseIdleConnections()
-	resp, err := c.Do(req)
-	if err != nil {
-		w.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
 	var out struct {
 		Metadata wsObjMeta `json:"metadata"`
 	}
 	var raw json.RawMessage
-	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
-		w.t.Fatalf("%s %s: %d, decode: %v", method, path, resp.StatusCode, err)
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&raw); err != nil {
+		w.t.Fatalf("%s %s: %d, decode: %v", method, path, code, err)
 	}
-	if resp.StatusCode >= 300 {
-		w.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	if code >= 300 {
+		w.t.Fatalf("%s %s: %d %s", method, path, code, raw)
 	}
 	_ = json.Unmarshal(raw, &out)
 	return out.Metadata

@@ -351,22 +351,18 @@ func gcObjectOf(r kinds.Resource, n *gcNode) *gcObject {
 // listGC lists the objects of r under prefix, metadata only.
 func (c *Collector) listGC(ctx context.Context, r kinds.Resource, prefix string) ([]*gcObject, error) {
 	var out []*gcObject
-	opts := store.ListOptions{Limit: 1000}
-	for {
-		res, err := c.st.List(ctx, prefix, opts)
-		if err != nil {
-			return nil, storeError(err, r.GVR.GroupResource(), "")
-		}
-		for i := range res.Items {
-			if u, err := decodeForGC(&res.Items[i]); err == nil {
+	_, err := store.ListPages(ctx, c.st, prefix, store.ListOptions{Limit: 1000}, func(items []store.KeyValue) error {
+		for i := range items {
+			if u, err := decodeForGC(&items[i]); err == nil {
 				out = append(out, &gcObject{res: r, obj: u})
 			}
 		}
-		if res.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = res.Continue
+		return nil
+	})
+	if err != nil {
+		return nil, storeError(err, r.GVR.GroupResource(), "")
 	}
+	return out, nil
 }
 
 // listGROf lists every object of a resource, metadata only: what the cleanup

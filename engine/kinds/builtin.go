@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
 )
 
 // The built-in resources.
@@ -140,21 +141,21 @@ func fieldSet(fields []string) map[string]bool {
 func builtins() []*Kind {
 	out := []*Kind{
 		newBuiltin(NamespaceResource, "Namespace", "namespace", false, true, apivalidation.ValidateNamespaceName, nil,
-			[]apiextensionsv1.CustomResourceColumnDefinition{{Name: "Status", Type: "string", JSONPath: ".status.phase"}},
-			&corev1.Namespace{}, []string{"spec", "status"}, "ns"),
-		// Events' table is eventTable (below), not printer columns.
+			nil, &corev1.Namespace{}, []string{"spec", "status"}, "ns"),
 		newBuiltin(EventResource, "Event", "event", true, false, apivalidation.NameIsDNSSubdomain, nil,
 			nil, &corev1.Event{}, []string{"involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp",
 				"count", "type", "eventTime", "series", "action", "related", "reportingComponent", "reportingInstance"}, "ev"),
 		newBuiltin(CRDResource, "CustomResourceDefinition", "customresourcedefinition", false, true, apivalidation.NameIsDNSSubdomain, validateCRD,
-			// kubectl shows a CRD's creation time, not its age: the column
-			// is the timestamp as stored (RFC 3339), as Kubernetes prints it.
-			[]apiextensionsv1.CustomResourceColumnDefinition{{Name: "Created At", Type: "string", Format: "date-time", JSONPath: ".metadata.creationTimestamp"}},
-			nil, []string{"spec", "status"}, "crd", "crds"),
+			nil, nil, []string{"spec", "status"}, "crd", "crds"),
 		newServiceAccountKind(),
 		newSecretKind(), newConfigMapKind(),
 	}
-	out[1].table = eventTable{} // kube-apiserver's own columns for Events
+	// The tables kube-apiserver serves for these kinds: its printers'
+	// columns for Namespaces and Events; for CRDs, its default table, which
+	// shows when one was created (RFC 3339), not its age.
+	out[0].table = namespaceTable()
+	out[1].table = eventTable{}
+	out[2].table = rest.NewDefaultTableConvertor(CRDResource.GroupResource())
 	out = append(out, rbacBuiltins()...)
 	return out
 }

@@ -143,6 +143,9 @@ func (r *Registry) BuildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*K
 			}}
 		}
 		table, _ := tableconvertor.New(columns) // on error it still returns the default convertor
+		if gvr == leaseResource {
+			table = leaseTable() // a Kubernetes kind served by a CRD: kube-apiserver's printer
+		}
 
 		st := customresource.NewStrategy(unstructuredscheme.NewUnstructuredObjectTyper(), namespaced, gvk,
 			validator, statusValidator.schemaValidator(), structural, statusSpec, scaleSpec, v.SelectableFields)

@@ -33,7 +33,7 @@ var eventColumns = func() []metav1.TableColumnDefinition {
 		{Name: "Message", Type: "string", Description: doc["message"]},
 		{Name: "First Seen", Type: "string", Priority: 1, Description: doc["firstTimestamp"]},
 		{Name: "Count", Type: "string", Priority: 1, Description: doc["count"]},
-		{Name: "Name", Type: "string", Priority: 1, Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
+		{Name: "Name", Type: "string", Priority: 1, Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
 	}
 }()
 

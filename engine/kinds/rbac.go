@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +12,7 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
 )
 
 // The rbac.authorization.k8s.io/v1 resources.
@@ -27,21 +27,25 @@ var (
 // decoded into their Go types (unknown fields dropped, v1 defaults set) and
 // validated by Kubernetes' rules for them.
 func rbacBuiltins() []*Kind {
-	created := []apiextensionsv1.CustomResourceColumnDefinition{{Name: "Created At", Type: "string", Format: "date-time", JSONPath: ".metadata.creationTimestamp"}}
-	bound := []apiextensionsv1.CustomResourceColumnDefinition{{Name: "Role", Type: "string", JSONPath: ".roleRef.name"}}
 	ks := []*Kind{
 		newBuiltin(RoleResource, "Role", "role", true, false, rbacName, validateRBAC[rbacv1.Role](validateRole),
-			created, &rbacv1.Role{}, []string{"rules"}),
+			nil, &rbacv1.Role{}, []string{"rules"}),
 		newBuiltin(ClusterRoleResource, "ClusterRole", "clusterrole", false, false, rbacName, validateRBAC[rbacv1.ClusterRole](validateClusterRole),
-			created, &rbacv1.ClusterRole{}, []string{"rules", "aggregationRule"}),
+			nil, &rbacv1.ClusterRole{}, []string{"rules", "aggregationRule"}),
 		newBuiltin(RoleBindingResource, "RoleBinding", "rolebinding", true, false, rbacName, validateRBAC[rbacv1.RoleBinding](validateRoleBinding),
-			bound, &rbacv1.RoleBinding{}, []string{"roleRef", "subjects"}),
+			nil, &rbacv1.RoleBinding{}, []string{"roleRef", "subjects"}),
 		newBuiltin(ClusterRoleBindingResource, "ClusterRoleBinding", "clusterrolebinding", false, false, rbacName, validateRBAC[rbacv1.ClusterRoleBinding](validateClusterRoleBinding),
-			bound, &rbacv1.ClusterRoleBinding{}, []string{"roleRef", "subjects"}),
+			nil, &rbacv1.ClusterRoleBinding{}, []string{"roleRef", "subjects"}),
 	}
 	for _, k := range ks {
 		k.strategy = rbacStrategy{k.strategy.(builtinStrategy)}
 	}
+	// kube-apiserver's tables: its default one for roles (NAME, CREATED AT
+	// as RFC 3339), its printers' for bindings.
+	ks[0].table = rest.NewDefaultTableConvertor(RoleResource.GroupResource())
+	ks[1].table = rest.NewDefaultTableConvertor(ClusterRoleResource.GroupResource())
+	ks[2].table = bindingTable(false)
+	ks[3].table = bindingTable(true)
 	return ks
 }
 

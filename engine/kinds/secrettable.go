@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,13 +21,13 @@ type dataTable struct {
 }
 
 func (t dataTable) columns() []metav1.TableColumnDefinition {
-	name := metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]}
-	data := metav1.TableColumnDefinition{Name: "Data", Type: "string", Description: "the number of keys in data (and binaryData)"}
-	age := metav1.TableColumnDefinition{Name: "Age", Type: "string", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]}
 	if t.secret {
-		return []metav1.TableColumnDefinition{name, {Name: "Type", Type: "string", Description: "the type of the Secret"}, data, age}
+		return []metav1.TableColumnDefinition{nameColumn,
+			{Name: "Type", Type: "string", Description: corev1.Secret{}.SwaggerDoc()["type"]},
+			{Name: "Data", Type: "string", Description: corev1.Secret{}.SwaggerDoc()["data"]}, ageColumn}
 	}
-	return []metav1.TableColumnDefinition{name, data, age}
+	return []metav1.TableColumnDefinition{nameColumn,
+		{Name: "Data", Type: "string", Description: corev1.ConfigMap{}.SwaggerDoc()["data"]}, ageColumn}
 }
 
 // ConvertToTable implements rest.TableConvertor for a Secret or a

@@ -22,9 +22,11 @@ var serviceAccountFields = []string{"secrets", "imagePullSecrets", "automountSer
 // named by a DNS subdomain (Kubernetes' ValidateServiceAccountName), and
 // its fields checked against corev1.ServiceAccount.
 func newServiceAccountKind() *Kind {
-	return newBuiltin(ServiceAccountResource, "ServiceAccount", "serviceaccount", true, false,
+	k := newBuiltin(ServiceAccountResource, "ServiceAccount", "serviceaccount", true, false,
 		apivalidation.NameIsDNSSubdomain, validateServiceAccount, nil,
 		&corev1.ServiceAccount{}, serviceAccountFields, "sa")
+	k.table = serviceAccountTable()
+	return k
 }
 
 // validateServiceAccount refuses a ServiceAccount whose fields do not have

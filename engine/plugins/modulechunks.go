@@ -215,20 +215,16 @@ func deleteChunksAt(ctx context.Context, st store.Store, l moduleLayout, digest 
 // listKeys lists the keys under prefix without reading values.
 func listKeys(ctx context.Context, st store.Store, prefix string) ([]string, error) {
 	var out []string
-	opts := store.ListOptions{KeysOnly: true}
-	for {
-		res, err := st.List(ctx, prefix, opts)
-		if err != nil {
-			return nil, err
-		}
-		for _, kv := range res.Items {
+	_, err := store.ListPages(ctx, st, prefix, store.ListOptions{KeysOnly: true}, func(items []store.KeyValue) error {
+		for _, kv := range items {
 			out = append(out, kv.Key)
 		}
-		if res.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = res.Continue
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // chunkedDigests returns the digests that have chunks stored, in order,

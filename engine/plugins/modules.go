@@ -114,15 +114,8 @@ func (m *Modules) List(ctx context.Context) ([]StoredModule, error) {
 		out = append(out, StoredModule{Digest: modulesAt.digestOf(key), Size: size})
 		return false
 	}}
-	for {
-		res, err := m.st.List(ctx, modulesAt.modules, opts)
-		if err != nil {
-			return nil, fmt.Errorf("plugins: list modules: %w", err)
-		}
-		if res.Continue == "" {
-			break
-		}
-		opts.Continue = res.Continue
+	if _, err := store.ListPages(ctx, m.st, modulesAt.modules, opts, nil); err != nil {
+		return nil, fmt.Errorf("plugins: list modules: %w", err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Digest < out[j].Digest })
 	return out, nil
@@ -132,19 +125,14 @@ func (m *Modules) List(ctx context.Context) ([]StoredModule, error) {
 // reading their bytes.
 func (m *Modules) Digests(ctx context.Context) ([]string, error) {
 	var out []string
-	opts := store.ListOptions{KeysOnly: true}
-	for {
-		res, err := m.st.List(ctx, modulesAt.modules, opts)
-		if err != nil {
-			return nil, fmt.Errorf("plugins: list modules: %w", err)
-		}
-		for _, kv := range res.Items {
+	_, err := store.ListPages(ctx, m.st, modulesAt.modules, store.ListOptions{KeysOnly: true}, func(items []store.KeyValue) error {
+		for _, kv := range items {
 			out = append(out, modulesAt.digestOf(kv.Key))
 		}
-		if res.Continue == "" {
-			break
-		}
-		opts.Continue = res.Continue
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("plugins: list modules: %w", err)
 	}
 	return out, nil
 }

@@ -10,8 +10,8 @@
 // .ci/build-wasm (what `make plugins` runs).
 //
 // This package is bound to this repository (it finds the root through the
-// go.mod above the working directory, and imports the server's module,
-// which is not downloadable). A plugin project outside it uses the SDK's
+// go.mod above the working directory, or $SETPOINT_ROOT, as test/testroot
+// does, and imports the server's module, which is not downloadable). A plugin project outside it uses the SDK's
 // sdk/realhost instead, which runs the built module under this same host
 // through the setpoint binary (`setpoint plugin call`, `plugin test`); see
 // docs/PLUGINS.md.
@@ -20,7 +20,6 @@ package hosttest
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -31,6 +30,7 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/host"
+	"github.com/setpoint-dev/setpoint/test/testroot"
 )
 
 var (
@@ -39,24 +39,11 @@ var (
 	root      string
 )
 
-// Root returns the repository root: the nearest directory above the working
-// directory whose go.mod declares the setpoint module.
+// Root returns the repository root, as test/testserver finds it:
+// $SETPOINT_ROOT, or the nearest directory at or above the working
+// directory whose go.mod declares the setpoint module (testroot.Find).
 func Root() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(b, []byte("module github.com/setpoint-dev/setpoint\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("hosttest: no setpoint repository above the working directory")
-		}
-		dir = parent
-	}
+	return testroot.Find()
 }
 
 // Build builds every guest module once per test process.

@@ -164,6 +164,22 @@ func TestObjectBuilder(t *testing.T) {
 	}
 }
 
+// TestObjectTime: a timestamp is written in UTC as RFC 3339, as
+// time.Format writes it, with no allocation into a buffer large enough.
+func TestObjectTime(t *testing.T) {
+	at := time.Date(2026, 11, 26, 23, 4, 5, 987654321, time.FixedZone("CET", 3600))
+	got := string(NewObject(nil).Time("t", at).Bytes())
+	want := `{"t":"` + at.UTC().Format(time.RFC3339) + `"}`
+	if got != want || want != `{"t":"2026-11-26T22:04:05Z"}` {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	buf := make([]byte, 0, 64)
+	var o Object
+	if n := testing.AllocsPerRun(100, func() { o.Reset(buf); o.Time("t", at).Bytes() }); n != 0 {
+		t.Fatalf("%v allocations, want 0", n)
+	}
+}
+
 // FuzzDecode checks that the validating scanner agrees with encoding/json on
 // what is well-formed, and that the decoders never panic.
 func FuzzDecode(f *testing.F) {

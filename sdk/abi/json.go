@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/bits"
 	"strconv"
+	"time"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -379,6 +380,14 @@ func (o *Object) Str(k, v string) *Object { o.key(k); o.b = appendString(o.b, v)
 func (o *Object) Int(k string, v int64) *Object {
 	o.key(k)
 	o.b = strconv.AppendInt(o.b, v, 10)
+	return o
+}
+
+// Time adds t as an RFC 3339 string in UTC, as Kubernetes writes
+// timestamps, without the string that t.Format would allocate.
+func (o *Object) Time(k string, t time.Time) *Object {
+	o.key(k)
+	o.b = append(t.UTC().AppendFormat(append(o.b, '"'), time.RFC3339), '"')
 	return o
 }
 

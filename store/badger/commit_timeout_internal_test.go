@@ -46,19 +46,7 @@ func TestWriteTimesOutWhileTheDiskStalls(t *testing.T) {
 	}
 	leader := write("/stall/leader", 200*time.Millisecond)
 	// The second write queues behind the leader's group.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		db.queue.mu.Lock()
-		leading := db.queue.leading
-		db.queue.mu.Unlock()
-		if leading {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first write never led a group")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitQueue(t, db, func(q *writeQueue) bool { return q.leading })
 	queued := write("/stall/queued", 300*time.Millisecond)
 	for name, ch := range map[string]<-chan result{"leader": leader, "queued": queued} {
 		select {

@@ -66,22 +66,16 @@ func Save(ctx context.Context, st store.Store, w io.Writer, opts SaveOptions) (H
 	hdr := Header{Counts: map[string]int64{}, Secrets: opts.Secrets}
 	// Count at the current revision, which the first page fixes.
 	lo := store.ListOptions{Limit: opts.PageSize, KeysOnly: true, Filter: filter}
-	for {
-		res, err := st.List(ctx, "/", lo)
-		if err != nil {
-			return hdr, fmt.Errorf("snapshot: count keys: %w", err)
-		}
-		if hdr.Revision == 0 {
-			hdr.Revision = res.Revision
-		}
-		for _, kv := range res.Items {
+	var err error
+	hdr.Revision, err = store.ListPages(ctx, st, "/", lo, func(items []store.KeyValue) error {
+		for _, kv := range items {
 			hdr.Keys++
 			hdr.Counts[Resource(kv.Key)]++
 		}
-		if res.Continue == "" {
-			break
-		}
-		lo.Continue = res.Continue
+		return nil
+	})
+	if err != nil {
+		return hdr, fmt.Errorf("snapshot: count keys: %w", err)
 	}
 	hdr.Time = opts.Now().UTC()
 	if opts.Started != nil {
@@ -93,28 +87,30 @@ func Save(ctx context.Context, st store.Store, w io.Writer, opts SaveOptions) (H
 	if err != nil {
 		return hdr, err
 	}
+	// The documents at that revision; ListPages checks every page is read
+	// there. What fails in the writer is returned as it is, what fails in
+	// the store with the revision.
 	lo = store.ListOptions{Revision: hdr.Revision, Limit: opts.PageSize, Filter: filter}
 	var n int64
-	for {
-		res, err := st.List(ctx, "/", lo)
-		if err != nil {
-			return hdr, fmt.Errorf("snapshot: read keys at revision %d: %w", hdr.Revision, err)
-		}
-		if res.Revision != hdr.Revision {
-			return hdr, fmt.Errorf("snapshot: the store listed revision %d, want %d", res.Revision, hdr.Revision)
-		}
-		for i := range res.Items {
+	var werr error
+	_, err = store.ListPages(ctx, st, "/", lo, func(items []store.KeyValue) error {
+		for i := range items {
 			if n++; n > hdr.Keys {
-				return hdr, fmt.Errorf("snapshot: more keys at revision %d than counted (%d)", hdr.Revision, hdr.Keys)
+				werr = fmt.Errorf("snapshot: more keys at revision %d than counted (%d)", hdr.Revision, hdr.Keys)
+			} else {
+				werr = sw.Write(&items[i])
 			}
-			if err := sw.Write(&res.Items[i]); err != nil {
-				return hdr, err
+			if werr != nil {
+				return werr
 			}
 		}
-		if res.Continue == "" {
-			break
-		}
-		lo.Continue = res.Continue
+		return nil
+	})
+	if werr != nil {
+		return hdr, werr
+	}
+	if err != nil {
+		return hdr, fmt.Errorf("snapshot: read keys at revision %d: %w", hdr.Revision, err)
 	}
 	if err := sw.Close(); err != nil {
 		return hdr, err

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, caps Capabilitie
 		{"ListPagination", s.testListPagination},
 		{"ListFilterLimit", s.testListFilterLimit},
 		{"ListKeysOnly", s.testListKeysOnly},
+		{"ListPages", s.testListPages},
 		{"ContinueErrors", s.testContinueErrors},
 		{"ListConsistencyConcurrent", s.testListConsistencyConcurrent},
 		{"WatchPrevObjects", s.testWatchPrevObjects},

@@ -5,10 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/setpoint-dev/setpoint/test/testroot"
 )
 
 var (
@@ -19,10 +20,11 @@ var (
 
 // ModuleRoot returns the repository root, where tests and benchmarks find
 // examples/ and bin/: $SETPOINT_ROOT, or the main module's directory at or
-// above the working directory. It fails t when there is none.
+// above the working directory (testroot.Find). It fails t when there is
+// none.
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
-	root, err := moduleRoot()
+	root, err := testroot.Find()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,65 +33,7 @@ func ModuleRoot(t testing.TB) string {
 
 // RootEnv names the directory ModuleRoot returns instead of looking for
 // go.mod: a benchmark bundle unpacked where there is no checkout sets it.
-const RootEnv = "SETPOINT_ROOT"
-
-// modulePath is the main module's path, as its go.mod declares it.
-const modulePath = "github.com/setpoint-dev/setpoint"
-
-// moduleRoot is $SETPOINT_ROOT when set, otherwise the nearest directory at
-// or above the working directory whose go.mod declares the main module (go
-// test runs a package's tests in its directory). No go tool is needed, so
-// prebuilt test binaries run where there is none.
-func moduleRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("testserver: module root: %w", err)
-	}
-	return findRoot(os.Getenv(RootEnv), wd)
-}
-
-// findRoot is moduleRoot with its inputs given: env is $SETPOINT_ROOT and
-// dir the directory the search starts from.
-func findRoot(env, dir string) (string, error) {
-	if env != "" {
-		root, err := filepath.Abs(env)
-		if err != nil {
-			return "", fmt.Errorf("testserver: %s=%q: %w", RootEnv, env, err)
-		}
-		if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
-			return "", fmt.Errorf("testserver: %s=%q is not a directory", RootEnv, env)
-		}
-		return root, nil
-	}
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if declaresModule(filepath.Join(d, "go.mod")) {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("testserver: no go.mod of %s at or above %s: run inside the repository or set %s to its root (or to an unpacked benchmark bundle)", modulePath, dir, RootEnv)
-		}
-	}
-}
-
-// declaresModule reports whether the file at path is a go.mod whose module
-// directive names the main module (sdk/ holds a module of its own).
-func declaresModule(path string) bool {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	for line := range strings.Lines(string(b)) {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module")
-		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '\t') {
-			continue
-		}
-		if i := strings.Index(rest, "//"); i >= 0 {
-			rest = rest[:i]
-		}
-		return strings.Trim(strings.TrimSpace(rest), `"`+"`") == modulePath
-	}
-	return false
-}
+const RootEnv = testroot.Env
 
 // Binary returns the path of a setpoint binary built from the current sources:
 // $SETPOINT_BIN when set, otherwise bin/.e2e/setpoint in the module, built with
@@ -112,7 +56,7 @@ func build() (string, error) {
 	if _, err := exec.LookPath("go"); err != nil {
 		return "", fmt.Errorf("testserver: no go tool to build ./cmd/setpoint (%w): set SETPOINT_BIN to a built setpoint", err)
 	}
-	root, err := moduleRoot()
+	root, err := testroot.Find()
 	if err != nil {
 		return "", err
 	}

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/test/testroot"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -64,7 +65,7 @@ var SharePluginCache bool
 
 // sharedPluginCache is the directory SharePluginCache names.
 func sharedPluginCache() (string, error) {
-	root, err := moduleRoot()
+	root, err := testroot.Find()
 	if err != nil {
 		return "", err
 	}
@@ -414,9 +415,31 @@ func (s *Server) HTTPClient() *http.Client {
 }
 
 // Do sends an HTTP request to path with token as the bearer token (none when
-// empty) and returns the status code and body.
+// empty) and returns the status code and body. A body is sent as JSON.
 func (s *Server) Do(method, path, token string, body io.Reader) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return s.DoWith(method, path, token, body, DoOptions{})
+}
+
+// DoOptions tunes DoWith; its zero value makes DoWith what Do is.
+type DoOptions struct {
+	// Header is set on the request over Do's own headers: a Content-Type
+	// here replaces application/json, an Impersonate-User acts as a user.
+	Header http.Header
+	// Client sends the request; nil is a fresh HTTPClient, whose idle
+	// connections are closed after. A test that sends many requests passes
+	// one client to keep its connections.
+	Client *http.Client
+	// Timeout bounds the request and the reading of its answer; 0 is 30
+	// seconds.
+	Timeout time.Duration
+}
+
+// DoWith is Do with the headers, client and time limit of opts.
+func (s *Server) DoWith(method, path, token string, body io.Reader, opts DoOptions) (int, []byte, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opts.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, body)
 	if err != nil {
@@ -428,8 +451,14 @@ func (s *Server) Do(method, path, token string, body io.Reader) (int, []byte, er
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	c := s.HTTPClient()
-	defer c.CloseIdleConnections()
+	for k, v := range opts.Header {
+		req.Header[http.CanonicalHeaderKey(k)] = v
+	}
+	c := opts.Client
+	if c == nil {
+		c = s.HTTPClient()
+		defer c.CloseIdleConnections()
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return 0, nil, err

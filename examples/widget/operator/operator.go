@@ -150,8 +150,11 @@ func (op *Operator) Reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.Re
 			state = StateReady
 		}
 	}
-	if state == StateReady && (last == "" || prevCapacity != capacity) {
-		last = op.now().UTC().Format(time.RFC3339)
+	// stamp: the provision is observed for the first time at this
+	// capacity, and lastProvisioned becomes the current time (written by
+	// Object.Time, which allocates nothing).
+	stamp := state == StateReady && (last == "" || prevCapacity != capacity)
+	if stamp {
 		prevCapacity = capacity
 		if req.Config["log"] == "true" {
 			h.Log("info", "widget provisioned", "capacity", strconv.FormatInt(capacity, 10))
@@ -162,7 +165,9 @@ func (op *Operator) Reconcile(h plugin.Host, req *abi.ReconcileRequest) (*abi.Re
 	if prevCapacity != 0 {
 		o.Int("capacity", prevCapacity)
 	}
-	if last != "" {
+	if stamp {
+		o.Time("lastProvisioned", op.now())
+	} else if last != "" {
 		o.Str("lastProvisioned", last)
 	}
 	r.children[0] = child

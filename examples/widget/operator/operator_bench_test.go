@@ -1,6 +1,7 @@
 package operator_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +70,23 @@ func TestReuse(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { out, _ = reuse.Dispatch(h, abi.ExportReconcile, in, out[:0]) })
 	if allocs != 0 {
 		t.Fatalf("%v allocations per steady-state call with Reuse, want 0", allocs)
+	}
+	// The call that first observes the provision stamps lastProvisioned,
+	// also without allocating.
+	first := (&abi.ReconcileRequest{
+		Object:   widget("medium", `{"state":"Provisioning","provision":"demo"}`),
+		Children: map[string][]abi.RawJSON{operator.ChildKey: {provision("medium", 4)}},
+	}).AppendJSON(nil)
+	want, failed = plain.Dispatch(&plugintest.Host{}, abi.ExportReconcile, first, nil)
+	if failed || !strings.Contains(string(want), `"lastProvisioned":"`+clock.Format(time.RFC3339)+`"`) {
+		t.Fatalf("first observation: %s", want)
+	}
+	out, failed = reuse.Dispatch(h, abi.ExportReconcile, first, out[:0])
+	if failed || string(out) != string(want) {
+		t.Fatalf("first observation with Reuse: %s\nwithout:                    %s", out, want)
+	}
+	allocs = testing.AllocsPerRun(100, func() { out, _ = reuse.Dispatch(h, abi.ExportReconcile, first, out[:0]) })
+	if allocs != 0 {
+		t.Fatalf("%v allocations per first-observation call with Reuse, want 0", allocs)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -129,9 +128,8 @@ func watchHTTP(ctx context.Context, d *deployment, n int, ns, rv string) (*fanou
 			defer resp.Body.Close()
 			r := bufio.NewReaderSize(resp.Body, 64<<10)
 			for {
-				line, err := r.ReadSlice('\n')
-				full := errors.Is(err, bufio.ErrBufferFull)
-				if err != nil && !full {
+				line, err := benchtest.ReadLine(r)
+				if err != nil {
 					if ctx.Err() == nil {
 						f.lost(fmt.Errorf("watcher %d: %w", w, err))
 					}
@@ -139,18 +137,6 @@ func watchHTTP(ctx context.Context, d *deployment, n int, ns, rv string) (*fanou
 				}
 				if i := bytes.Index(line, stampJSON); i >= 0 {
 					f.receive(w, line[i+len(stampJSON):], time.Now())
-				}
-				// An event longer than the buffer: the stamp is near its
-				// start; skip the rest.
-				for full {
-					_, err = r.ReadSlice('\n')
-					full = errors.Is(err, bufio.ErrBufferFull)
-					if err != nil && !full {
-						if ctx.Err() == nil {
-							f.lost(fmt.Errorf("watcher %d: %w", w, err))
-						}
-						return
-					}
 				}
 			}
 		})

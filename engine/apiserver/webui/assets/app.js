@@ -56,9 +56,10 @@ function subjectsOf(obj) {
     ? `ServiceAccount ${s.namespace || obj.metadata.namespace || ''}/${s.name}` : `${s.kind} ${s.name}`)).join(', ');
 }
 
-// bindingColumns replaces the server's Role column (the role's name) with
-// kind/name and adds Subjects after the server's columns, so that the
-// server's cells keep their places.
+// bindingColumns derives the Role column (kind/name, as the server's cell
+// reads) from the object, so that a watched change redraws it, and adds
+// Subjects, which the server's table has only among its wide columns, after
+// the server's columns, so that the server's cells keep their places.
 function bindingColumns(cols) {
   const out = cols.map((c) => (c.name === 'Role' ? { ...c, path: null, derive: roleOf } : c));
   if (!out.some((c) => c.name === 'Role')) out.push({ name: 'Role', derive: roleOf });
