@@ -152,17 +152,11 @@ type auditLog interface {
 // not written (a count: the events themselves stay unlogged) and returns;
 // the process exits without them.
 func closeAuditor(au auditLog, timeout time.Duration, log *slog.Logger) {
-	done := make(chan error, 1)
-	go func() { done <- au.Close() }()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case err := <-done:
+	if closed, err := closeWithin(au, timeout); closed {
 		if err != nil {
 			log.Error("close audit log", "err", err)
 		}
 		return
-	case <-t.C:
 	}
 	log.Error("audit log did not close in time; exiting with audit events not written (a write to the audit log has not returned: a stalled disk, or a standard output nobody reads)",
 		"waited", timeout, "not_written", au.Pending())
