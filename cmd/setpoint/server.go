@@ -294,7 +294,6 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	connOpts.Logger = log
 	ln = serving.LimitConnections(ln, connOpts)
 	url := serverURL(host, ln)
-	api.tokens.listening(url)
 	kubeconfig, err := material.WriteKubeconfig(url)
 	if err != nil {
 		ln.Close()
