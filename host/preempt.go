@@ -56,7 +56,12 @@ import (
 // runtime always imports it), so no function index shifts. Modules without
 // it, with a start function (it runs at instantiation, before the host can
 // reach $stop) or with anything the rewriter cannot decode fall back to
-// wazero's close-on-context-done.
+// wazero's close-on-context-done. Decoding must agree with the compiler's
+// byte for byte: an immediate read here with the wrong length would make
+// the rest of the body read as other instructions, and a loop opcode read
+// as an immediate gets no check. So the rewriter refuses, rather than
+// skips, what it does not know, typed references ((ref null $t), two or
+// more bytes where other value types take one) included.
 
 // yieldEvery is the number of loop iterations between two checks of $stop.
 const yieldEvery = 1000
@@ -241,8 +246,8 @@ func funcTypes(body []byte) ([][2][]byte, error) {
 		if r.byte() != 0x60 {
 			return nil, fmt.Errorf("%w: unknown type form", errUninstrumentable)
 		}
-		params := r.bytes(int(r.u32()))
-		results := r.bytes(int(r.u32()))
+		params := r.valTypes()
+		results := r.valTypes()
 		types = append(types, [2][]byte{params, results})
 	}
 	return types, r.err
@@ -267,7 +272,7 @@ func scanImports(body []byte, types [][2][]byte) (globals int, yield int64, err 
 			}
 			funcs++
 		case 0x01: // table: reftype, limits
-			r.byte()
+			r.valType()
 			r.limits()
 		case 0x02: // memory
 			r.limits()
@@ -425,7 +430,7 @@ func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]by
 	locals := uint64(params)
 	for i := uint32(0); i < groups && r.err == nil; i++ {
 		locals += uint64(r.u32())
-		r.byte()
+		r.valType()
 		if locals >= maxLocals {
 			return nil, fmt.Errorf("%w: more than %d locals", errUninstrumentable, maxLocals)
 		}
@@ -468,8 +473,7 @@ func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]by
 			// Tail calls can run without bound and without a loop.
 			return nil, fmt.Errorf("%w: tail calls", errUninstrumentable)
 		case op == 0x1c: // select t*
-			n := r.u32()
-			r.bytes(int(n))
+			r.valTypes()
 		case op >= 0x20 && op <= 0x22: // local.get, local.set, local.tee
 			if idx := r.u32(); idx >= counter && r.err == nil {
 				return nil, fmt.Errorf("%w: an instruction names local %d, which the function does not declare", errUninstrumentable, idx)
@@ -493,7 +497,7 @@ func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]by
 		case op == 0x44:
 			r.bytes(8)
 		case op == 0xd0: // ref.null
-			r.byte()
+			r.valType()
 		case op == 0xd2: // ref.func
 			r.u32()
 		case op == 0xfc:
@@ -600,15 +604,54 @@ func (r *reader) memarg() {
 	r.u32()
 }
 
+// blockType reads a block type: empty (0x40), a value type, or a type
+// index as a non-negative s33 (a first byte of 0x40 to 0x7f with no
+// continuation is negative, hence one of the former).
 func (r *reader) blockType() {
 	if r.i >= len(r.b) {
 		r.fail()
 		return
 	}
 	switch c := r.b[r.i]; {
-	case c == 0x40, c >= 0x6f && c <= 0x7f:
+	case c == 0x40:
 		r.i++
+	case c >= 0x40 && c < 0x80:
+		r.valType()
 	default:
-		r.sleb() // a type index as s33
+		r.sleb()
 	}
+}
+
+// valType reads a value type. Only the one-byte types are decoded: a
+// reference type with a heap type ((ref null $t), 0x63 or 0x64 and an
+// s33) is refused, so that no immediate the compiler reads as a value
+// type is read here as an opcode (wazero accepts them without a feature
+// flag).
+func (r *reader) valType() byte {
+	c := r.byte()
+	switch c {
+	case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f, 0x69: // i32 i64 f32 f64 v128 funcref externref exnref
+		return c
+	}
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: value type 0x%02x at byte %d (typed references are not decoded)", errUninstrumentable, c, r.i-1)
+		r.i = len(r.b)
+	}
+	return 0
+}
+
+// valTypes reads a vector of value types, each one byte.
+func (r *reader) valTypes() []byte {
+	n := r.u32()
+	if r.err == nil && int64(n) > int64(len(r.b)-r.i) {
+		r.fail()
+	}
+	start := r.i
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		r.valType()
+	}
+	if r.err != nil {
+		return nil
+	}
+	return r.b[start:r.i]
 }
