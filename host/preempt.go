@@ -13,9 +13,10 @@ import (
 // a loop per non-leaf function call, so it multiplies the cost of a call
 // several times. Instead, the host rewrites each native-ABI module once, at
 // load. It adds two mutable i32 globals, $stop (exported as stopGlobal) and
-// $count, and at the entry of every function it inserts
+// $count, and at the entry of every function it inserts (with 1, or
+// loopBatch in a function with loops, for d)
 //
-//	count = count - 1
+//	count = count - d
 //	if count <= 0 {
 //		count = yieldEvery
 //		call wasi_snapshot_preview1.sched_yield   ;; leaves compiled code
@@ -37,8 +38,11 @@ import (
 // in a register. Go guests branch back to their function's loop head at
 // every jump, about 2,600 times in one Widget reconcile call, so the local
 // count took about 7% off that call. The iterations of a call that end
-// short of a batch (fewer than loopBatch) go uncounted; the entry check
-// counts that call. When a call's context is done
+// short of a batch (fewer than loopBatch) go uncounted, so the entry of a
+// function with loops takes a whole batch off $count rather than one: a
+// caller looping over a function of 15 long turns would otherwise run
+// 15 turns per count, and overrun its deadline (and stall the garbage
+// collector) fifteen times as long. When a call's context is done
 // the host sets $stop and the guest traps within about yieldEvery loop
 // iterations or calls; without loops and calls a function runs at most
 // its own length, so the deadline holds. The periodic
@@ -336,8 +340,13 @@ func (k checker) global(d int64) []byte {
 	return append(c, 0x0b)                // end
 }
 
-// entry is the check at a function's entry.
+// entry is the check at the entry of a function without loops.
 func (k checker) entry() []byte { return k.global(1) }
+
+// loopEntry is the check at the entry of a function with loops: it pays
+// in advance for the iterations the call may end short of a batch. It has
+// entry's length, so that it can take its place once the body is read.
+func (k checker) loopEntry() []byte { return k.global(loopBatch) }
 
 // loop is the check at a loop head of a function whose counting local is
 // n: every loopBatch iterations it takes loopBatch off $count.
@@ -394,7 +403,10 @@ func instrumentCode(body []byte, funcTypeIdx []uint32, types [][2][]byte, k chec
 		return nil, fmt.Errorf("%w: %d function bodies for %d functions", errUninstrumentable, n, len(funcTypeIdx))
 	}
 	out := binary.AppendUvarint(make([]byte, 0, len(body)+len(body)/3), uint64(n))
-	entry := k.entry()
+	entry, loopEntry := k.entry(), k.loopEntry()
+	if len(entry) != len(loopEntry) {
+		return nil, fmt.Errorf("%w: entry checks of %d and %d bytes", errUninstrumentable, len(entry), len(loopEntry))
+	}
 	var fn []byte
 	for i := uint32(0); i < n; i++ {
 		size := r.u32()
@@ -407,7 +419,7 @@ func instrumentCode(body []byte, funcTypeIdx []uint32, types [][2][]byte, k chec
 			return nil, fmt.Errorf("%w: function %d has type %d of %d", errUninstrumentable, i, t, len(types))
 		}
 		var err error
-		fn, err = instrumentFunc(fn[:0], code, len(types[t][0]), entry, k)
+		fn, err = instrumentFunc(fn[:0], code, len(types[t][0]), entry, loopEntry, k)
 		if err != nil {
 			return nil, fmt.Errorf("function %d: %w", i, err)
 		}
@@ -418,12 +430,13 @@ func instrumentCode(body []byte, funcTypeIdx []uint32, types [][2][]byte, k chec
 }
 
 // instrumentFunc copies one function body with params parameters, adding
-// the counting local after its own, inserting entry at its start and the
-// loop check after the block type of every loop. The entry check bounds
+// the counting local after its own, inserting entry (loopEntry if the body
+// has a loop) at its start and the loop check after the block type of
+// every loop. The entry check bounds
 // code without loops: a tree of calls, each function calling the next
 // twice, runs 2^depth calls with a shallow stack. Instructions naming the
 // injected globals (k.stop and later) or the counting local are refused.
-func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]byte, error) {
+func instrumentFunc(out, code []byte, params int, entry, loopEntry []byte, k checker) ([]byte, error) {
 	r := reader{b: code}
 	groups := r.u32()
 	declared := r.i // the local groups start here
@@ -442,7 +455,9 @@ func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]by
 	out = binary.AppendUvarint(out, uint64(groups)+1)
 	out = append(out, code[declared:r.i]...)
 	out = append(out, 0x01, 0x7f) // one i32: the counting local
+	entryAt := len(out)
 	out = append(out, entry...)
+	loops := false
 	check := k.loop(counter)
 	// copied is where the code not yet copied to out starts; runs between
 	// loop heads are copied whole.
@@ -457,6 +472,7 @@ func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]by
 			out = append(out, code[copied:r.i]...)
 			out = append(out, check...)
 			copied = r.i
+			loops = true
 		case op == 0x0c || op == 0x0d: // br, br_if
 			r.u32()
 		case op == 0x0e: // br_table
@@ -525,6 +541,9 @@ func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]by
 	}
 	if r.err != nil {
 		return nil, r.err
+	}
+	if loops {
+		copy(out[entryAt:], loopEntry)
 	}
 	return append(out, code[copied:]...), nil
 }

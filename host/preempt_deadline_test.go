@@ -38,6 +38,10 @@ func TestDeadlineHoldsOnInstrumentedPath(t *testing.T) {
 		// Fewer than loopBatch turns per call go uncounted by the
 		// callee's loop; its entry and the caller's loop head count.
 		{"loop calling a function that loops 15 times", guestSpec{reconcile: spinUnless(callInLoop), extra: [][]byte{shortLoop}}},
+		// The same with 20,000 loads and stores in each turn: the entry
+		// of a function with loops is charged a whole batch, or each call
+		// would run 15 long turns for one count.
+		{"loop calling a function whose 15 turns are long", guestSpec{reconcile: spinUnless(callInLoop), extra: [][]byte{longShortLoop(20_000)}}},
 		{"loop calling a function that returns at once", guestSpec{reconcile: spinUnless(callInLoop), extra: [][]byte{nil}}},
 		{"br_if to a loop label", guestSpec{reconcile: spinUnless(brIfLoop)}},
 		{"nested loops, the inner one of 15 turns", guestSpec{reconcile: spinUnless(shortInnerLoops)}},

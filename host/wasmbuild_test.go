@@ -223,3 +223,14 @@ func localGroups(groups, n int) []byte {
 	}
 	return b
 }
+
+// longShortLoop is a loop of 15 turns, each of ops loads and stores, for
+// a function ()->() with local 0.
+func longShortLoop(ops int) []byte {
+	c := []byte{0x03, 0x40}
+	for i := range ops {
+		o := byte(i % 120)
+		c = append(c, 0x41, 0x00, 0x41, 0x00, 0x28, 0x02, o, 0x36, 0x02, o+4) // i32.store offset=o+4 (i32.load offset=o)
+	}
+	return append(c, 0x20, 0x00, 0x41, 0x01, 0x6a, 0x22, 0x00, 0x41, 0x0f, 0x49, 0x0d, 0x00, 0x0b)
+}
