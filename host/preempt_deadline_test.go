@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -231,4 +232,22 @@ func TestDeepRecursionEndsWithAClearError(t *testing.T) {
 	if _, err := p.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(`{}`)}); err != nil {
 		t.Fatalf("the call after: %v", err)
 	}
+}
+
+// TestLoadRefusesTwoMemories: a module with two memories (multi-memory,
+// whose memory indices the rewriter would otherwise have to read in every
+// load and store) is refused at load, before the rewriter or the compiler
+// reads its code.
+func TestLoadRefusesTwoMemories(t *testing.T) {
+	m := guestModule(guestSpec{reconcile: spinUnless(nestedLoops)})
+	one := []byte{0x05, 0x03, 0x01, 0x00, 0x01}
+	if bytes.Count(m, one) != 1 {
+		t.Fatal("no memory section found")
+	}
+	m = bytes.Replace(m, one, []byte{0x05, 0x05, 0x02, 0x00, 0x01, 0x00, 0x01}, 1)
+	_, err := loadGuest(t, context.Background(), m, Config{})
+	if !errors.Is(err, ErrInvalidModule) || !strings.Contains(err.Error(), "memories") {
+		t.Fatalf("err = %v, want ErrInvalidModule naming the memories", err)
+	}
+	t.Log(err)
 }
