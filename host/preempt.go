@@ -432,10 +432,10 @@ func instrumentCode(body []byte, funcTypeIdx []uint32, types [][2][]byte, k chec
 // instrumentFunc copies one function body with params parameters, adding
 // the counting local after its own, inserting entry (loopEntry if the body
 // has a loop) at its start and the loop check after the block type of
-// every loop. The entry check bounds
-// code without loops: a tree of calls, each function calling the next
-// twice, runs 2^depth calls with a shallow stack. Instructions naming the
-// injected globals (k.stop and later) or the counting local are refused.
+// every loop. The entry check bounds code without loops: a tree of calls,
+// each function calling the next twice, runs 2^depth calls with a shallow
+// stack. Instructions naming the injected globals (k.stop and later) or
+// the counting local are refused.
 func instrumentFunc(out, code []byte, params int, entry, loopEntry []byte, k checker) ([]byte, error) {
 	r := reader{b: code}
 	groups := r.u32()
