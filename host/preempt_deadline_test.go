@@ -37,17 +37,13 @@ func TestDeadlineHoldsOnInstrumentedPath(t *testing.T) {
 		// 2^39 calls of straight-line code, not one loop.
 		{"straight-line code without loops", guestSpec{reconcile: spinUnless([]byte{0x10, 0x04}), extra: callTree(40, 2000)}},
 		// Fewer than loopBatch turns per call go uncounted by the
-		// callee's loop; its entry and the caller's loop head count.
-		{"loop calling a function that loops 15 times", guestSpec{reconcile: spinUnless(callInLoop), extra: [][]byte{shortLoop}}},
-		// The same with 20,000 loads and stores in each turn: the entry
-		// of a function with loops is charged a whole batch, or each call
-		// would run 15 long turns for one count.
+		// callee's loop, 20,000 loads and stores each: the entry of a
+		// function with loops is charged a whole batch, or each call would
+		// run 15 long turns for one count.
 		{"loop calling a function whose 15 turns are long", guestSpec{reconcile: spinUnless(callInLoop), extra: [][]byte{longShortLoop(20_000)}}},
 		{"loop calling a function that returns at once", guestSpec{reconcile: spinUnless(callInLoop), extra: [][]byte{nil}}},
 		{"br_if to a loop label", guestSpec{reconcile: spinUnless(brIfLoop)}},
-		{"nested loops, the inner one of 15 turns", guestSpec{reconcile: spinUnless(shortInnerLoops)}},
 		{"loop over a multi-value loop", guestSpec{reconcile: spinUnless(multiValueLoop)}},
-		{"call_indirect in a loop", guestSpec{reconcile: spinUnless(callIndirectLoop), extra: [][]byte{shortLoop}, table: true}},
 		{"call_indirect of a spinning function", guestSpec{reconcile: spinUnless(callIndirectLoop), extra: [][]byte{spinLoop}, table: true}},
 		// The counting local's index needs two LEB128 bytes, and the
 		// local groups' count grows from 127 to 128 (two bytes).
