@@ -106,6 +106,8 @@ func fuzzSeeds() [][]byte {
 		guestModule(guestSpec{globals: 2, reconcile: spinUnless([]byte{0x23, 0x01, 0x24, 0x00})}),
 		guestModule(guestSpec{start: 2}),
 		guestModule(guestSpec{noYield: true}),
+		guestModule(guestSpec{reconcile: spinUnless(hiddenLoop)}),
+		guestModule(guestSpec{reconcile: spinUnless(callIndirectLoop), extra: [][]byte{spinLoop}, table: true, custom: "name"}),
 	}
 	// The real guests take seconds to compile twice under the race
 	// detector: they seed fuzzing, while plain test runs cover them by
