@@ -29,7 +29,7 @@ func (crdHooks) committed(_ context.Context, s *Service, obj, old map[string]any
 		s.dropReadRecord(context.Background(), u.GetName())
 		return
 	}
-	s.serveCRD(obj, revisionOf(&unstructured.Unstructured{Object: obj}))
+	s.serveCRD(context.Background(), obj, revisionOf(&unstructured.Unstructured{Object: obj}))
 }
 
 // deleting lets a CRD go: DeleteObject gives it the cleanup finalizer, and
@@ -41,7 +41,11 @@ func (crdHooks) deleting(context.Context, *Service, map[string]any, bool) error 
 // serveCRD registers the resources of a CRD stored at revision rev, when its
 // names were accepted. A CRD being deleted stays served, terminating, until
 // its objects are gone. A CRD that cannot be built is logged and not served.
-func (s *Service) serveCRD(obj map[string]any, rev int64) {
+// ctx bounds its store calls (the CRD's read-schema record): Run's CRD
+// follower passes its own, so that a stalled store cannot hold Run up after
+// it ends; a record not read is taken as absent (the conservative revision),
+// one not saved keeps the earlier one.
+func (s *Service) serveCRD(ctx context.Context, obj map[string]any, rev int64) {
 	crd, err := kinds.CRDFromMap(obj)
 	if err != nil {
 		s.log.Error("decode stored CustomResourceDefinition", "err", err)
@@ -57,7 +61,6 @@ func (s *Service) serveCRD(obj map[string]any, rev int64) {
 		s.reg.RemoveCRD(crd.Name, rev)
 		return
 	}
-	ctx := context.Background()
 	var rec *kinds.ReadRecord
 	if !s.reg.HasRead(crd.Name) {
 		rec = s.loadReadRecord(ctx, crd.Name)
@@ -66,7 +69,7 @@ func (s *Service) serveCRD(obj map[string]any, rev int64) {
 		cur, _ := s.store.CurrentRevision(ctx)
 		return cur
 	}); rs != nil {
-		s.recordRead(crd.Name, rs)
+		s.recordRead(ctx, crd.Name, rs)
 	}
 }
 
@@ -106,7 +109,7 @@ func (s *Service) readThroughCRD(gvr schema.GroupVersionResource) (*kinds.Kind, 
 	if err != nil {
 		return nil, false
 	}
-	s.serveCRD(u, kv.ModRevision)
+	s.serveCRD(context.Background(), u, kv.ModRevision)
 	return s.reg.Get(gvr)
 }
 

@@ -29,7 +29,7 @@ func readRecordKey(crd string) string { return readRecordPrefix + crd }
 func (s *Service) loadReadRecord(ctx context.Context, crd string) *kinds.ReadRecord {
 	kv, err := s.store.Get(ctx, readRecordKey(crd), store.GetOptions{})
 	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
+		if !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
 			s.log.Warn("read the CRD's read-schema record", "crd", crd, "err", err)
 		}
 		return nil
@@ -44,10 +44,15 @@ func (s *Service) loadReadRecord(ctx context.Context, crd string) *kinds.ReadRec
 
 // saveReadRecord stores rs's revision and fingerprint for crd, unless the
 // record already says as much; concurrent saves keep the larger revision of
-// the same fingerprint.
+// the same fingerprint. A save that waits for another past ctx is dropped,
+// as one the store cuts short.
 func (s *Service) saveReadRecord(ctx context.Context, crd string, rs *kinds.ReadSchemas) {
-	s.readRecordMu.Lock()
-	defer s.readRecordMu.Unlock()
+	select {
+	case s.readRecordSaving <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-s.readRecordSaving }()
 	want := rs.Record()
 	for attempt := 0; attempt < 5; attempt++ {
 		kv, err := s.store.Get(ctx, readRecordKey(crd), store.GetOptions{})
@@ -56,7 +61,9 @@ func (s *Service) saveReadRecord(ctx context.Context, crd string, rs *kinds.Read
 		case errors.Is(err, store.ErrNotFound):
 			kv = nil
 		case err != nil:
-			s.log.Warn("read the CRD's read-schema record", "crd", crd, "err", err)
+			if ctx.Err() == nil {
+				s.log.Warn("read the CRD's read-schema record", "crd", crd, "err", err)
+			}
 			return
 		default:
 			if json.Unmarshal(kv.Value, &cur) == nil && cur.Fingerprint == want.Fingerprint && cur.Since >= want.Since {
@@ -70,7 +77,7 @@ func (s *Service) saveReadRecord(ctx context.Context, crd string, rs *kinds.Read
 			_, err = s.store.Update(ctx, readRecordKey(crd), b, kv.ModRevision)
 		}
 		if err == nil || !(errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrAlreadyExists)) {
-			if err != nil {
+			if err != nil && ctx.Err() == nil {
 				s.log.Warn("store the CRD's read-schema record", "crd", crd, "err", err)
 			}
 			return
@@ -93,45 +100,53 @@ func (s *Service) noteWrite(ctx context.Context, sv *kinds.Kind, rev int64) {
 	}
 }
 
-// recordRead stores the revision of the CRD's new read schemas rs: at once
-// when settled, else after readSettle, if they are still the CRD's. A save
-// still pending when the Service stops is dropped: the record then keeps
-// the earlier, conservative revision.
-func (s *Service) recordRead(crd string, rs *kinds.ReadSchemas) {
+// recordRead stores the revision of the CRD's new read schemas rs: at once,
+// within ctx, when settled, else after readSettle, if they are still the
+// CRD's. A save still pending when the Service stops, or cut short by ctx,
+// is dropped: the record then keeps the earlier, conservative revision.
+func (s *Service) recordRead(ctx context.Context, crd string, rs *kinds.ReadSchemas) {
 	if rs.Settled() {
-		s.saveReadRecord(context.Background(), crd, rs)
+		s.saveReadRecord(ctx, crd, rs)
 		return
 	}
-	s.delayed.after(s.readSettle, func() {
+	s.delayed.after(s.readSettle, func(ctx context.Context) {
 		cur := s.reg.ReadOf(crd)
 		if cur == nil || cur.Fingerprint() != rs.Fingerprint() {
 			return // changed again, or gone: the newer change records itself
 		}
-		rev, err := s.store.CurrentRevision(context.Background())
+		rev, err := s.store.CurrentRevision(ctx)
+		if ctx.Err() != nil {
+			return // stopped: dropped, as a save still waiting
+		}
 		if err != nil {
 			// Stay unsettled (read through the schemas) and try again.
 			s.log.Warn("settle the CRD's read schemas", "crd", crd, "err", err)
-			s.recordRead(crd, rs)
+			s.recordRead(ctx, crd, rs)
 			return
 		}
 		cur.Settle(rev)
-		s.saveReadRecord(context.Background(), crd, cur)
+		s.saveReadRecord(ctx, crd, cur)
 	})
 }
 
 // delayedWork runs functions after a delay, and owns them: stop cancels
-// those not started yet and waits for those running, so that none writes
-// to a store closed after the Service stopped.
+// those not started yet, ends the context of those running and waits for
+// them, so that none writes to a store closed after the Service stopped
+// and none holds the stop up on a store call that stalls.
 type delayedWork struct {
-	mu      sync.Mutex // guards timers and closed
-	timers  map[*time.Timer]bool
-	closed  bool
+	mu     sync.Mutex // guards timers, closed, ctx and cancel
+	timers map[*time.Timer]bool
+	closed bool
+	// ctx is the context of the functions started since the last stop;
+	// nil until the first is.
+	ctx     context.Context
+	cancel  context.CancelFunc
 	running sync.WaitGroup // one per timer in timers, and per fn running
 }
 
-// after runs fn after d, unless stop comes first; after close it does
-// nothing.
-func (w *delayedWork) after(d time.Duration, fn func()) {
+// after runs fn after d, unless stop comes first, with a context that
+// stop ends; after close it does nothing.
+func (w *delayedWork) after(d time.Duration, fn func(ctx context.Context)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -147,15 +162,20 @@ func (w *delayedWork) after(d time.Duration, fn func()) {
 		w.mu.Lock()
 		pending := w.timers[t] // t is set: after holds mu until it is
 		delete(w.timers, t)
+		if pending && w.ctx == nil {
+			w.ctx, w.cancel = context.WithCancel(context.Background())
+		}
+		ctx := w.ctx
 		w.mu.Unlock()
 		if pending {
-			fn()
+			fn(ctx)
 		}
 	})
 	w.timers[t] = true
 }
 
-// stop cancels the work not started yet and waits for the work running.
+// stop cancels the work not started yet, ends the context of the work
+// running and waits for it.
 func (w *delayedWork) stop() {
 	w.mu.Lock()
 	for t := range w.timers {
@@ -163,6 +183,10 @@ func (w *delayedWork) stop() {
 			w.running.Done()
 		}
 		delete(w.timers, t)
+	}
+	if w.cancel != nil {
+		w.cancel()
+		w.ctx, w.cancel = nil, nil
 	}
 	w.mu.Unlock()
 	w.running.Wait()

@@ -13,11 +13,11 @@ import (
 func TestDelayedWorkStopCancelsAndWaits(t *testing.T) {
 	var w delayedWork
 	var ran atomic.Int32
-	w.after(time.Hour, func() { ran.Add(1) })
+	w.after(time.Hour, func(context.Context) { ran.Add(1) })
 
 	started, release := make(chan struct{}), make(chan struct{})
 	var finished atomic.Bool
-	w.after(0, func() {
+	w.after(0, func(context.Context) {
 		close(started)
 		<-release
 		finished.Store(true)
@@ -41,19 +41,54 @@ func TestDelayedWorkStopCancelsAndWaits(t *testing.T) {
 
 	// stop leaves w usable; close does not.
 	done := make(chan struct{})
-	w.after(0, func() { close(done) })
+	w.after(0, func(context.Context) { close(done) })
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("work after stop did not run")
 	}
 	w.close()
-	w.after(0, func() { ran.Add(1) })
+	w.after(0, func(context.Context) { ran.Add(1) })
 	time.Sleep(50 * time.Millisecond)
 	w.stop()
 	if n := ran.Load(); n != 0 {
 		t.Errorf("%d cancelled or closed-out functions ran", n)
 	}
+}
+
+// TestDelayedWorkStopEndsContext: stop ends the context of the work
+// running, so that work waiting on a store call that stalls (a store cut
+// off) returns, and stop with it; work started after the stop gets a
+// context of its own.
+func TestDelayedWorkStopEndsContext(t *testing.T) {
+	var w delayedWork
+	started := make(chan struct{})
+	w.after(0, func(ctx context.Context) {
+		close(started)
+		<-ctx.Done()
+	})
+	<-started
+	stopped := make(chan struct{})
+	go func() {
+		w.stop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("stop still waits 5s later for work whose context it should have ended")
+	}
+	got := make(chan error, 1)
+	w.after(0, func(ctx context.Context) { got <- ctx.Err() })
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Errorf("work after a stop ran with an ended context: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("work after stop did not run")
+	}
+	w.close()
 }
 
 // TestRunStopsDelayedSaves checks that a save of a read-schema record still
@@ -62,7 +97,7 @@ func TestDelayedWorkStopCancelsAndWaits(t *testing.T) {
 func TestRunStopsDelayedSaves(t *testing.T) {
 	s := newService(t)
 	var ran atomic.Bool
-	s.delayed.after(time.Hour, func() { ran.Store(true) })
+	s.delayed.after(time.Hour, func(context.Context) { ran.Store(true) })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()

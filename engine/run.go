@@ -58,7 +58,7 @@ func (s *Service) loadCRDs(ctx context.Context) (int64, error) {
 				continue
 			}
 			seen[(&unstructured.Unstructured{Object: u}).GetName()] = true
-			s.serveCRD(u, kv.ModRevision)
+			s.serveCRD(ctx, u, kv.ModRevision)
 		}
 		return nil
 	})
@@ -106,7 +106,7 @@ func (s *Service) watchCRDs(ctx context.Context, rev int64) error {
 			s.reg.RemoveCRD((&unstructured.Unstructured{Object: u}).GetName(), ev.Revision())
 			continue
 		}
-		s.serveCRD(u, ev.Revision())
+		s.serveCRD(ctx, u, ev.Revision())
 	}
 	if err := w.Err(); err != nil && !errors.Is(err, store.ErrClosed) {
 		return err

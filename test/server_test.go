@@ -331,7 +331,8 @@ func TestServerHelpListsEveryFlag(t *testing.T) {
 	}
 	for _, flag := range []string{"--addr", "--data-dir", "--tls-cert-file", "--tls-private-key-file",
 		"--log-level", "--log-format", "--examples", "--examples-dir", "--shutdown-timeout", "--allowed-origins",
-		"--history-min-revisions", "--history-min-age", "--history-compaction-interval"} {
+		"--history-min-revisions", "--history-min-age", "--history-compaction-interval",
+		"--service-account-issuer", "--service-account-jwks-uri"} {
 		found := false
 		for _, line := range strings.Split(string(out), "\n") {
 			fields := strings.Fields(line)

@@ -171,22 +171,7 @@ func TestServerDiskFull(t *testing.T) {
 	}()
 
 	filler := filepath.Join(mnt, "filler")
-	fill := func() {
-		f, err := os.Create(filler)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		for _, n := range []int{1 << 20, 4096} {
-			buf := make([]byte, n)
-			for {
-				if _, err := f.Write(buf); err != nil {
-					break
-				}
-			}
-		}
-	}
-	fill()
+	fillDisk(t, filler)
 	_, stderr, err := s.Kubectl("create", "namespace", "during")
 	if err == nil || !strings.Contains(stderr, "disk is nearly full") {
 		t.Fatalf("kubectl create on a full disk: err %v, stderr %q; want the disk-full message", err, stderr)
@@ -235,7 +220,7 @@ func TestServerDiskFull(t *testing.T) {
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	fill()
+	fillDisk(t, filler)
 	s.Restart()
 	if !strings.Contains(s.Logs(), "opening read-only") {
 		t.Fatalf("the server did not open the store read-only:\n%s", s.Logs())
@@ -264,7 +249,7 @@ func TestServerDiskFull(t *testing.T) {
 
 	// Stopped on a full disk: the memtable is not flushed, and the next
 	// start on a full disk must refuse with a message, not crash.
-	fill()
+	fillDisk(t, filler)
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop on a full disk: %v", err)
 	}

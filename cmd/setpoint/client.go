@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -71,13 +72,15 @@ type client struct {
 	mapper     meta.ResettableRESTMapper
 }
 
+// quietKlog silences klog once for the process: client-go reports some
+// failures through klog as well as through the errors it returns; the
+// errors are explained to the user, the log lines would only repeat them.
+var quietKlog sync.Once
+
 // connect resolves the connection: flags, then SETPOINT_SERVER and
 // SETPOINT_TOKEN, then the kubeconfig (--kubeconfig or KUBECONFIG).
 func (o *clientOptions) connect() (*client, error) {
-	// client-go reports some failures through klog as well as through the
-	// errors it returns; the errors are explained to the user, the log lines
-	// would only repeat them.
-	klog.SetLogger(logr.Discard())
+	quietKlog.Do(func() { klog.SetLogger(logr.Discard()) })
 	server := firstNonEmpty(o.server, os.Getenv(envServer))
 	token := firstNonEmpty(o.token, os.Getenv(envToken))
 	caFile := firstNonEmpty(o.caFile, os.Getenv(envCA))

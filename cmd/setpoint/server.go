@@ -86,7 +86,9 @@ SIGTERM or SIGINT shuts the server down gracefully: it stops accepting
 connections, ends watches, lets in-flight requests finish within
 --shutdown-timeout, stops its background loops and closes the store, waiting at
 most --store-close-timeout for it (past it, the server exits with an error and
-the next start replays the store's log). A second signal exits at once.`,
+the next start replays the store's log), then closes the audit log, waiting as
+long at most (past it, the events not yet written are lost, and the server
+logs how many). A second signal exits at once.`,
 		Example: `  # Start a server and use it with kubectl
   setpoint server --addr 127.0.0.1:6443 --data-dir ./.data
   KUBECONFIG=./.data/admin.kubeconfig kubectl get namespaces
@@ -234,12 +236,10 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	if err != nil {
 		return err
 	}
-	defer func() {
+	if auditor != nil {
 		// After the requests and the plugins have stopped.
-		if cerr := auditor.Close(); cerr != nil {
-			log.Error("close audit log", "err", cerr)
-		}
-	}()
+		defer closeAuditor(auditor, o.storeCloseTimeout, log)
+	}
 	log.Info("replica", "identity", identity, "leader_elect", o.leaderElect.enabled,
 		"lease_duration", o.leaderElect.leaseDuration, "renew_deadline", o.leaderElect.renewDeadline, "retry_period", o.leaderElect.retryPeriod)
 	st, err := o.openStore(log, metrics.Registry())
@@ -294,7 +294,6 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 	connOpts.Logger = log
 	ln = serving.LimitConnections(ln, connOpts)
 	url := serverURL(host, ln)
-	api.tokens.listening(url)
 	kubeconfig, err := material.WriteKubeconfig(url)
 	if err != nil {
 		ln.Close()

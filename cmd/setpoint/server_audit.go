@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
@@ -135,4 +136,28 @@ func (a *auditFlags) open(stdout io.Writer) (io.Writer, error) {
 		MaxAge:     a.maxAge,
 		Compress:   a.compress,
 	}, nil
+}
+
+// auditLog is what closeAuditor needs of the audit log.
+type auditLog interface {
+	Close() error
+	Pending() int
+}
+
+// closeAuditor closes the audit log, waiting at most timeout, the store's
+// --store-close-timeout: closing writes the events still buffered and
+// closes the file, and a write to a disk that stopped answering (or to a
+// standard output nobody reads) does not return, which would hold a
+// stopping server forever. Past the timeout it logs how many events were
+// not written (a count: the events themselves stay unlogged) and returns;
+// the process exits without them.
+func closeAuditor(au auditLog, timeout time.Duration, log *slog.Logger) {
+	if closed, err := closeWithin(au, timeout); closed {
+		if err != nil {
+			log.Error("close audit log", "err", err)
+		}
+		return
+	}
+	log.Error("audit log did not close in time; exiting with audit events not written (a write to the audit log has not returned: a stalled disk, or a standard output nobody reads)",
+		"waited", timeout, "not_written", au.Pending())
 }

@@ -2,10 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"k8s.io/apiserver/pkg/audit/policy"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 )
 
 func TestAuditFlagsValidate(t *testing.T) {
@@ -95,5 +106,91 @@ func TestAuditLogOpen(t *testing.T) {
 	_, _ = w.Write([]byte("x"))
 	if out.String() != "x" {
 		t.Errorf("stdout got %q", out.String())
+	}
+}
+
+// stalledLog is an audit log output whose writes block until release is
+// closed, as on a disk that stopped answering; entered gets a value when a
+// write starts.
+type stalledLog struct {
+	entered, release chan struct{}
+}
+
+func (w *stalledLog) Write(p []byte) (int, error) {
+	select {
+	case w.entered <- struct{}{}:
+	default:
+	}
+	<-w.release
+	return len(p), nil
+}
+
+// countedLog counts the lines written to it.
+type countedLog struct{ lines atomic.Int32 }
+
+func (w *countedLog) Write(p []byte) (int, error) {
+	w.lines.Add(int32(bytes.Count(p, []byte("\n"))))
+	return len(p), nil
+}
+
+// TestCloseAuditorBounded: an audit log that closes is closed with every
+// event written; one whose write does not return is given up after the
+// timeout, with a log line that counts the events not written and names
+// none of them.
+func TestCloseAuditorBounded(t *testing.T) {
+	p, err := policy.LoadPolicyFromBytes([]byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// record audits three in-process writes: six events (RequestReceived
+	// and ResponseComplete each).
+	record := func(a *serving.Auditor) {
+		attrs := authorizer.AttributesRecord{
+			User: &user.DefaultInfo{Name: "alice"}, Verb: "update", Namespace: "default",
+			APIVersion: "v1", Resource: "secrets", Name: "db-password", ResourceRequest: true,
+		}
+		for range 3 {
+			a.AuditWrite(context.Background(), attrs, nil)(nil, nil)
+		}
+	}
+
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	counted := &countedLog{}
+	a, err := serving.NewAuditor(serving.AuditOptions{Policy: p, Out: counted, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(a)
+	closeAuditor(a, time.Minute, log)
+	if n := counted.lines.Load(); n != 6 || a.Pending() != 0 {
+		t.Fatalf("after a close: %d events written, %d pending; want 6, 0", n, a.Pending())
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("a clean close logged:\n%s", buf.String())
+	}
+
+	stalled := &stalledLog{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(stalled.release)
+	a, err = serving.NewAuditor(serving.AuditOptions{Policy: p, Out: stalled, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(a)
+	<-stalled.entered
+	start := time.Now()
+	closeAuditor(a, 50*time.Millisecond, log)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("closeAuditor waited %v for a stalled audit log, want about 50ms", took)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "audit log did not close in time") || !strings.Contains(out, "not_written=6") {
+		t.Fatalf("a stalled audit log's close does not say how many events were lost:\n%s", out)
+	}
+	for _, secret := range []string{"alice", "db-password", "secrets"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log names an event's content %q:\n%s", secret, out)
+		}
 	}
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
@@ -24,12 +26,14 @@ type serviceAccountFlags struct {
 	audiences     []string
 	maxExpiration time.Duration
 	rotateKey     bool
+	jwksURI       string
 }
 
 func (s *serviceAccountFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.issuer, "service-account-issuer", serviceaccount.DefaultIssuer, "the issuer (iss) of the ServiceAccount tokens the server signs, and the only one whose tokens it verifies as ServiceAccount tokens")
 	f.StringSliceVar(&s.audiences, "api-audiences", nil, "the audiences a ServiceAccount token must name one of, comma-separated, and those of a token whose TokenRequest names none; the default is --service-account-issuer")
 	f.DurationVar(&s.maxExpiration, "service-account-max-token-expiration", serviceaccount.DefaultMaxExpiration, "the longest a ServiceAccount token lives: a TokenRequest for longer gets this much; also how long a signing key replaced by --service-account-key-rotate keeps verifying")
+	f.StringVar(&s.jwksURI, "service-account-jwks-uri", "", "the jwks_uri of the issuer discovery document at /.well-known/openid-configuration: where relying parties fetch the keys that verify ServiceAccount tokens, an https URL; set it when they reach the keys by another address than the issuer URL (a proxy, a copy of the keys); the default is --service-account-issuer followed by /openid/v1/jwks. Discovery is served only for an https --service-account-issuer")
 	f.BoolVar(&s.rotateKey, "service-account-key-rotate", false, "at this start, make a new ServiceAccount token signing key current; tokens the older keys signed keep verifying until they expire (every replica on the store reads the new key when it first meets a token it signed)")
 }
 
@@ -40,7 +44,25 @@ func (s *serviceAccountFlags) validate() error {
 	if slices.Contains(s.audiences, "") {
 		return fmt.Errorf("--api-audiences %q: an audience may not be empty", s.audiences)
 	}
+	if s.jwksURI != "" {
+		if err := apiserver.CheckJWKSURI(s.jwksURI); err != nil {
+			return fmt.Errorf("--service-account-jwks-uri %q: %w", redactURL(s.jwksURI), err)
+		}
+		issuer := cmp.Or(s.issuer, serviceaccount.DefaultIssuer)
+		if err := apiserver.CheckIssuerURL(issuer); err != nil {
+			return fmt.Errorf("--service-account-jwks-uri is set, but issuer discovery is served only for an https --service-account-issuer; --service-account-issuer %q: %w", issuer, err)
+		}
+	}
 	return nil
+}
+
+// redactURL is s with any password replaced, for an error message.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(not a URL)"
+	}
+	return u.Redacted()
 }
 
 // serviceAccountTokens are the parts of ServiceAccount tokens: the cache of
@@ -62,14 +84,6 @@ func (t *serviceAccountTokens) discoveryRoutes() []apiserver.Route {
 		return nil
 	}
 	return t.discovery.Routes()
-}
-
-// listening tells the issuer discovery where the server is reached, for
-// its jwks_uri (kube-apiserver's default: its external address).
-func (t *serviceAccountTokens) listening(serverURL string) {
-	if t != nil && t.discovery != nil {
-		t.discovery.SetJWKSURI(serverURL + apiserver.JWKSPath)
-	}
 }
 
 // newServiceAccountTokens loads the signing keys from st (creating the
@@ -106,10 +120,15 @@ func newServiceAccountTokens(ctx context.Context, st store.Store, svc *engine.Se
 	if err != nil {
 		return nil, err
 	}
-	discovery, err := apiserver.NewIssuerDiscovery(s.issuer, keys.PublicKeys)
-	if err != nil {
+	discovery, err := apiserver.NewIssuerDiscovery(ctx, apiserver.IssuerDiscoveryOptions{Issuer: s.issuer, JWKSURI: s.jwksURI, Keys: keys})
+	switch {
+	case err != nil && s.jwksURI != "":
+		return nil, err
+	case err != nil:
 		log.Warn("ServiceAccount issuer discovery is not served", "err", err)
 		discovery = nil
+	default:
+		log.Info("serving ServiceAccount issuer discovery", "issuer", s.issuer, "jwks_uri", redactURL(discovery.JWKSURI()))
 	}
 	return &serviceAccountTokens{cache: cache, auth: auth, handler: handler, discovery: discovery}, nil
 }

@@ -143,6 +143,16 @@ func TestServerFlagsValidate(t *testing.T) {
 			wantErr: "--leader-elect-retry-period 10s must be less than --leader-elect-renew-deadline 10s"},
 		{name: "zero lease duration", args: []string{"--leader-elect-lease-duration", "0s"}, wantErr: "--leader-elect-lease-duration 0s: want a positive duration"},
 		{name: "zero store close timeout", args: []string{"--store-close-timeout", "0s"}, wantErr: "--store-close-timeout 0s: want a positive duration"},
+		{name: "jwks uri", args: []string{"--service-account-issuer", "https://issuer.example.com", "--service-account-jwks-uri", "https://keys.example.com:8443/openid/v1/jwks"}},
+		{name: "jwks uri with the default issuer", args: []string{"--service-account-jwks-uri", "https://keys.example.com/openid/v1/jwks"}},
+		{name: "http jwks uri", args: []string{"--service-account-jwks-uri", "http://keys.example.com/openid/v1/jwks"},
+			wantErr: `--service-account-jwks-uri "http://keys.example.com/openid/v1/jwks": want an https URL`},
+		{name: "jwks uri without a host", args: []string{"--service-account-jwks-uri", "/openid/v1/jwks"}, wantErr: `--service-account-jwks-uri "/openid/v1/jwks": want an https URL with a host`},
+		{name: "jwks uri with credentials", args: []string{"--service-account-jwks-uri", "https://user:secret@keys.example.com/jwks"},
+			wantErr: `--service-account-jwks-uri "https://user:xxxxx@keys.example.com/jwks": want an https URL with a host and without fragment or credentials`},
+		{name: "jwks uri for an http issuer", args: []string{"--service-account-issuer", "http://issuer.example.com", "--service-account-jwks-uri", "https://keys.example.com/jwks"},
+			wantErr: `--service-account-jwks-uri is set, but issuer discovery is served only for an https --service-account-issuer; --service-account-issuer "http://issuer.example.com"`},
+		{name: "http issuer without jwks uri", args: []string{"--service-account-issuer", "http://issuer.example.com"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,6 +172,8 @@ func TestServerFlagsValidate(t *testing.T) {
 				o.leaderElect.leaseDuration, _ = c.Flags().GetDuration("leader-elect-lease-duration")
 				o.leaderElect.renewDeadline, _ = c.Flags().GetDuration("leader-elect-renew-deadline")
 				o.leaderElect.retryPeriod, _ = c.Flags().GetDuration("leader-elect-retry-period")
+				o.serviceAccounts.issuer, _ = c.Flags().GetString("service-account-issuer")
+				o.serviceAccounts.jwksURI, _ = c.Flags().GetString("service-account-jwks-uri")
 				return nil
 			}
 			cmd.SetArgs(append([]string{"--data-dir", t.TempDir()}, tc.args...))

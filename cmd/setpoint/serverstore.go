@@ -13,7 +13,7 @@ import (
 // addStoreFlags registers the embedded store's flags.
 func (o *serverOptions) addStoreFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.DurationVar(&o.storeCloseTimeout, "store-close-timeout", defaultStoreCloseTimeout, "how long shutdown waits for the store to close (for Badger, the write in progress and the memtable's flush); past it the server exits with an error without a clean close, and the next start replays the store's log")
+	f.DurationVar(&o.storeCloseTimeout, "store-close-timeout", defaultStoreCloseTimeout, "how long shutdown waits for the store to close (for Badger, the write in progress and the memtable's flush); past it the server exits with an error without a clean close, and the next start replays the store's log; the audit log's close waits as long at most")
 	f.StringVar(&o.storeFreeSpaceReserve, "store-free-space-reserve", "256Mi",
 		"free space (a quantity: 256Mi, 1Gi) the store's filesystem keeps: below it writes fail with 507 Insufficient Storage "+
 			"while reads and watches go on, the server starts read-only, and writes resume by themselves once space is freed; 0 disables the check")

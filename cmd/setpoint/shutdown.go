@@ -48,18 +48,12 @@ const defaultStoreCloseTimeout = 10 * time.Second
 // on a full disk, a frozen filesystem) does not return until the disk
 // answers: without the bound, the process would wait as long.
 func closeStore(st io.Closer, timeout time.Duration, log *slog.Logger) error {
-	done := make(chan error, 1)
-	go func() { done <- st.Close() }()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case err := <-done:
+	if closed, err := closeWithin(st, timeout); closed {
 		if err != nil {
 			log.Error("close store", "err", err)
 			return fmt.Errorf("close store: %w", err)
 		}
 		return nil
-	case <-t.C:
 	}
 	why := "a write to the disk under the data directory has not returned (a stalled or frozen filesystem)"
 	attrs := []any{"waited", timeout}
@@ -73,4 +67,20 @@ func closeStore(st io.Closer, timeout time.Duration, log *slog.Logger) error {
 		append(attrs, "reason", why)...)
 	return fmt.Errorf("close store: not closed within %v (--store-close-timeout): %s; "+
 		"the next start replays the store's log (free space or fix the disk first)", timeout, why)
+}
+
+// closeWithin closes c, waiting at most timeout; closed is false when the
+// close had not returned by then (it goes on in the background, and its
+// error is dropped).
+func closeWithin(c io.Closer, timeout time.Duration) (closed bool, err error) {
+	done := make(chan error, 1)
+	go func() { done <- c.Close() }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return true, err
+	case <-t.C:
+		return false, nil
+	}
 }

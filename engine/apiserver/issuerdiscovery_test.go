@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/setpoint-dev/setpoint/engine/auth/serviceaccount"
+	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
 // TestIssuerDiscovery checks the OpenID configuration and the JSON Web Key
@@ -30,14 +34,39 @@ func TestIssuerDiscovery(t *testing.T) {
 		privs = append(privs, k)
 	}
 	keys := serviceaccount.NewKeys(privs...)
-	pub := keys.PublicKeys
-	if _, err := NewIssuerDiscovery("http://issuer.example", pub); err == nil {
-		t.Error("an http issuer: no error")
+	ctx := context.Background()
+	for _, tc := range []struct{ name, issuer, jwksURI string }{
+		{name: "an http issuer", issuer: "http://issuer.example"},
+		{name: "an issuer with a query", issuer: "https://issuer.example?x=1"},
+		{name: "an issuer without a host", issuer: "https:///cluster"},
+		{name: "an http jwks_uri", issuer: serviceaccount.DefaultIssuer, jwksURI: "http://keys.example/jwks"},
+		{name: "a jwks_uri without a host", issuer: serviceaccount.DefaultIssuer, jwksURI: "https:///jwks"},
+		{name: "a jwks_uri with credentials", issuer: serviceaccount.DefaultIssuer, jwksURI: "https://user:secret@keys.example/jwks"},
+	} {
+		_, err := NewIssuerDiscovery(ctx, IssuerDiscoveryOptions{Issuer: tc.issuer, JWKSURI: tc.jwksURI, Keys: keys})
+		if err == nil {
+			t.Errorf("%s: no error", tc.name)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: the error quotes the credentials: %v", tc.name, err)
+		}
 	}
-	if _, err := NewIssuerDiscovery("https://issuer.example?x=1", pub); err == nil {
-		t.Error("an issuer with a query: no error")
+	if _, err := NewIssuerDiscovery(ctx, IssuerDiscoveryOptions{Issuer: serviceaccount.DefaultIssuer, Keys: serviceaccount.NewKeys()}); err == nil {
+		t.Error("no keys: no error")
 	}
-	d, err := NewIssuerDiscovery(serviceaccount.DefaultIssuer, pub)
+	for _, tc := range []struct{ issuer, jwksURI, want string }{
+		{issuer: serviceaccount.DefaultIssuer, want: "https://kubernetes.default.svc/openid/v1/jwks"},
+		{issuer: "https://issuer.example/cluster-a/", want: "https://issuer.example/cluster-a/openid/v1/jwks"},
+		{issuer: "https://issuer.example", jwksURI: "https://keys.example:8443/jwks", want: "https://keys.example:8443/jwks"},
+	} {
+		d, err := NewIssuerDiscovery(ctx, IssuerDiscoveryOptions{Issuer: tc.issuer, JWKSURI: tc.jwksURI, Keys: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := d.JWKSURI(); got != tc.want {
+			t.Errorf("issuer %s, --service-account-jwks-uri %q: jwks_uri %s, want %s", tc.issuer, tc.jwksURI, got, tc.want)
+		}
+	}
+	d, err := NewIssuerDiscovery(ctx, IssuerDiscoveryOptions{Issuer: serviceaccount.DefaultIssuer, Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +105,6 @@ func TestIssuerDiscovery(t *testing.T) {
 		}
 	}
 	check("https://kubernetes.default.svc/openid/v1/jwks")
-	d.SetJWKSURI("https://127.0.0.1:6443" + JWKSPath)
-	check("https://127.0.0.1:6443/openid/v1/jwks")
 
 	w := get(JWKSPath, "GET")
 	if w.Code != 200 || w.Header().Get("Content-Type") != "application/jwk-set+json" || w.Header().Get("Cache-Control") != "public, max-age=3600" {
@@ -125,13 +152,94 @@ func TestIssuerDiscovery(t *testing.T) {
 	if w := get(OpenIDConfigPath, "POST"); w.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d, want 405", w.Code)
 	}
-	empty, err := NewIssuerDiscovery(serviceaccount.DefaultIssuer, func(context.Context) map[string]*ecdsa.PublicKey { return nil })
+}
+
+// countingKeys counts how often the discovery reads the keys to build its
+// documents.
+type countingKeys struct {
+	*serviceaccount.Keys
+	reads atomic.Int64
+}
+
+func (k *countingKeys) PublicKeys(ctx context.Context) map[string]*ecdsa.PublicKey {
+	k.reads.Add(1)
+	return k.Keys.PublicKeys(ctx)
+}
+
+// TestIssuerDiscoveryBuildsOncePerKeySet: the documents are built once for
+// a set of keys and served from memory, under concurrent requests too, and
+// built again, with the new key published, once another replica's rotation
+// is read from the store.
+func TestIssuerDiscoveryBuildsOncePerKeySet(t *testing.T) {
+	ctx := context.Background()
+	st, err := badger.Open(t.TempDir(), badger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w = httptest.NewRecorder()
-	empty.Routes()[1].Handler.ServeHTTP(w, httptest.NewRequest("GET", JWKSPath, nil))
-	if w.Code != http.StatusInternalServerError {
-		t.Errorf("no keys: %d, want 500", w.Code)
+	t.Cleanup(func() { st.Close() })
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	loaded, err := serviceaccount.LoadKeys(ctx, st, serviceaccount.KeysOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := &countingKeys{Keys: loaded}
+	d, err := NewIssuerDiscovery(ctx, IssuerDiscoveryOptions{Issuer: "https://issuer.example", Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := d.Routes()[1].Handler
+	get := func() (*jose.JSONWebKeySet, error) {
+		w := httptest.NewRecorder()
+		jwks.ServeHTTP(w, httptest.NewRequest("GET", JWKSPath, nil))
+		if w.Code != http.StatusOK {
+			return nil, fmt.Errorf("jwks: %d %s", w.Code, w.Body)
+		}
+		var set jose.JSONWebKeySet
+		return &set, json.Unmarshal(w.Body.Bytes(), &set)
+	}
+	hammer := func() {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Go(func() {
+				for range 20 {
+					if _, err := get(); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	hammer()
+	if n := keys.reads.Load(); n != 1 {
+		t.Fatalf("the keys were read %d times for 160 requests and one key set, want 1 (at the start)", n)
+	}
+
+	rotated, err := serviceaccount.LoadKeys(ctx, st, serviceaccount.KeysOptions{Now: clock, Rotate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(time.Second) // the store may be read again
+	mu.Unlock()
+	hammer()
+	if n := keys.reads.Load(); n < 2 || n > 9 {
+		t.Fatalf("the keys were read %d times in all after one rotation, want 2 (or a few more when requests raced)", n)
+	}
+	set, err := get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Keys) != 2 || len(set.Key(rotated.CurrentID())) != 1 {
+		t.Fatalf("after the rotation: %d keys, the new key %s among them: %v", len(set.Keys), rotated.CurrentID(), len(set.Key(rotated.CurrentID())) == 1)
 	}
 }

@@ -97,6 +97,16 @@ func (a *Auditor) Close() error {
 	return a.closeErr
 }
 
+// Pending is how many recorded events are not written yet: those waiting in
+// the buffer and the one being written. After a Close that did not return
+// (Out's write stalled), it is how many a process exiting now loses.
+func (a *Auditor) Pending() int {
+	if a == nil {
+		return 0
+	}
+	return int(a.sink.pending.Load())
+}
+
 // Wrap returns next with its requests audited; it goes right after
 // authentication, so that the events name the user, and before
 // impersonation, which adds the impersonated user to them

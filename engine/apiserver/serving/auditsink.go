@@ -46,6 +46,9 @@ type auditSink struct {
 	closed bool
 
 	written, dropped, failed prometheus.Counter
+	// pending counts the lines buffered and not yet written (the one
+	// being written included).
+	pending atomic.Int64
 	// droppedSince counts the drops not yet logged; lastDropLog is when
 	// the last record about them was logged (UnixNano).
 	droppedSince atomic.Int64
@@ -106,10 +109,12 @@ func (s *auditSink) offer(line []byte) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if !s.closed {
+		s.pending.Add(1)
 		select {
 		case s.lines <- line:
 			return
 		default:
+			s.pending.Add(-1)
 		}
 	}
 	s.dropped.Inc()
@@ -143,7 +148,9 @@ func (s *auditSink) run() {
 }
 
 func (s *auditSink) write(line []byte) {
-	if _, err := s.out.Write(line); err != nil {
+	_, err := s.out.Write(line)
+	s.pending.Add(-1)
+	if err != nil {
 		s.failed.Inc()
 		now := time.Now().UnixNano()
 		last := s.lastDropLog.Load()

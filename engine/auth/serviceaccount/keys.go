@@ -73,6 +73,7 @@ type Keys struct {
 	mu         sync.RWMutex // guards the fields below
 	current    *signingKey
 	public     map[string]*ecdsa.PublicKey // by key ID
+	generation uint64                      // changes whenever public does
 	lastReload time.Time
 }
 
@@ -120,6 +121,7 @@ func (k *Keys) set(keys []*ecdsa.PrivateKey) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.current, k.public = cur, public
+	k.generation++
 }
 
 // IDs returns the IDs of the keys that verify, in no order.
@@ -142,6 +144,18 @@ func (k *Keys) PublicKeys(ctx context.Context) map[string]*ecdsa.PublicKey {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
 	return maps.Clone(k.public)
+}
+
+// Generation returns a number that changes whenever the keys that verify
+// do (another replica's rotation included: it reads the store as
+// PublicKeys does), so that what a caller built from PublicKeys may be
+// kept until it changes. Read it before PublicKeys: a set newer than its
+// generation only costs the caller one more rebuild.
+func (k *Keys) Generation(ctx context.Context) uint64 {
+	k.reload(ctx)
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.generation
 }
 
 // CurrentID returns the ID of the key that signs.
@@ -184,6 +198,14 @@ func (k *Keys) reload(ctx context.Context) bool {
 	if k.st == nil {
 		return false
 	}
+	// Most calls come within reloadEvery of the last read: a read lock
+	// tells them so without making them wait on each other.
+	k.mu.RLock()
+	due := k.now().Sub(k.lastReload) >= reloadEvery
+	k.mu.RUnlock()
+	if !due {
+		return false
+	}
 	k.mu.Lock()
 	if k.now().Sub(k.lastReload) < reloadEvery {
 		k.mu.Unlock()
@@ -201,8 +223,16 @@ func (k *Keys) reload(ctx context.Context) bool {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	added := false
 	for _, key := range keys {
-		k.public[KeyID(&key.PublicKey)] = &key.PublicKey
+		id := KeyID(&key.PublicKey)
+		if _, ok := k.public[id]; !ok {
+			k.public[id] = &key.PublicKey
+			added = true
+		}
+	}
+	if added {
+		k.generation++
 	}
 	return true
 }

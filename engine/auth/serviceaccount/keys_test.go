@@ -149,3 +149,34 @@ func TestPublicKeysFollowTheStore(t *testing.T) {
 		t.Fatalf("a fixed set's public keys: %v", got)
 	}
 }
+
+// The generation of the verifying keys stays put while they do (a reload
+// that finds nothing new included) and moves when another replica's
+// rotation is read, so that what was built from them can be kept until
+// then.
+func TestGenerationFollowsTheKeys(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { return now }
+	first, err := LoadKeys(ctx, st, KeysOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := first.Generation(ctx)
+	now = now.Add(reloadEvery)
+	if got := first.Generation(ctx); got != gen {
+		t.Fatalf("generation %d after a reload that found no new key, want %d", got, gen)
+	}
+	if _, err := LoadKeys(ctx, st, KeysOptions{Now: clock, Rotate: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := first.Generation(ctx); got != gen {
+		t.Fatalf("generation %d before the store could be read again, want %d", got, gen)
+	}
+	now = now.Add(reloadEvery)
+	moved := first.Generation(ctx)
+	if moved == gen || len(first.PublicKeys(ctx)) != 2 {
+		t.Fatalf("generation %d and %d keys after the other replica rotated, want a new generation and 2 keys", moved, len(first.PublicKeys(ctx)))
+	}
+}
