@@ -36,7 +36,8 @@ import (
 // It mirrors the validator's walk for a value without an old value:
 // the rules of each node, then the items of an array, the additional
 // properties and the properties of an object, with one runtime cost
-// budget over the whole object. Rules that read oldSelf are skipped there
+// budget over the whole object (not sure when it ends used up: the
+// validator's field order then decides). Rules that read oldSelf are skipped there
 // as the validator skips them, unless oldSelf is optional; a kind with
 // such a rule, with a rule that does not compile, or with rules under
 // allOf has no celPass.
@@ -168,7 +169,11 @@ func (p *celPass) pass(ctx context.Context, obj, old any) bool {
 	t := time.Now()
 	defer func() { metrics.Metrics.ObserveEvaluation(time.Since(t)) }()
 	budget := int64(celconfig.RuntimeCELCostBudget)
-	return p.root.pass(ctx, obj, &budget)
+	// With the budget used up exactly, the validator's answer depends on
+	// the order it walks map fields in: a node with rules walked after
+	// that gets its budget error, even one whose rules are all skipped.
+	// With budget left, every order gives the same answer.
+	return p.root.pass(ctx, obj, &budget) && budget > 0
 }
 
 func (n *celNode) pass(ctx context.Context, obj any, budget *int64) bool {

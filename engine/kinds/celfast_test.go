@@ -5,8 +5,16 @@ import (
 	"strings"
 	"testing"
 
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/common"
+	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 )
@@ -214,5 +222,308 @@ func TestCELPassFollowsSchema(t *testing.T) {
 		if pass := sv.createValidation.celPass.pass(ctx, u.Object, nil); pass != (tc.want == "") {
 			t.Errorf("limit %s: celPass %v", tc.limit, pass)
 		}
+	}
+}
+
+// structuralOf returns the structural schema of an OpenAPI v3 schema in
+// YAML, as a CRD version's.
+func structuralOf(t testing.TB, doc string) *structuralschema.Structural {
+	t.Helper()
+	var v1 apiextensionsv1.JSONSchemaProps
+	if err := yaml.Unmarshal([]byte(doc), &v1); err != nil {
+		t.Fatal(err)
+	}
+	in := &apiextensions.JSONSchemaProps{}
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(&v1, in, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := structuralschema.NewStructural(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := structuralschema.ValidateStructural(nil, s); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return s
+}
+
+// TestCELPassBudgetEndsAtZero checks the one case where the validator's
+// answer depends on the order it walks an object's fields in: the rules
+// use up the runtime budget exactly, and a node with rules (here only a
+// transition rule, skipped on a create) is visited after that (the
+// validator reports the budget error) or before (it reports nothing).
+// celPass must not say "every rule holds" when one order gives the error.
+func TestCELPassBudgetEndsAtZero(t *testing.T) {
+	ctx := context.Background()
+	s := structuralOf(t, `
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      items:
+        type: array
+        maxItems: 20
+        items:
+          type: object
+          x-kubernetes-validations:
+          - rule: "!self.s.matches('z`+strings.Repeat("y", 3999)+`')"
+          properties:
+            s: {type: string, maxLength: 9000}
+      pad:
+        type: string
+        maxLength: 10000000
+        x-kubernetes-validations:
+        - rule: "!self.contains('z')"
+      other:
+        type: object
+        x-kubernetes-validations:
+        - rule: "self == oldSelf"
+        properties:
+          on: {type: boolean}`)
+	p := newCELPass(s)
+	if p == nil {
+		t.Fatal("no celPass")
+	}
+	cost := func(spec map[string]any) int64 {
+		budget := int64(celconfig.RuntimeCELCostBudget)
+		if !p.root.pass(ctx, map[string]any{"spec": spec}, &budget) {
+			t.Fatal("rules broken or budget used up")
+		}
+		return celconfig.RuntimeCELCostBudget - budget
+	}
+	// Items whose rule costs about 900,000 each (under the per-call limit),
+	// and a string whose rule costs a tenth of its length more than the empty
+	// string's, to make up
+	// the rest of the budget of 10,000,000 exactly.
+	item := map[string]any{"s": strings.Repeat("a", 9000)}
+	per := cost(map[string]any{"items": []any{item}})
+	items := make([]any, celconfig.RuntimeCELCostBudget/per-1)
+	for i := range items {
+		items[i] = item
+	}
+	rest := celconfig.RuntimeCELCostBudget - int64(len(items))*per - cost(map[string]any{"pad": ""})
+	spec := map[string]any{"items": items, "pad": strings.Repeat("a", int(10*rest))}
+	if c := cost(spec); c != celconfig.RuntimeCELCostBudget {
+		t.Fatalf("the rules cost %d, want the budget", c)
+	}
+	spec["other"] = map[string]any{"on": true}
+	obj := map[string]any{"apiVersion": "example.setpoint.dev/v1", "kind": "Box", "metadata": map[string]any{"name": "b"}, "spec": spec}
+	lib := cel.NewValidator(s, true, celconfig.PerCallLimit)
+	libErr := false
+	for range 24 {
+		if errs, _ := lib.Validate(ctx, nil, s, obj, nil, celconfig.RuntimeCELCostBudget); len(errs) > 0 {
+			if !strings.Contains(errs.ToAggregate().Error(), "cost budget") {
+				t.Fatalf("validator: %v, want the budget error", errs)
+			}
+			libErr = true
+		}
+	}
+	if !libErr {
+		t.Fatal("the validator never walked the transition rule's node last")
+	}
+	for range 24 {
+		if p.pass(ctx, obj, nil) {
+			t.Fatalf("celPass holds with the budget used up exactly; the validator may report the budget error")
+		}
+	}
+	// A shorter string leaves budget over: every order passes.
+	spec["pad"] = "a"
+	if errs, _ := lib.Validate(ctx, nil, s, obj, nil, celconfig.RuntimeCELCostBudget); len(errs) > 0 {
+		t.Fatalf("validator: %v", errs)
+	}
+	if !p.pass(ctx, obj, nil) {
+		t.Error("celPass not sure with budget left")
+	}
+}
+
+// TestCELPassConstructs checks celPass against the validator on one kind
+// of schema node or rule at a time: where it says "every rule holds" the
+// validator reports nothing (on a create and on an update, with
+// ratcheting), and it does say so where the validator reports nothing,
+// but for the constructs it leaves to the validator.
+func TestCELPassConstructs(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, spec string // the schema of spec, and its values in JSON
+		values     []string
+		holds      []bool // on a create; nil: no celPass
+		old        string // an old spec for an update, when not empty
+	}{
+		{"escaped property names", `
+type: object
+x-kubernetes-validations:
+- rule: "self.x__dash__y == 1 && self.x__dot__y == 'a' && self.__in__ && self.__underscores__u__underscores__ == 2"
+properties:
+  x-y: {type: integer}
+  x.y: {type: string}
+  in: {type: boolean}
+  __u__: {type: integer}`,
+			[]string{`{"x-y":1,"x.y":"a","in":true,"__u__":2}`, `{"x-y":1,"x.y":"a","in":false,"__u__":2}`, `{"x-y":1}`}, []bool{true, false, false}, ""},
+		{"null in a nullable field", `
+type: object
+x-kubernetes-validations:
+- rule: "!has(self.nn) || self.nn.size() > 3"
+properties:
+  nn:
+    type: string
+    nullable: true
+    x-kubernetes-validations:
+    - rule: "self.size() > 3"`,
+			[]string{`{"nn":null}`, `{"nn":"abcd"}`, `{"nn":"ab"}`}, []bool{true, true, false}, ""},
+		{"int-or-string", `
+type: object
+properties:
+  v:
+    x-kubernetes-int-or-string: true
+    x-kubernetes-validations:
+    - rule: "type(self) == int ? self < 5 : self.size() < 3"`,
+			[]string{`{"v":3}`, `{"v":"ab"}`, `{"v":7}`, `{"v":"abcd"}`}, []bool{true, true, false, false}, ""},
+		{"fields kept as they come", `
+type: object
+x-kubernetes-preserve-unknown-fields: true
+x-kubernetes-validations:
+- rule: "has(self.a) && self.a == 1"
+properties:
+  a: {type: integer}`,
+			[]string{`{"a":1,"z":{"y":2}}`, `{"a":2}`, `{"y":1}`}, []bool{true, false, false}, ""},
+		{"embedded resource", `
+type: object
+properties:
+  inner:
+    type: object
+    x-kubernetes-embedded-resource: true
+    x-kubernetes-preserve-unknown-fields: true
+    x-kubernetes-validations:
+    - rule: "self.metadata.name == 'x' && self.kind == 'K'"`,
+			[]string{`{"inner":{"apiVersion":"v1","kind":"K","metadata":{"name":"x"}}}`, `{"inner":{"apiVersion":"v1","kind":"K","metadata":{"name":"y"}}}`}, []bool{true, false}, ""},
+		{"additional properties", `
+type: object
+properties:
+  m:
+    type: object
+    additionalProperties:
+      type: integer
+      x-kubernetes-validations:
+      - rule: "self != 3"
+    x-kubernetes-validations:
+    - rule: "self.all(k, self[k] > 0)"`,
+			[]string{`{"m":{"a":1,"b":2}}`, `{"m":{"a":1,"b":0}}`, `{"m":{"a":3}}`}, []bool{true, false, false}, ""},
+		{"lists of lists and list maps", `
+type: object
+properties:
+  ll:
+    type: array
+    items: {type: array, items: {type: integer}, x-kubernetes-validations: [{rule: "self.size() < 3"}]}
+    x-kubernetes-validations:
+    - rule: "self.all(l, l.all(x, x > 0))"
+  lm:
+    type: array
+    x-kubernetes-list-type: map
+    x-kubernetes-list-map-keys: [name]
+    items:
+      type: object
+      required: [name]
+      properties:
+        name: {type: string}
+        v: {type: integer}
+    x-kubernetes-validations:
+    - rule: "self.exists(e, e.name == 'a')"`,
+			[]string{`{"ll":[[1,2],[3]],"lm":[{"name":"a"}]}`, `{"ll":[[1,0]]}`, `{"ll":[[1,2,3]]}`, `{"lm":[{"name":"b","v":1}]}`}, []bool{true, false, false, false}, ""},
+		{"formats", `
+type: object
+properties:
+  d: {type: string, format: duration, x-kubernetes-validations: [{rule: "self > duration('1s')"}]}
+  t: {type: string, format: date-time, x-kubernetes-validations: [{rule: "self.getFullYear() == 2020"}]}
+  day: {type: string, format: date, x-kubernetes-validations: [{rule: "self < timestamp('2021-01-01T00:00:00Z')"}]}`,
+			[]string{`{"d":"2s","t":"2020-05-01T00:00:00Z","day":"2020-01-01"}`, `{"d":"500ms"}`, `{"t":"2021-05-01T00:00:00Z"}`, `{"day":"2022-01-01"}`}, []bool{true, false, false, false}, ""},
+		{"libraries", `
+type: object
+properties:
+  q: {type: string, x-kubernetes-validations: [{rule: "quantity(self).isGreaterThan(quantity('1Gi'))"}]}
+  c: {type: string, x-kubernetes-validations: [{rule: "isCIDR(self) && cidr(self).containsIP('10.0.0.1')"}]}
+  u: {type: string, x-kubernetes-validations: [{rule: "isURL(self) && url(self).getHost() == 'x.y'"}]}
+  r: {type: string, x-kubernetes-validations: [{rule: "self.matches('^a+$') && self.find('a+') == self"}]}
+  l: {type: array, items: {type: integer}, x-kubernetes-validations: [{rule: "self.isSorted() && self.sum() < 10"}]}`,
+			[]string{`{"q":"2Gi","c":"10.0.0.0/8","u":"https://x.y/z","r":"aa","l":[1,2]}`, `{"q":"1Mi"}`, `{"q":"x"}`, `{"c":"11.0.0.0/8"}`, `{"u":"nope"}`, `{"r":"ab"}`, `{"l":[2,1]}`},
+			[]bool{true, false, false, false, false, false, false}, ""},
+		{"per-call cost limit", `
+type: object
+properties:
+  s:
+    type: string
+    maxLength: 20000
+    x-kubernetes-validations:
+    - rule: "!self.matches('z` + strings.Repeat("y", 3999) + `')"`,
+			// 0.1 x 12,000 x 0.25 x 4,000 is past the limit of 1,000,000.
+			[]string{`{"s":"aaa"}`, `{"s":"` + strings.Repeat("a", 12000) + `"}`}, []bool{true, false}, ""},
+		{"messageExpression, fieldPath and reason", `
+type: object
+x-kubernetes-validations:
+- rule: "self.a < 3"
+  messageExpression: "'a is ' + string(self.a)"
+  fieldPath: ".a"
+  reason: FieldValueForbidden
+properties:
+  a: {type: integer}`,
+			[]string{`{"a":1}`, `{"a":5}`}, []bool{true, false}, `{"a":5}`},
+		{"optional oldSelf", `
+type: object
+x-kubernetes-validations:
+- rule: "!oldSelf.hasValue() || oldSelf.value().a <= self.a"
+  optionalOldSelf: true
+properties:
+  a: {type: integer}`,
+			[]string{`{"a":1}`}, nil, `{"a":2}`},
+		{"transition rule", `
+type: object
+x-kubernetes-validations:
+- rule: "self.a >= oldSelf.a"
+- rule: "self.a < 10"
+properties:
+  a: {type: integer}`,
+			[]string{`{"a":1}`, `{"a":11}`}, []bool{true, false}, `{"a":2}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := "type: object\nx-kubernetes-validations:\n- rule: \"self.metadata.name.startsWith('b')\"\nproperties:\n  spec:\n" +
+				"    " + strings.ReplaceAll(strings.TrimPrefix(tc.spec, "\n"), "\n", "\n    ")
+			s := structuralOf(t, root)
+			p := newCELPass(s)
+			lib := cel.NewValidator(s, true, celconfig.PerCallLimit)
+			if tc.holds == nil {
+				if p != nil {
+					t.Fatal("celPass for a kind it cannot answer for")
+				}
+				return
+			}
+			if p == nil {
+				t.Fatal("no celPass")
+			}
+			for i, v := range tc.values {
+				for _, name := range []string{"box", "abox"} {
+					obj := celBox(t, `{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"`+name+`"},"spec":`+v+`}`).Object
+					errs, _ := lib.Validate(ctx, nil, s, obj, nil, celconfig.RuntimeCELCostBudget)
+					pass := p.pass(ctx, obj, nil)
+					if pass && len(errs) > 0 {
+						t.Fatalf("%s %s: celPass holds; the validator reports %v", name, v, errs)
+					}
+					if want := tc.holds[i] && name == "box"; pass != want {
+						t.Errorf("%s %s: celPass %v, want %v (validator: %v)", name, v, pass, want, errs)
+					}
+					if tc.name == "per-call cost limit" && !tc.holds[i] && !strings.Contains(errs.ToAggregate().Error(), "call cost exceeds limit") {
+						t.Errorf("validator: %v, want the per-call limit's error", errs)
+					}
+					if tc.old == "" {
+						continue
+					}
+					old := celBox(t, `{"apiVersion":"example.setpoint.dev/v1","kind":"Box","metadata":{"name":"`+name+`"},"spec":`+tc.old+`}`).Object
+					corr := common.NewCorrelatedObject(obj, old, &model.Structural{Structural: s})
+					rerrs, _ := lib.Validate(ctx, nil, s, obj, old, celconfig.RuntimeCELCostBudget, cel.WithRatcheting(corr))
+					if p.pass(ctx, obj, old) && len(rerrs) > 0 {
+						t.Fatalf("%s %s from %s: celPass holds; the validator reports %v", name, v, tc.old, rerrs)
+					}
+				}
+			}
+		})
 	}
 }

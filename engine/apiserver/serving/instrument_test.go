@@ -310,3 +310,44 @@ func TestMetricsSeriesKeptUpToTheBound(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsLabelsBoundedAgainstClients checks that values a client
+// chooses (the method of a request to a path outside the API, the
+// subresource of a served resource) cannot add series to the request
+// metrics without bound, or fill the kept series, and that every request
+// is still counted.
+func TestMetricsLabelsBoundedAgainstClients(t *testing.T) {
+	m := NewMetrics()
+	h := Instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NotFound(w, r)
+	}), InstrumentOptions{Metrics: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Served: func(info *request.RequestInfo) bool { return info.Resource == "widgets" }})
+	const n = 300
+	for i := range n {
+		for _, r := range []*http.Request{
+			httptest.NewRequest("M"+strconv.Itoa(i), "/made/up", nil),
+			httptest.NewRequest("GET", "/apis/example.setpoint.dev/v1/namespaces/default/widgets/a/sub"+strconv.Itoa(i), nil),
+			httptest.NewRequest("POST", "/apis/example.setpoint.dev/v1/namespaces/default/widgets/a/status", nil),
+		} {
+			h.ServeHTTP(httptest.NewRecorder(), r)
+		}
+	}
+	if got := testutil.CollectAndCount(m.requests); got > 10 {
+		t.Errorf("%d request series after %d requests with made-up methods and subresources", got, 3*n)
+	}
+	if got := testutil.CollectAndCount(m.latency); got > 10 {
+		t.Errorf("%d latency series after %d requests with made-up methods and subresources", got, 3*n)
+	}
+	if kept := m.seriesLen.Load(); kept > 10 {
+		t.Errorf("%d series kept", kept)
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("create", "widgets", "status", "404")); got != n {
+		t.Errorf("status creates counted %v, want %d", got, n)
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("other", "", "", "404")); got != n {
+		t.Errorf("made-up methods counted %v, want %d", got, n)
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("get", "widgets", "other", "404")); got != n {
+		t.Errorf("made-up subresources counted %v, want %d", got, n)
+	}
+}

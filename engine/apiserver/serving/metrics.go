@@ -24,6 +24,26 @@ const maxResourceLabels = 512
 // that a client cannot fill the label slots with names it makes up.
 const unservedLabel = "unknown"
 
+// otherLabel is the verb, resource or subresource label of requests whose
+// value is past its bound or not one the server knows.
+const otherLabel = "other"
+
+// metricVerbs are the values of the verb label: the verbs of resource
+// requests, and the methods of HTTP (lower case) for other paths, whose
+// method is the verb. Others count as otherLabel: a method is any token a
+// client sends.
+var metricVerbs = map[string]bool{
+	"": true, "get": true, "list": true, "watch": true, "create": true, "update": true, "patch": true,
+	"delete": true, "deletecollection": true, "proxy": true,
+	"head": true, "post": true, "put": true, "options": true, "connect": true, "trace": true,
+}
+
+// metricSubresources are the values of the subresource label: the
+// subresources the API serves. Others count as otherLabel: the path names
+// the subresource, and a request for a served resource is labelled even
+// when it is refused before the API checks its subresource.
+var metricSubresources = map[string]bool{"": true, "status": true, "scale": true, "finalize": true, "token": true}
+
 // Metrics holds the API's request metrics and serves them.
 type Metrics struct {
 	registry *prometheus.Registry
@@ -46,7 +66,8 @@ type Metrics struct {
 	// series keeps the request counter and latency histogram of each
 	// label set seen, so that a request finds both with one lookup rather
 	// than hashing its labels into each vector; at most maxSeries of them,
-	// requests past that use the vectors.
+	// requests past that use the vectors. Every label has bounded values
+	// (observe), so that clients cannot fill it with made-up ones.
 	series    sync.Map // seriesKey -> *requestSeries
 	seriesLen atomic.Int64
 }
@@ -162,7 +183,7 @@ func (m *Metrics) resourceLabel(resource string) string {
 		return resource
 	}
 	if len(m.resources) >= maxResourceLabels {
-		return "other"
+		return otherLabel
 	}
 	m.resources[resource] = struct{}{}
 	return resource
@@ -175,8 +196,13 @@ func (m *Metrics) observe(verb, resource, subresource string, served bool, code 
 		resource = unservedLabel
 	}
 	resource = m.resourceLabel(resource)
-	if resource == "" || resource == "other" || resource == unservedLabel {
+	if resource == "" || resource == otherLabel || resource == unservedLabel {
 		subresource = ""
+	} else if !metricSubresources[subresource] {
+		subresource = otherLabel
+	}
+	if !metricVerbs[verb] {
+		verb = otherLabel
 	}
 	k := seriesKey{verb, resource, subresource, code}
 	rs, ok := m.series.Load(k)
