@@ -44,10 +44,15 @@ func (s *Service) loadReadRecord(ctx context.Context, crd string) *kinds.ReadRec
 
 // saveReadRecord stores rs's revision and fingerprint for crd, unless the
 // record already says as much; concurrent saves keep the larger revision of
-// the same fingerprint.
+// the same fingerprint. A save that waits for another past ctx is dropped,
+// as one the store cuts short.
 func (s *Service) saveReadRecord(ctx context.Context, crd string, rs *kinds.ReadSchemas) {
-	s.readRecordMu.Lock()
-	defer s.readRecordMu.Unlock()
+	select {
+	case s.readRecordSaving <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-s.readRecordSaving }()
 	want := rs.Record()
 	for attempt := 0; attempt < 5; attempt++ {
 		kv, err := s.store.Get(ctx, readRecordKey(crd), store.GetOptions{})

@@ -68,3 +68,46 @@ func TestRunReturnsWhileStoreStalls(t *testing.T) {
 		t.Fatal("Run did not return within 5s of its context's end: it waits on a store call that ignores it")
 	}
 }
+
+// TestReadRecordSaveWaitsWithinItsContext: a save of a read-schema record
+// waiting behind another that stalls on the store gives up when its own
+// context ends, rather than wait as long as the store does.
+func TestReadRecordSaveWaitsWithinItsContext(t *testing.T) {
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	a := sharedService(t, db, time.Hour)
+	st := &stalledRecords{Store: db, entered: make(chan struct{}, 1)}
+	b := sharedService(t, st, time.Hour) // before the CRD: New reads no record
+	if _, err := a.Create(context.Background(), kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rs := a.reg.ReadOf(doodadCRDName)
+	if rs == nil {
+		t.Fatal("no read schemas for the new CRD")
+	}
+
+	stalledCtx, release := context.WithCancel(context.Background())
+	defer release()
+	first := make(chan struct{})
+	go func() { defer close(first); b.saveReadRecord(stalledCtx, doodadCRDName, rs) }()
+	select {
+	case <-st.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first save did not reach the store")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	second := make(chan struct{})
+	go func() { defer close(second); b.saveReadRecord(ctx, doodadCRDName, rs) }()
+	select {
+	case <-second:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a save waiting behind a stalled one outlived its context by 5s")
+	}
+	release()
+	<-first
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,8 +60,10 @@ type Service struct {
 	initial initialLists
 	// namespaces answers creates whether their namespace is active.
 	namespaces namespaceCache
-	// readRecordMu serializes the saves of CRDs' read-schema records.
-	readRecordMu sync.Mutex
+	// readRecordSaving serializes the saves of CRDs' read-schema records: a
+	// save holds its one slot. A channel rather than a mutex, so that a save
+	// waiting behind one stalled on the store gives up with its context.
+	readRecordSaving chan struct{}
 	// readSettle is how long after a schema change the revision of the
 	// CRD's read schemas is stored (recordRead).
 	readSettle time.Duration
@@ -103,10 +104,11 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		reg:   kinds.NewRegistry(),
 		opts:  opts,
 
-		watchDecode:   kinds.NewDecodeCache(),
-		readSettle:    defaultReadRecordSettle,
-		listPageBytes: listJSONPageBytes,
-		started:       opts.Now(),
+		watchDecode:      kinds.NewDecodeCache(),
+		readRecordSaving: make(chan struct{}, 1),
+		readSettle:       defaultReadRecordSettle,
+		listPageBytes:    listJSONPageBytes,
+		started:          opts.Now(),
 	}
 	if opts.SharedStore {
 		s.reg.SharedStore()

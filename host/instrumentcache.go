@@ -18,8 +18,8 @@ import (
 // wazero's cache) skips the rewrite as well as the compile.
 
 // rewriterVersion names instrument's output in the on-disk cache; bump it
-// whenever that output changes.
-const rewriterVersion = 3
+// whenever that output changes, or what it accepts.
+const rewriterVersion = 4
 
 // maxInstrumented bounds the in-memory instrumented-module cache. A module
 // is rewritten once per load that misses the disk cache, and loads of one

@@ -13,9 +13,10 @@ import (
 // a loop per non-leaf function call, so it multiplies the cost of a call
 // several times. Instead, the host rewrites each native-ABI module once, at
 // load. It adds two mutable i32 globals, $stop (exported as stopGlobal) and
-// $count, and at the entry of every function it inserts
+// $count, and at the entry of every function it inserts (with 1, or
+// loopBatch in a function with loops, for d)
 //
-//	count = count - 1
+//	count = count - d
 //	if count <= 0 {
 //		count = yieldEvery
 //		call wasi_snapshot_preview1.sched_yield   ;; leaves compiled code
@@ -37,8 +38,11 @@ import (
 // in a register. Go guests branch back to their function's loop head at
 // every jump, about 2,600 times in one Widget reconcile call, so the local
 // count took about 7% off that call. The iterations of a call that end
-// short of a batch (fewer than loopBatch) go uncounted; the entry check
-// counts that call. When a call's context is done
+// short of a batch (fewer than loopBatch) go uncounted, so the entry of a
+// function with loops takes a whole batch off $count rather than one: a
+// caller looping over a function of 15 long turns would otherwise run
+// 15 turns per count, and overrun its deadline (and stall the garbage
+// collector) fifteen times as long. When a call's context is done
 // the host sets $stop and the guest traps within about yieldEvery loop
 // iterations or calls; without loops and calls a function runs at most
 // its own length, so the deadline holds. The periodic
@@ -56,7 +60,12 @@ import (
 // runtime always imports it), so no function index shifts. Modules without
 // it, with a start function (it runs at instantiation, before the host can
 // reach $stop) or with anything the rewriter cannot decode fall back to
-// wazero's close-on-context-done.
+// wazero's close-on-context-done. Decoding must agree with the compiler's
+// byte for byte: an immediate read here with the wrong length would make
+// the rest of the body read as other instructions, and a loop opcode read
+// as an immediate gets no check. So the rewriter refuses, rather than
+// skips, what it does not know, typed references ((ref null $t), two or
+// more bytes where other value types take one) included.
 
 // yieldEvery is the number of loop iterations between two checks of $stop.
 const yieldEvery = 1000
@@ -241,8 +250,8 @@ func funcTypes(body []byte) ([][2][]byte, error) {
 		if r.byte() != 0x60 {
 			return nil, fmt.Errorf("%w: unknown type form", errUninstrumentable)
 		}
-		params := r.bytes(int(r.u32()))
-		results := r.bytes(int(r.u32()))
+		params := r.valTypes()
+		results := r.valTypes()
 		types = append(types, [2][]byte{params, results})
 	}
 	return types, r.err
@@ -267,7 +276,7 @@ func scanImports(body []byte, types [][2][]byte) (globals int, yield int64, err 
 			}
 			funcs++
 		case 0x01: // table: reftype, limits
-			r.byte()
+			r.valType()
 			r.limits()
 		case 0x02: // memory
 			r.limits()
@@ -331,8 +340,13 @@ func (k checker) global(d int64) []byte {
 	return append(c, 0x0b)                // end
 }
 
-// entry is the check at a function's entry.
+// entry is the check at the entry of a function without loops.
 func (k checker) entry() []byte { return k.global(1) }
+
+// loopEntry is the check at the entry of a function with loops: it pays
+// in advance for the iterations the call may end short of a batch. It has
+// entry's length, so that it can take its place once the body is read.
+func (k checker) loopEntry() []byte { return k.global(loopBatch) }
 
 // loop is the check at a loop head of a function whose counting local is
 // n: every loopBatch iterations it takes loopBatch off $count.
@@ -389,7 +403,10 @@ func instrumentCode(body []byte, funcTypeIdx []uint32, types [][2][]byte, k chec
 		return nil, fmt.Errorf("%w: %d function bodies for %d functions", errUninstrumentable, n, len(funcTypeIdx))
 	}
 	out := binary.AppendUvarint(make([]byte, 0, len(body)+len(body)/3), uint64(n))
-	entry := k.entry()
+	entry, loopEntry := k.entry(), k.loopEntry()
+	if len(entry) != len(loopEntry) {
+		return nil, fmt.Errorf("%w: entry checks of %d and %d bytes", errUninstrumentable, len(entry), len(loopEntry))
+	}
 	var fn []byte
 	for i := uint32(0); i < n; i++ {
 		size := r.u32()
@@ -402,7 +419,7 @@ func instrumentCode(body []byte, funcTypeIdx []uint32, types [][2][]byte, k chec
 			return nil, fmt.Errorf("%w: function %d has type %d of %d", errUninstrumentable, i, t, len(types))
 		}
 		var err error
-		fn, err = instrumentFunc(fn[:0], code, len(types[t][0]), entry, k)
+		fn, err = instrumentFunc(fn[:0], code, len(types[t][0]), entry, loopEntry, k)
 		if err != nil {
 			return nil, fmt.Errorf("function %d: %w", i, err)
 		}
@@ -413,19 +430,20 @@ func instrumentCode(body []byte, funcTypeIdx []uint32, types [][2][]byte, k chec
 }
 
 // instrumentFunc copies one function body with params parameters, adding
-// the counting local after its own, inserting entry at its start and the
-// loop check after the block type of every loop. The entry check bounds
-// code without loops: a tree of calls, each function calling the next
-// twice, runs 2^depth calls with a shallow stack. Instructions naming the
-// injected globals (k.stop and later) or the counting local are refused.
-func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]byte, error) {
+// the counting local after its own, inserting entry (loopEntry if the body
+// has a loop) at its start and the loop check after the block type of
+// every loop. The entry check bounds code without loops: a tree of calls,
+// each function calling the next twice, runs 2^depth calls with a shallow
+// stack. Instructions naming the injected globals (k.stop and later) or
+// the counting local are refused.
+func instrumentFunc(out, code []byte, params int, entry, loopEntry []byte, k checker) ([]byte, error) {
 	r := reader{b: code}
 	groups := r.u32()
 	declared := r.i // the local groups start here
 	locals := uint64(params)
 	for i := uint32(0); i < groups && r.err == nil; i++ {
 		locals += uint64(r.u32())
-		r.byte()
+		r.valType()
 		if locals >= maxLocals {
 			return nil, fmt.Errorf("%w: more than %d locals", errUninstrumentable, maxLocals)
 		}
@@ -437,7 +455,9 @@ func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]by
 	out = binary.AppendUvarint(out, uint64(groups)+1)
 	out = append(out, code[declared:r.i]...)
 	out = append(out, 0x01, 0x7f) // one i32: the counting local
+	entryAt := len(out)
 	out = append(out, entry...)
+	loops := false
 	check := k.loop(counter)
 	// copied is where the code not yet copied to out starts; runs between
 	// loop heads are copied whole.
@@ -452,6 +472,7 @@ func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]by
 			out = append(out, code[copied:r.i]...)
 			out = append(out, check...)
 			copied = r.i
+			loops = true
 		case op == 0x0c || op == 0x0d: // br, br_if
 			r.u32()
 		case op == 0x0e: // br_table
@@ -468,8 +489,7 @@ func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]by
 			// Tail calls can run without bound and without a loop.
 			return nil, fmt.Errorf("%w: tail calls", errUninstrumentable)
 		case op == 0x1c: // select t*
-			n := r.u32()
-			r.bytes(int(n))
+			r.valTypes()
 		case op >= 0x20 && op <= 0x22: // local.get, local.set, local.tee
 			if idx := r.u32(); idx >= counter && r.err == nil {
 				return nil, fmt.Errorf("%w: an instruction names local %d, which the function does not declare", errUninstrumentable, idx)
@@ -493,7 +513,7 @@ func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]by
 		case op == 0x44:
 			r.bytes(8)
 		case op == 0xd0: // ref.null
-			r.byte()
+			r.valType()
 		case op == 0xd2: // ref.func
 			r.u32()
 		case op == 0xfc:
@@ -521,6 +541,9 @@ func instrumentFunc(out, code []byte, params int, entry []byte, k checker) ([]by
 	}
 	if r.err != nil {
 		return nil, r.err
+	}
+	if loops {
+		copy(out[entryAt:], loopEntry)
 	}
 	return append(out, code[copied:]...), nil
 }
@@ -600,15 +623,54 @@ func (r *reader) memarg() {
 	r.u32()
 }
 
+// blockType reads a block type: empty (0x40), a value type, or a type
+// index as a non-negative s33 (a first byte of 0x40 to 0x7f with no
+// continuation is negative, hence one of the former).
 func (r *reader) blockType() {
 	if r.i >= len(r.b) {
 		r.fail()
 		return
 	}
 	switch c := r.b[r.i]; {
-	case c == 0x40, c >= 0x6f && c <= 0x7f:
+	case c == 0x40:
 		r.i++
+	case c >= 0x40 && c < 0x80:
+		r.valType()
 	default:
-		r.sleb() // a type index as s33
+		r.sleb()
 	}
+}
+
+// valType reads a value type. Only the one-byte types are decoded: a
+// reference type with a heap type ((ref null $t), 0x63 or 0x64 and an
+// s33) is refused, so that no immediate the compiler reads as a value
+// type is read here as an opcode (wazero accepts them without a feature
+// flag).
+func (r *reader) valType() byte {
+	c := r.byte()
+	switch c {
+	case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f, 0x69: // i32 i64 f32 f64 v128 funcref externref exnref
+		return c
+	}
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: value type 0x%02x at byte %d (typed references are not decoded)", errUninstrumentable, c, r.i-1)
+		r.i = len(r.b)
+	}
+	return 0
+}
+
+// valTypes reads a vector of value types, each one byte.
+func (r *reader) valTypes() []byte {
+	n := r.u32()
+	if r.err == nil && int64(n) > int64(len(r.b)-r.i) {
+		r.fail()
+	}
+	start := r.i
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		r.valType()
+	}
+	if r.err != nil {
+		return nil
+	}
+	return r.b[start:r.i]
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -35,6 +36,22 @@ func TestDeadlineHoldsOnInstrumentedPath(t *testing.T) {
 		{"br_table loop", guestSpec{reconcile: spinUnless(brTableLoop)}},
 		// 2^39 calls of straight-line code, not one loop.
 		{"straight-line code without loops", guestSpec{reconcile: spinUnless([]byte{0x10, 0x04}), extra: callTree(40, 2000)}},
+		// Fewer than loopBatch turns per call go uncounted by the
+		// callee's loop, 20,000 loads and stores each: the entry of a
+		// function with loops is charged a whole batch, or each call would
+		// run 15 long turns for one count.
+		{"loop calling a function whose 15 turns are long", guestSpec{reconcile: spinUnless(callInLoop), extra: [][]byte{longShortLoop(20_000)}}},
+		{"loop calling a function that returns at once", guestSpec{reconcile: spinUnless(callInLoop), extra: [][]byte{nil}}},
+		{"br_if to a loop label", guestSpec{reconcile: spinUnless(brIfLoop)}},
+		{"loop over a multi-value loop", guestSpec{reconcile: spinUnless(multiValueLoop)}},
+		{"call_indirect of a spinning function", guestSpec{reconcile: spinUnless(callIndirectLoop), extra: [][]byte{spinLoop}, table: true}},
+		// The counting local's index needs two LEB128 bytes, and the
+		// local groups' count grows from 127 to 128 (two bytes).
+		{"127 local groups", guestSpec{reconcileLocals: localGroups(127, 1), reconcile: spinUnless(spinLoop)}},
+		// At the vet limit of 50,000 declared locals the counting local
+		// (index 50,002) is one more; its index takes three bytes.
+		{"50,000 locals", guestSpec{reconcileLocals: localGroups(1, 50_000), reconcile: spinUnless(spinLoop)}},
+		{"a name section", guestSpec{reconcile: spinUnless(nestedLoops), custom: "name"}},
 	}
 	const timeout = 300 * time.Millisecond
 	short := &abi.ReconcileRequest{Object: abi.RawJSON(`{}`)}
@@ -138,4 +155,95 @@ func TestGuestCannotResetLoopCount(t *testing.T) {
 	if !errors.Is(err, ErrInvalidModule) {
 		t.Fatalf("err = %v, want ErrInvalidModule", err)
 	}
+}
+
+// hiddenLoop is spin code whose loop the rewriter would miss if it read a
+// (ref null 2) block type as one byte: the heap type 2 then reads as
+// `block`, whose block type swallows the loop opcode. wazero accepts
+// concrete reference types in block types without any feature flag.
+var hiddenLoop = []byte{
+	0x02, 0x63, 0x02, // block (result (ref null 2))
+	0x03, 0x40, 0x0c, 0x00, 0x0b, // loop br 0 end
+	0x00, 0x0b, 0x1a, // unreachable end drop
+}
+
+// TestDeadlineHoldsWithRefTypes: value types of more than one byte
+// ((ref null $t)) must not desynchronize the rewriter from the compiler;
+// a loop behind one is stopped by its call's deadline like any other.
+func TestDeadlineHoldsWithRefTypes(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	ctx := context.Background()
+	p, err := loadGuest(t, ctx, guestModule(guestSpec{reconcile: spinUnless(hiddenLoop)}), Config{Limits: Limits{CallTimeout: timeout, PoolSize: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := &abi.ReconcileRequest{Object: abi.RawJSON(`{}`)}
+	long := &abi.ReconcileRequest{Object: abi.RawJSON(`{"pad":"` + strings.Repeat("x", 2000) + `"}`)}
+	if _, err := p.Reconcile(ctx, short); err != nil {
+		t.Fatalf("a call that returns: %v", err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := p.Reconcile(ctx, long)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("err = %v, want ErrTimeout", err)
+		}
+		if d := time.Since(start); d > timeout+2*time.Second {
+			t.Fatalf("stopped after %v, the timeout is %v", d, timeout)
+		}
+	case <-time.After(timeout + 10*time.Second):
+		// The guest spins in compiled code for good: this process cannot
+		// recover it.
+		t.Fatalf("the call ran past its deadline by 10s (preemption %q)", p.Preemption())
+	}
+	if _, err := p.Reconcile(ctx, short); err != nil {
+		t.Fatalf("the call after a timeout: %v", err)
+	}
+}
+
+// TestDeepRecursionEndsWithAClearError: a function calling itself without
+// a loop ends on the call stack's limit (each entry counts down too), with
+// an error, and the next call works.
+func TestDeepRecursionEndsWithAClearError(t *testing.T) {
+	ctx := context.Background()
+	p, err := loadGuest(t, ctx, guestModule(guestSpec{reconcile: spinUnless([]byte{0x10, 0x04}), extra: [][]byte{{0x10, 0x04}}}),
+		Config{Limits: Limits{CallTimeout: 5 * time.Second, PoolSize: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Preemption(); got != "loop-checks" {
+		t.Fatalf("preemption = %q, want loop-checks", got)
+	}
+	long := &abi.ReconcileRequest{Object: abi.RawJSON(`{"pad":"` + strings.Repeat("x", 2000) + `"}`)}
+	_, err = p.Reconcile(ctx, long)
+	t.Logf("err = %v", err)
+	if err == nil || errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want the stack's limit", err)
+	}
+	if _, err := p.Reconcile(ctx, &abi.ReconcileRequest{Object: abi.RawJSON(`{}`)}); err != nil {
+		t.Fatalf("the call after: %v", err)
+	}
+}
+
+// TestLoadRefusesTwoMemories: a module with two memories (multi-memory,
+// whose memory indices the rewriter would otherwise have to read in every
+// load and store) is refused at load, before the rewriter or the compiler
+// reads its code.
+func TestLoadRefusesTwoMemories(t *testing.T) {
+	m := guestModule(guestSpec{reconcile: spinUnless(nestedLoops)})
+	one := []byte{0x05, 0x03, 0x01, 0x00, 0x01}
+	if bytes.Count(m, one) != 1 {
+		t.Fatal("no memory section found")
+	}
+	m = bytes.Replace(m, one, []byte{0x05, 0x05, 0x02, 0x00, 0x01, 0x00, 0x01}, 1)
+	_, err := loadGuest(t, context.Background(), m, Config{})
+	if !errors.Is(err, ErrInvalidModule) || !strings.Contains(err.Error(), "memories") {
+		t.Fatalf("err = %v, want ErrInvalidModule naming the memories", err)
+	}
+	t.Log(err)
 }

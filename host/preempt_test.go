@@ -106,6 +106,8 @@ func fuzzSeeds() [][]byte {
 		guestModule(guestSpec{globals: 2, reconcile: spinUnless([]byte{0x23, 0x01, 0x24, 0x00})}),
 		guestModule(guestSpec{start: 2}),
 		guestModule(guestSpec{noYield: true}),
+		guestModule(guestSpec{reconcile: spinUnless(hiddenLoop)}),
+		guestModule(guestSpec{reconcile: spinUnless(callIndirectLoop), extra: [][]byte{spinLoop}, table: true, custom: "name"}),
 	}
 	// The real guests take seconds to compile twice under the race
 	// detector: they seed fuzzing, while plain test runs cover them by
@@ -202,6 +204,15 @@ func TestInstrumentMalformed(t *testing.T) {
 		{"sched_yield of the wrong signature", guestModule(guestSpec{yieldNoRet: true}), "error"},
 		{"no sched_yield", guestModule(guestSpec{noYield: true}), "error"},
 		{"start function", guestModule(guestSpec{start: 2}), "error"},
+		// A value type of more than one byte, (ref null 2), wherever the
+		// rewriter reads one: each would let the compiler read bytes the
+		// rewriter skipped, or the reverse.
+		{"typed reference block type", guestModule(guestSpec{reconcile: spinUnless(hiddenLoop)}), "error"},
+		{"typed reference local", guestModule(guestSpec{reconcileLocals: []byte{1, 1, 0x63, 0x02}, reconcile: spinUnless(nil)}), "error"},
+		{"typed reference select", guestModule(guestSpec{reconcile: spinUnless([]byte{0x02, 0x40, 0x00, 0x1c, 0x01, 0x63, 0x02, 0x1a, 0x0b})}), "error"},
+		{"typed reference parameter", typedParamModule(), "error"},
+		{"tees the counting local", guestModule(guestSpec{reconcile: spinUnless([]byte{0x41, 0x00, 0x22, 0x03, 0x1a})}), "error"},
+		{"reads the counting local", guestModule(guestSpec{reconcile: spinUnless([]byte{0x20, 0x03, 0x1a})}), "error"},
 		{"defined globals", guestModule(guestSpec{globals: 3, reconcile: spinUnless([]byte{0x23, 0x02, 0x24, 0x00})}), ""},
 		{"valid", valid, ""},
 	}
@@ -311,4 +322,18 @@ func TestLoadRefusesHugeDeclaredCount(t *testing.T) {
 	if d := after.TotalAlloc - before.TotalAlloc; d > 64<<20 {
 		t.Fatalf("refusing a %d-byte module allocated %d MiB", len(wasm), d>>20)
 	}
+}
+
+// typedParamModule is a plain module with one more type, whose parameter
+// is a (ref null 2): read as one byte per parameter, its heap type would
+// be taken for the count of results.
+func typedParamModule() []byte {
+	m := guestModule(guestSpec{})
+	r := reader{b: m, i: 8}
+	start := r.i
+	r.byte()
+	types := r.bytes(int(r.u32()))
+	body := append([]byte{types[0] + 1}, types[1:]...)
+	body = append(body, 0x60, 1, 0x63, 0x02, 1, 0x7f)
+	return append(wsection(slices.Clone(m[:start]), 1, body), m[r.i:]...)
 }

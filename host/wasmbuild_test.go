@@ -29,6 +29,13 @@ func wbody(locals int, code []byte) []byte {
 	return append(leb(nil, uint64(len(b))), b...)
 }
 
+// wbodyDecls encodes a function body whose local declarations are given
+// as raw bytes (the group count first).
+func wbodyDecls(decls, code []byte) []byte {
+	b := append(append(append([]byte{}, decls...), code...), 0x0b)
+	return append(leb(nil, uint64(len(b))), b...)
+}
+
 // guestOK is the document reconcile returns when it does not spin.
 const guestOK = `{"status":{}}`
 
@@ -41,11 +48,21 @@ type guestSpec struct {
 	yieldNoRet bool   // import sched_yield as () -> () instead of () -> i32
 	globals    int    // defined mutable i32 globals
 	reconcile  []byte // reconcile's code; it must leave an i64
-	version    []byte // setpoint_abi_version's code, default i32.const abi.Version
-	extra      [][]byte
-	exports    []byte // more raw export entries
-	nexports   int
-	start      int // 1 + index of the start function, or 0
+	// reconcileLocals replaces reconcile's local declarations (raw, the
+	// group count first); reconcile's code must then not use local 2.
+	reconcileLocals []byte
+	version         []byte // setpoint_abi_version's code, default i32.const abi.Version
+	extra           [][]byte
+	exports         []byte // more raw export entries
+	nexports        int
+	start           int // 1 + index of the start function, or 0
+	// table adds a funcref table holding the extra functions (table
+	// index i is function 4+i), set by an element section, for
+	// call_indirect with type 3.
+	table bool
+	// custom adds a custom section of that name (and a few bytes) after
+	// the code section.
+	custom string
 }
 
 // spinUnless is reconcile code that returns guestOK at once when the input
@@ -83,6 +100,9 @@ func guestModule(s guestSpec) []byte {
 		funcs = append(funcs, 3)
 	}
 	m = wsection(m, 3, funcs)
+	if s.table {
+		m = wsection(m, 4, append([]byte{1, 0x70, 0}, leb(nil, uint64(len(s.extra)))...))
+	}
 	m = wsection(m, 5, []byte{1, 0x00, 1}) // memory: min 1 page
 	if s.globals > 0 {
 		g := leb(nil, uint64(s.globals))
@@ -100,6 +120,13 @@ func guestModule(s guestSpec) []byte {
 	if s.start > 0 {
 		m = wsection(m, 8, leb(nil, uint64(s.start-1)))
 	}
+	if s.table {
+		el := append([]byte{1, 0, 0x41, 0, 0x0b}, leb(nil, uint64(len(s.extra)))...)
+		for i := range s.extra {
+			el = leb(el, uint64(4+i))
+		}
+		m = wsection(m, 9, el)
+	}
 	version := s.version
 	if version == nil {
 		version = appendSleb([]byte{0x41}, int64(abi.Version))
@@ -111,11 +138,24 @@ func guestModule(s guestSpec) []byte {
 	if reconcile == nil {
 		reconcile = spinUnless(nil)
 	}
-	code = append(code, wbody(1, reconcile)...)
+	if s.reconcileLocals != nil {
+		code = append(code, wbodyDecls(s.reconcileLocals, reconcile)...)
+	} else {
+		code = append(code, wbody(1, reconcile)...)
+	}
 	for _, e := range s.extra {
 		code = append(code, wbody(1, e)...)
 	}
 	m = wsection(m, 10, code)
+	if s.custom != "" {
+		// As a name section: the module's name, and the name of
+		// reconcile's local 2.
+		body := append(wname(nil, s.custom), 0x00, 0x06)
+		body = wname(body, "guest")
+		locals := wname([]byte{1, 3, 1, 2}, "n")
+		body = append(append(body, 0x02, byte(len(locals))), locals...)
+		m = wsection(m, 0, body)
+	}
 	data := appendSleb([]byte{1, 0, 0x41}, 2048)
 	data = wname(append(data, 0x0b), guestOK)
 	return wsection(m, 11, data)
@@ -153,4 +193,36 @@ func callTree(depth, n int) [][]byte {
 		leaf = append(leaf, 0x41, 0x01, 0x1a) // i32.const 1 drop
 	}
 	return append(fs, leaf)
+}
+
+// More spinning shapes.
+var (
+	// brIfLoop: a loop continued by br_if.
+	brIfLoop = []byte{0x03, 0x40, 0x41, 0x01, 0x0d, 0x00, 0x0b}
+	// multiValueLoop: a loop of type 1, (i32) -> i32, continued with its
+	// parameter on the stack.
+	multiValueLoop = []byte{0x41, 0x07, 0x03, 0x01, 0x0c, 0x00, 0x0b, 0x1a}
+	// callIndirectLoop: a loop calling table entry 0 (type 3).
+	callIndirectLoop = []byte{0x03, 0x40, 0x41, 0x00, 0x11, 0x03, 0x00, 0x0c, 0x00, 0x0b}
+)
+
+// localGroups declares groups groups of n i32 locals each, as raw local
+// declarations.
+func localGroups(groups, n int) []byte {
+	b := leb(nil, uint64(groups))
+	for range groups {
+		b = append(leb(b, uint64(n)), 0x7f)
+	}
+	return b
+}
+
+// longShortLoop is a loop of 15 turns, each of ops loads and stores, for
+// a function ()->() with local 0.
+func longShortLoop(ops int) []byte {
+	c := []byte{0x03, 0x40}
+	for i := range ops {
+		o := byte(i % 120)
+		c = append(c, 0x41, 0x00, 0x41, 0x00, 0x28, 0x02, o, 0x36, 0x02, o+4) // i32.store offset=o+4 (i32.load offset=o)
+	}
+	return append(c, 0x20, 0x00, 0x41, 0x01, 0x6a, 0x22, 0x00, 0x41, 0x0f, 0x49, 0x0d, 0x00, 0x0b)
 }
