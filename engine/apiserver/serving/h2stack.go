@@ -9,7 +9,8 @@ import (
 // a request needs, in one step, before it goes through the serving layers.
 //
 // x/net's server runs each HTTP/2 request on a goroutine of its own, which
-// starts with the runtime's smallest stack (2 KiB) and, on a create, grows
+// starts with a small stack (the runtime's average goroutine stack, which
+// a server's many idle goroutines keep at 2-4 KiB) and, on a create, grows
 // it by doubling several times on the way through the serving layers, the
 // router, decoding, validation and CEL, copying the frames in use each
 // time: about 8% of the server's CPU in creates over HTTP/2. An HTTP/1.1
