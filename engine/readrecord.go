@@ -109,7 +109,7 @@ func (s *Service) recordRead(ctx context.Context, crd string, rs *kinds.ReadSche
 		s.saveReadRecord(ctx, crd, rs)
 		return
 	}
-	s.delayed.after(s.readSettle, func(ctx context.Context) {
+	s.delayed.after(ctx, s.readSettle, func(ctx context.Context) {
 		cur := s.reg.ReadOf(crd)
 		if cur == nil || cur.Fingerprint() != rs.Fingerprint() {
 			return // changed again, or gone: the newer change records itself
@@ -145,11 +145,13 @@ type delayedWork struct {
 }
 
 // after runs fn after d, unless stop comes first, with a context that
-// stop ends; after close it does nothing.
-func (w *delayedWork) after(d time.Duration, fn func(ctx context.Context)) {
+// stop ends; after close, or with ctx ended, it does nothing. Work that
+// schedules more passes its own context as ctx: once stop has ended it,
+// stop does not wait for what it would add.
+func (w *delayedWork) after(ctx context.Context, d time.Duration, fn func(ctx context.Context)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
+	if w.closed || ctx.Err() != nil {
 		return
 	}
 	if w.timers == nil {
