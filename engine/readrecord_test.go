@@ -23,11 +23,7 @@ func TestDelayedWorkStopCancelsAndWaits(t *testing.T) {
 		finished.Store(true)
 	})
 	<-started
-	stopped := make(chan struct{})
-	go func() {
-		w.stop()
-		close(stopped)
-	}()
+	stopped := stopInBackground(&w)
 	select {
 	case <-stopped:
 		t.Fatal("stop returned while the work ran")
@@ -68,11 +64,7 @@ func TestDelayedWorkStopEndsContext(t *testing.T) {
 		<-ctx.Done()
 	})
 	<-started
-	stopped := make(chan struct{})
-	go func() {
-		w.stop()
-		close(stopped)
-	}()
+	stopped := stopInBackground(&w)
 	select {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
@@ -126,11 +118,7 @@ func TestDelayedWorkStopIgnoresRescheduling(t *testing.T) {
 		w.after(ctx, time.Hour, func(context.Context) { ran.Store(true) })
 	})
 	<-started
-	stopped := make(chan struct{})
-	go func() {
-		w.stop()
-		close(stopped)
-	}()
+	stopped := stopInBackground(&w)
 	select {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
@@ -143,4 +131,15 @@ func TestDelayedWorkStopIgnoresRescheduling(t *testing.T) {
 		t.Errorf("after stop: %d waiting, ran %v; want none", waiting, ran.Load())
 	}
 	w.close()
+}
+
+// stopInBackground calls w.stop on a goroutine of its own and returns a
+// channel closed once it has returned.
+func stopInBackground(w *delayedWork) <-chan struct{} {
+	stopped := make(chan struct{})
+	go func() {
+		w.stop()
+		close(stopped)
+	}()
+	return stopped
 }

@@ -33,18 +33,26 @@ func (s *stalledRecords) Get(ctx context.Context, key string, opts store.GetOpti
 	return nil, ctx.Err()
 }
 
-// TestRunReturnsWhileStoreStalls: a replica whose CRD follower serves a CRD
-// another replica created, while its store calls stall, still returns from
-// Run when its context ends, so that a server cut off from its store stops.
-func TestRunReturnsWhileStoreStalls(t *testing.T) {
+// stalledReplicas returns two Services sharing one Badger store: a reads it
+// directly, b through st, whose reads of read-schema records stall.
+func stalledReplicas(t *testing.T) (a, b *Service, st *stalledRecords) {
+	t.Helper()
 	db, err := badger.Open(t.TempDir(), badger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	a := sharedService(t, db, time.Hour)
-	st := &stalledRecords{Store: db, entered: make(chan struct{}, 1)}
-	b := sharedService(t, st, time.Hour)
+	a = sharedService(t, db, time.Hour)
+	st = &stalledRecords{Store: db, entered: make(chan struct{}, 1)}
+	b = sharedService(t, st, time.Hour)
+	return a, b, st
+}
+
+// TestRunReturnsWhileStoreStalls: a replica whose CRD follower serves a CRD
+// another replica created, while its store calls stall, still returns from
+// Run when its context ends, so that a server cut off from its store stops.
+func TestRunReturnsWhileStoreStalls(t *testing.T) {
+	a, b, st := stalledReplicas(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -73,14 +81,7 @@ func TestRunReturnsWhileStoreStalls(t *testing.T) {
 // waiting behind another that stalls on the store gives up when its own
 // context ends, rather than wait as long as the store does.
 func TestReadRecordSaveWaitsWithinItsContext(t *testing.T) {
-	db, err := badger.Open(t.TempDir(), badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	a := sharedService(t, db, time.Hour)
-	st := &stalledRecords{Store: db, entered: make(chan struct{}, 1)}
-	b := sharedService(t, st, time.Hour) // before the CRD: New reads no record
+	a, b, st := stalledReplicas(t) // b before the CRD: New reads no record
 	if _, err := a.Create(context.Background(), kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
