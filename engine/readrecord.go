@@ -109,7 +109,16 @@ func (s *Service) recordRead(ctx context.Context, crd string, rs *kinds.ReadSche
 		s.saveReadRecord(ctx, crd, rs)
 		return
 	}
-	s.delayed.after(ctx, s.readSettle, func(ctx context.Context) {
+	// The settle is the Service's work, not the caller's: it waits for no
+	// context of the caller's.
+	s.settleRead(context.Background(), crd, rs)
+}
+
+// settleRead settles the CRD's read schemas rs after readSettle, if they
+// are still the CRD's, and saves their record; unless parent, the context
+// of the settle that failed before it, has ended.
+func (s *Service) settleRead(parent context.Context, crd string, rs *kinds.ReadSchemas) {
+	s.delayed.after(parent, s.readSettle, func(ctx context.Context) {
 		cur := s.reg.ReadOf(crd)
 		if cur == nil || cur.Fingerprint() != rs.Fingerprint() {
 			return // changed again, or gone: the newer change records itself
@@ -121,7 +130,7 @@ func (s *Service) recordRead(ctx context.Context, crd string, rs *kinds.ReadSche
 		if err != nil {
 			// Stay unsettled (read through the schemas) and try again.
 			s.log.Warn("settle the CRD's read schemas", "crd", crd, "err", err)
-			s.recordRead(ctx, crd, rs)
+			s.settleRead(ctx, crd, rs)
 			return
 		}
 		cur.Settle(rev)
