@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
@@ -111,4 +112,33 @@ func TestReadRecordSaveWaitsWithinItsContext(t *testing.T) {
 	}
 	release()
 	<-first
+}
+
+// TestReadThroughCRDWithinItsTimeout: a request that serves a CRD another
+// replica created (readThroughCRD) while the store stalls on its
+// read-schema record gives up within crdReadTimeout, rather than wait as
+// long as the store does.
+func TestReadThroughCRDWithinItsTimeout(t *testing.T) {
+	a, b, st := stalledReplicas(t)
+	if _, err := a.Create(context.Background(), kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Get(context.Background(), doodads, "", "missing", metav1.GetOptions{})
+		done <- err
+	}()
+	select {
+	case <-st.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read through the new CRD did not read its read-schema record")
+	}
+	select {
+	case err := <-done:
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("get of a missing doodad: %v, want NotFound", err)
+		}
+	case <-time.After(crdReadTimeout + 5*time.Second):
+		t.Fatalf("the read through the new CRD still waits %v later on a stalled store", crdReadTimeout+5*time.Second)
+	}
 }
