@@ -110,5 +110,5 @@ func NewHandler(opts HandlerOptions) http.Handler {
 		Token: opts.Token, Tokens: opts.Authenticators, ClientCAs: opts.ClientCAs, Public: opts.PublicPaths, Logger: opts.Logger,
 	})
 	authenticated := authn.Wrap(opts.Audit.Wrap(limited))
-	return Instrument(opts.Audit.WrapAuthentication(authenticated), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served, Detached: opts.Detached})
+	return growStackHTTP2(Instrument(opts.Audit.WrapAuthentication(authenticated), InstrumentOptions{Logger: opts.Logger, Metrics: m, Served: opts.Served, Detached: opts.Detached}))
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -315,12 +316,56 @@ func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 		ctx, cancel := context.WithDeadline(r.Context(), deadline)
 		defer cancel()
 		rc := http.NewResponseController(w)
-		if rc.SetWriteDeadline(deadline.Add(statusGrace(timeout))) == nil {
+		if r.ProtoMajor >= 2 {
+			defer cutStreamAt(rc, deadline.Add(statusGrace(timeout))).stop()
+		} else if rc.SetWriteDeadline(deadline.Add(statusGrace(timeout))) == nil {
 			// The connection outlives the request under keep-alive.
 			defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// streamCut resets an HTTP/2 stream whose handler is still running at its
+// write deadline, as a write deadline on the stream would. x/net's server
+// keeps a stream's write deadline in the connection's serve goroutine: each
+// SetWriteDeadline with a time to come is a message to that goroutine,
+// which every request would send twice (set, then clear as on a keep-alive
+// HTTP/1.1 connection), to the one goroutine that all of a connection's
+// streams share. A deadline already past is acted on at once from the
+// caller's goroutine (the stream is reset), so streamCut keeps the timer
+// itself and sets a past deadline when it fires. A response controller
+// must not be used once its handler has returned, which stop, deferred by
+// the handler, guarantees.
+type streamCut struct {
+	mu      sync.Mutex
+	rc      *http.ResponseController
+	stopped bool
+	timer   *time.Timer
+}
+
+// cutStreamAt resets the stream of rc at deadline unless stop is called
+// first.
+func cutStreamAt(rc *http.ResponseController, deadline time.Time) *streamCut {
+	c := &streamCut{rc: rc}
+	c.timer = time.AfterFunc(time.Until(deadline), c.cut)
+	return c
+}
+
+func (c *streamCut) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stopped {
+		_ = c.rc.SetWriteDeadline(time.Now().Add(-time.Second))
+	}
+}
+
+// stop cancels the cut; once it returns, a cut that had started is done.
+func (c *streamCut) stop() {
+	c.timer.Stop()
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
 }
 
 // statusGrace is how long after a request's context ends its response may
