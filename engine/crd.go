@@ -83,7 +83,8 @@ func (s *Service) firstSchemas() bool {
 	return s.opts.Now().Sub(s.started) >= s.readSettle
 }
 
-// crdReadTimeout bounds readThroughCRD's read of the store.
+// crdReadTimeout bounds readThroughCRD's reads of the store: the CRD, and
+// its read-schema record when it serves it.
 const crdReadTimeout = 2 * time.Second
 
 // readThroughCRD serves the kind gvr names at once when the store holds a
@@ -109,7 +110,7 @@ func (s *Service) readThroughCRD(gvr schema.GroupVersionResource) (*kinds.Kind, 
 	if err != nil {
 		return nil, false
 	}
-	s.serveCRD(context.Background(), u, kv.ModRevision)
+	s.serveCRD(ctx, u, kv.ModRevision)
 	return s.reg.Get(gvr)
 }
 

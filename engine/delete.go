@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
@@ -37,6 +38,12 @@ func (s *Service) DeleteObject(ctx context.Context, gvr schema.GroupVersionResou
 		done := s.audit(ctx, u, "delete", gvr, namespace, name, "", deleteOptionsObject(opts))
 		defer func() { done(auditObject(obj), err) }()
 	}
+	return s.deleteObject(ctx, gvr, namespace, name, opts)
+}
+
+// deleteObject is DeleteObject, unaudited: a delete of DeleteCollection,
+// audited as the collection's.
+func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) (*unstructured.Unstructured, bool, error) {
 	sv, err := s.lookup(gvr, namespace, false)
 	if err != nil {
 		return nil, false, err
@@ -169,7 +176,17 @@ func addFinalizer(fins []string, f string) []string {
 
 // DeleteCollection deletes every object the list options select and returns
 // them as deleted or as waiting for finalizers.
-func (s *Service) DeleteCollection(ctx context.Context, gvr schema.GroupVersionResource, namespace string, del metav1.DeleteOptions, list metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+func (s *Service) DeleteCollection(ctx context.Context, gvr schema.GroupVersionResource, namespace string, del metav1.DeleteOptions, list metav1.ListOptions) (deleted *unstructured.UnstructuredList, err error) {
+	if u := s.auditUser(ctx); u != nil {
+		done := s.audit(ctx, u, "deletecollection", gvr, namespace, "", "", deleteOptionsObject(del))
+		defer func() {
+			var out runtime.Object
+			if deleted != nil {
+				out = deleted
+			}
+			done(out, err)
+		}()
+	}
 	if gvr == kinds.NamespaceResource {
 		// Kubernetes serves no deletecollection for namespaces: its router
 		// answers the method with this 405.
@@ -182,7 +199,7 @@ func (s *Service) DeleteCollection(ctx context.Context, gvr schema.GroupVersionR
 	out := &unstructured.UnstructuredList{Object: l.Object}
 	for i := range l.Items {
 		it := &l.Items[i]
-		obj, _, err := s.DeleteObject(ctx, gvr, it.GetNamespace(), it.GetName(), del)
+		obj, _, err := s.deleteObject(ctx, gvr, it.GetNamespace(), it.GetName(), del)
 		if apierrors.IsNotFound(err) {
 			continue
 		}

@@ -109,7 +109,16 @@ func (s *Service) recordRead(ctx context.Context, crd string, rs *kinds.ReadSche
 		s.saveReadRecord(ctx, crd, rs)
 		return
 	}
-	s.delayed.after(s.readSettle, func(ctx context.Context) {
+	// The settle is the Service's work, not the caller's: it waits for no
+	// context of the caller's.
+	s.settleRead(context.Background(), crd, rs)
+}
+
+// settleRead settles the CRD's read schemas rs after readSettle, if they
+// are still the CRD's, and saves their record; unless parent, the context
+// of the settle that failed before it, has ended.
+func (s *Service) settleRead(parent context.Context, crd string, rs *kinds.ReadSchemas) {
+	s.delayed.after(parent, s.readSettle, func(ctx context.Context) {
 		cur := s.reg.ReadOf(crd)
 		if cur == nil || cur.Fingerprint() != rs.Fingerprint() {
 			return // changed again, or gone: the newer change records itself
@@ -121,7 +130,7 @@ func (s *Service) recordRead(ctx context.Context, crd string, rs *kinds.ReadSche
 		if err != nil {
 			// Stay unsettled (read through the schemas) and try again.
 			s.log.Warn("settle the CRD's read schemas", "crd", crd, "err", err)
-			s.recordRead(ctx, crd, rs)
+			s.settleRead(ctx, crd, rs)
 			return
 		}
 		cur.Settle(rev)
@@ -145,11 +154,13 @@ type delayedWork struct {
 }
 
 // after runs fn after d, unless stop comes first, with a context that
-// stop ends; after close it does nothing.
-func (w *delayedWork) after(d time.Duration, fn func(ctx context.Context)) {
+// stop ends; after close, or with ctx ended, it does nothing. Work that
+// schedules more passes its own context as ctx: once stop has ended it,
+// stop does not wait for what it would add.
+func (w *delayedWork) after(ctx context.Context, d time.Duration, fn func(ctx context.Context)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
+	if w.closed || ctx.Err() != nil {
 		return
 	}
 	if w.timers == nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
@@ -33,18 +34,26 @@ func (s *stalledRecords) Get(ctx context.Context, key string, opts store.GetOpti
 	return nil, ctx.Err()
 }
 
-// TestRunReturnsWhileStoreStalls: a replica whose CRD follower serves a CRD
-// another replica created, while its store calls stall, still returns from
-// Run when its context ends, so that a server cut off from its store stops.
-func TestRunReturnsWhileStoreStalls(t *testing.T) {
+// stalledReplicas returns two Services sharing one Badger store: a reads it
+// directly, b through st, whose reads of read-schema records stall.
+func stalledReplicas(t *testing.T) (a, b *Service, st *stalledRecords) {
+	t.Helper()
 	db, err := badger.Open(t.TempDir(), badger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	a := sharedService(t, db, time.Hour)
-	st := &stalledRecords{Store: db, entered: make(chan struct{}, 1)}
-	b := sharedService(t, st, time.Hour)
+	a = sharedService(t, db, time.Hour)
+	st = &stalledRecords{Store: db, entered: make(chan struct{}, 1)}
+	b = sharedService(t, st, time.Hour)
+	return a, b, st
+}
+
+// TestRunReturnsWhileStoreStalls: a replica whose CRD follower serves a CRD
+// another replica created, while its store calls stall, still returns from
+// Run when its context ends, so that a server cut off from its store stops.
+func TestRunReturnsWhileStoreStalls(t *testing.T) {
+	a, b, st := stalledReplicas(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -73,14 +82,7 @@ func TestRunReturnsWhileStoreStalls(t *testing.T) {
 // waiting behind another that stalls on the store gives up when its own
 // context ends, rather than wait as long as the store does.
 func TestReadRecordSaveWaitsWithinItsContext(t *testing.T) {
-	db, err := badger.Open(t.TempDir(), badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	a := sharedService(t, db, time.Hour)
-	st := &stalledRecords{Store: db, entered: make(chan struct{}, 1)}
-	b := sharedService(t, st, time.Hour) // before the CRD: New reads no record
+	a, b, st := stalledReplicas(t) // b before the CRD: New reads no record
 	if _, err := a.Create(context.Background(), kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,4 +112,33 @@ func TestReadRecordSaveWaitsWithinItsContext(t *testing.T) {
 	}
 	release()
 	<-first
+}
+
+// TestReadThroughCRDWithinItsTimeout: a request that serves a CRD another
+// replica created (readThroughCRD) while the store stalls on its
+// read-schema record gives up within crdReadTimeout, rather than wait as
+// long as the store does.
+func TestReadThroughCRDWithinItsTimeout(t *testing.T) {
+	a, b, st := stalledReplicas(t)
+	if _, err := a.Create(context.Background(), kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Get(context.Background(), doodads, "", "missing", metav1.GetOptions{})
+		done <- err
+	}()
+	select {
+	case <-st.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read through the new CRD did not read its read-schema record")
+	}
+	select {
+	case err := <-done:
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("get of a missing doodad: %v, want NotFound", err)
+		}
+	case <-time.After(crdReadTimeout + 5*time.Second):
+		t.Fatalf("the read through the new CRD still waits %v later on a stalled store", crdReadTimeout+5*time.Second)
+	}
 }
