@@ -22,14 +22,22 @@ func (crdHooks) prepare(_ context.Context, s *Service, obj, _ map[string]any) er
 	return s.reg.PrepareCRD(obj)
 }
 
-func (crdHooks) committed(_ context.Context, s *Service, obj, old map[string]any) {
+// committed serves (or stops serving) the CRD a write committed. Its store
+// calls (the read-schema record) outlive the client's request, which may go
+// away once the write is durable, but are bounded by crdReadTimeout, so that
+// a stalled store does not hold the write's answer as long as it stalls: a
+// record not read counts as absent, one not saved keeps the earlier,
+// conservative revision.
+func (crdHooks) committed(ctx context.Context, s *Service, obj, old map[string]any) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), crdReadTimeout)
+	defer cancel()
 	if obj == nil {
 		u := &unstructured.Unstructured{Object: old}
 		s.reg.RemoveCRD(u.GetName(), revisionOf(u))
-		s.dropReadRecord(context.Background(), u.GetName())
+		s.dropReadRecord(ctx, u.GetName())
 		return
 	}
-	s.serveCRD(context.Background(), obj, revisionOf(&unstructured.Unstructured{Object: obj}))
+	s.serveCRD(ctx, obj, revisionOf(&unstructured.Unstructured{Object: obj}))
 }
 
 // deleting lets a CRD go: DeleteObject gives it the cleanup finalizer, and
@@ -83,8 +91,9 @@ func (s *Service) firstSchemas() bool {
 	return s.opts.Now().Sub(s.started) >= s.readSettle
 }
 
-// crdReadTimeout bounds readThroughCRD's reads of the store: the CRD, and
-// its read-schema record when it serves it.
+// crdReadTimeout bounds readThroughCRD's reads of the store (the CRD, and
+// its read-schema record when it serves it) and the commit hook's calls for
+// the read-schema record.
 const crdReadTimeout = 2 * time.Second
 
 // readThroughCRD serves the kind gvr names at once when the store holds a

@@ -142,3 +142,28 @@ func TestReadThroughCRDWithinItsTimeout(t *testing.T) {
 		t.Fatalf("the read through the new CRD still waits %v later on a stalled store", crdReadTimeout+5*time.Second)
 	}
 }
+
+// TestCRDWriteWithinItsTimeout: a CRD create whose commit hook serves the
+// CRD while the store stalls on its read-schema record answers within
+// crdReadTimeout, rather than wait as long as the store does.
+func TestCRDWriteWithinItsTimeout(t *testing.T) {
+	_, b, st := stalledReplicas(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Create(context.Background(), kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{})
+		done <- err
+	}()
+	select {
+	case <-st.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the CRD's create did not read its read-schema record")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("create the CRD: %v", err)
+		}
+	case <-time.After(crdReadTimeout + 5*time.Second):
+		t.Fatalf("the CRD's create still waits %v later on a stalled store", crdReadTimeout+5*time.Second)
+	}
+}
