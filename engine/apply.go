@@ -52,13 +52,13 @@ func (s *Service) Apply(ctx context.Context, gvr schema.GroupVersionResource, na
 	case len(subresources) == 1 && subresources[0] == "status" && sv.Status:
 		sub = "status"
 	case len(subresources) == 1 && subresources[0] == "scale" && sv.Scale:
-		return nil, false, unsupportedPatch(types.ApplyPatchType, sv)
+		return nil, false, unsupportedPatch(sv)
 	default:
 		return nil, false, notServed(gvr)
 	}
 	fm := sv.FieldManager(sub)
 	if fm == nil {
-		return nil, false, unsupportedPatch(types.ApplyPatchType, sv)
+		return nil, false, unsupportedPatch(sv)
 	}
 	if err := validPatchOptions(opts, types.ApplyPatchType); err != nil {
 		return nil, false, err

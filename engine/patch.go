@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -144,14 +145,14 @@ func applyPatch(sv *kinds.Kind, old *unstructured.Unstructured, pt types.PatchTy
 		}
 	case types.StrategicMergePatchType:
 		if sv.StrategicPatchType() == nil {
-			return nil, unsupportedPatch(pt, sv)
+			return nil, unsupportedPatch(sv)
 		}
 		patched, err = strategicpatch.StrategicMergePatch(cur, data, sv.StrategicPatchType())
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid strategic merge patch: %v", err))
 		}
 	default:
-		return nil, unsupportedPatch(pt, sv)
+		return nil, unsupportedPatch(sv)
 	}
 	if len(patched) > max {
 		return nil, objectTooLarge(len(patched), max/2)
@@ -163,7 +164,19 @@ func applyPatch(sv *kinds.Kind, old *unstructured.Unstructured, pt types.PatchTy
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
-func unsupportedPatch(pt types.PatchType, sv *kinds.Kind) error {
-	return apierrors.NewGenericServerResponse(415, "patch", sv.GVR.GroupResource(), "",
-		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json (got %s)", pt), 0, false)
+// unsupportedPatch is the 415 of a patch of a type sv does not
+// take. Like kube-apiserver's, its message lists the patch types sv takes
+// and nothing else, and it carries no details.
+func unsupportedPatch(sv *kinds.Kind) error {
+	accepted := []string{string(types.JSONPatchType), string(types.MergePatchType)}
+	if sv.StrategicPatchType() != nil {
+		accepted = append(accepted, string(types.StrategicMergePatchType))
+	}
+	if sv.FieldManager("") != nil {
+		accepted = append(accepted, string(types.ApplyYAMLPatchType))
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusUnsupportedMediaType, Reason: metav1.StatusReasonUnsupportedMediaType,
+		Message: "the body of the request was in an unknown format - accepted media types include: " + strings.Join(accepted, ", "),
+	}}
 }

@@ -448,3 +448,17 @@ func normalizeTimes(m map[string]any) {
 		delete(md, "creationTimestamp")
 	}
 }
+
+// writeIndentedJSON answers 200 with v as JSON indented by two spaces, as
+// kube-apiserver writes /version (kubectl get --raw /version shows it as
+// sent).
+func writeIndentedJSON(w http.ResponseWriter, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		writeStatus(w, http.StatusInternalServerError, "InternalError", fmt.Sprintf("encode response: %v", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}

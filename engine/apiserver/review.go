@@ -132,6 +132,8 @@ func (s *Server) serveSelfSubjectReview(w http.ResponseWriter, r *http.Request) 
 		}
 		rev.Status.UserInfo.Extra[k] = v
 	}
+	// kube-apiserver stamps the review with the time it answered it.
+	rev.CreationTimestamp = metav1.Now()
 	rev.APIVersion, rev.Kind = authenticationv1.SchemeGroupVersion.String(), "SelfSubjectReview"
 	writeObject(w, r, http.StatusCreated, &rev)
 }

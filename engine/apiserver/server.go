@@ -241,7 +241,7 @@ func (s *Server) routes() chi.Router {
 			r.Get("/"+name+"/"+c.name, s.serveHealth(name, c.name))
 		}
 	}
-	r.Get("/version", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.opts.Version) })
+	r.Get("/version", func(w http.ResponseWriter, r *http.Request) { writeIndentedJSON(w, s.opts.Version) })
 	r.Get("/api", s.serveCoreVersions)
 	r.Get("/apis", s.serveGroups)
 	r.Get("/apis/{group}", s.serveGroup)

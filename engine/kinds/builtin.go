@@ -156,6 +156,9 @@ func builtins() []*Kind {
 	out[0].table = namespaceTable()
 	out[1].table = eventTable{}
 	out[2].table = rest.NewDefaultTableConvertor(CRDResource.GroupResource())
+	// kube-apiserver lists CRDs (with APIServices and the admission
+	// kinds) in the category api-extensions.
+	out[2].Categories = []string{"api-extensions"}
 	out = append(out, rbacBuiltins()...)
 	return out
 }
