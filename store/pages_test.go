@@ -31,21 +31,7 @@ func (s skewedStore) List(ctx context.Context, prefix string, opts store.ListOpt
 // conformance suite (storetest) checks it against real backends.
 func TestListPagesRevisionChecked(t *testing.T) {
 	ctx := t.Context()
-	db, err := badger.Open(t.TempDir(), badger.Options{MemTableSize: 4 << 20, BlockCacheSize: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	prefix := store.ResourcePrefix("g", "widgets", "")
-	for _, name := range []string{"a", "b", "c"} {
-		if _, err := db.Create(ctx, store.ObjectKey("g", "widgets", "", name), []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rev, err := db.CurrentRevision(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, prefix, rev := widgetStore(t, "a", "b", "c")
 
 	tests := []struct {
 		name    string
@@ -113,22 +99,11 @@ func (s emptyPagesStore) List(ctx context.Context, prefix string, opts store.Lis
 // first page's revision.
 func TestListPagesBoundaries(t *testing.T) {
 	ctx := t.Context()
-	db, err := badger.Open(t.TempDir(), badger.Options{MemTableSize: 4 << 20, BlockCacheSize: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	prefix := store.ResourcePrefix("g", "widgets", "")
+	names := []string{"a", "b", "c", "d", "e"}
+	db, prefix, rev := widgetStore(t, names...)
 	var want []string
-	for _, name := range []string{"a", "b", "c", "d", "e"} {
-		if _, err := db.Create(ctx, store.ObjectKey("g", "widgets", "", name), []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
+	for _, name := range names {
 		want = append(want, store.ObjectKey("g", "widgets", "", name))
-	}
-	rev, err := db.CurrentRevision(ctx)
-	if err != nil {
-		t.Fatal(err)
 	}
 	none := func(string, []byte) bool { return false }
 	calls := 0
@@ -173,4 +148,24 @@ func TestListPagesBoundaries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// widgetStore opens a Badger store in a temp dir holding an empty document
+// for each of names under the prefix it returns, and the revision after.
+func widgetStore(t *testing.T, names ...string) (db *badger.DB, prefix string, rev int64) {
+	t.Helper()
+	db, err := badger.Open(t.TempDir(), badger.Options{MemTableSize: 4 << 20, BlockCacheSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	for _, name := range names {
+		if _, err := db.Create(t.Context(), store.ObjectKey("g", "widgets", "", name), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rev, err = db.CurrentRevision(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return db, store.ResourcePrefix("g", "widgets", ""), rev
 }

@@ -112,19 +112,7 @@ func TestSlowDiskStallsOnlyWrites(t *testing.T) {
 	if out, err := exec.Command("sync").CombinedOutput(); err != nil {
 		t.Fatalf("sync: %v %s", err, out)
 	}
-	if out, err := exec.Command("fsfreeze", "-f", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot freeze the test filesystem (fsfreeze -f not permitted here): %v %s", err, out)
-	}
-	frozen := true
-	thaw := func() {
-		if frozen {
-			frozen = false
-			if out, err := exec.Command("fsfreeze", "-u", mnt).CombinedOutput(); err != nil {
-				t.Errorf("fsfreeze -u %s: %v %s", mnt, err, out)
-			}
-		}
-	}
-	t.Cleanup(thaw)
+	thaw := storetest.FreezeDisk(t, mnt)
 	frozenAt := time.Now()
 
 	type result struct {

@@ -58,19 +58,7 @@ func TestServerExitsOnStalledDisk(t *testing.T) {
 		return len(w.acked()) >= 20
 	})
 
-	if out, err := exec.Command("fsfreeze", "-f", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot freeze %s: %v %s", mnt, err, out)
-	}
-	frozen := true
-	thaw := func() {
-		if frozen {
-			frozen = false
-			if out, err := exec.Command("fsfreeze", "-u", mnt).CombinedOutput(); err != nil {
-				t.Errorf("thaw %s: %v %s", mnt, err, out)
-			}
-		}
-	}
-	t.Cleanup(thaw)
+	thaw := storetest.FreezeDisk(t, mnt)
 
 	if err := s.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,14 @@ type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
 
+// lowStore is a store whose close does not return on a nearly full disk.
+type lowStore struct {
+	closerFunc
+	free int64
+}
+
+func (s lowStore) FreeSpace() (int64, bool) { return s.free, true }
+
 // TestCloseStoreBounded: a store that closes returns its close's result; one
 // whose close does not return is given up after the timeout with an error
 // and a log line that say why and what the next start does.
@@ -40,5 +48,12 @@ func TestCloseStoreBounded(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "store did not close in time") || !strings.Contains(buf.String(), "reason=") {
 		t.Fatalf("a stuck store's log does not say why:\n%s", buf.String())
+	}
+
+	// On a nearly full disk the reason says so, with the free bytes.
+	buf.Reset()
+	err = closeStore(lowStore{closerFunc(func() error { <-release; return nil }), 4096}, 50*time.Millisecond, log)
+	if err == nil || !strings.Contains(err.Error(), "nearly full") || !strings.Contains(buf.String(), "free_bytes=4096") {
+		t.Fatalf("a stuck store on a full disk: err %v; log:\n%s", err, buf.String())
 	}
 }

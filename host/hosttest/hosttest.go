@@ -11,10 +11,10 @@
 //
 // This package is bound to this repository (it finds the root through the
 // go.mod above the working directory, or $SETPOINT_ROOT, as test/testroot
-// does, and imports the server's module, which is not downloadable). A plugin project outside it uses the SDK's
-// sdk/realhost instead, which runs the built module under this same host
-// through the setpoint binary (`setpoint plugin call`, `plugin test`); see
-// docs/PLUGINS.md.
+// does, and imports the server's module, which is not downloadable). A
+// plugin project outside it uses the SDK's sdk/realhost instead, which runs
+// the built module under this same host through the setpoint binary
+// (`setpoint plugin call`, `plugin test`); see docs/PLUGINS.md.
 package hosttest
 
 import (

@@ -1,10 +1,13 @@
 package storetest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -42,4 +45,68 @@ func MountSmallDisk(t testing.TB, size int64) string {
 		}
 	})
 	return dir
+}
+
+// FreezeDisk freezes the filesystem mounted at mnt (fsfreeze -f: every
+// write to it waits in the kernel, as on a journal stalled behind a full
+// disk) and returns thaw, which thaws it once however often it is called;
+// the test's cleanup calls it too. A process of its own, in a session of
+// its own, thaws the filesystem if the test's process ends first (a
+// -timeout panic, a kill): a frozen mount left behind would hold every
+// later process that writes to it. The test is skipped, saying why, where
+// fsfreeze is missing or not permitted.
+func FreezeDisk(t testing.TB, mnt string) (thaw func()) {
+	t.Helper()
+	return freezeDisk(t, mnt, os.Getpid())
+}
+
+// freezeDisk is FreezeDisk with the watchdog watching the process pid.
+func freezeDisk(t testing.TB, mnt string, pid int) (thaw func()) {
+	t.Helper()
+	if _, err := exec.LookPath("fsfreeze"); err != nil {
+		t.Skip("needs fsfreeze (util-linux) to stall a filesystem")
+	}
+	// The watchdog polls for pid and thaws mnt when it is gone.
+	watchdog := exec.Command("sh", "-c", `while kill -0 "$0" 2>/dev/null; do sleep 1; done; fsfreeze -u "$1"`,
+		strconv.Itoa(pid), mnt)
+	watchdog.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := watchdog.Start(); err != nil {
+		t.Fatalf("start the thaw watchdog: %v", err)
+	}
+	watchdogDone := make(chan struct{})
+	go func() { _ = watchdog.Wait(); close(watchdogDone) }()
+	stopWatchdog := func() {
+		_ = watchdog.Process.Kill()
+		<-watchdogDone
+	}
+	if out, err := exec.Command("fsfreeze", "-f", mnt).CombinedOutput(); err != nil {
+		stopWatchdog()
+		t.Skipf("cannot freeze %s (fsfreeze -f not permitted here): %v %s", mnt, err, out)
+	}
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			stopWatchdog()
+			if err := thawFS(mnt); err != nil {
+				t.Errorf("thaw %s: %v", mnt, err)
+			}
+		})
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
+
+// thawFS thaws the filesystem mounted at mnt (the FITHAW ioctl, which
+// fsfreeze -u makes); one not frozen, thawed already, is no error.
+func thawFS(mnt string) error {
+	const fithaw = 0xC0045878 // _IOWR('X', 120, int)
+	f, err := os.Open(mnt)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), fithaw, 0); errno != 0 && errno != syscall.EINVAL {
+		return fmt.Errorf("FITHAW: %w", errno)
+	}
+	return nil
 }

@@ -3,10 +3,12 @@ package testserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +37,14 @@ func TestDoWith(t *testing.T) {
 	defer close(block)
 	s := &Server{URL: ts.URL, CAPool: ts.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
 
+	// counted is a client that counts the requests it sends.
+	var sent atomic.Int32
+	base := ts.Client().Transport
+	counted := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		sent.Add(1)
+		return base.RoundTrip(r)
+	})}
+
 	tests := []struct {
 		name  string
 		do    func() (int, []byte, error)
@@ -49,7 +59,11 @@ func TestDoWith(t *testing.T) {
 				"content-type": {"application/merge-patch+json"}, "Impersonate-User": {"alice"}}})
 		}, wantB: `PATCH|/y|Bearer tok|application/merge-patch+json|alice|{"a":1}`},
 		{name: "client", do: func() (int, []byte, error) {
-			return s.DoWith("GET", "/z", "", nil, DoOptions{Client: ts.Client()})
+			code, b, err := s.DoWith("GET", "/z", "", nil, DoOptions{Client: counted})
+			if sent.Load() != 1 {
+				return code, b, fmt.Errorf("the client given sent %d requests, want 1", sent.Load())
+			}
+			return code, b, err
 		}, wantB: "GET|/z||||"},
 	}
 	for _, tt := range tests {
@@ -75,3 +89,7 @@ func TestDoWith(t *testing.T) {
 		}
 	})
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
