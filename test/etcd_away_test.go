@@ -184,7 +184,7 @@ func (lw *leaseWriter) write(name string, update bool, timeout time.Duration) (i
 	}
 	code, b, err := lw.s.DoWith(method, path, lw.s.Token, strings.NewReader(body), testserver.DoOptions{
 		Header: http.Header{"Content-Type": {ctype}}, Client: lw.c, Timeout: timeout})
-	if code == 0 {
+	if err != nil {
 		return 0, "", err
 	}
 	if code == want {

@@ -181,7 +181,7 @@ func upload(t *testing.T, s *testserver.Server, wasm []byte, query, contentType 
 	t.Helper()
 	code, body, err := s.DoWith(http.MethodPost, modulesPath+query, s.Token, bytes.NewReader(wasm), testserver.DoOptions{
 		Header: http.Header{"Content-Type": {contentType}}, Timeout: 2 * time.Minute})
-	if code == 0 {
+	if err != nil {
 		t.Fatalf("upload: %v", err)
 	}
 	var doc struct{ Digest, Message string }
@@ -284,7 +284,7 @@ func createWidget(c *http.Client, s *testserver.Server, name string, labeled boo
 	}
 	b, _ := json.Marshal(obj)
 	code, body, err := s.DoWith(http.MethodPost, widgetsPath, s.Token, bytes.NewReader(b), testserver.DoOptions{Client: c})
-	if code == 0 {
+	if err != nil {
 		return 0, "", err
 	}
 	return code, string(body), nil
