@@ -3,7 +3,6 @@ package kinds
 import (
 	"context"
 	"math"
-	"time"
 
 	celgo "github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -15,7 +14,6 @@ import (
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/environment"
-	"k8s.io/apiserver/pkg/cel/metrics"
 )
 
 // celPass answers, for a kind's x-kubernetes-validations rules, "every rule
@@ -166,8 +164,6 @@ func (p *celPass) pass(ctx context.Context, obj, old any) bool {
 	if p == nil || (old != nil && p.oldSelf) {
 		return false
 	}
-	t := time.Now()
-	defer func() { metrics.Metrics.ObserveEvaluation(time.Since(t)) }()
 	budget := int64(celconfig.RuntimeCELCostBudget)
 	// With the budget used up exactly, the validator's answer depends on
 	// the order it walks map fields in: a node with rules walked after

@@ -17,12 +17,12 @@ import (
 // request runs on its connection's goroutine, whose stack stays grown from
 // one request to the next. One frame of stackReserve bytes, taken at the
 // top, where there is little to copy, has the runtime grow the stack once
-// to the size that holds it. Watches (a query naming watch) are left out:
-// they hold their goroutine for as long as they run, and an idle one needs
-// little stack.
+// to the size that holds it. Watches (a query with a watch parameter) are
+// left out: they hold their goroutine for as long as they run, and an idle
+// one needs little stack.
 func growStackHTTP2(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor >= 2 && !strings.Contains(r.URL.RawQuery, "watch") {
+		if r.ProtoMajor >= 2 && !watchQuery(r.URL.RawQuery) {
 			_ = reserveStack()
 		}
 		next.ServeHTTP(w, r)
@@ -43,4 +43,18 @@ var reserveStackIndex int
 func reserveStack() byte {
 	var buf [stackReserve]byte
 	return buf[reserveStackIndex%stackReserve]
+}
+
+// watchQuery reports whether the raw query has a watch parameter, whatever
+// its value, without parsing the query into a map: a request that may be a
+// watch keeps the small stack it starts with.
+func watchQuery(raw string) bool {
+	for raw != "" {
+		var param string
+		param, raw, _ = strings.Cut(raw, "&")
+		if name, _, _ := strings.Cut(param, "="); name == "watch" {
+			return true
+		}
+	}
+	return false
 }

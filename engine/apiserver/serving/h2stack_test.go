@@ -44,3 +44,24 @@ func TestReserveStack(t *testing.T) {
 		t.Error("the stack grew after reserveStack: its frame did not reserve 16 KiB")
 	}
 }
+
+func TestWatchQuery(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want bool
+	}{
+		{"", false},
+		{"watch=true", true},
+		{"watch=1", true},
+		{"watch", true},
+		{"labelSelector=app%3Dx&watch=true&resourceVersion=5", true},
+		{"labelSelector=app%3Dwatcher", false},
+		{"fieldSelector=metadata.name%3Dwatch", false},
+		{"allowWatchBookmarks=true", false},
+		{"watchdog=1", false},
+	} {
+		if got := watchQuery(tc.raw); got != tc.want {
+			t.Errorf("watchQuery(%q) = %v, want %v", tc.raw, got, tc.want)
+		}
+	}
+}
