@@ -28,12 +28,31 @@ func newCELSchema(s *structuralschema.Structural) *celSchema {
 		if w := model.WithTypeAndObjectMeta(s); w == s {
 			c.embedded = c
 		} else {
-			e := newCELSchemaOnly(w)
-			e.embedded = e
-			c.embedded = e
+			c.embedded = withTypeAndObjectMeta(c, w)
 		}
 	}
 	return c
+}
+
+// withTypeAndObjectMeta returns the adapter of w, model.WithTypeAndObjectMeta
+// of c's schema: c's own adapters for the properties the two share (w holds
+// copies of them), new ones for kind, apiVersion and metadata. Building
+// w's whole subtree again would double the work at every level of nested
+// embedded resources: 2^depth adapters at a kind's registration.
+func withTypeAndObjectMeta(c *celSchema, w *structuralschema.Structural) *celSchema {
+	e := &celSchema{Structural: &model.Structural{Structural: w}, addl: c.addl}
+	e.props = make(map[string]common.Schema, len(w.Properties))
+	for k := range w.Properties {
+		switch k {
+		case "kind", "apiVersion", "metadata":
+			prop := w.Properties[k]
+			e.props[k] = newCELSchema(&prop)
+		default:
+			e.props[k] = c.props[k]
+		}
+	}
+	e.embedded = e
+	return e
 }
 
 // newCELSchemaOnly is newCELSchema but for the embedded-resource schema.
