@@ -1,6 +1,7 @@
 package test
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -143,6 +144,12 @@ CustomResourceDefinition   sprockets.generation.setpoint.dev   1
 	kubectl("", "create", "configmap", "plain", "--from-literal=a=b")
 	if got := kubectl("", "get", "configmap", "plain", "-o", "yaml"); strings.Contains(got, "generation") {
 		t.Errorf("kubectl get configmap -o yaml shows a generation:\n%s", got)
+	}
+	if out, errOut, err := s.Setpoint("describe", "configmap", "plain"); err != nil || strings.Contains(out, "Generation") {
+		t.Errorf("setpoint describe configmap (want no generation): %v\n%s%s", err, out, errOut)
+	}
+	if out, errOut, err := s.Setpoint("describe", "crd", "sprockets.generation.setpoint.dev"); err != nil || !regexp.MustCompile(`(?m)^Generation:\s+2$`).MatchString(out) {
+		t.Errorf("setpoint describe crd (want generation 2): %v\n%s%s", err, out, errOut)
 	}
 	out, errOut, err := s.KubectlInput("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain, namespace: default}\ndata: {a: c}\n", "diff", "-f", "-")
 	if err == nil || !strings.Contains(out, "+  a: c") || strings.Contains(out, "generation") {
