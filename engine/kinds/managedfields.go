@@ -398,8 +398,20 @@ func (k *Kind) TrackUpdate(sub string, old, obj *unstructured.Unstructured, mana
 	if reset {
 		obj.SetManagedFields([]metav1.ManagedFieldsEntry{})
 	}
-	out, ok := fm.UpdateNoErrors(k.PrunedLive(old), obj, manager).(*unstructured.Unstructured)
+	// A built-in kind's object may hold fields its type does not declare
+	// (writes prune the top level only); the field manager records the
+	// update of the rest, which is all it can type, and the object keeps
+	// them.
+	in := obj
+	if m := managedFor(k); m.builtin != nil {
+		in = m.builtin.declaredOnly(obj)
+	}
+	out, ok := fm.UpdateNoErrors(k.PrunedLive(old), in, manager).(*unstructured.Unstructured)
 	if !ok {
+		return obj
+	}
+	if in != obj {
+		obj.SetManagedFields(out.GetManagedFields())
 		return obj
 	}
 	return out
