@@ -13,7 +13,8 @@ import (
 // always serves included) and validated as kube-apiserver validates one
 // written through core/v1; Secrets take the field selector type; an
 // unknown field label and a malformed selector are refused with
-// kube-apiserver's messages.
+// kube-apiserver's messages, as are a path to a subresource the kind
+// lacks and one to no resource.
 func TestEventsAndSelectorsAsKubeAPIServer(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
 	run := func(stdin string, args ...string) (string, string) {
@@ -50,6 +51,24 @@ func TestEventsAndSelectorsAsKubeAPIServer(t *testing.T) {
 			_, errOut := run("apiVersion: v1\nkind: Event\nmetadata: {name: e2, namespace: default}\n"+tc.doc, "create", "-f", "-")
 			if errOut != tc.want {
 				t.Errorf("kubectl create -f -:\n got %q\nwant %q", errOut, tc.want)
+			}
+		}
+	})
+
+	t.Run("missing subresource", func(t *testing.T) {
+		if _, errOut := run(fidelityCRD, "apply", "-f", "-"); errOut != "" {
+			t.Fatal(errOut)
+		}
+		if _, errOut := run("", "wait", "--for=condition=Established", "crd/gadgets.fidelity.setpoint.dev", "--timeout=30s"); errOut != "" {
+			t.Fatal(errOut)
+		}
+		for _, tc := range []struct{ path, want string }{
+			{"/apis/fidelity.setpoint.dev/v1/namespaces/default/gadgets/g/scale", `gadgets.fidelity.setpoint.dev "g" not found`},
+			{"/api/v1/namespaces/default/configmaps/c/scale", "the server could not find the requested resource"},
+			{"/api/v1/nosuch", "the server could not find the requested resource"},
+		} {
+			if _, errOut := run("", "get", "--raw", tc.path); errOut != "Error from server (NotFound): "+tc.want+"\n" {
+				t.Errorf("kubectl get --raw %s: %q, want %q", tc.path, errOut, tc.want)
 			}
 		}
 	})
