@@ -14,7 +14,7 @@ import (
 // written through core/v1; Secrets take the field selector type; an
 // unknown field label and a malformed selector are refused with
 // kube-apiserver's messages, as are a path to a subresource the kind
-// lacks and one to no resource.
+// lacks, one to no resource and a merge patch that is not JSON.
 func TestEventsAndSelectorsAsKubeAPIServer(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
 	run := func(stdin string, args ...string) (string, string) {
@@ -70,6 +70,16 @@ func TestEventsAndSelectorsAsKubeAPIServer(t *testing.T) {
 			if _, errOut := run("", "get", "--raw", tc.path); errOut != "Error from server (NotFound): "+tc.want+"\n" {
 				t.Errorf("kubectl get --raw %s: %q, want %q", tc.path, errOut, tc.want)
 			}
+		}
+	})
+
+	t.Run("malformed merge patch", func(t *testing.T) {
+		if _, errOut := run("", "create", "configmap", "p1"); errOut != "" {
+			t.Fatal(errOut)
+		}
+		const want = "Error from server (BadRequest): error decoding patch: invalid character 'b' looking for beginning of object key string\n"
+		if _, errOut := run("", "patch", "configmap", "p1", "--type=merge", "-p", "{bad json"); errOut != want {
+			t.Errorf("kubectl patch --type=merge: %q, want %q", errOut, want)
 		}
 	})
 
