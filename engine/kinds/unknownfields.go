@@ -3,8 +3,8 @@ package kinds
 import (
 	"encoding/json"
 	"errors"
-	"slices"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
