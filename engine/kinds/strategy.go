@@ -49,7 +49,7 @@ func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 	}
 	if k.structural == nil {
 		if k.typed != nil {
-			if paths, ok := k.typed.prune(obj.Object); ok {
+			if paths, ok := k.typed.prune(obj.Object, k.typed.parsedSchema(k)); ok {
 				return append(unknown, paths...), nil
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	kjson "sigs.k8s.io/json"
 )
@@ -29,6 +30,26 @@ import (
 type typedFields struct {
 	typ      reflect.Type
 	noFields map[string]bool
+	// schema types the kind's objects by its API's structured-merge-diff
+	// schema (builtintypes.go), made once that schema is parsed.
+	schemaOnce sync.Once
+	schema     *builtinTypes
+}
+
+// parsedSchema returns the typing of sv's objects by its API's schema when
+// that schema has been parsed (by the field managers, on the first
+// server-side apply to a built-in kind's object), nil before: writes never
+// wait for it to be parsed.
+func (tf *typedFields) parsedSchema(sv *Kind) *builtinTypes {
+	if !typesParsed(sv) {
+		return nil
+	}
+	tf.schemaOnce.Do(func() {
+		if bt, ok := newBuiltinTypes(sv); ok {
+			tf.schema = &bt
+		}
+	})
+	return tf.schema
 }
 
 // newTypedFields returns the typing of objects of the struct type of
@@ -74,8 +95,14 @@ func holdsObjects(t reflect.Type) bool {
 // metadata (which objectMeta coerces) at any depth, and returns their
 // paths as kube-apiserver's strict decoder spells them, sorted. ok is false
 // when obj does not decode into the type (a string for a list, say): then
-// nothing was pruned, and validation answers for the object.
-func (tf *typedFields) prune(obj map[string]any) (unknown []string, ok bool) {
+// nothing was pruned, and validation answers for the object. With schema,
+// the kind's parsed structured-merge-diff typing, an object it finds no
+// unknown field in (all but a few) is not decoded: the walk costs a tenth
+// of the decoding and allocates nothing.
+func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown []string, ok bool) {
+	if schema != nil && !schema.hasUnknown(obj, tf.noFields) {
+		return nil, true
+	}
 	in := make(map[string]any, len(obj))
 	for k, v := range obj {
 		if k != "metadata" && !tf.noFields[k] {

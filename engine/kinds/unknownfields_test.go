@@ -148,6 +148,45 @@ func TestCoerceBuiltinNestedUnknownFields(t *testing.T) {
 	}
 }
 
+// TestPruneBuiltinWithSchema checks that pruning gives the same with and
+// without the kind's parsed structured-merge-diff schema, which only spares
+// decoding objects it finds no unknown field in: it finds them in each
+// object that has some, and none in the objects once pruned.
+func TestPruneBuiltinWithSchema(t *testing.T) {
+	r := NewRegistry()
+	for _, tc := range unknownFieldCases {
+		t.Run(tc.name, func(t *testing.T) {
+			sv, _ := r.Get(tc.gvr)
+			bt, ok := newBuiltinTypes(sv)
+			if !ok {
+				t.Fatal("no schema")
+			}
+			want := kindstest.FromYAML(t, tc.want).Object
+			delete(want, "metadata")
+			if bt.hasUnknown(want, sv.typed.noFields) {
+				t.Error("the schema finds unknown fields in the pruned object")
+			}
+			for _, schema := range []*builtinTypes{nil, &bt} {
+				obj := kindstest.FromYAML(t, tc.in).Object
+				delete(obj, "metadata")
+				if schema != nil && !schema.hasUnknown(obj, sv.typed.noFields) {
+					t.Error("the schema finds no unknown field")
+				}
+				unknown, ok := sv.typed.prune(obj, schema)
+				if !ok {
+					t.Fatal("the object does not decode")
+				}
+				if diff := cmp.Diff(tc.unknown, unknown); diff != "" {
+					t.Errorf("schema %v: unknown fields (-want +got):\n%s", schema != nil, diff)
+				}
+				if diff := cmp.Diff(want, obj); diff != "" {
+					t.Errorf("schema %v: pruned object (-want +got):\n%s", schema != nil, diff)
+				}
+			}
+		})
+	}
+}
+
 // TestStrictFieldsBuiltinModes checks each fieldValidation mode on a
 // built-in kind's nested unknown field: Strict refuses it with
 // kube-apiserver's text, Warn warns of it, Ignore says nothing; all three
