@@ -48,6 +48,13 @@ func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 	}
 	if k.structural == nil {
+		if len(unknown) > 0 {
+			// Metadata is written back without its unknown fields, as
+			// decoding it into ObjectMeta leaves it.
+			if err := setObjectMeta(obj.Object, canonical, meta, found); err != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
+			}
+		}
 		if k.typed != nil {
 			if paths, ok := k.typed.prune(obj.Object, k.typed.parsedSchema(k)); ok {
 				return append(unknown, paths...), nil

@@ -223,6 +223,9 @@ func TestStrictFieldsBuiltinModes(t *testing.T) {
 			if _, ok := rule["verb"]; ok {
 				t.Error("the unknown field is kept")
 			}
+			if diff := cmp.Diff(map[string]any{"name": "r", "namespace": "default"}, obj.Object["metadata"]); diff != "" {
+				t.Errorf("metadata (-want +got):\n%s", diff)
+			}
 		})
 	}
 }
