@@ -93,7 +93,6 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 			return err
 		}
 	}
-	_, flusher := w.(http.Flusher)
 	// Each batch of events must reach the client within
 	// WatchWriteTimeout, or the watch ends: a client that stops reading
 	// must not keep what its watch holds (the initial list it has not
@@ -106,8 +105,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	if d, ok := serving.WatchWriteTimeout(r.Context()); ok {
 		writeTimeout = d
 	}
-	rc := http.NewResponseController(w)
-	hs := &httpStream{w: w, rc: rc, flusher: flusher, writeTimeout: writeTimeout}
+	hs := newHTTPStream(w, writeTimeout)
+	rc := hs.rc
 	hs.deadlines = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) == nil
 	var ew *eventWriter
 	defer func() {
@@ -130,7 +129,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 		hs.stop()
 		return nil
 	}
-	if flusher {
+	if hs.flusher {
 		_ = rc.Flush()
 	}
 	if hs.deadlines {

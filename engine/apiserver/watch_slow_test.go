@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -152,5 +153,104 @@ func TestSlowHTTP2WatcherIsCutOff(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(ts.api.slowClosed.WithLabelValues("http")); n != 1 {
 		t.Errorf("slow watches closed over http: %v, want 1", n)
+	}
+}
+
+// TestSlowHTTPWatcherFlushTimeoutIsCounted stalls a plain HTTP watch
+// served, as the server serves it, behind serving.Instrument, whose
+// response wrapper offers a Flush that returns no error, on events small
+// enough that only the flush after each one reaches the connection: the
+// flush is the write that runs into the deadline. The watch must end as
+// slow, counted once, not as a client that went away.
+func TestSlowHTTPWatcherFlushTimeoutIsCounted(t *testing.T) {
+	hs, ts, ended := startSlowWatchServer(t, func(hs *httptest.Server) {
+		hs.Config.Handler = serving.Instrument(hs.Config.Handler, serving.InstrumentOptions{Logger: slog.New(slog.DiscardHandler)})
+		hs.Listener = smallSendBuffer{hs.Listener}
+		hs.Start()
+	})
+	c, err := net.Dial("tcp", hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(c, "GET %s?watch=true HTTP/1.1\r\nHost: test\r\n\r\n", blobsPath)
+	// The client reads nothing from here on. Events of about 600 bytes,
+	// one at a time: each waits in the response's buffer until its flush.
+	data := strings.Repeat("x", 512)
+	start := time.Now()
+	for i := 0; ; i++ {
+		select {
+		case at := <-ended:
+			t.Logf("the watch ended after %v and %d events (write timeout %v)", at.Sub(start).Round(time.Millisecond), i, writeTimeout)
+			if n := testutil.ToFloat64(ts.api.slowClosed.WithLabelValues("http")); n != 1 {
+				t.Errorf("slow watches closed over http: %v, want 1", n)
+			}
+			return
+		default:
+		}
+		if i == 2000 || time.Since(start) > 20*time.Second {
+			t.Fatalf("the watch of a client that reads nothing is still open after %d events, %v (write timeout %v)", i, time.Since(start).Round(time.Millisecond), writeTimeout)
+		}
+		ts.mustDo(t, http.StatusCreated, request{method: "POST", path: blobsPath, body: blobJSON(fmt.Sprintf("s%d", i), data)})
+	}
+}
+
+// smallSendBuffer is a listener whose connections take a few KiB before a
+// write to them blocks, rather than the kernel's autotuned megabytes.
+type smallSendBuffer struct{ net.Listener }
+
+func (l smallSendBuffer) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// TestHTTPStreamFlushPastDeadlineFails writes small events, each flushed
+// on its own, to a client that reads nothing, through serving.Instrument's
+// response wrapper, whose Flush returns no error: the events wait in the
+// response's buffers until their flush, so the flush is the write that runs
+// into the deadline, and it must report the failure (the stream is slow)
+// rather than pass it to a later write, or to none when the watch ends on
+// the context that the failed write canceled.
+func TestHTTPStreamFlushPastDeadlineFails(t *testing.T) {
+	failed := make(chan string, 1)
+	hs := httptest.NewUnstartedServer(serving.Instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := newHTTPStream(w, writeTimeout)
+		st.deadlines = st.rc.SetWriteDeadline(time.Time{}) == nil
+		defer st.stop()
+		w.WriteHeader(http.StatusOK)
+		event := []byte(strings.Repeat("x", 600))
+		for range 1 << 16 { // 39 MiB: far more than the socket buffers take
+			if !st.write(event) {
+				failed <- fmt.Sprintf("write (slow %v)", st.slow)
+				return
+			}
+			if !st.flush() {
+				failed <- fmt.Sprintf("flush (slow %v)", st.slow)
+				return
+			}
+		}
+		failed <- "none"
+	}), serving.InstrumentOptions{Logger: slog.New(slog.DiscardHandler)}))
+	hs.Listener = smallSendBuffer{hs.Listener}
+	hs.Start()
+	defer hs.Close()
+	c, err := net.Dial("tcp", hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+	select {
+	case got := <-failed:
+		if want := "flush (slow true)"; got != want {
+			t.Errorf("failed in %s, want %s", got, want)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream to a client that reads nothing still writes after 20s")
 	}
 }
