@@ -70,13 +70,12 @@ func buildOpenAPI(crds []*apiextensionsv1.CustomResourceDefinition, c *openapiCa
 			v3[gv] = append(v3[gv], o3)
 		}
 	}
-	for _, crd := range builtinStandIns() {
-		o3, err := builder.BuildOpenAPIV3(crd, "v1", builder.Options{})
-		if err != nil {
-			return fmt.Errorf("openapi v3 of %s: %w", crd.Name, err)
-		}
-		gv := schema.GroupVersion{Group: crd.Spec.Group, Version: "v1"}
-		v3[gv] = append(v3[gv], o3)
+	builtins, err := builtinDocuments()
+	if err != nil {
+		return err
+	}
+	for gv, o3 := range builtins {
+		v3[gv] = append([]*spec3.OpenAPI{o3}, v3[gv]...)
 	}
 	static := &spec.Swagger{SwaggerProps: spec.SwaggerProps{
 		Swagger:     "2.0",
@@ -109,7 +108,7 @@ func buildOpenAPI(crds []*apiextensionsv1.CustomResourceDefinition, c *openapiCa
 		}
 		p := "apis/" + gv.String()
 		if gv.Group == "" {
-			p, b = "api/"+gv.Version, renameCore(b)
+			p = "api/" + gv.Version
 		}
 		sum := sha512.Sum512(b)
 		c.v3[p], c.v3Hash[p] = b, strings.ToUpper(hex.EncodeToString(sum[:]))
