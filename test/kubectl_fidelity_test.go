@@ -37,7 +37,9 @@ spec:
 // against kube-apiserver v1.34 for the commands where the two once
 // differed: CRDs are in the category api-extensions; a strategic merge
 // patch of a custom resource fails with kube-apiserver's message; auth
-// whoami's review has a creation time; /version is indented.
+// whoami's review has a creation time; a namespace has the finalizer
+// kubernetes in spec.finalizers and is still deleted; /version is
+// indented.
 func TestKubectlAsAgainstKubeAPIServer(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
 	kubectl := func(stdin string, args ...string) string {
@@ -73,6 +75,19 @@ func TestKubectlAsAgainstKubeAPIServer(t *testing.T) {
 		got := kubectl("", "auth", "whoami", "-o", "jsonpath={.metadata.creationTimestamp}")
 		if ts, err := time.Parse(time.RFC3339, got); err != nil || time.Since(ts) > time.Minute {
 			t.Errorf("auth whoami: creationTimestamp %q, want the time of the review", got)
+		}
+	})
+
+	t.Run("namespace finalizers", func(t *testing.T) {
+		kubectl("", "create", "namespace", "fin")
+		if got := kubectl("", "get", "namespace", "fin", "-o", "jsonpath={.spec.finalizers}"); got != `["kubernetes"]` {
+			t.Errorf("spec.finalizers of a new namespace: %q, want [\"kubernetes\"]", got)
+		}
+		if got := kubectl("", "delete", "namespace", "fin", "--timeout=30s"); got != "namespace \"fin\" deleted\n" {
+			t.Errorf("kubectl delete namespace: %q", got)
+		}
+		if _, errOut, err := s.Kubectl("get", "namespace", "fin"); err == nil || !strings.Contains(errOut, "NotFound") {
+			t.Errorf("kubectl get namespace after delete: %v %q, want NotFound", err, errOut)
 		}
 	})
 
