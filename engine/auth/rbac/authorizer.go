@@ -165,6 +165,13 @@ func (a *Authorizer) PolicyRules(ctx context.Context, u user.Info, ns string) ([
 	if slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
 		return slices.Clone(fullAuthority), nil
 	}
+	return a.boundRules(ctx, u, ns)
+}
+
+// boundRules returns the rules of the bindings of u, as PolicyRules, for
+// every user: system:masters holds what its bindings (cluster-admin's by
+// default) grant.
+func (a *Authorizer) boundRules(ctx context.Context, u user.Info, ns string) ([]rbacv1.PolicyRule, error) {
 	if err := a.WaitSynced(ctx); err != nil {
 		return nil, err
 	}
@@ -213,10 +220,12 @@ func (a *Authorizer) RoleRules(ctx context.Context, ref rbacv1.RoleRef, ns strin
 	return out, nil
 }
 
-// RulesFor implements authorizer.RuleResolver: the rules of PolicyRules, as
-// resource and non-resource rule infos.
+// RulesFor implements authorizer.RuleResolver: the rules of u's bindings,
+// as resource and non-resource rule infos. As kube-apiserver's RBAC rule
+// resolver, it lists for system:masters the rules it is bound to, not the
+// authority the group has besides them (PolicyRules).
 func (a *Authorizer) RulesFor(ctx context.Context, u user.Info, ns string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
-	rules, err := a.PolicyRules(ctx, u, ns)
+	rules, err := a.boundRules(ctx, u, ns)
 	var (
 		res    []authorizer.ResourceRuleInfo
 		nonRes []authorizer.NonResourceRuleInfo
