@@ -35,7 +35,8 @@ spec:
 
 // TestKubectlAsAgainstKubeAPIServer: the real kubectl shows what it shows
 // against kube-apiserver v1.34 for the commands where the two once
-// differed: CRDs are in the category api-extensions; a strategic merge
+// differed: CRDs are in the category api-extensions and a custom
+// resource's verbs in apiextensions' order; a strategic merge
 // patch of a custom resource fails with kube-apiserver's message; auth
 // whoami's review has a creation time; a namespace has the finalizer
 // kubernetes in spec.finalizers and is still deleted; /version is
@@ -57,6 +58,17 @@ func TestKubectlAsAgainstKubeAPIServer(t *testing.T) {
 		out := kubectl("", "api-resources", "--api-group=apiextensions.k8s.io", "-o", "wide")
 		if f := strings.Fields(lastLine(out)); len(f) == 0 || f[0] != "customresourcedefinitions" || f[len(f)-1] != "api-extensions" {
 			t.Errorf("kubectl api-resources -o wide: %q, want CRDs in the category api-extensions", out)
+		}
+		// A custom resource's verbs in the order of kube-apiserver's
+		// apiextensions discovery; a built-in kind's sorted.
+		for group, want := range map[string]string{
+			"fidelity.setpoint.dev":     "gadgets fidelity.setpoint.dev/v1 true Gadget delete,deletecollection,get,list,patch,create,update,watch",
+			"rbac.authorization.k8s.io": "roles rbac.authorization.k8s.io/v1 true Role create,delete,deletecollection,get,list,patch,update,watch",
+		} {
+			out := kubectl("", "api-resources", "--api-group="+group, "-o", "wide")
+			if got := strings.Join(strings.Fields(lastLine(out)), " "); got != want {
+				t.Errorf("kubectl api-resources --api-group=%s -o wide: last row %q, want %q", group, got, want)
+			}
 		}
 	})
 

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
@@ -25,12 +26,28 @@ var (
 // be deleted as a collection.
 var namespaceVerbs = metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
 
+// customVerbs are the verbs of a custom resource, in the order
+// kube-apiserver's apiextensions discovery lists them (a built-in kind's
+// are sorted).
+var customVerbs = metav1.Verbs{"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"}
+
 // discoveryVerbs returns the verbs discovery lists for res.
 func discoveryVerbs(res kinds.Resource) metav1.Verbs {
-	if res.GVR == kinds.NamespaceResource {
+	switch {
+	case res.GVR == kinds.NamespaceResource:
 		return namespaceVerbs
+	case isCustom(res):
+		return customVerbs
 	}
 	return verbsOf(res)
+}
+
+// isCustom tells whether res is a custom resource as kube-apiserver would
+// serve it: registered by a CRD, in a group that is not one of Kubernetes'
+// own. The server's own CRDs for kinds Kubernetes builds in (Leases) are
+// listed as Kubernetes lists those kinds.
+func isCustom(res kinds.Resource) bool {
+	return !res.Builtin && !isReview(res.GVR) && !scheme.Scheme.IsGroupRegistered(res.GVR.Group)
 }
 
 // wantsAggregated tells whether the client asked for aggregated discovery.
