@@ -47,7 +47,7 @@ func TestKubectlExplainBuiltins(t *testing.T) {
 	// The descriptions are those of the k8s.io/api version in go.mod (v1.34
 	// words a few of them differently).
 	for _, args := range [][]string{
-		{"namespaces"}, {"namespaces.spec"}, {"namespaces", "--recursive"}, {"configmaps"}, {"roles.rules"},
+		{"namespaces"}, {"namespaces.spec"}, {"namespaces", "--recursive"}, {"configmaps"}, {"roles.rules"}, {"leases.spec"},
 	} {
 		out, errOut, err := s.Kubectl(append([]string{"explain"}, args...)...)
 		if err != nil {

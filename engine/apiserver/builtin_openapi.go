@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -43,22 +45,34 @@ type builtinKind struct {
 	scope                   apiextensionsv1.ResourceScope
 	status                  bool // whether it has a status subresource
 	obj, list               runtime.Object
+	// byCRD says a CRD of the server's own serves the kind, one Kubernetes
+	// builds in: its document is this one, while that CRD serves it.
+	byCRD bool
 }
 
 // builtinKinds are the built-in kinds the server describes.
 var builtinKinds = []builtinKind{
-	{"", "namespaces", "namespace", apiextensionsv1.ClusterScoped, true, &corev1.Namespace{}, &corev1.NamespaceList{}},
-	{"", "events", "event", apiextensionsv1.NamespaceScoped, false, &corev1.Event{}, &corev1.EventList{}},
-	{"", "serviceaccounts", "serviceaccount", apiextensionsv1.NamespaceScoped, false, &corev1.ServiceAccount{}, &corev1.ServiceAccountList{}},
-	{"", "secrets", "secret", apiextensionsv1.NamespaceScoped, false, &corev1.Secret{}, &corev1.SecretList{}},
-	{"", "configmaps", "configmap", apiextensionsv1.NamespaceScoped, false, &corev1.ConfigMap{}, &corev1.ConfigMapList{}},
+	{"", "namespaces", "namespace", apiextensionsv1.ClusterScoped, true, &corev1.Namespace{}, &corev1.NamespaceList{}, false},
+	{"", "events", "event", apiextensionsv1.NamespaceScoped, false, &corev1.Event{}, &corev1.EventList{}, false},
+	{"", "serviceaccounts", "serviceaccount", apiextensionsv1.NamespaceScoped, false, &corev1.ServiceAccount{}, &corev1.ServiceAccountList{}, false},
+	{"", "secrets", "secret", apiextensionsv1.NamespaceScoped, false, &corev1.Secret{}, &corev1.SecretList{}, false},
+	{"", "configmaps", "configmap", apiextensionsv1.NamespaceScoped, false, &corev1.ConfigMap{}, &corev1.ConfigMapList{}, false},
 	{"apiextensions.k8s.io", "customresourcedefinitions", "customresourcedefinition", apiextensionsv1.ClusterScoped, true,
-		&apiextensionsv1.CustomResourceDefinition{}, &apiextensionsv1.CustomResourceDefinitionList{}},
-	{"rbac.authorization.k8s.io", "roles", "role", apiextensionsv1.NamespaceScoped, false, &rbacv1.Role{}, &rbacv1.RoleList{}},
-	{"rbac.authorization.k8s.io", "clusterroles", "clusterrole", apiextensionsv1.ClusterScoped, false, &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleList{}},
-	{"rbac.authorization.k8s.io", "rolebindings", "rolebinding", apiextensionsv1.NamespaceScoped, false, &rbacv1.RoleBinding{}, &rbacv1.RoleBindingList{}},
+		&apiextensionsv1.CustomResourceDefinition{}, &apiextensionsv1.CustomResourceDefinitionList{}, false},
+	{"rbac.authorization.k8s.io", "roles", "role", apiextensionsv1.NamespaceScoped, false, &rbacv1.Role{}, &rbacv1.RoleList{}, false},
+	{"rbac.authorization.k8s.io", "clusterroles", "clusterrole", apiextensionsv1.ClusterScoped, false, &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleList{}, false},
+	{"rbac.authorization.k8s.io", "rolebindings", "rolebinding", apiextensionsv1.NamespaceScoped, false, &rbacv1.RoleBinding{}, &rbacv1.RoleBindingList{}, false},
 	{"rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebinding", apiextensionsv1.ClusterScoped, false,
-		&rbacv1.ClusterRoleBinding{}, &rbacv1.ClusterRoleBindingList{}},
+		&rbacv1.ClusterRoleBinding{}, &rbacv1.ClusterRoleBindingList{}, false},
+	{"coordination.k8s.io", "leases", "lease", apiextensionsv1.NamespaceScoped, false, &coordinationv1.Lease{}, &coordinationv1.LeaseList{}, true},
+}
+
+// describedByCRD tells whether the served version version of crd is a
+// built-in kind's, which the built-in documents describe.
+func describedByCRD(crd *apiextensionsv1.CustomResourceDefinition, version string) bool {
+	return version == "v1" && slices.ContainsFunc(builtinKinds, func(k builtinKind) bool {
+		return k.byCRD && k.group == crd.Spec.Group && k.plural == crd.Spec.Names.Plural && k.kind() == crd.Spec.Names.Kind
+	})
 }
 
 func (k builtinKind) kind() string { return reflect.TypeOf(k.obj).Elem().Name() }
@@ -89,11 +103,19 @@ func (k builtinKind) standIn() *apiextensionsv1.CustomResourceDefinition {
 	}
 }
 
-// builtinDocuments are the OpenAPI v3 documents of the built-in kinds' group
-// versions, made once: the built-in kinds never change.
-var builtinDocuments = sync.OnceValues(func() (map[schema.GroupVersion]*spec3.OpenAPI, error) {
+// builtinDocs are the OpenAPI v3 documents of the built-in kinds' group
+// versions; byCRD marks those of kinds a CRD serves (builtinKind.byCRD),
+// served only while it does.
+type builtinDocs struct {
+	docs  map[schema.GroupVersion]*spec3.OpenAPI
+	byCRD map[schema.GroupVersion]bool
+}
+
+// builtinDocuments makes the built-in kinds' documents, once: the built-in
+// kinds never change.
+var builtinDocuments = sync.OnceValues(func() (*builtinDocs, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, rbacv1.AddToScheme, coordinationv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("openapi scheme: %w", err)
 		}
@@ -155,7 +177,11 @@ var builtinDocuments = sync.OnceValues(func() (map[schema.GroupVersion]*spec3.Op
 		}
 		doc.Components.Schemas = schemas
 	}
-	return docs, nil
+	byCRD := map[schema.GroupVersion]bool{}
+	for _, k := range builtinKinds {
+		byCRD[schema.GroupVersion{Group: k.group, Version: "v1"}] = k.byCRD
+	}
+	return &builtinDocs{docs: docs, byCRD: byCRD}, nil
 })
 
 // gvkOf returns the group, version and kind a model is tagged with, the

@@ -34,12 +34,12 @@ func refs(v any, out []string) []string {
 // field's description (what kubectl explain follows), and only the kinds
 // with a status subresource have its paths.
 func TestBuiltinDocumentsAreKubernetesShaped(t *testing.T) {
-	docs, err := builtinDocuments()
+	built, err := builtinDocuments()
 	if err != nil {
 		t.Fatal(err)
 	}
 	decoded := map[schema.GroupVersion]map[string]any{}
-	for gv, doc := range docs {
+	for gv, doc := range built.docs {
 		b, err := json.Marshal(doc)
 		if err != nil {
 			t.Fatal(err)
@@ -94,6 +94,11 @@ func TestBuiltinDocumentsAreKubernetesShaped(t *testing.T) {
 	rules, _ := model(rbac, "io.k8s.api.rbac.v1.Role")["properties"].(map[string]any)["rules"].(map[string]any)
 	if diff := cmp.Diff(map[string]any{"$ref": "#/components/schemas/io.k8s.api.rbac.v1.PolicyRule"}, rules["items"]); diff != "" {
 		t.Errorf("Role.rules items (-want +got):\n%s", diff)
+	}
+	coordination := schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
+	model(coordination, "io.k8s.api.coordination.v1.Lease")
+	if !built.byCRD[coordination] || built.byCRD[core] || built.byCRD[rbac] {
+		t.Errorf("described while a CRD serves them: %v, want only %s", built.byCRD, coordination)
 	}
 	paths, _ := decoded[core]["paths"].(map[string]any)
 	for p, want := range map[string]bool{

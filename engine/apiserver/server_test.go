@@ -260,6 +260,10 @@ func TestDiscovery(t *testing.T) {
 			t.Errorf("/openapi/v3 lacks the built-in %s", p)
 		}
 	}
+	// Leases are described only while their CRD serves them.
+	if _, ok := idx.Paths["apis/coordination.k8s.io/v1"]; ok {
+		t.Errorf("/openapi/v3 describes Leases, which no CRD serves")
+	}
 	if b := ts.mustDo(t, 200, request{path: idx.Paths["api/v1"].ServerRelativeURL}); !strings.Contains(string(b), `"/api/v1/namespaces/{name}"`) || !strings.Contains(string(b), "io.k8s.api.core.v1.Namespace") {
 		t.Errorf("core openapi v3 lacks the namespace paths or model")
 	}
