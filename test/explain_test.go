@@ -29,6 +29,7 @@ func TestKubectlExplainBuiltins(t *testing.T) {
 		{"events.lastTimestamp", []string{"<string>"}},
 		{"namespace.status", []string{"<NamespaceStatus>", "conditions	<[]NamespaceCondition>", "phase", "enum: Active, Terminating"}},
 		{"namespace.spec.finalizers", []string{"<[]string>"}},
+		{"selfsubjectaccessreviews.spec", []string{"<SelfSubjectAccessReviewSpec>", "resourceAttributes\t<ResourceAttributes>"}},
 	}
 	for _, tt := range tests {
 		out, errOut, err := s.Kubectl("explain", tt.field)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -39,7 +41,8 @@ import (
 // each kind, their references renamed to the kinds' models.
 
 // builtinKind is a built-in kind with an OpenAPI document: its names, and
-// its Go type and list type, whose models describe it.
+// its Go type and list type (none for a review kind), whose models
+// describe it.
 type builtinKind struct {
 	group, plural, singular string
 	scope                   apiextensionsv1.ResourceScope
@@ -48,6 +51,11 @@ type builtinKind struct {
 	// byCRD says a CRD of the server's own serves the kind, one Kubernetes
 	// builds in: its document is this one, while that CRD serves it.
 	byCRD bool
+}
+
+// review is a review kind: created only, never stored, without a list.
+func review(group, plural string, scope apiextensionsv1.ResourceScope, obj runtime.Object) builtinKind {
+	return builtinKind{group: group, plural: plural, singular: strings.TrimSuffix(plural, "s"), scope: scope, obj: obj}
 }
 
 // builtinKinds are the built-in kinds the server describes.
@@ -65,6 +73,11 @@ var builtinKinds = []builtinKind{
 	{"rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebinding", apiextensionsv1.ClusterScoped, false,
 		&rbacv1.ClusterRoleBinding{}, &rbacv1.ClusterRoleBindingList{}, false},
 	{"coordination.k8s.io", "leases", "lease", apiextensionsv1.NamespaceScoped, false, &coordinationv1.Lease{}, &coordinationv1.LeaseList{}, true},
+	review("authentication.k8s.io", "selfsubjectreviews", apiextensionsv1.ClusterScoped, &authenticationv1.SelfSubjectReview{}),
+	review("authorization.k8s.io", "localsubjectaccessreviews", apiextensionsv1.NamespaceScoped, &authorizationv1.LocalSubjectAccessReview{}),
+	review("authorization.k8s.io", "selfsubjectaccessreviews", apiextensionsv1.ClusterScoped, &authorizationv1.SelfSubjectAccessReview{}),
+	review("authorization.k8s.io", "selfsubjectrulesreviews", apiextensionsv1.ClusterScoped, &authorizationv1.SelfSubjectRulesReview{}),
+	review("authorization.k8s.io", "subjectaccessreviews", apiextensionsv1.ClusterScoped, &authorizationv1.SubjectAccessReview{}),
 }
 
 // describedByCRD tells whether the served version version of crd is a
@@ -115,7 +128,8 @@ type builtinDocs struct {
 // kinds never change.
 var builtinDocuments = sync.OnceValues(func() (*builtinDocs, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, rbacv1.AddToScheme, coordinationv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, rbacv1.AddToScheme, coordinationv1.AddToScheme,
+		authenticationv1.AddToScheme, authorizationv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("openapi scheme: %w", err)
 		}
@@ -151,12 +165,21 @@ var builtinDocuments = sync.OnceValues(func() (*builtinDocs, error) {
 			case gv.WithKind(k.kind()):
 				rename[name] = modelName(k.obj)
 			case gv.WithKind(k.kind() + "List"):
-				rename[name] = modelName(k.list)
+				if k.list != nil {
+					rename[name] = modelName(k.list)
+				}
 			}
 		}
 		for p, item := range o3.Paths.Paths {
 			if k.group == "" {
 				p = "/api/" + strings.TrimPrefix(p, "/apis//")
+			}
+			if k.list == nil {
+				// A review kind is only created.
+				if item.Post == nil {
+					continue
+				}
+				item.Get, item.Put, item.Delete, item.Patch = nil, nil, nil, nil
 			}
 			renameRefs(item, rename, refs[gv])
 			doc.Paths.Paths[p] = item

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,6 +100,28 @@ func TestBuiltinDocumentsAreKubernetesShaped(t *testing.T) {
 	model(coordination, "io.k8s.api.coordination.v1.Lease")
 	if !built.byCRD[coordination] || built.byCRD[core] || built.byCRD[rbac] {
 		t.Errorf("described while a CRD serves them: %v, want only %s", built.byCRD, coordination)
+	}
+	// A review kind is only created.
+	authz := schema.GroupVersion{Group: "authorization.k8s.io", Version: "v1"}
+	model(authz, "io.k8s.api.authorization.v1.SelfSubjectAccessReview")
+	var reviewPaths []string
+	for p, item := range decoded[authz]["paths"].(map[string]any) {
+		ops := []string{}
+		for op := range item.(map[string]any) {
+			if op == "get" || op == "put" || op == "post" || op == "delete" || op == "patch" {
+				ops = append(ops, op)
+			}
+		}
+		reviewPaths = append(reviewPaths, p+" "+strings.Join(ops, ","))
+	}
+	slices.Sort(reviewPaths)
+	if diff := cmp.Diff([]string{
+		"/apis/authorization.k8s.io/v1/namespaces/{namespace}/localsubjectaccessreviews post",
+		"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews post",
+		"/apis/authorization.k8s.io/v1/selfsubjectrulesreviews post",
+		"/apis/authorization.k8s.io/v1/subjectaccessreviews post",
+	}, reviewPaths); diff != "" {
+		t.Errorf("review paths (-want +got):\n%s", diff)
 	}
 	paths, _ := decoded[core]["paths"].(map[string]any)
 	for p, want := range map[string]bool{
