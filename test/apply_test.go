@@ -124,6 +124,23 @@ func TestServerSideApplyKubectl(t *testing.T) {
 		t.Fatalf("apply CRD: %s", out)
 	}
 	kubectl(t, "wait", "--for=condition=Established", "crd/widgetprovisions.example.setpoint.dev", "--timeout=20s")
+
+	// A built-in kind's managedFields are those kube-apiserver v1.34
+	// records for the same commands: a map's members without the map, and
+	// nothing left of a map whose every member a forced apply took.
+	conf := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n  labels: {team: x}\n  annotations: {note: a}\ndata: {a: \"1\", b: \"2\"}\n"
+	mustApply(t, conf)
+	fields := func(t *testing.T) string {
+		t.Helper()
+		return kubectl(t, "get", "configmap", "conf", "-n", ns, "-o", "jsonpath={range .metadata.managedFields[*]}{.manager}={.fieldsV1};{end}")
+	}
+	if got, want := fields(t), `kubectl={"f:data":{"f:a":{},"f:b":{}},"f:metadata":{"f:annotations":{"f:note":{}},"f:labels":{"f:team":{}}}};`; got != want {
+		t.Errorf("managedFields of an applied ConfigMap:\n got %s\nwant %s", got, want)
+	}
+	mustApply(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\ndata: {a: \"3\", b: \"4\"}\n", "--field-manager=other", "--force-conflicts")
+	if got, want := fields(t), `kubectl={"f:metadata":{"f:annotations":{"f:note":{}},"f:labels":{"f:team":{}}}};other={"f:data":{"f:a":{},"f:b":{}}};`; got != want {
+		t.Errorf("managedFields after a forced apply:\n got %s\nwant %s", got, want)
+	}
 }
 
 // TestServerSideApplyClientGo applies with client-go's dynamic client, to

@@ -93,7 +93,9 @@ func runDescribe(ctx context.Context, o *describeOptions, args []string, stdout 
 	field("Annotations", keyValues(annotations))
 	field("UID", string(obj.GetUID()))
 	field("Resource Version", obj.GetResourceVersion())
-	field("Generation", fmt.Sprint(obj.GetGeneration()))
+	if g := obj.GetGeneration(); g != 0 { // most built-in kinds have none
+		field("Generation", fmt.Sprint(g))
+	}
 	ct := obj.GetCreationTimestamp()
 	field("Created", fmt.Sprintf("%s (%s ago)", ct.UTC().Format(time.RFC3339), duration.HumanDuration(now.Sub(ct.Time))))
 	if dt := obj.GetDeletionTimestamp(); dt != nil {

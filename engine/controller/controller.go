@@ -290,7 +290,9 @@ func (c *Controller) runStarted(ctx context.Context, r *run) error {
 // plugin twice per change and defeat backoff. Status edited by someone else
 // is put right at the next resync. Because the controller's own status
 // write triggers nothing, a reconcile that runs before the cache has seen
-// that write reads the object afresh (see ownWrites).
+// that write reads the object afresh (see ownWrites). A change of what the
+// object asks for is one of its generation or, for the built-in kinds that
+// have none, of its content (see contentChanged).
 func changeMatters(old, cur *unstructured.Unstructured) bool {
 	if old == nil || cur == nil {
 		return true
@@ -300,7 +302,8 @@ func changeMatters(old, cur *unstructured.Unstructured) bool {
 		!slices.Equal(old.GetFinalizers(), cur.GetFinalizers()) ||
 		!maps.Equal(old.GetLabels(), cur.GetLabels()) ||
 		!maps.Equal(old.GetAnnotations(), cur.GetAnnotations()) ||
-		old.GetUID() != cur.GetUID()
+		old.GetUID() != cur.GetUID() ||
+		contentChanged(old.Object, cur.Object)
 }
 
 // enqueueOwner adds the key of the object that controls child, if it is of

@@ -28,8 +28,9 @@
 //     written through UpdateStatus only when it differs.
 //  5. A 409 starts the reconcile over from a fresh read. An error backs off
 //     exponentially; a terminal error is not retried until the generation
-//     changes. Events (core/v1) record the plugin's events and every change
-//     of the Ready condition.
+//     changes (or, for the built-in kinds that have no generation, such as
+//     ConfigMaps, the content outside metadata and status). Events (core/v1)
+//     record the plugin's events and every change of the Ready condition.
 //
 // # Threads
 //

@@ -90,10 +90,10 @@ func (c *Controller) reconcile(ctx context.Context, r *run, key Key) result {
 		obj = cached.DeepCopy()
 	}
 	for attempt := 0; ; attempt++ {
-		gen := obj.GetGeneration()
+		before := obj // reconcileObject changes its metadata at most
 		res := c.reconcileObject(ctx, r, key, obj)
 		if res.terminal {
-			r.terminal.mark(key, gen)
+			r.terminal.mark(key, before)
 		}
 		if !apierrors.IsConflict(res.err) || attempt >= maxConflictRetries {
 			return res
@@ -121,7 +121,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 	attempt := r.queue.NumRequeues(key)
 	status, _ := obj.Object["status"].(map[string]any)
 	if obj.GetDeletionTimestamp() != nil {
-		if c.opts.Finalizer != nil && terminalAt(status, obj.GetGeneration(), ReasonFinalizeTerminal) && r.terminal.seen(key, obj.GetGeneration()) {
+		if c.opts.Finalizer != nil && terminalAt(status, obj.GetGeneration(), ReasonFinalizeTerminal) && r.terminal.seen(key, obj) {
 			return result{skipped: true}
 		}
 		return c.finalize(ctx, r, obj, attempt)
@@ -130,7 +130,7 @@ func (c *Controller) reconcileObject(ctx context.Context, r *run, key Key, obj *
 	// new run (a restart, a new plugin version) tries once more what its
 	// status says failed, since the cause may be state a process holds
 	// (the plugin manager's loaded modules) or code that changed.
-	if terminalAt(status, obj.GetGeneration(), ReasonTerminalError) && r.terminal.seen(key, obj.GetGeneration()) {
+	if terminalAt(status, obj.GetGeneration(), ReasonTerminalError) && r.terminal.seen(key, obj) {
 		return result{skipped: true}
 	}
 	if has := slices.Contains(obj.GetFinalizers(), c.opts.FinalizerName); has != (c.opts.Finalizer != nil) {
@@ -389,32 +389,37 @@ func childrenByKind(observed []observedChild) map[string][]abi.RawJSON {
 	return out
 }
 
-// terminalSeen remembers, by generation, the objects whose reconcile (or
-// finalize) failed terminally in this run.
+// terminalSeen remembers, by what they asked for (generation and content,
+// see desiredState), the objects whose reconcile (or finalize) failed
+// terminally in this run.
 type terminalSeen struct {
-	mu   sync.Mutex
-	gens map[Key]int64
+	mu sync.Mutex
+	at map[Key]desiredState
 }
 
-func newTerminalSeen() *terminalSeen { return &terminalSeen{gens: map[Key]int64{}} }
+func newTerminalSeen() *terminalSeen { return &terminalSeen{at: map[Key]desiredState{}} }
 
-func (t *terminalSeen) mark(key Key, generation int64) {
+// mark records that the reconcile of obj, which the caller no longer
+// changes, failed terminally.
+func (t *terminalSeen) mark(key Key, obj *unstructured.Unstructured) {
+	d := desiredStateOf(obj)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.gens[key] = generation
+	t.at[key] = d
 }
 
-func (t *terminalSeen) seen(key Key, generation int64) bool {
+// seen reports whether obj asks for what it asked for when marked.
+func (t *terminalSeen) seen(key Key, obj *unstructured.Unstructured) bool {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	g, ok := t.gens[key]
-	return ok && g == generation
+	d, ok := t.at[key]
+	t.mu.Unlock()
+	return ok && d.same(obj)
 }
 
 func (t *terminalSeen) forget(key Key) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.gens, key)
+	delete(t.at, key)
 }
 
 // tooLarge tells whether err is the engine's answer to an object over the

@@ -50,6 +50,12 @@ func TestKubectlShowsLeases(t *testing.T) {
 		{[]string{"describe", "lease", "setpoint-widgets"}, []string{"Holder Identity:", "replica-0", "Lease Duration Seconds:", "Renew Time:"}},
 		{[]string{"get", "lease", "setpoint-widgets", "-o", "jsonpath={.spec.holderIdentity} {.spec.leaseTransitions}"}, []string{"replica-0 0"}},
 		{[]string{"api-resources", "--api-group", "coordination.k8s.io"}, []string{"leases", "coordination.k8s.io/v1", "true", "Lease"}},
+		// Client-side apply of an existing Lease sends a strategic merge
+		// patch, which kube-apiserver takes for its Lease type.
+		{[]string{"apply", "-f", leaseFile(t, dir, "first")}, []string{"lease.coordination.k8s.io/by-hand created"}},
+		{[]string{"apply", "-f", leaseFile(t, dir, "second")}, []string{"lease.coordination.k8s.io/by-hand configured"}},
+		{[]string{"patch", "lease", "by-hand", "--type", "strategic", "-p", `{"spec":{"leaseTransitions":3}}`}, []string{"lease.coordination.k8s.io/by-hand patched"}},
+		{[]string{"get", "lease", "by-hand", "-o", "jsonpath={.spec.holderIdentity} {.spec.leaseTransitions}"}, []string{"second 3"}},
 	} {
 		out, err := exec.Command("/usr/bin/kubectl", append([]string{"--kubeconfig", kc, "--cache-dir", filepath.Join(dir, "cache")}, tc.args...)...).CombinedOutput()
 		if err != nil {
@@ -62,4 +68,16 @@ func TestKubectlShowsLeases(t *testing.T) {
 			}
 		}
 	}
+}
+
+// leaseFile writes a Lease named by-hand held by holder into dir and
+// returns its path.
+func leaseFile(t *testing.T, dir, holder string) string {
+	t.Helper()
+	p := filepath.Join(dir, holder+".yaml")
+	y := "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: by-hand\nspec:\n  holderIdentity: " + holder + "\n"
+	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

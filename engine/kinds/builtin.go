@@ -35,6 +35,13 @@ type builtinStrategy struct {
 	hasStatus  bool
 	// statusOnly makes this the strategy of the /status subresource.
 	statusOnly bool
+	// generation makes the strategy count changes of everything but
+	// metadata and status in metadata.generation: 1 on create, one more on
+	// each update that changes them. Of the built-in kinds only
+	// CustomResourceDefinitions do, as in Kubernetes; the strategies of the
+	// others never touch it, so an object keeps the generation it was
+	// created with (none, unless its creator sent one).
+	generation bool
 	nameFn     apivalidation.ValidateNameFunc
 	validate   func(ctx context.Context, obj, old *unstructured.Unstructured) field.ErrorList
 }
@@ -44,7 +51,9 @@ func (b builtinStrategy) PrepareForCreate(_ context.Context, obj runtime.Object)
 	if b.hasStatus {
 		delete(u.Object, "status")
 	}
-	u.SetGeneration(1)
+	if b.generation {
+		u.SetGeneration(1)
+	}
 }
 
 func (b builtinStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
@@ -65,6 +74,9 @@ func (b builtinStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Ob
 		} else {
 			delete(u.Object, "status")
 		}
+	}
+	if !b.generation {
+		return
 	}
 	if !equality.Semantic.DeepEqual(withoutMeta(u.Object), withoutMeta(o.Object)) {
 		u.SetGeneration(o.GetGeneration() + 1)
@@ -129,6 +141,15 @@ func newBuiltin(gvr schema.GroupVersionResource, kind, singular string, namespac
 	return sv
 }
 
+// countsGeneration makes k's strategy set metadata.generation (see
+// builtinStrategy.generation) and returns k.
+func countsGeneration(k *Kind) *Kind {
+	st := k.strategy.(builtinStrategy)
+	st.generation = true
+	k.strategy = st
+	return k
+}
+
 func fieldSet(fields []string) map[string]bool {
 	m := map[string]bool{"apiVersion": true, "kind": true, "metadata": true}
 	for _, f := range fields {
@@ -145,8 +166,8 @@ func builtins() []*Kind {
 		newBuiltin(EventResource, "Event", "event", true, false, apivalidation.NameIsDNSSubdomain, nil,
 			nil, &corev1.Event{}, []string{"involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp",
 				"count", "type", "eventTime", "series", "action", "related", "reportingComponent", "reportingInstance"}, "ev"),
-		newBuiltin(CRDResource, "CustomResourceDefinition", "customresourcedefinition", false, true, apivalidation.NameIsDNSSubdomain, validateCRD,
-			nil, nil, []string{"spec", "status"}, "crd", "crds"),
+		countsGeneration(newBuiltin(CRDResource, "CustomResourceDefinition", "customresourcedefinition", false, true, apivalidation.NameIsDNSSubdomain, validateCRD,
+			nil, nil, []string{"spec", "status"}, "crd", "crds")),
 		newServiceAccountKind(),
 		newSecretKind(), newConfigMapKind(),
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -143,8 +144,13 @@ func (r *Registry) BuildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*K
 			}}
 		}
 		table, _ := tableconvertor.New(columns) // on error it still returns the default convertor
+		var strategicPatch any
 		if gvr == leaseResource {
-			table = leaseTable() // a Kubernetes kind served by a CRD: kube-apiserver's printer
+			// A Kubernetes kind served by a CRD: kube-apiserver's printer, and
+			// strategic merge patches by its Go type, as kube-apiserver takes
+			// them (client-side kubectl apply sends one).
+			table = leaseTable()
+			strategicPatch = &coordinationv1.Lease{}
 		}
 
 		st := customresource.NewStrategy(unstructuredscheme.NewUnstructuredObjectTyper(), namespaced, gvk,
@@ -171,6 +177,7 @@ func (r *Registry) BuildCRD(crd *apiextensionsv1.CustomResourceDefinition) ([]*K
 			defaultsBuilt:   true,
 			preserveUnknown: crd.Spec.PreserveUnknownFields,
 			table:           table,
+			strategicPatch:  strategicPatch,
 			scale:           scaleV1,
 			read:            read,
 			storage:         storage,

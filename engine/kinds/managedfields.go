@@ -45,6 +45,9 @@ type fieldManagers struct {
 	// applied configuration with it to tell the client's errors from the
 	// server's.
 	tc managedfields.TypeConverter
+	// builtin is the typing of a built-in kind's objects (tc's schema);
+	// nil for custom resources and for kinds typed by deduction.
+	builtin *builtinTypes
 }
 
 // forSub returns the field manager of the subresource sub ("", "status" or
@@ -253,17 +256,25 @@ func crdTypeConverter(crd *apiextensionsv1.CustomResourceDefinition) (managedfie
 }
 
 // managedFor returns the field managers of sv, nil when it has none. Those
-// of a built-in kind are made on first use: its objects are unstructured
-// here, so they get the deduced type converter (maps merge key by key,
-// lists are atomic) rather than their typed schemas.
+// of a built-in kind are made on first use, with the type converter of its
+// Kubernetes API type (builtintypes.go); a kind the API has no schema for
+// gets the deduced one (maps merge key by key, lists are atomic).
 func managedFor(sv *Kind) *fieldManagers {
 	if !sv.Builtin {
 		return sv.managed
 	}
 	sv.builtinManaged.Do(func() {
-		m, err := newFieldManagers(sv, managedfields.NewDeducedTypeConverter(),
+		var tc managedfields.TypeConverter = managedfields.NewDeducedTypeConverter()
+		types, typed := newBuiltinTypes(sv)
+		if typed {
+			tc = types.tc
+		}
+		m, err := newFieldManagers(sv, tc,
 			relabelConverter{versions: map[schema.GroupVersion]bool{sv.GVR.GroupVersion(): true}}, structuralDefaulter{})
 		if err == nil {
+			if typed {
+				m.builtin = &types
+			}
 			sv.managed = m
 		}
 	})
@@ -375,16 +386,32 @@ func ResetsManagedFields(obj *unstructured.Unstructured) bool {
 // of a create (docs/RATIONALE.md); Kubernetes itself stops tracking the
 // updates of an object whose managedFields are empty.
 func (k *Kind) TrackUpdate(sub string, old, obj *unstructured.Unstructured, manager string, reset bool) *unstructured.Unstructured {
+	if old == nil || !hasManagedFields(old) {
+		obj.SetManagedFields(nil)
+		return obj
+	}
 	fm := managedFor(k).forSub(sub)
-	if fm == nil || old == nil || !hasManagedFields(old) {
+	if fm == nil {
 		obj.SetManagedFields(nil)
 		return obj
 	}
 	if reset {
 		obj.SetManagedFields([]metav1.ManagedFieldsEntry{})
 	}
-	out, ok := fm.UpdateNoErrors(k.PrunedLive(old), obj, manager).(*unstructured.Unstructured)
+	// A built-in kind's object may hold fields its type does not declare
+	// (writes prune the top level only); the field manager records the
+	// update of the rest, which is all it can type, and the object keeps
+	// them.
+	in := obj
+	if m := managedFor(k); m.builtin != nil {
+		in = m.builtin.declaredOnly(obj)
+	}
+	out, ok := fm.UpdateNoErrors(k.PrunedLive(old), in, manager).(*unstructured.Unstructured)
 	if !ok {
+		return obj
+	}
+	if in != obj {
+		obj.SetManagedFields(out.GetManagedFields())
 		return obj
 	}
 	return out
@@ -395,8 +422,16 @@ func (k *Kind) TrackUpdate(sub string, old, obj *unstructured.Unstructured, mana
 // decoder gives it. Stored objects are not pruned on read, so after a CRD
 // drops a field from its schema they still carry it, and the type
 // converter, built from the new schema, refuses them: apply failed, and
-// tracked updates were silently not recorded. old is not changed.
+// tracked updates were silently not recorded. A built-in kind's object is
+// pruned by its API type's schema (builtinTypes.declaredOnly). old is not
+// changed.
 func (k *Kind) PrunedLive(old *unstructured.Unstructured) *unstructured.Unstructured {
+	if k.Builtin {
+		if m := managedFor(k); m != nil && m.builtin != nil {
+			return m.builtin.declaredOnly(old)
+		}
+		return old
+	}
 	if k.structural == nil || k.preserveUnknown {
 		return old
 	}

@@ -175,7 +175,34 @@ func (k *Kind) AllowsUnconditionalUpdate() bool {
 
 // PrepareForCreate runs the strategy's PrepareForCreate.
 func (k *Kind) PrepareForCreate(ctx context.Context, obj *unstructured.Unstructured) {
+	if !k.setsGeneration() {
+		defer keepGeneration(obj)()
+	}
 	k.strategy.PrepareForCreate(ctx, obj)
+}
+
+// setsGeneration reports whether the kind's strategy sets
+// metadata.generation. Leases are a Kubernetes kind served by a
+// CustomResourceDefinition: Kubernetes' Lease strategy never sets it, so
+// a Lease keeps the generation it was created with (none, unless its
+// creator sent one) rather than the custom resource strategy's count.
+func (k *Kind) setsGeneration() bool { return k.GVR != leaseResource }
+
+// keepGeneration returns a function that puts obj's metadata.generation
+// back as it is now, or removes it if it is absent now.
+func keepGeneration(obj *unstructured.Unstructured) func() {
+	md, _ := obj.Object["metadata"].(map[string]any)
+	g, had := md["generation"]
+	return func() {
+		md, ok := obj.Object["metadata"].(map[string]any)
+		switch {
+		case !ok:
+		case had:
+			md["generation"] = g
+		default:
+			delete(md, "generation")
+		}
+	}
 }
 
 // Strategy returns the kind's strategy, that of its status subresource
@@ -198,8 +225,12 @@ func (k *Kind) SchemaValidated() bool { return k.createValidation != nil }
 // subresource when sub is "status"). For custom resources other than their
 // status it is done here, as the custom resource strategy does it: status
 // is kept as stored when the kind has a status subresource, and generation
-// goes up when anything but metadata changed, compared without reflection.
+// goes up when anything but metadata changed, compared without reflection
+// (but see setsGeneration).
 func (k *Kind) PrepareForUpdate(ctx context.Context, sub string, obj, old *unstructured.Unstructured) {
+	if !k.setsGeneration() {
+		defer keepGeneration(obj)()
+	}
 	if sub == "status" || !k.SchemaValidated() {
 		k.Strategy(sub).PrepareForUpdate(ctx, obj, old)
 		return

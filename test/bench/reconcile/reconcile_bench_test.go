@@ -27,7 +27,8 @@
 // the same logic), to tell the host's share from the guest's. Each round's
 // line says the reconcile calls per object, which differ between modes only
 // when one needs more (retries). GOMAXPROCS sets the cores the process uses,
-// as for any Go program.
+// as for any Go program. BenchmarkReconcileCallCold prices each kind of call
+// warm and on cold caches (SETPOINT_BENCH_TOUCH_MB, SETPOINT_BENCH_BACK).
 package reconcile
 
 import (
