@@ -17,11 +17,13 @@ import (
 // Authorizer decides requests by the RBAC objects the engine holds, as
 // Kubernetes' RBAC authorizer does: Allow when a rule bound to the user
 // allows the request, NoOpinion otherwise (there is no Deny in RBAC). It
-// also resolves the rules a user holds (RulesFor), for
-// SelfSubjectRulesReview and the escalation checks.
+// also resolves the rules a user's bindings grant (RulesFor, for
+// SelfSubjectRulesReview) and the rules a user holds (PolicyRules, for the
+// escalation checks).
 //
 // The group system:masters is allowed everything, whatever the bindings say,
-// as kube-apiserver's privileged-group authorizer allows it.
+// as kube-apiserver's privileged-group authorizer allows it; its rules
+// review lists only what its bindings grant, as kube-apiserver's does.
 //
 // Until Run has loaded every RBAC object, decisions wait for it (or for
 // their context to end): no decision is made from a partial cache.
