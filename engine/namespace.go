@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -14,14 +15,34 @@ import (
 	"github.com/setpoint-dev/setpoint/store"
 )
 
-// namespaceHooks gives namespaces their phase and protects the default one.
+// namespaceHooks gives namespaces their phase and finalizers and protects
+// the default one.
 type namespaceHooks struct{}
 
+// prepare sets what Kubernetes' namespace strategy sets: on create the
+// phase Active and the finalizer kubernetes in spec.finalizers (added to
+// those the client gave); on update spec.finalizers as it was, which only
+// the namespace's lifecycle changes. The namespace's content is emptied,
+// once it is deleted, by the garbage collector, held by the same finalizer
+// in metadata.finalizers (the object service's deletion).
 func (namespaceHooks) prepare(_ context.Context, _ *Service, obj, old map[string]any) error {
 	kinds.SetNamespaceNameLabel(obj)
 	if old == nil {
+		fins, _, err := unstructured.NestedStringSlice(obj, "spec", "finalizers")
+		if err != nil {
+			return fmt.Errorf("spec.finalizers: %w", err)
+		}
+		if !slices.Contains(fins, string(corev1.FinalizerKubernetes)) {
+			if err := unstructured.SetNestedStringSlice(obj, append(fins, string(corev1.FinalizerKubernetes)), "spec", "finalizers"); err != nil {
+				return err
+			}
+		}
 		return unstructured.SetNestedField(obj, string(corev1.NamespaceActive), "status", "phase")
 	}
+	if fins, ok, _ := unstructured.NestedFieldCopy(old, "spec", "finalizers"); ok {
+		return unstructured.SetNestedField(obj, fins, "spec", "finalizers")
+	}
+	unstructured.RemoveNestedField(obj, "spec", "finalizers")
 	return nil
 }
 

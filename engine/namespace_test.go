@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
@@ -199,5 +201,75 @@ func TestNamespaceFieldSelectorPhase(t *testing.T) {
 		if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "field label not supported: "+strings.Split(tc.sel, "=")[0]) {
 			t.Errorf("%s %s: %v, want 400 field label not supported", tc.gvr.Resource, tc.sel, err)
 		}
+	}
+}
+
+// TestNamespaceSpecFinalizers: as Kubernetes' namespace strategy does, a
+// created namespace has the finalizer kubernetes in spec.finalizers, after
+// those the client gave, and no update, patch or apply changes them; a
+// deleted namespace is still marked Terminating and held for the garbage
+// collector by the same finalizer in metadata.finalizers.
+func TestNamespaceSpecFinalizers(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t)
+	specFins := func(u *unstructured.Unstructured) []string {
+		t.Helper()
+		fins, _, err := unstructured.NestedStringSlice(u.Object, "spec", "finalizers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fins
+	}
+	check := func(what string, u *unstructured.Unstructured, want ...string) {
+		t.Helper()
+		if got := specFins(u); !slices.Equal(got, want) {
+			t.Errorf("%s: spec.finalizers = %q, want %q", what, got, want)
+		}
+	}
+	def, err := s.Get(ctx, kinds.NamespaceResource, "", kinds.DefaultNamespace, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("default", def, "kubernetes")
+
+	ns, err := s.Create(ctx, kinds.NamespaceResource, namespaceObj("fin", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("create", ns, "kubernetes")
+	given := namespaceObj("given", nil)
+	given.Object["spec"] = map[string]any{"finalizers": []any{"example.com/hold"}}
+	g, err := s.Create(ctx, kinds.NamespaceResource, given, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("create with a finalizer", g, "example.com/hold", "kubernetes")
+
+	delete(ns.Object, "spec")
+	if ns, err = s.Update(ctx, kinds.NamespaceResource, ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("update without spec", ns, "kubernetes")
+	p, err := s.Patch(ctx, kinds.NamespaceResource, "", "fin", types.MergePatchType, []byte(`{"spec":{"finalizers":["example.com/other"]}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("merge patch", p, "kubernetes")
+	force := true
+	a, _, err := s.Apply(ctx, kinds.NamespaceResource, "", "fin", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"fin"},"spec":{"finalizers":[]}}`),
+		metav1.PatchOptions{FieldManager: "test", Force: &force})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("apply", a, "kubernetes")
+
+	out, deleted, err := s.DeleteObject(ctx, kinds.NamespaceResource, "", "fin", metav1.DeleteOptions{})
+	if err != nil || deleted {
+		t.Fatalf("delete = %v, %v; want the namespace kept, Terminating", deleted, err)
+	}
+	check("delete", out, "kubernetes")
+	if phase, _, _ := unstructured.NestedString(out.Object, "status", "phase"); phase != string(corev1.NamespaceTerminating) ||
+		!slices.Contains(out.GetFinalizers(), kinds.NamespaceFinalizer) {
+		t.Errorf("deleted namespace: phase %q, finalizers %q; want Terminating held by %q", phase, out.GetFinalizers(), kinds.NamespaceFinalizer)
 	}
 }

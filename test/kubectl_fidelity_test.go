@@ -35,9 +35,12 @@ spec:
 
 // TestKubectlAsAgainstKubeAPIServer: the real kubectl shows what it shows
 // against kube-apiserver v1.34 for the commands where the two once
-// differed: CRDs are in the category api-extensions; a strategic merge
+// differed: CRDs are in the category api-extensions and a custom
+// resource's verbs in apiextensions' order; a strategic merge
 // patch of a custom resource fails with kube-apiserver's message; auth
-// whoami's review has a creation time; /version is indented.
+// whoami's review has a creation time; a namespace has the finalizer
+// kubernetes in spec.finalizers and is still deleted; /version is
+// indented.
 func TestKubectlAsAgainstKubeAPIServer(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
 	kubectl := func(stdin string, args ...string) string {
@@ -56,6 +59,17 @@ func TestKubectlAsAgainstKubeAPIServer(t *testing.T) {
 		if f := strings.Fields(lastLine(out)); len(f) == 0 || f[0] != "customresourcedefinitions" || f[len(f)-1] != "api-extensions" {
 			t.Errorf("kubectl api-resources -o wide: %q, want CRDs in the category api-extensions", out)
 		}
+		// A custom resource's verbs in the order of kube-apiserver's
+		// apiextensions discovery; a built-in kind's sorted.
+		for group, want := range map[string]string{
+			"fidelity.setpoint.dev":     "gadgets fidelity.setpoint.dev/v1 true Gadget delete,deletecollection,get,list,patch,create,update,watch",
+			"rbac.authorization.k8s.io": "roles rbac.authorization.k8s.io/v1 true Role create,delete,deletecollection,get,list,patch,update,watch",
+		} {
+			out := kubectl("", "api-resources", "--api-group="+group, "-o", "wide")
+			if got := strings.Join(strings.Fields(lastLine(out)), " "); got != want {
+				t.Errorf("kubectl api-resources --api-group=%s -o wide: last row %q, want %q", group, got, want)
+			}
+		}
 	})
 
 	t.Run("strategic patch of a custom resource", func(t *testing.T) {
@@ -73,6 +87,19 @@ func TestKubectlAsAgainstKubeAPIServer(t *testing.T) {
 		got := kubectl("", "auth", "whoami", "-o", "jsonpath={.metadata.creationTimestamp}")
 		if ts, err := time.Parse(time.RFC3339, got); err != nil || time.Since(ts) > time.Minute {
 			t.Errorf("auth whoami: creationTimestamp %q, want the time of the review", got)
+		}
+	})
+
+	t.Run("namespace finalizers", func(t *testing.T) {
+		kubectl("", "create", "namespace", "fin")
+		if got := kubectl("", "get", "namespace", "fin", "-o", "jsonpath={.spec.finalizers}"); got != `["kubernetes"]` {
+			t.Errorf("spec.finalizers of a new namespace: %q, want [\"kubernetes\"]", got)
+		}
+		if got := kubectl("", "delete", "namespace", "fin", "--timeout=30s"); got != "namespace \"fin\" deleted\n" {
+			t.Errorf("kubectl delete namespace: %q", got)
+		}
+		if _, errOut, err := s.Kubectl("get", "namespace", "fin"); err == nil || !strings.Contains(errOut, "NotFound") {
+			t.Errorf("kubectl get namespace after delete: %v %q, want NotFound", err, errOut)
 		}
 	})
 

@@ -117,10 +117,15 @@ func (a *rulesAuthorizer) RulesFor(_ context.Context, u user.Info, namespace str
 }
 
 // testRules are Kubernetes' default roles for every authenticated user
-// (system:basic-user, system:discovery) and a few users: ann works with
-// widgets in namespace a (but may not delete them), and may only get and
-// patch them in b; rev reviews others; rita reads widgets in a.
+// (system:basic-user, system:discovery) and for system:masters
+// (cluster-admin), and a few users: ann works with widgets in namespace a
+// (but may not delete them), and may only get and patch them in b; rev
+// reviews others; rita reads widgets in a.
 var testRules = map[string][]rule{
+	user.SystemPrivilegedGroup: {
+		{verbs: []string{"*"}, groups: []string{"*"}, resources: []string{"*"}},
+		{verbs: []string{"*"}, urls: []string{"*"}},
+	},
 	user.AllAuthenticated: {
 		{verbs: []string{"create"}, groups: []string{"authorization.k8s.io"}, resources: []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}},
 		{verbs: []string{"create"}, groups: []string{"authentication.k8s.io"}, resources: []string{"selfsubjectreviews"}},

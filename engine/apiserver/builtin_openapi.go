@@ -1,199 +1,261 @@
 package apiserver
 
 import (
-	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"reflect"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	extopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	endpointsopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/kube-openapi/pkg/builder3"
 	"k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds/builtinopenapi"
 )
 
-// The built-in kinds have no CRD, so their OpenAPI v3 documents are built
-// from stand-in CRDs with the same names and a schema derived from their Go
-// types: every field with its JSON name, type and the API's own description
-// (the types' SwaggerDoc, or the generated OpenAPI definitions of the
-// apiextensions types); what `kubectl explain` shows for them. The core
-// group's document is then renamed to the paths and model names Kubernetes
-// uses.
+// The built-in kinds' OpenAPI v3 documents are made as kube-apiserver makes
+// them: every Go type a model of its own in components.schemas, from the
+// generated OpenAPI definitions of k8s.io/api (engine/kinds/builtinopenapi)
+// and of the apiextensions and apimachinery types, a field of another type
+// a reference to its model (allOf with the field's description), each
+// kind's model tagged with its group, version and kind. kubectl explain
+// follows those references and names each field's type after its model.
+// The paths come from the apiextensions builder run on a stand-in CRD of
+// each kind, their references renamed to the kinds' models.
 
-func standIn(group, plural, singular, kind string, scope apiextensionsv1.ResourceScope, schema apiextensionsv1.JSONSchemaProps) *apiextensionsv1.CustomResourceDefinition {
+// builtinKind is a built-in kind with an OpenAPI document: its names, and
+// its Go type and list type (none for a review kind), whose models
+// describe it.
+type builtinKind struct {
+	group, plural, singular string
+	scope                   apiextensionsv1.ResourceScope
+	status                  bool // whether it has a status subresource
+	obj, list               runtime.Object
+	// byCRD says a CRD of the server's own serves the kind, one Kubernetes
+	// builds in: its document is this one, while that CRD serves it.
+	byCRD bool
+}
+
+// review is a review kind: created only, never stored, without a list.
+func review(group, plural string, scope apiextensionsv1.ResourceScope, obj runtime.Object) builtinKind {
+	return builtinKind{group: group, plural: plural, singular: strings.TrimSuffix(plural, "s"), scope: scope, obj: obj}
+}
+
+// builtinKinds are the built-in kinds the server describes.
+var builtinKinds = []builtinKind{
+	{"", "namespaces", "namespace", apiextensionsv1.ClusterScoped, true, &corev1.Namespace{}, &corev1.NamespaceList{}, false},
+	{"", "events", "event", apiextensionsv1.NamespaceScoped, false, &corev1.Event{}, &corev1.EventList{}, false},
+	{"", "serviceaccounts", "serviceaccount", apiextensionsv1.NamespaceScoped, false, &corev1.ServiceAccount{}, &corev1.ServiceAccountList{}, false},
+	{"", "secrets", "secret", apiextensionsv1.NamespaceScoped, false, &corev1.Secret{}, &corev1.SecretList{}, false},
+	{"", "configmaps", "configmap", apiextensionsv1.NamespaceScoped, false, &corev1.ConfigMap{}, &corev1.ConfigMapList{}, false},
+	{"apiextensions.k8s.io", "customresourcedefinitions", "customresourcedefinition", apiextensionsv1.ClusterScoped, true,
+		&apiextensionsv1.CustomResourceDefinition{}, &apiextensionsv1.CustomResourceDefinitionList{}, false},
+	{"rbac.authorization.k8s.io", "roles", "role", apiextensionsv1.NamespaceScoped, false, &rbacv1.Role{}, &rbacv1.RoleList{}, false},
+	{"rbac.authorization.k8s.io", "clusterroles", "clusterrole", apiextensionsv1.ClusterScoped, false, &rbacv1.ClusterRole{}, &rbacv1.ClusterRoleList{}, false},
+	{"rbac.authorization.k8s.io", "rolebindings", "rolebinding", apiextensionsv1.NamespaceScoped, false, &rbacv1.RoleBinding{}, &rbacv1.RoleBindingList{}, false},
+	{"rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebinding", apiextensionsv1.ClusterScoped, false,
+		&rbacv1.ClusterRoleBinding{}, &rbacv1.ClusterRoleBindingList{}, false},
+	{"coordination.k8s.io", "leases", "lease", apiextensionsv1.NamespaceScoped, false, &coordinationv1.Lease{}, &coordinationv1.LeaseList{}, true},
+	review("authentication.k8s.io", "selfsubjectreviews", apiextensionsv1.ClusterScoped, &authenticationv1.SelfSubjectReview{}),
+	review("authorization.k8s.io", "localsubjectaccessreviews", apiextensionsv1.NamespaceScoped, &authorizationv1.LocalSubjectAccessReview{}),
+	review("authorization.k8s.io", "selfsubjectaccessreviews", apiextensionsv1.ClusterScoped, &authorizationv1.SelfSubjectAccessReview{}),
+	review("authorization.k8s.io", "selfsubjectrulesreviews", apiextensionsv1.ClusterScoped, &authorizationv1.SelfSubjectRulesReview{}),
+	review("authorization.k8s.io", "subjectaccessreviews", apiextensionsv1.ClusterScoped, &authorizationv1.SubjectAccessReview{}),
+}
+
+// describedByCRD tells whether the served version version of crd is a
+// built-in kind's, which the built-in documents describe.
+func describedByCRD(crd *apiextensionsv1.CustomResourceDefinition, version string) bool {
+	return version == "v1" && slices.ContainsFunc(builtinKinds, func(k builtinKind) bool {
+		return k.byCRD && k.group == crd.Spec.Group && k.plural == crd.Spec.Names.Plural && k.kind() == crd.Spec.Names.Kind
+	})
+}
+
+func (k builtinKind) kind() string { return reflect.TypeOf(k.obj).Elem().Name() }
+
+// modelName is the name of the model of obj's type.
+func modelName(obj runtime.Object) string {
+	return obj.(interface{ OpenAPIModelName() string }).OpenAPIModelName()
+}
+
+// standIn is a CRD with k's names, for the apiextensions builder to make
+// k's paths from; its schema is left out of the document.
+func (k builtinKind) standIn() *apiextensionsv1.CustomResourceDefinition {
+	kind := k.kind()
+	v := apiextensionsv1.CustomResourceDefinitionVersion{
+		Name: "v1", Served: true, Storage: true,
+		Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}},
+	}
+	if k.status {
+		v.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
+	}
 	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+		ObjectMeta: metav1.ObjectMeta{Name: k.plural + "." + k.group},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: scope,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: singular, Kind: kind, ListKind: kind + "List"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Schema:       &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &schema},
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-			}},
+			Group: k.group, Scope: k.scope,
+			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: k.plural, Singular: k.singular, Kind: kind, ListKind: kind + "List"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{v},
 		},
 	}
 }
 
-// builtinStandIns are the stand-in CRDs of the built-in kinds.
-func builtinStandIns() []*apiextensionsv1.CustomResourceDefinition {
-	return []*apiextensionsv1.CustomResourceDefinition{
-		standIn("", "namespaces", "namespace", "Namespace", apiextensionsv1.ClusterScoped, kindSchema(corev1.Namespace{})),
-		standIn("", "events", "event", "Event", apiextensionsv1.NamespaceScoped, kindSchema(corev1.Event{})),
-		standIn("apiextensions.k8s.io", "customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition",
-			apiextensionsv1.ClusterScoped, kindSchema(apiextensionsv1.CustomResourceDefinition{})),
-		noStatus(standIn("rbac.authorization.k8s.io", "roles", "role", "Role", apiextensionsv1.NamespaceScoped, kindSchema(rbacv1.Role{}))),
-		noStatus(standIn("rbac.authorization.k8s.io", "clusterroles", "clusterrole", "ClusterRole", apiextensionsv1.ClusterScoped, kindSchema(rbacv1.ClusterRole{}))),
-		noStatus(standIn("rbac.authorization.k8s.io", "rolebindings", "rolebinding", "RoleBinding", apiextensionsv1.NamespaceScoped, kindSchema(rbacv1.RoleBinding{}))),
-		noStatus(standIn("rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", apiextensionsv1.ClusterScoped, kindSchema(rbacv1.ClusterRoleBinding{}))),
-		standIn("", "serviceaccounts", "serviceaccount", "ServiceAccount", apiextensionsv1.NamespaceScoped, kindSchema(corev1.ServiceAccount{})),
-		noStatus(standIn("", "secrets", "secret", "Secret", apiextensionsv1.NamespaceScoped, kindSchema(corev1.Secret{}))),
-		noStatus(standIn("", "configmaps", "configmap", "ConfigMap", apiextensionsv1.NamespaceScoped, kindSchema(corev1.ConfigMap{}))),
-	}
+// builtinDocs are the OpenAPI v3 documents of the built-in kinds' group
+// versions; byCRD marks those of kinds a CRD serves (builtinKind.byCRD),
+// served only while it does.
+type builtinDocs struct {
+	docs  map[schema.GroupVersion]*spec3.OpenAPI
+	byCRD map[schema.GroupVersion]bool
 }
 
-// kindSchema is the schema of a kind's Go type, without apiVersion, kind
-// and metadata, which the OpenAPI builder adds.
-func kindSchema(v any) apiextensionsv1.JSONSchemaProps {
-	t := reflect.TypeOf(v)
-	return typeSchema(t, typeDoc(t)[""], map[reflect.Type]bool{})
-}
-
-// openValue is a schema that takes any JSON value.
-func openValue(desc string) apiextensionsv1.JSONSchemaProps {
-	yes := true
-	return apiextensionsv1.JSONSchemaProps{Description: desc, XPreserveUnknownFields: &yes}
-}
-
-var (
-	timeType     = reflect.TypeFor[metav1.Time]()
-	microType    = reflect.TypeFor[metav1.MicroTime]()
-	durationType = reflect.TypeFor[metav1.Duration]()
-	typeMetaType = reflect.TypeFor[metav1.TypeMeta]()
-	objMetaType  = reflect.TypeFor[metav1.ObjectMeta]()
-	intStrType   = reflect.TypeFor[intstr.IntOrString]()
-	quantityType = reflect.TypeFor[resource.Quantity]()
-	// Types with a JSON form of their own: any value.
-	openTypes = map[reflect.Type]bool{
-		reflect.TypeFor[apiextensionsv1.JSON]():                         true,
-		reflect.TypeFor[apiextensionsv1.JSONSchemaPropsOrArray]():       true,
-		reflect.TypeFor[apiextensionsv1.JSONSchemaPropsOrBool]():        true,
-		reflect.TypeFor[apiextensionsv1.JSONSchemaPropsOrStringArray](): true,
-		reflect.TypeFor[runtime.RawExtension]():                         true,
-		reflect.TypeFor[metav1.FieldsV1]():                              true,
-	}
-)
-
-// typeSchema is the schema of t's JSON form. A type already being described
-// further up (JSONSchemaProps holds JSONSchemaProps) is any value there.
-func typeSchema(t reflect.Type, desc string, stack map[reflect.Type]bool) apiextensionsv1.JSONSchemaProps {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch {
-	case t == timeType || t == microType:
-		return apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time", Description: desc}
-	case t == durationType:
-		return apiextensionsv1.JSONSchemaProps{Type: "string", Description: desc}
-	case t == intStrType || t == quantityType:
-		return apiextensionsv1.JSONSchemaProps{XIntOrString: true, Description: desc}
-	case openTypes[t] || stack[t]:
-		return openValue(desc)
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return apiextensionsv1.JSONSchemaProps{Type: "string", Description: desc}
-	case reflect.Bool:
-		return apiextensionsv1.JSONSchemaProps{Type: "boolean", Description: desc}
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Uint8, reflect.Uint16, reflect.Uint32:
-		return apiextensionsv1.JSONSchemaProps{Type: "integer", Format: "int32", Description: desc}
-	case reflect.Int64, reflect.Uint, reflect.Uint64:
-		return apiextensionsv1.JSONSchemaProps{Type: "integer", Format: "int64", Description: desc}
-	case reflect.Float32, reflect.Float64:
-		return apiextensionsv1.JSONSchemaProps{Type: "number", Description: desc}
-	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Uint8 {
-			return apiextensionsv1.JSONSchemaProps{Type: "string", Format: "byte", Description: desc}
+// builtinDocuments makes the built-in kinds' documents, once: the built-in
+// kinds never change.
+var builtinDocuments = sync.OnceValues(func() (*builtinDocs, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, rbacv1.AddToScheme, coordinationv1.AddToScheme,
+		authenticationv1.AddToScheme, authorizationv1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("openapi scheme: %w", err)
 		}
-		items := typeSchema(t.Elem(), "", stack)
-		return apiextensionsv1.JSONSchemaProps{Type: "array", Description: desc, Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &items}}
-	case reflect.Map:
-		values := typeSchema(t.Elem(), "", stack)
-		return apiextensionsv1.JSONSchemaProps{Type: "object", Description: desc,
-			AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &values}}
-	case reflect.Struct:
-		stack[t] = true
-		defer delete(stack, t)
-		out := apiextensionsv1.JSONSchemaProps{Type: "object", Description: desc, Properties: map[string]apiextensionsv1.JSONSchemaProps{}}
-		addFields(&out, t, stack)
-		return out
 	}
-	return openValue(desc)
-}
+	ref := func(name string) spec.Ref {
+		return spec.MustCreateRef("#/components/schemas/" + common.EscapeJsonPointer(name))
+	}
+	defs := extopenapi.GetOpenAPIDefinitions(ref)
+	maps.Copy(defs, builtinopenapi.GetOpenAPIDefinitions(ref))
+	namer := endpointsopenapi.NewDefinitionNamer(scheme)
 
-// addFields adds the JSON fields of struct type t to out, those of inlined
-// structs included; apiVersion, kind and metadata are left to the builder.
-func addFields(out *apiextensionsv1.JSONSchemaProps, t reflect.Type, stack map[reflect.Type]bool) {
-	docs := typeDoc(t)
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() || f.Type == typeMetaType || f.Type == objMetaType {
-			continue
+	docs := map[schema.GroupVersion]*spec3.OpenAPI{}
+	refs := map[schema.GroupVersion]map[string]bool{}
+	for _, k := range builtinKinds {
+		gv := schema.GroupVersion{Group: k.group, Version: "v1"}
+		o3, err := builder.BuildOpenAPIV3(k.standIn(), "v1", builder.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("openapi v3 of %s: %w", k.plural, err)
 		}
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
+		doc := docs[gv]
+		if doc == nil {
+			doc = &spec3.OpenAPI{
+				Version:    o3.Version,
+				Info:       o3.Info,
+				Paths:      &spec3.Paths{Paths: map[string]*spec3.Path{}},
+				Components: &spec3.Components{Schemas: map[string]*spec.Schema{}},
+			}
+			docs[gv], refs[gv] = doc, map[string]bool{}
 		}
-		if name == "" && (opts == "inline" || f.Anonymous) && f.Type.Kind() == reflect.Struct {
-			addFields(out, f.Type, stack)
-			continue
+		rename := map[string]string{}
+		for name, s := range o3.Components.Schemas {
+			switch gvkOf(s) {
+			case gv.WithKind(k.kind()):
+				rename[name] = modelName(k.obj)
+			case gv.WithKind(k.kind() + "List"):
+				if k.list != nil {
+					rename[name] = modelName(k.list)
+				}
+			}
 		}
-		if name == "" {
-			name = f.Name
+		for p, item := range o3.Paths.Paths {
+			if k.group == "" {
+				p = "/api/" + strings.TrimPrefix(p, "/apis//")
+			}
+			if k.list == nil {
+				// A review kind is only created.
+				if item.Post == nil {
+					continue
+				}
+				item.Get, item.Put, item.Delete, item.Patch = nil, nil, nil, nil
+			}
+			renameRefs(item, rename, refs[gv])
+			doc.Paths.Paths[p] = item
 		}
-		out.Properties[name] = typeSchema(f.Type, docs[name], stack)
 	}
-}
-
-// typeDoc returns the descriptions of t and its fields ("" for t itself):
-// from its SwaggerDoc method, or from the generated OpenAPI definitions of
-// the apiextensions types.
-func typeDoc(t reflect.Type) map[string]string {
-	v := reflect.New(t).Elem().Interface()
-	if d, ok := v.(interface{ SwaggerDoc() map[string]string }); ok {
-		return d.SwaggerDoc()
+	for gv, doc := range docs {
+		names := make([]string, 0, len(refs[gv]))
+		for n := range refs[gv] {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		schemas, err := builder3.BuildOpenAPIDefinitionsForResources(&common.OpenAPIV3Config{
+			Definitions:       defs,
+			GetDefinitionName: namer.GetDefinitionName,
+		}, names...)
+		if err != nil {
+			return nil, fmt.Errorf("openapi v3 models of %s: %w", gv, err)
+		}
+		doc.Components.Schemas = schemas
 	}
-	named, ok := v.(interface{ OpenAPIModelName() string })
-	if !ok {
-		return nil
+	byCRD := map[schema.GroupVersion]bool{}
+	for _, k := range builtinKinds {
+		byCRD[schema.GroupVersion{Group: k.group, Version: "v1"}] = k.byCRD
 	}
-	def, ok := apiextensionsDefs()[named.OpenAPIModelName()]
-	if !ok {
-		return nil
-	}
-	docs := map[string]string{"": def.Schema.Description}
-	for name, p := range def.Schema.Properties {
-		docs[name] = p.Description
-	}
-	return docs
-}
-
-// apiextensionsDefs are the generated OpenAPI definitions of the
-// apiextensions types, by model name.
-var apiextensionsDefs = sync.OnceValue(func() map[string]common.OpenAPIDefinition {
-	return extopenapi.GetOpenAPIDefinitions(func(path string) spec.Ref { return spec.MustCreateRef("#/definitions/" + path) })
+	return &builtinDocs{docs: docs, byCRD: byCRD}, nil
 })
 
-// renameCore turns the stand-in document of the core group into the paths
-// and model names Kubernetes serves it with.
-func renameCore(doc []byte) []byte {
-	doc = bytes.ReplaceAll(doc, []byte(`"/apis//v1/`), []byte(`"/api/v1/`))
-	doc = bytes.ReplaceAll(doc, []byte(`"#/components/schemas/.v1.`), []byte(`"#/components/schemas/io.k8s.api.core.v1.`))
-	return bytes.ReplaceAll(doc, []byte(`".v1.`), []byte(`"io.k8s.api.core.v1.`))
+// gvkOf returns the group, version and kind a model is tagged with, the
+// first of them, or the zero value. The builder tags a kind's model with a
+// list of maps of any values, its list's model with one of strings.
+func gvkOf(s *spec.Schema) schema.GroupVersionKind {
+	b, err := json.Marshal(s.Extensions["x-kubernetes-group-version-kind"])
+	var tags []schema.GroupVersionKind
+	if err != nil || json.Unmarshal(b, &tags) != nil || len(tags) == 0 {
+		return schema.GroupVersionKind{}
+	}
+	return tags[0]
+}
+
+// renameRefs points the references of item's request and response bodies
+// to the models rename names, and records the models they name in seen.
+func renameRefs(item *spec3.Path, rename map[string]string, seen map[string]bool) {
+	const prefix = "#/components/schemas/"
+	fix := func(content map[string]*spec3.MediaType) {
+		for _, mt := range content {
+			if mt == nil || mt.Schema == nil {
+				continue
+			}
+			name, ok := strings.CutPrefix(mt.Schema.Ref.String(), prefix)
+			if !ok {
+				continue
+			}
+			if to, ok := rename[name]; ok {
+				name = to
+				mt.Schema = &spec.Schema{SchemaProps: spec.SchemaProps{Ref: spec.MustCreateRef(prefix + common.EscapeJsonPointer(to))}}
+			}
+			seen[name] = true
+		}
+	}
+	for _, op := range []*spec3.Operation{item.Get, item.Put, item.Post, item.Delete, item.Options, item.Head, item.Patch, item.Trace} {
+		if op == nil {
+			continue
+		}
+		if op.RequestBody != nil {
+			fix(op.RequestBody.Content)
+		}
+		if op.Responses == nil {
+			continue
+		}
+		if op.Responses.Default != nil {
+			fix(op.Responses.Default.Content)
+		}
+		for _, r := range op.Responses.StatusCodeResponses {
+			if r != nil {
+				fix(r.Content)
+			}
+		}
+	}
 }

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/endpoints/discovery"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
@@ -25,12 +27,58 @@ var (
 // be deleted as a collection.
 var namespaceVerbs = metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
 
+// customVerbs are the verbs of a custom resource, in the order
+// kube-apiserver's apiextensions discovery lists them (a built-in kind's
+// are sorted).
+var customVerbs = metav1.Verbs{"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"}
+
 // discoveryVerbs returns the verbs discovery lists for res.
 func discoveryVerbs(res kinds.Resource) metav1.Verbs {
-	if res.GVR == kinds.NamespaceResource {
+	switch {
+	case res.GVR == kinds.NamespaceResource:
 		return namespaceVerbs
+	case isCustom(res):
+		return customVerbs
 	}
 	return verbsOf(res)
+}
+
+// isCustom tells whether res is a custom resource as kube-apiserver would
+// serve it: registered by a CRD, in a group that is not one of Kubernetes'
+// own. The server's own CRDs for kinds Kubernetes builds in (Leases) are
+// listed as Kubernetes lists those kinds.
+func isCustom(res kinds.Resource) bool {
+	return !res.Builtin && !isReview(res.GVR) && !scheme.Scheme.IsGroupRegistered(res.GVR.Group)
+}
+
+// storageVersions returns the storage version of each served CRD, by name.
+func (s *Server) storageVersions() map[string]string {
+	out := map[string]string{}
+	for _, crd := range s.eng.CRDs() {
+		for _, v := range crd.Spec.Versions {
+			if v.Storage {
+				out[crd.Name] = v.Name
+			}
+		}
+	}
+	return out
+}
+
+// storageVersionHash is the hash of the group, version and kind res is
+// stored as, which kube-apiserver's discovery lists for every stored
+// resource: a custom resource's is its CRD's storage version (storage, by
+// CRD name), a built-in kind's its own version. Reviews are not stored.
+func storageVersionHash(res kinds.Resource, storage map[string]string) string {
+	v := res.GVR.Version
+	switch {
+	case isReview(res.GVR):
+		return ""
+	case res.CRD != "":
+		if v = storage[res.CRD]; v == "" {
+			return ""
+		}
+	}
+	return discovery.StorageVersionHash(res.GVR.Group, v, res.Kind)
 }
 
 // wantsAggregated tells whether the client asked for aggregated discovery.
@@ -125,10 +173,12 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
+	storage := s.storageVersions()
 	for _, res := range rs {
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: res.GVR.Resource, SingularName: res.Singular, Namespaced: res.Namespaced, Kind: res.Kind,
 			Verbs: discoveryVerbs(res), ShortNames: res.ShortNames, Categories: res.Categories,
+			StorageVersionHash: storageVersionHash(res, storage),
 		})
 		if res.Status {
 			list.APIResources = append(list.APIResources, metav1.APIResource{

@@ -52,6 +52,7 @@ func (s *Server) documents() *openapiCache {
 func buildOpenAPI(crds []*apiextensionsv1.CustomResourceDefinition, c *openapiCache) error {
 	var v2 []*spec.Swagger
 	v3 := map[schema.GroupVersion][]*spec3.OpenAPI{}
+	byCRD := map[schema.GroupVersion]bool{} // served built-in kinds' CRDs
 	for _, crd := range crds {
 		for _, v := range crd.Spec.Versions {
 			if !v.Served {
@@ -62,21 +63,27 @@ func buildOpenAPI(crds []*apiextensionsv1.CustomResourceDefinition, c *openapiCa
 				return fmt.Errorf("openapi v2 of %s %s: %w", crd.Name, v.Name, err)
 			}
 			v2 = append(v2, sw)
+			gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
+			if describedByCRD(crd, v.Name) {
+				byCRD[gv] = true
+				continue
+			}
 			o3, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{})
 			if err != nil {
 				return fmt.Errorf("openapi v3 of %s %s: %w", crd.Name, v.Name, err)
 			}
-			gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
 			v3[gv] = append(v3[gv], o3)
 		}
 	}
-	for _, crd := range builtinStandIns() {
-		o3, err := builder.BuildOpenAPIV3(crd, "v1", builder.Options{})
-		if err != nil {
-			return fmt.Errorf("openapi v3 of %s: %w", crd.Name, err)
+	builtins, err := builtinDocuments()
+	if err != nil {
+		return err
+	}
+	for gv, o3 := range builtins.docs {
+		if builtins.byCRD[gv] && !byCRD[gv] {
+			continue
 		}
-		gv := schema.GroupVersion{Group: crd.Spec.Group, Version: "v1"}
-		v3[gv] = append(v3[gv], o3)
+		v3[gv] = append([]*spec3.OpenAPI{o3}, v3[gv]...)
 	}
 	static := &spec.Swagger{SwaggerProps: spec.SwaggerProps{
 		Swagger:     "2.0",
@@ -109,7 +116,7 @@ func buildOpenAPI(crds []*apiextensionsv1.CustomResourceDefinition, c *openapiCa
 		}
 		p := "apis/" + gv.String()
 		if gv.Group == "" {
-			p, b = "api/"+gv.Version, renameCore(b)
+			p = "api/" + gv.Version
 		}
 		sum := sha512.Sum512(b)
 		c.v3[p], c.v3Hash[p] = b, strings.ToUpper(hex.EncodeToString(sum[:]))

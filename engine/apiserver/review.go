@@ -267,7 +267,7 @@ func (s *Server) serveLocalSubjectAccessReview(w http.ResponseWriter, r *http.Re
 }
 
 // allResourceRules and allNonResourceRules are the rules of a member of
-// system:masters.
+// system:masters on a server without a rule resolver.
 var (
 	allResourceRules    = []authorizationv1.ResourceRule{{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}}
 	allNonResourceRules = []authorizationv1.NonResourceRule{{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}
@@ -282,9 +282,10 @@ func (s *Server) serveSelfSubjectRulesReview(w http.ResponseWriter, r *http.Requ
 	}
 	rev.Status = authorizationv1.SubjectRulesReviewStatus{ResourceRules: []authorizationv1.ResourceRule{}, NonResourceRules: []authorizationv1.NonResourceRule{}}
 	switch {
-	case mayDoEverything(u):
-		rev.Status.ResourceRules, rev.Status.NonResourceRules = allResourceRules, allNonResourceRules
 	case s.rules != nil:
+		// Kubernetes lists the rules of RBAC's bindings, for
+		// system:masters too: cluster-admin's, which the default binding
+		// gives the group, and those every authenticated user is bound to.
 		res, nonRes, incomplete, err := s.rules.RulesFor(r.Context(), u, rev.Spec.Namespace)
 		for _, rule := range res {
 			rev.Status.ResourceRules = append(rev.Status.ResourceRules, authorizationv1.ResourceRule{
@@ -298,6 +299,8 @@ func (s *Server) serveSelfSubjectRulesReview(w http.ResponseWriter, r *http.Requ
 		if err != nil {
 			rev.Status.EvaluationError = err.Error()
 		}
+	case mayDoEverything(u):
+		rev.Status.ResourceRules, rev.Status.NonResourceRules = allResourceRules, allNonResourceRules
 	case s.opts.Authorizer != nil:
 		// An authorizer that cannot list rules: the empty list is not all.
 		rev.Status.Incomplete = true

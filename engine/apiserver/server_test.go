@@ -17,6 +17,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/endpoints/discovery"
 	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine"
@@ -245,7 +246,25 @@ func TestDiscovery(t *testing.T) {
 		t.Errorf("resource list = %s", b)
 	}
 	ts.mustDo(t, 200, request{path: "/apis/example.setpoint.dev"})
-	ts.mustDo(t, 200, request{path: "/api/v1"})
+	// Stored resources carry the hash of the version they are stored as,
+	// the values kube-apiserver lists (Namespaces: Q3oi5N2YM8M=); reviews,
+	// never stored, none.
+	hashes := map[string]string{}
+	for _, p := range []string{"/api/v1", "/apis/example.setpoint.dev/v1", "/apis/authorization.k8s.io/v1"} {
+		var l metav1.APIResourceList
+		if err := json.Unmarshal(ts.mustDo(t, 200, request{path: p}), &l); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range l.APIResources {
+			hashes[r.Name] = r.StorageVersionHash
+		}
+	}
+	for name, want := range map[string]string{"namespaces": "Q3oi5N2YM8M=", "configmaps": "qFsyl6wFWjQ=",
+		"widgets": discovery.StorageVersionHash("example.setpoint.dev", "v1", "Widget"), "widgets/status": "", "selfsubjectaccessreviews": ""} {
+		if got, ok := hashes[name]; !ok || got != want {
+			t.Errorf("storageVersionHash of %s = %q (listed: %v), want %q", name, got, ok, want)
+		}
+	}
 	ts.mustDo(t, 200, request{path: "/version"})
 	for _, p := range []string{"/healthz", "/readyz", "/livez"} {
 		ts.mustDo(t, 200, request{path: p})
@@ -259,6 +278,10 @@ func TestDiscovery(t *testing.T) {
 		if idx.Paths[p].ServerRelativeURL == "" {
 			t.Errorf("/openapi/v3 lacks the built-in %s", p)
 		}
+	}
+	// Leases are described only while their CRD serves them.
+	if _, ok := idx.Paths["apis/coordination.k8s.io/v1"]; ok {
+		t.Errorf("/openapi/v3 describes Leases, which no CRD serves")
 	}
 	if b := ts.mustDo(t, 200, request{path: idx.Paths["api/v1"].ServerRelativeURL}); !strings.Contains(string(b), `"/api/v1/namespaces/{name}"`) || !strings.Contains(string(b), "io.k8s.api.core.v1.Namespace") {
 		t.Errorf("core openapi v3 lacks the namespace paths or model")

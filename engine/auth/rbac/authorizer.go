@@ -17,11 +17,13 @@ import (
 // Authorizer decides requests by the RBAC objects the engine holds, as
 // Kubernetes' RBAC authorizer does: Allow when a rule bound to the user
 // allows the request, NoOpinion otherwise (there is no Deny in RBAC). It
-// also resolves the rules a user holds (RulesFor), for
-// SelfSubjectRulesReview and the escalation checks.
+// also resolves the rules a user's bindings grant (RulesFor, for
+// SelfSubjectRulesReview) and the rules a user holds (PolicyRules, for the
+// escalation checks).
 //
 // The group system:masters is allowed everything, whatever the bindings say,
-// as kube-apiserver's privileged-group authorizer allows it.
+// as kube-apiserver's privileged-group authorizer allows it; its rules
+// review lists only what its bindings grant, as kube-apiserver's does.
 //
 // Until Run has loaded every RBAC object, decisions wait for it (or for
 // their context to end): no decision is made from a partial cache.
@@ -165,6 +167,13 @@ func (a *Authorizer) PolicyRules(ctx context.Context, u user.Info, ns string) ([
 	if slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
 		return slices.Clone(fullAuthority), nil
 	}
+	return a.boundRules(ctx, u, ns)
+}
+
+// boundRules returns the rules of the bindings of u, as PolicyRules, for
+// every user: system:masters holds what its bindings (cluster-admin's by
+// default) grant.
+func (a *Authorizer) boundRules(ctx context.Context, u user.Info, ns string) ([]rbacv1.PolicyRule, error) {
 	if err := a.WaitSynced(ctx); err != nil {
 		return nil, err
 	}
@@ -213,10 +222,12 @@ func (a *Authorizer) RoleRules(ctx context.Context, ref rbacv1.RoleRef, ns strin
 	return out, nil
 }
 
-// RulesFor implements authorizer.RuleResolver: the rules of PolicyRules, as
-// resource and non-resource rule infos.
+// RulesFor implements authorizer.RuleResolver: the rules of u's bindings,
+// as resource and non-resource rule infos. As kube-apiserver's RBAC rule
+// resolver, it lists for system:masters the rules it is bound to, not the
+// authority the group has besides them (PolicyRules).
 func (a *Authorizer) RulesFor(ctx context.Context, u user.Info, ns string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
-	rules, err := a.PolicyRules(ctx, u, ns)
+	rules, err := a.boundRules(ctx, u, ns)
 	var (
 		res    []authorizer.ResourceRuleInfo
 		nonRes []authorizer.NonResourceRuleInfo

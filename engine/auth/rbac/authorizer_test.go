@@ -223,4 +223,10 @@ func TestRulesFor(t *testing.T) {
 	if err != nil || len(rules) != 2 || rules[0].Verbs[0] != "*" {
 		t.Errorf("system:masters holds %v (%v), want every permission", rules, err)
 	}
+	// The rules review lists, for system:masters as for anyone, the rules
+	// of its bindings (here those of group g), as kube-apiserver does.
+	res, nonRes, _, err = a.RulesFor(ctx, who("root", user.SystemPrivilegedGroup, "g"), "")
+	if err != nil || len(res) != 1 || res[0].GetResources()[0] != "namespaces" || len(nonRes) != 1 || nonRes[0].GetNonResourceURLs()[0] != "/healthz" {
+		t.Errorf("rules of a member of system:masters and g: %v %v (%v), want those of g's binding", res, nonRes, err)
+	}
 }

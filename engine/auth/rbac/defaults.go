@@ -3,6 +3,7 @@ package rbac
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,13 +36,17 @@ var (
 	readWrite = append(append([]string{}, read...), write...)
 )
 
+// rule and urls make a rule as Kubernetes' bootstrap policy makes its
+// rules: each list sorted, without repeats.
 func rule(verbs []string, group string, resources ...string) rbacv1.PolicyRule {
-	return rbacv1.PolicyRule{Verbs: verbs, APIGroups: []string{group}, Resources: resources}
+	return rbacv1.PolicyRule{Verbs: sorted(verbs), APIGroups: []string{group}, Resources: sorted(resources)}
 }
 
 func urls(verbs []string, paths ...string) rbacv1.PolicyRule {
-	return rbacv1.PolicyRule{Verbs: verbs, NonResourceURLs: paths}
+	return rbacv1.PolicyRule{Verbs: sorted(verbs), NonResourceURLs: sorted(paths)}
 }
+
+func sorted(s []string) []string { return slices.Compact(slices.Sorted(slices.Values(s))) }
 
 func selectLabel(label string) *rbacv1.AggregationRule {
 	return &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{label: "true"}}}}
