@@ -14,7 +14,8 @@ import (
 // written through core/v1; Secrets take the field selector type; an
 // unknown field label and a malformed selector are refused with
 // kube-apiserver's messages, as are a path to a subresource the kind
-// lacks, one to no resource and a merge patch that is not JSON.
+// lacks, one to no resource and a merge patch that is not JSON; removing
+// the last label leaves no labels.
 func TestEventsAndSelectorsAsKubeAPIServer(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
 	run := func(stdin string, args ...string) (string, string) {
@@ -80,6 +81,22 @@ func TestEventsAndSelectorsAsKubeAPIServer(t *testing.T) {
 		const want = "Error from server (BadRequest): error decoding patch: invalid character 'b' looking for beginning of object key string\n"
 		if _, errOut := run("", "patch", "configmap", "p1", "--type=merge", "-p", "{bad json"); errOut != want {
 			t.Errorf("kubectl patch --type=merge: %q, want %q", errOut, want)
+		}
+	})
+
+	t.Run("last label removed", func(t *testing.T) {
+		run("", "create", "configmap", "l1")
+		run("", "label", "configmap", "l1", "a=b")
+		if out, errOut := run("", "label", "configmap", "l1", "a-"); out != "configmap/l1 unlabeled\n" {
+			t.Fatalf("kubectl label a-: %q %q", out, errOut)
+		}
+		// The ConfigMap has no labels left, so kubectl's own {} makes a
+		// change it reports, as against kube-apiserver.
+		if out, _ := run("", "label", "configmap", "l1", "a-"); out != "label \"a\" not found.\nconfigmap/l1 labeled\n" {
+			t.Errorf("kubectl label a- again: %q", out)
+		}
+		if out, _ := run("", "get", "configmap", "l1", "-o", "go-template={{.metadata.labels}}"); out != "<no value>" {
+			t.Errorf("labels after removing the last: %q, want none", out)
 		}
 	})
 
