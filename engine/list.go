@@ -212,7 +212,8 @@ func (s *Service) listStored(ctx context.Context, gvr schema.GroupVersionResourc
 	if opts.Limit < 0 {
 		return nil, nil, apierrors.NewBadRequest("limit must not be negative")
 	}
-	res, err := s.store.List(ctx, store.ResourcePrefix(gvr.Group, gvr.Resource, namespace), store.ListOptions{
+	gr := sv.StoredGroupResource()
+	res, err := s.store.List(ctx, store.ResourcePrefix(gr.Group, gr.Resource, namespace), store.ListOptions{
 		Revision: rev, Limit: opts.Limit, Continue: opts.Continue, Filter: sel.filter(),
 	})
 	if err != nil {

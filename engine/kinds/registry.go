@@ -100,6 +100,9 @@ type Kind struct {
 	// builtinManaged.
 	managed        *fieldManagers
 	builtinManaged sync.Once
+	// view, when set, makes the kind a view of another kind's stored
+	// objects (eventsv1.go).
+	view *storedView
 	// encodedSize is the length of the last document Encode made that
 	// changed it much (encodeBuffer): the size the next one starts at.
 	encodedSize atomic.Int64
@@ -341,7 +344,7 @@ func (r *Registry) GroupResources() []*Kind {
 	var out []*Kind
 	for _, s := range r.byGVR {
 		gr := s.GVR.GroupResource()
-		if !seen[gr] {
+		if !seen[gr] && s.view == nil {
 			seen[gr] = true
 			out = append(out, s)
 		}
@@ -386,7 +389,7 @@ func (r *Registry) ByGroupResource(gr schema.GroupResource) *Kind {
 	defer r.mu.RUnlock()
 	var out *Kind
 	for gvr, sv := range r.byGVR {
-		if gvr.GroupResource() == gr && (out == nil || gvr.String() < out.GVR.String()) {
+		if gvr.GroupResource() == gr && sv.view == nil && (out == nil || gvr.String() < out.GVR.String()) {
 			out = sv
 		}
 	}
