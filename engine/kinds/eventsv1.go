@@ -52,9 +52,10 @@ func (k *Kind) StoredGroupResource() schema.GroupResource {
 // rules).
 func newEventsV1Kind() *Kind {
 	k := newBuiltin(EventsV1Resource, "Event", "event", true, false,
-		apivalidation.NameIsDNSSubdomain, nil, nil, &eventsv1.Event{}, eventsV1TopFields)
+		apivalidation.NameIsDNSSubdomain, nil, nil, &eventsv1.Event{}, eventsV1TopFields, "ev")
 	k.strategy = eventsV1Strategy{k.strategy.(builtinStrategy)}
 	k.table = eventTable{}
+	k.StoredAs = EventResource.GroupVersion()
 	k.view = &storedView{gvr: EventResource,
 		fromStored: convertBody(coreEventToV1, EventsV1Resource.GroupVersion().String()),
 		toStored:   convertBody(v1EventToCore, EventResource.GroupVersion().String())}

@@ -36,6 +36,10 @@ type Resource struct {
 	// DeprecationWarning is the warning every request to a version the CRD
 	// marks deprecated gets; empty when the version is not deprecated.
 	DeprecationWarning string
+	// StoredAs is the group/version of the kind the resource's objects
+	// are stored as, when that is another one's (events.k8s.io/v1 Events
+	// are core/v1 Events); empty otherwise.
+	StoredAs schema.GroupVersion
 }
 
 // GVK returns the resource's kind at its version.
