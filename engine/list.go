@@ -130,6 +130,11 @@ func (sel *selector) filter() func(string, []byte) bool {
 		if err != nil {
 			return false
 		}
+		// The fields as served at the listed version (a view of another
+		// kind's objects reads them converted).
+		if m, err = sel.sv.FromStored(m); err != nil {
+			return false
+		}
 		if sel.attrs != nil {
 			// As Decode reads a document stored before a schema change
 			// (which may default a selectable field); a document written

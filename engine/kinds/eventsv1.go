@@ -7,7 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -54,7 +56,7 @@ func newEventsV1Kind() *Kind {
 	k := newBuiltin(EventsV1Resource, "Event", "event", true, false,
 		apivalidation.NameIsDNSSubdomain, nil, nil, &eventsv1.Event{}, eventsV1TopFields, "ev")
 	k.strategy = eventsV1Strategy{k.strategy.(builtinStrategy)}
-	k.table = eventTable{}
+	k.table = eventsV1Table{}
 	k.StoredAs = EventResource.GroupVersion()
 	k.view = &storedView{gvr: EventResource,
 		fromStored: convertBody(coreEventToV1, EventsV1Resource.GroupVersion().String()),
@@ -302,4 +304,76 @@ func validateEventSeries(ev *corev1.Event) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// eventsV1Table is the table of events.k8s.io/v1 Events: kube-apiserver's
+// Event columns (eventTable), of the Events converted to core/v1, each row
+// holding the events.k8s.io/v1 object.
+type eventsV1Table struct{ eventTable }
+
+// ConvertToTable implements rest.TableConvertor for an events.k8s.io/v1
+// Event or a list of them.
+func (t eventsV1Table) ConvertToTable(ctx context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
+	var items []runtime.Object
+	if meta.IsListType(obj) {
+		var err error
+		if items, err = meta.ExtractList(obj); err != nil {
+			return nil, err
+		}
+	} else {
+		items = []runtime.Object{obj}
+	}
+	core := &unstructured.UnstructuredList{Object: map[string]any{}}
+	if m, err := meta.ListAccessor(obj); err == nil && meta.IsListType(obj) {
+		core.SetResourceVersion(m.GetResourceVersion())
+		core.SetContinue(m.GetContinue())
+		core.SetRemainingItemCount(m.GetRemainingItemCount())
+	}
+	for _, item := range items {
+		u, ok := item.(runtime.Unstructured)
+		if !ok {
+			return nil, fmt.Errorf("event table: unexpected %T", item)
+		}
+		m, err := v1EventToCore(u.UnstructuredContent())
+		if err != nil {
+			return nil, fmt.Errorf("event table: %w", err)
+		}
+		core.Items = append(core.Items, unstructured.Unstructured{Object: m})
+	}
+	var in runtime.Object = core
+	if !meta.IsListType(obj) {
+		in = &core.Items[0]
+	}
+	table, err := t.eventTable.ConvertToTable(ctx, in, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range table.Rows {
+		table.Rows[i].Object = runtime.RawExtension{Object: items[i]}
+	}
+	return table, nil
+}
+
+// FromStored converts m, a stored document's map, into the object served
+// at k's version: itself, unless k is a view of another kind's objects.
+func (k *Kind) FromStored(m map[string]any) (map[string]any, error) {
+	if k.view == nil {
+		return m, nil
+	}
+	return k.view.fromStored(m)
+}
+
+// eventsV1Fields are the field selectors events.k8s.io/v1 Events take
+// besides metadata ones, as kube-apiserver converts their labels.
+var eventsV1Fields = map[string][]string{
+	"regarding.kind":            {"regarding", "kind"},
+	"regarding.namespace":       {"regarding", "namespace"},
+	"regarding.name":            {"regarding", "name"},
+	"regarding.uid":             {"regarding", "uid"},
+	"regarding.apiVersion":      {"regarding", "apiVersion"},
+	"regarding.resourceVersion": {"regarding", "resourceVersion"},
+	"regarding.fieldPath":       {"regarding", "fieldPath"},
+	"reason":                    {"reason"},
+	"reportingController":       {"reportingController"},
+	"type":                      {"type"},
 }
