@@ -113,8 +113,27 @@ func TestEventsV1(t *testing.T) {
 	if err != nil || len(list.Items) != 1 || list.Items[0].GetAPIVersion() != "events.k8s.io/v1" {
 		t.Fatalf("list events.k8s.io/v1 by name: %v %v", list, err)
 	}
-	if _, err := s.List(ctx, v1, "", metav1.ListOptions{FieldSelector: "reason=Started"}); !apierrors.IsBadRequest(err) {
-		t.Errorf("list events.k8s.io/v1 by reason: %v, want BadRequest", err)
+	// events.k8s.io/v1's field labels select on its fields, list and
+	// watch alike; core/v1's are refused.
+	list, err = s.List(ctx, v1, "", metav1.ListOptions{FieldSelector: "regarding.name=p,reason=Started"})
+	if err != nil || len(list.Items) != 1 || list.Items[0].GetName() != "old" {
+		t.Errorf("list events.k8s.io/v1 by regarding.name: %v %v", list, err)
+	}
+	if _, err := s.List(ctx, v1, "", metav1.ListOptions{FieldSelector: "involvedObject.name=p"}); !apierrors.IsBadRequest(err) {
+		t.Errorf("list events.k8s.io/v1 by involvedObject.name: %v, want BadRequest", err)
+	}
+	wSel, err := s.Watch(ctx, v1, "default", metav1.ListOptions{FieldSelector: "reportingController=example.com/ctl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wSel.Stop()
+	select {
+	case e := <-wSel.ResultChan():
+		if u := e.Object.(*unstructured.Unstructured); e.Type != watch.Added || u.GetName() != "new" {
+			t.Errorf("selected watch: %s %s, want ADDED new", e.Type, u.GetName())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("selected watch: no event")
 	}
 
 	// A patch through events.k8s.io/v1 that changes the note is refused;
