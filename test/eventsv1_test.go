@@ -127,6 +127,22 @@ func TestEventsV1AsKubeAPIServer(t *testing.T) {
 		if err != nil || old.Regarding.Name != "p" || old.DeprecatedCount != 3 || old.DeprecatedSource.Component != "kubelet" {
 			t.Errorf("EventsV1 get old: %+v %v", old, err)
 		}
+		// As kube's components send them: protobuf.
+		cfg := s.RESTConfig()
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		pb, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Name, ev.Note = "pb", "in protobuf"
+		if _, err := pb.EventsV1().Events("default").Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("protobuf create: %v", err)
+		}
+		if got, err := pb.EventsV1().Events("default").Get(ctx, "pb", metav1.GetOptions{}); err != nil || got.Note != "in protobuf" {
+			t.Errorf("protobuf get: %+v %v", got, err)
+		}
+		<-w1.ResultChan()
+		<-w0.ResultChan()
 		if err := cs.CoreV1().Events("default").Delete(ctx, "cg", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
