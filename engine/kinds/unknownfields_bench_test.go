@@ -53,8 +53,8 @@ func BenchmarkPruneBuiltin(b *testing.B) {
 				}
 				b.ReportAllocs()
 				for b.Loop() {
-					if u, ok := sv.typed.prune(o.obj.DeepCopy().Object, s); !ok || len(u) > 0 {
-						b.Fatal(ok, u)
+					if u, err := sv.typed.prune(o.obj.DeepCopy().Object, s); err != nil || len(u) > 0 {
+						b.Fatal(err, u)
 					}
 				}
 			})
