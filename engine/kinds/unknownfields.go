@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	kjson "sigs.k8s.io/json"
 )
 
@@ -211,10 +212,42 @@ func decodesAs(v any, t reflect.Type) bool {
 }
 
 // DecodeError is kube-apiserver's answer to an object of kind k that does
-// not decode into its type: 400 BadRequest, with the decoder's error.
+// not decode into its type: 400 BadRequest, with the decoder's error,
+// which DecodeCause finds in it.
 func (k *Kind) DecodeError(err error) error {
-	return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v",
-		k.Kind, k.GVR.Version, k.Kind, err))
+	return &decodeError{
+		StatusError: apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v",
+			k.Kind, k.GVR.Version, k.Kind, err)),
+		cause: err,
+	}
+}
+
+// decodeError is the answer DecodeError gives, with its cause.
+type decodeError struct {
+	*apierrors.StatusError
+	cause error
+}
+
+// DecodeCause returns the decoder's error in err when err is an object's
+// DecodeError: a patch that makes an object that does not decode is
+// answered otherwise (see the engine's Patch).
+func DecodeCause(err error) (error, bool) {
+	var de *decodeError
+	if errors.As(err, &de) {
+		return de.cause, true
+	}
+	return nil, false
+}
+
+// ConvertError returns the error of converting obj, a patched object of
+// kind k, into k's Go type with the unstructured converter, as
+// kube-apiserver converts the result of a strategic merge patch; nil when
+// it converts, or when k has no Go type.
+func (k *Kind) ConvertError(obj map[string]any) error {
+	if k.typed == nil {
+		return nil
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(obj, reflect.New(k.typed.typ).Interface())
 }
 
 // deletePath deletes the member at path, spelled as the strict decoder
