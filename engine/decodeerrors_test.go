@@ -62,6 +62,12 @@ func TestBuiltinMistypedWrites(t *testing.T) {
 			t.Errorf("%s = %v, want Invalid patch ending %q", p.pt, err, p.detail)
 		}
 	}
+	// Metadata that does not decode is the object's decoding error, for
+	// a custom resource too.
+	_, err = s.Create(ctx, widgets, kindstest.FromYAML(t, `{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","metadata":{"name":"w","namespace":"default","labels":"x"}}`), metav1.CreateOptions{})
+	if want := `Widget in version "v1" cannot be handled as a Widget: json: cannot unmarshal string into Go struct field ObjectMeta.labels of type map[string]string`; !apierrors.IsBadRequest(err) || err.Error() != want {
+		t.Errorf("create of a Widget with labels \"x\" = %v, want %q", err, want)
+	}
 	_, _, err = s.Apply(ctx, kinds.ConfigMapResource, "default", "good", []byte(cm("good", `{"a":1}`)), metav1.PatchOptions{FieldManager: "m"})
 	if want := `failed to create typed patch object (default/good; /v1, Kind=ConfigMap): .data.a: expected string, got &value.valueUnstructured{Value:1}`; err == nil || err.Error() != want {
 		t.Errorf("apply = %v, want %q", err, want)

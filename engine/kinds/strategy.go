@@ -46,7 +46,14 @@ func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 	apiVersion, kind := obj.GetAPIVersion(), obj.GetKind()
 	canonical, meta, found, unknown, err := objectMeta(obj.Object)
 	if err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
+		// Metadata that does not decode is the object's decoding error,
+		// spelled for a built-in kind as its Go type's decoder spells it.
+		if k.typed != nil {
+			if derr := k.typed.decode(obj.Object); derr != nil {
+				err = derr
+			}
+		}
+		return nil, k.DecodeError(err)
 	}
 	if k.structural == nil {
 		// Metadata is written back as decoding it into ObjectMeta leaves

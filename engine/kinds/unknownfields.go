@@ -135,6 +135,16 @@ func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown 
 	return unknown, nil
 }
 
+// decode returns the error of decoding obj, metadata and all, into the
+// Go type; nil when it decodes.
+func (tf *typedFields) decode(obj map[string]any) error {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	return kjson.UnmarshalCaseSensitivePreserveInts(data, reflect.New(tf.typ).Interface())
+}
+
 // plainFields reports whether every member of obj that cannot hold an
 // object (tf.noFields) decodes into its field as it is.
 func (tf *typedFields) plainFields(obj map[string]any) bool {
