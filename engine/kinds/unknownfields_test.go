@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"context"
+	"encoding/base64"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -337,5 +338,23 @@ func TestDeletePath(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestPlainBase64 checks that what plainBase64 takes the decoder takes.
+func TestPlainBase64(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"", true}, {"YQ==", true}, {"YWI=", true}, {"YWJj", true}, {"YW+/", true},
+		{"YQ=", false}, {"Y===", false}, {"YQ=a", false}, {"Y=Q=", false}, {"!!x=", false}, {"YWJj\n", false}, {"YW Jj", false},
+	} {
+		if got := plainBase64(tc.in); got != tc.want {
+			t.Errorf("plainBase64(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+		if _, err := base64.StdEncoding.DecodeString(tc.in); tc.want && err != nil {
+			t.Errorf("%q: the decoder says %v", tc.in, err)
+		}
 	}
 }
