@@ -91,6 +91,22 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 				return nil, false, err
 			}
 		}
+		if dry && gvr == kinds.NamespaceResource {
+			// A namespace's first delete answers it marked, a later one
+			// while spec.finalizers hold it as it is.
+			upd := cur.DeepCopy()
+			mark, held, err := deleteNamespace(cur, upd, opts)
+			switch {
+			case err != nil:
+				return nil, false, apierrors.NewInternalError(err)
+			case held:
+				return cur, false, nil
+			case mark:
+				now := metav1.NewTime(s.opts.Now())
+				upd.SetDeletionTimestamp(&now)
+				return upd, false, nil
+			}
+		}
 		if dry {
 			return cur, true, nil
 		}

@@ -43,6 +43,10 @@ func (namespaceHooks) prepare(_ context.Context, _ *Service, sub string, obj, ol
 		return unstructured.SetNestedField(obj, string(corev1.NamespaceActive), "status", "phase")
 	}
 	if sub == "finalize" {
+		// An empty list is omitted, as from Kubernetes' typed object.
+		if v, ok, _ := unstructured.NestedFieldNoCopy(obj, "spec", "finalizers"); ok && (v == nil || isEmptyList(v)) {
+			unstructured.RemoveNestedField(obj, "spec", "finalizers")
+		}
 		return nil
 	}
 	if fins, ok, _ := unstructured.NestedFieldCopy(old, "spec", "finalizers"); ok {
@@ -50,6 +54,11 @@ func (namespaceHooks) prepare(_ context.Context, _ *Service, sub string, obj, ol
 	}
 	unstructured.RemoveNestedField(obj, "spec", "finalizers")
 	return nil
+}
+
+func isEmptyList(v any) bool {
+	l, ok := v.([]any)
+	return ok && len(l) == 0
 }
 
 // finalized tells whether obj, of sv's kind, is deleted and held by no

@@ -72,6 +72,15 @@ func TestNamespaceFinalizeSubresource(t *testing.T) {
 		t.Errorf("after finalize: spec.finalizers %q, labels %v, phase %q; want [example.com/a kubernetes], team=a, Active", got, out.GetLabels(), phase)
 	}
 
+	// A dry-run delete answers it marked, and leaves it.
+	dry, deleted, err := s.DeleteObject(ctx, kinds.NamespaceResource, "", "fz", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil || deleted || dry.GetDeletionTimestamp() == nil {
+		t.Fatalf("dry-run delete = %v, %v (deletionTimestamp %v); want it answered marked", deleted, err, dry.GetDeletionTimestamp())
+	}
+	if cur, err := s.Get(ctx, kinds.NamespaceResource, "", "fz", metav1.GetOptions{}); err != nil || cur.GetDeletionTimestamp() != nil {
+		t.Fatalf("after a dry-run delete: %v, %v; want it unchanged", cur.GetDeletionTimestamp(), err)
+	}
+
 	// Delete: marked, Terminating, no grace period, metadata.finalizers
 	// only those the propagation policy asks for.
 	orphan := metav1.DeletePropagationOrphan
@@ -110,9 +119,16 @@ func TestNamespaceFinalizeSubresource(t *testing.T) {
 	if _, err := s.Get(ctx, kinds.NamespaceResource, "", "fz", metav1.GetOptions{}); err != nil {
 		t.Fatalf("held by example.com/a: %v", err)
 	}
-	unstructured.RemoveNestedField(again.Object, "spec", "finalizers")
-	if _, err := s.UpdateFinalize(ctx, again, metav1.UpdateOptions{}); err != nil {
+	if err := unstructured.SetNestedField(again.Object, []any{}, "spec", "finalizers"); err != nil {
 		t.Fatal(err)
+	}
+	last, err := s.UpdateFinalize(ctx, again, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Answered as written: the empty list omitted, as from a typed object.
+	if spec, ok := last.Object["spec"].(map[string]any); !ok || len(spec) != 0 {
+		t.Errorf("finalize to no finalizers answered spec %v, want {}", last.Object["spec"])
 	}
 	if _, err := s.Get(ctx, kinds.NamespaceResource, "", "fz", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("after its last finalizer went through /finalize: %v, want 404", err)

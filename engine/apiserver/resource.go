@@ -124,6 +124,8 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, t target) erro
 		if r.Method == http.MethodPut {
 			return s.update(w, r, t)
 		}
+		// kube-apiserver's router answers the other methods.
+		return apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "", 0, false)
 	case t.sub == "scale":
 		switch r.Method {
 		case http.MethodGet, http.MethodHead:
