@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
+	"github.com/setpoint-dev/setpoint/store"
 )
 
 // fieldsOf returns the managedFields of obj as "manager/operation" -> the
@@ -127,9 +128,9 @@ func TestApplyBuiltinManagedFields(t *testing.T) {
 
 // TestApplyBuiltinUndeclaredFields: an applied configuration with a field
 // the kind's API type does not declare is refused as kube-apiserver refuses
-// it; a stored object that holds one below the top level (which writes
-// other than apply keep, for Namespaces and Events) is still applied to,
-// and its updates recorded.
+// it; a stored object that holds one below the top level (written before
+// writes pruned them there) is still applied to, and its updates recorded,
+// and an update drops it as kube-apiserver's decoder would.
 func TestApplyBuiltinUndeclaredFields(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
@@ -148,6 +149,29 @@ func TestApplyBuiltinUndeclaredFields(t *testing.T) {
 	if _, err := s.Create(ctx, kinds.NamespaceResource, &u, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The field is put in the stored document behind the API's back.
+	sv := s.reg.ByGroupResource(kinds.NamespaceResource.GroupResource())
+	addBogus := func() {
+		t.Helper()
+		k := key(sv, "", "n1")
+		kv, err := s.store.Get(ctx, k, store.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := sv.Decode(kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = unstructured.SetNestedField(stored.Object, "1", "spec", "bogus")
+		b, err := sv.Encode(stored)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.store.Update(ctx, k, b, kv.ModRevision); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addBogus()
 	obj, _, err := s.Apply(ctx, kinds.NamespaceResource, "", "n1",
 		[]byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"n1","labels":{"team":"x"}}}`), applyOpts("kubectl", false))
 	if err != nil {
@@ -158,8 +182,12 @@ func TestApplyBuiltinUndeclaredFields(t *testing.T) {
 	if diff := cmp.Diff(want, got["kubectl/Apply"]); diff != "" {
 		t.Fatalf("applier's managedFields (-want +got):\n%s", diff)
 	}
-	// An update of an object that holds one is recorded too, and keeps it.
-	if err := unstructured.SetNestedField(obj.Object, "1", "spec", "bogus"); err != nil {
+	if _, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "bogus"); found {
+		t.Fatalf("the apply kept spec.bogus: %v", obj.Object["spec"])
+	}
+	// An update of an object that holds one is recorded too, and drops it.
+	addBogus()
+	if obj, err = s.Get(ctx, kinds.NamespaceResource, "", "n1", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	obj.SetAnnotations(map[string]string{"a": "b"})
@@ -170,7 +198,7 @@ func TestApplyBuiltinUndeclaredFields(t *testing.T) {
 	if diff := cmp.Diff(want, fieldsOf(t, obj)["annotator/Update"]); diff != "" {
 		t.Fatalf("updater's managedFields (-want +got):\n%s", diff)
 	}
-	if v, _, _ := unstructured.NestedString(obj.Object, "spec", "bogus"); v != "1" {
-		t.Fatalf("the update dropped spec.bogus: %v", obj.Object["spec"])
+	if _, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "bogus"); found {
+		t.Fatalf("the update kept spec.bogus: %v", obj.Object["spec"])
 	}
 }

@@ -123,23 +123,12 @@ func TestReadThroughCRDWithinItsTimeout(t *testing.T) {
 	if _, err := a.Create(context.Background(), kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
+	err := withinCRDReadTimeout(t, st, "the read through the new CRD", func() error {
 		_, err := b.Get(context.Background(), doodads, "", "missing", metav1.GetOptions{})
-		done <- err
-	}()
-	select {
-	case <-st.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the read through the new CRD did not read its read-schema record")
-	}
-	select {
-	case err := <-done:
-		if !apierrors.IsNotFound(err) {
-			t.Errorf("get of a missing doodad: %v, want NotFound", err)
-		}
-	case <-time.After(crdReadTimeout + 5*time.Second):
-		t.Fatalf("the read through the new CRD still waits %v later on a stalled store", crdReadTimeout+5*time.Second)
+		return err
+	})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("get of a missing doodad: %v, want NotFound", err)
 	}
 }
 
@@ -148,22 +137,32 @@ func TestReadThroughCRDWithinItsTimeout(t *testing.T) {
 // crdReadTimeout, rather than wait as long as the store does.
 func TestCRDWriteWithinItsTimeout(t *testing.T) {
 	_, b, st := stalledReplicas(t)
-	done := make(chan error, 1)
-	go func() {
+	err := withinCRDReadTimeout(t, st, "the CRD's create", func() error {
 		_, err := b.Create(context.Background(), kinds.CRDResource, doodadCRD.Unstructured(), metav1.CreateOptions{})
-		done <- err
-	}()
+		return err
+	})
+	if err != nil {
+		t.Errorf("create the CRD: %v", err)
+	}
+}
+
+// withinCRDReadTimeout runs call, named what, on a goroutine of its own: it
+// must read a read-schema record from st, which stalls, and then return
+// within crdReadTimeout (and some slack), whose result it returns.
+func withinCRDReadTimeout(t *testing.T, st *stalledRecords, what string, call func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
 	select {
 	case <-st.entered:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the CRD's create did not read its read-schema record")
+		t.Fatalf("%s did not read its read-schema record", what)
 	}
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Errorf("create the CRD: %v", err)
-		}
+		return err
 	case <-time.After(crdReadTimeout + 5*time.Second):
-		t.Fatalf("the CRD's create still waits %v later on a stalled store", crdReadTimeout+5*time.Second)
+		t.Fatalf("%s still waits %v later on a stalled store", what, crdReadTimeout+5*time.Second)
+		return nil
 	}
 }

@@ -143,6 +143,10 @@ type objectWatch struct {
 	endMarker bool         // end the initial events with a bookmark (sendInitialEvents)
 	interval  time.Duration
 	deadline  time.Time // when the watch ends (timeoutSeconds); zero for none
+
+	// err is the store's error when the store ended the watch; written by
+	// the goroutine before it ends, read by Err once it has.
+	err error
 }
 
 // sink is where a watch in sink mode sends its events; see Deliver and
@@ -181,6 +185,13 @@ func (w *objectWatch) DeliverFlushed(send func(watch.Event) bool, flush func() b
 		end()
 	}
 }
+
+// Err tells why the watch ended, once it has (Stop has returned, or a
+// sink's end was called): the store's error when the store cut it off
+// (store.ErrWatcherTooSlow for a watch that fell behind the store's
+// events, its client too slow to take them), which the watch's last event
+// reports as an ERROR; nil otherwise.
+func (w *objectWatch) Err() error { return w.err }
 
 // Stop ends the watch and waits for its goroutine. It is idempotent.
 func (w *objectWatch) Stop() {
@@ -253,6 +264,7 @@ func (w *objectWatch) run(ctx context.Context) {
 	handle := func(ev store.Event, ok bool) bool {
 		if !ok {
 			if err := sw.Err(); err != nil && !errors.Is(err, store.ErrClosed) {
+				w.err = err
 				st := storeError(err, sv.GVR.GroupResource(), "").(apierrors.APIStatus).Status()
 				send(watch.Event{Type: watch.Error, Object: &st})
 			}

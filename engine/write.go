@@ -128,6 +128,11 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err != nil {
 		return nil, nil, err
 	}
+	// Unknown fields are found as the object is decoded, before admission
+	// and validation, as kube-apiserver finds them.
+	if err := sv.StrictFields(ctx, opts.FieldValidation, unknown); err != nil {
+		return nil, nil, err
+	}
 	if fields == trackWrite {
 		// A create records no Update entry (see Kind.TrackUpdate), and clients
 		// may not set managedFields.
@@ -147,9 +152,6 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 		return nil, nil, sv.Invalid("", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
 	}
 	if err := sv.Invalid(obj.GetName(), sv.ValidateCreate(ctx, obj)); err != nil {
-		return nil, nil, err
-	}
-	if err := sv.StrictFields(ctx, opts.FieldValidation, unknown); err != nil {
 		return nil, nil, err
 	}
 	if err := s.validateAdmission(ctx, req); err != nil {
@@ -328,6 +330,9 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := sv.StrictFields(ctx, opts.FieldValidation, unknown); err != nil {
+		return nil, nil, err
+	}
 	if u.fields == trackWrite {
 		obj = sv.TrackUpdate(sub, old, obj, opts.FieldManager, reset)
 	}
@@ -343,9 +348,6 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 		}
 	}
 	if err := sv.Invalid(obj.GetName(), sv.ValidateUpdate(ctx, sub, obj, old)); err != nil {
-		return nil, nil, err
-	}
-	if err := sv.StrictFields(ctx, opts.FieldValidation, unknown); err != nil {
 		return nil, nil, err
 	}
 	if err := s.validateAdmission(ctx, req); err != nil {

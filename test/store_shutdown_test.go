@@ -73,6 +73,9 @@ func TestServerExitsOnStalledDisk(t *testing.T) {
 	if !strings.Contains(s.Logs(), "stalled or frozen filesystem") {
 		t.Errorf("the server does not say why the store did not close:\n%s", s.Logs())
 	}
+	if n := strings.Count(s.Logs(), "stalled or frozen filesystem"); n != 1 {
+		t.Errorf("the server says why the store did not close %d times, want once:\n%s", n, s.Logs())
+	}
 	thaw()
 	err := s.Wait(5 * time.Second)
 	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() <= 0 {

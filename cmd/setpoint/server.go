@@ -247,7 +247,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		return err
 	}
 	defer func() {
-		if cerr := closeStore(st, o.storeCloseTimeout, log); cerr != nil {
+		if cerr := closeStore(st, o.storeCloseTimeout); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
 		if err == nil {

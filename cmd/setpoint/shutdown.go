@@ -47,26 +47,24 @@ const defaultStoreCloseTimeout = 10 * time.Second
 // progress, and a write on a disk that stopped answering (a journal stalled
 // on a full disk, a frozen filesystem) does not return until the disk
 // answers: without the bound, the process would wait as long.
-func closeStore(st io.Closer, timeout time.Duration, log *slog.Logger) error {
+//
+// It logs nothing: its error, which says why (and the free bytes, on a
+// nearly full disk), is the server's result, which main reports once.
+func closeStore(st io.Closer, timeout time.Duration) error {
 	if closed, err := closeWithin(st, timeout); closed {
 		if err != nil {
-			log.Error("close store", "err", err)
 			return fmt.Errorf("close store: %w", err)
 		}
 		return nil
 	}
 	why := "a write to the disk under the data directory has not returned (a stalled or frozen filesystem)"
-	attrs := []any{"waited", timeout}
 	if sp, ok := st.(interface{ FreeSpace() (int64, bool) }); ok {
 		if free, low := sp.FreeSpace(); low {
-			why = "the disk under the data directory is nearly full and a write to it has not returned"
-			attrs = append(attrs, "free_bytes", free)
+			why = fmt.Sprintf("the disk under the data directory is nearly full (%d bytes free) and a write to it has not returned", free)
 		}
 	}
-	log.Error("store did not close in time; exiting without a clean close (the next start replays the store's log)",
-		append(attrs, "reason", why)...)
-	return fmt.Errorf("close store: not closed within %v (--store-close-timeout): %s; "+
-		"the next start replays the store's log (free space or fix the disk first)", timeout, why)
+	return fmt.Errorf("close store: store did not close in time (--store-close-timeout %v): %s; "+
+		"exiting without a clean close: the next start replays the store's log (free space or fix the disk first)", timeout, why)
 }
 
 // closeWithin closes c, waiting at most timeout; closed is false when the

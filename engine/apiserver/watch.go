@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
+	"github.com/setpoint-dev/setpoint/store"
 )
 
 // watchAcceptParam is the query parameter that a WebSocket watch may carry
@@ -26,10 +26,11 @@ import (
 const watchAcceptParam = "accept"
 
 // newSlowWatchesClosed is the count of the watches the server ended because
-// their client stopped reading: over HTTP, an event that did not reach the
-// client within WatchWriteTimeout, or a watch the store ended for falling
-// behind (410 Expired); over WebSocket, a send queue that filled
-// (wswatch.ErrTooSlow) or a write past its deadline.
+// their client stopped reading: over HTTP, events that did not reach the
+// client within WatchWriteTimeout; over WebSocket, a send queue that filled
+// (wswatch.ErrTooSlow) or a write past its deadline; over both, a watch the
+// store ended for falling behind its events (store.ErrWatcherTooSlow, sent
+// as 410 Expired).
 func newSlowWatchesClosed() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "setpoint",
@@ -51,8 +52,12 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 		r = withAcceptParam(r)
 	}
 	conv, convErr := s.watchConversion(r, t)
+	// The watch, once started: its end tells whether the store cut it off.
+	var wi watch.Interface
 	start := func(ctx context.Context) (watch.Interface, error) {
-		return s.eng.Watch(ctx, t.gvr(), t.namespace, opts)
+		var err error
+		wi, err = s.eng.Watch(ctx, t.gvr(), t.namespace, opts)
+		return wi, err
 	}
 	if upgrade {
 		if convErr != nil {
@@ -60,14 +65,14 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 			// other error in starting the watch.
 			start = func(context.Context) (watch.Interface, error) { return nil, convErr }
 		}
+		// ended is called once the session has ended and stopped its
+		// watch: a watch the store cut off ends the session normally, its
+		// last event the ERROR that says so.
 		ended := func(err error) {
-			if err == nil {
-				return
+			s.slowEnd("websocket", t, errors.Is(err, wswatch.ErrTooSlow) || errors.Is(err, os.ErrDeadlineExceeded), fellBehind(wi))
+			if err != nil {
+				s.log.Debug("websocket watch ended", "resource", t.gvr().Resource, "err", err)
 			}
-			if errors.Is(err, wswatch.ErrTooSlow) || errors.Is(err, os.ErrDeadlineExceeded) {
-				s.slowClosed.WithLabelValues("websocket").Inc()
-			}
-			s.log.Debug("websocket watch ended", "resource", t.gvr().Resource, "err", err)
 		}
 		// Once upgraded, the connection lives on in goroutines of its own
 		// and this handler returns, so that an idle watch holds neither
@@ -87,13 +92,12 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	if convErr != nil {
 		return convErr
 	}
-	wi, err := start(r.Context())
+	_, err := start(r.Context())
 	if err != nil {
 		if st := statusOf(err); st.Code != http.StatusGone {
 			return err
 		}
 	}
-	_, flusher := w.(http.Flusher)
 	// Each batch of events must reach the client within
 	// WatchWriteTimeout, or the watch ends: a client that stops reading
 	// must not keep what its watch holds (the initial list it has not
@@ -106,15 +110,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	if d, ok := serving.WatchWriteTimeout(r.Context()); ok {
 		writeTimeout = d
 	}
-	rc := http.NewResponseController(w)
-	hs := &httpStream{w: w, rc: rc, flusher: flusher, writeTimeout: writeTimeout}
+	hs := newHTTPStream(w, writeTimeout)
+	rc := hs.rc
 	hs.deadlines = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) == nil
-	var ew *eventWriter
-	defer func() {
-		if hs.slow || ew != nil && ew.slow.Load() {
-			s.slowClosed.WithLabelValues("http").Inc()
-		}
-	}()
+	// Counted once the watch has ended and stopped (Err is then known).
+	defer func() { s.slowEnd("http", t, hs.missed(), fellBehind(wi)) }()
 	if hs.deadlines {
 		// The connection outlives the watch under keep-alive.
 		defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
@@ -130,7 +130,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 		hs.stop()
 		return nil
 	}
-	if flusher {
+	if hs.flusher {
 		_ = rc.Flush()
 	}
 	if hs.deadlines {
@@ -141,25 +141,40 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, t target, opts me
 	// metadata), and writes it, a flush per burst; this one waits for the
 	// watch to end: the client went away, a write failed or missed its
 	// deadline, the store ended the watch, or its time is up.
-	ew = newEventWriter(r.Context(), s, conv, hs)
+	ew := newEventWriter(r.Context(), s, conv, hs)
 	wait := ew.start(wi)
 	<-ew.done
 	wi.Stop()
 	wait()
 	hs.stop()
-	if hs.slow {
-		s.log.Debug("watch client not reading; watch ended", "resource", t.gvr().Resource)
-	}
 	return nil
 }
 
 var newline = []byte{'\n'}
 
-// behind tells whether ev is the ERROR event that ends a watch that fell
-// behind the store's events (store.ErrWatcherTooSlow, as engine reports it).
-func behind(ev watch.Event) bool {
-	st, ok := ev.Object.(*metav1.Status)
-	return ev.Type == watch.Error && ok && st.Reason == metav1.StatusReasonExpired && strings.Contains(st.Message, "fell behind")
+// slowEnd counts and logs a watch over transport that ended for its
+// client's slowness: missed, its events did not reach the client in time
+// (a write past its deadline, a full send queue); behind, the store ended
+// it for falling behind the store's events.
+func (s *Server) slowEnd(transport string, t target, missed, behind bool) {
+	if !missed && !behind {
+		return
+	}
+	s.slowClosed.WithLabelValues(transport).Inc()
+	cause := "write timeout"
+	if behind {
+		cause = "fell behind"
+	}
+	s.log.Debug("watch client not reading; watch ended", "transport", transport, "resource", t.gvr().Resource, "cause", cause)
+}
+
+// fellBehind tells whether wi, ended and stopped, was ended by the store
+// for falling behind its events: the engine's watch reports the store's
+// error (store.ErrWatcherTooSlow, whichever backend), not only the ERROR
+// event it sent the client. False for a nil wi (the watch did not start).
+func fellBehind(wi watch.Interface) bool {
+	e, ok := wi.(interface{ Err() error })
+	return ok && errors.Is(e.Err(), store.ErrWatcherTooSlow)
 }
 
 // watchConversion returns what turns each event of a watch into what the

@@ -27,8 +27,6 @@ type eventWriter struct {
 	ctx  context.Context
 	done chan struct{} // closed by end, after the last write
 
-	slow atomic.Bool // the store ended the watch for falling behind
-
 	// The delivering goroutine's own: bytes written since the last flush.
 	unflushed int
 }
@@ -73,9 +71,6 @@ func (ew *eventWriter) start(wi watch.Interface) (wait func()) {
 // send encodes ev and writes it, flushing every batchBytes; false ends the
 // watch (a write failed, or an ERROR event ends the stream).
 func (ew *eventWriter) send(ev watch.Event) bool {
-	if behind(ev) {
-		ew.slow.Store(true)
-	}
 	b, err := ew.s.ws.EncodeShared(ev, ew.conv)
 	if err != nil {
 		// As over WebSocket: the ERROR event ends the stream.
@@ -134,13 +129,40 @@ type httpStream struct {
 	flusher      bool
 	deadlines    bool
 	writeTimeout time.Duration
-	slow         bool // a batch missed its deadline
 
 	timer   *time.Timer // nil until the first batch
 	armed   bool        // the timer runs for the batch under way
 	mu      sync.Mutex  // guards stopped against the timer's function
 	stopped bool        // stop was called: the timer must not touch the response
 	expired atomic.Bool // the timer fired
+}
+
+// newHTTPStream returns the stream of w, its batches bounded by
+// writeTimeout once deadlines is set.
+func newHTTPStream(w http.ResponseWriter, writeTimeout time.Duration) *httpStream {
+	_, flusher := w.(http.Flusher)
+	return &httpStream{w: w, rc: http.NewResponseController(errorFlusher(w)), flusher: flusher, writeTimeout: writeTimeout}
+}
+
+// errorFlusher is the first ResponseWriter, from w inwards through
+// Unwrap, whose flush reports its error (FlushError): the server's own at
+// the latest. A ResponseController flushes through the first http.Flusher
+// it finds, and a wrapper's Flush (httpsnoop's, which the request's
+// instrumentation puts in front) drops the error: a flush that failed on
+// the expired write deadline would then look done, and the watch would end
+// on its request's context, canceled by the failed write, rather than as a
+// slow client. Writes still go through w, so that what wraps it sees them.
+func errorFlusher(w http.ResponseWriter) http.ResponseWriter {
+	for {
+		if _, ok := w.(interface{ FlushError() error }); ok {
+			return w
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
+	}
 }
 
 // write writes one event and a newline; false when a write failed.
@@ -175,12 +197,14 @@ func (hs *httpStream) flush() bool {
 
 func (hs *httpStream) failed() bool {
 	hs.disarm()
-	// The time tells a slow client from one that went away.
-	if hs.expired.Load() {
-		hs.slow = true
-	}
 	return false
 }
+
+// missed tells whether a batch missed its deadline: the stream was cut
+// for a client too slow to take it, however its watch noticed (a failed
+// write, or the request's context, which the failed write cancels). The
+// time tells a slow client from one that went away.
+func (hs *httpStream) missed() bool { return hs.expired.Load() }
 
 func (hs *httpStream) disarm() {
 	if hs.armed {

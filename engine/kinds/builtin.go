@@ -139,6 +139,7 @@ func newBuiltin(gvr schema.GroupVersionResource, kind, singular string, namespac
 		table:          table,
 		strategicPatch: typed,
 		fields:         fieldSet(fields),
+		typed:          newTypedFields(typed),
 	}
 	sv.prefix = storedPrefix(sv)
 	return sv
@@ -183,6 +184,7 @@ func builtins() []*Kind {
 	// kube-apiserver lists CRDs (with APIServices and the admission
 	// kinds) in the category api-extensions.
 	out[2].Categories = []string{"api-extensions"}
+	out[2].typed = newTypedFields(&apiextensionsv1.CustomResourceDefinition{})
 	out = append(out, rbacBuiltins()...)
 	return out
 }

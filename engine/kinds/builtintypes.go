@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -39,15 +40,28 @@ var builtinScheme = sync.OnceValue(func() *runtime.Scheme {
 })
 
 // Parsing a schema takes a while (some 100 ms for client-go's, which holds
-// every built-in API type), so each is parsed on first use.
+// every built-in API type), so each is parsed on first use, which says so
+// in its parsed flag.
 var (
 	coreTypeConverter = sync.OnceValue(func() managedfields.TypeConverter {
+		defer coreParsed.Store(true)
 		return applyconfigurations.NewTypeConverter(builtinScheme())
 	})
 	apiextensionsTypeConverter = sync.OnceValue(func() managedfields.TypeConverter {
+		defer apiextensionsParsed.Store(true)
 		return extapply.NewTypeConverter(builtinScheme())
 	})
+	coreParsed, apiextensionsParsed atomic.Bool
 )
+
+// typesParsed reports whether the schema sv's objects are typed with has
+// been parsed, so that newBuiltinTypes returns at once.
+func typesParsed(sv *Kind) bool {
+	if sv.GVR.Group == apiextensionsv1.GroupName {
+		return apiextensionsParsed.Load()
+	}
+	return coreParsed.Load()
+}
 
 // builtinTypes is the typing of a built-in kind's objects: its type
 // converter, and the schema and type it gives the kind's objects.
@@ -72,11 +86,11 @@ func newBuiltinTypes(sv *Kind) (builtinTypes, bool) {
 }
 
 // declaredOnly returns obj without the fields its kind's schema does not
-// declare, at any depth: obj itself when it has none, else a copy. A
-// built-in kind's objects are pruned of unknown fields at the top level
-// only when written, so a stored one may hold some below (a Role's rule
-// with a field PolicyRule lacks), which the type converter refuses, as
-// kube-apiserver's decoder would have dropped them.
+// declare, at any depth: obj itself when it has none, else a copy. Writes
+// prune a built-in object's unknown fields at any depth (unknownfields.go),
+// but one stored before they did may hold some below the top level (a
+// Role's rule with a field PolicyRule lacks), which the type converter
+// refuses, as kube-apiserver's decoder would have dropped them.
 func (b builtinTypes) declaredOnly(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	if !b.prune(obj.Object, b.root, false) {
 		return obj
@@ -84,6 +98,25 @@ func (b builtinTypes) declaredOnly(obj *unstructured.Unstructured) *unstructured
 	out := obj.DeepCopy()
 	b.prune(out.Object, b.root, true)
 	return out
+}
+
+// hasUnknown reports whether obj, an object of the kind, holds a field its
+// type does not declare outside metadata and the top-level fields in skip.
+func (b builtinTypes) hasUnknown(obj map[string]any, skip map[string]bool) bool {
+	a, ok := b.schema.Resolve(b.root)
+	if !ok || a.Map == nil {
+		return true // untyped: let the decoder tell
+	}
+	for k, v := range obj {
+		if k == "metadata" || skip[k] {
+			continue
+		}
+		f, ok := a.Map.FindField(k)
+		if !ok || b.prune(v, f.Type, false) {
+			return true
+		}
+	}
+	return false
 }
 
 // prune reports whether v holds a field the type tr does not declare, and

@@ -74,6 +74,9 @@ type Kind struct {
 	// fields are the top-level fields of a built-in kind; others are dropped
 	// (and reported to fieldValidation), as typed decoding would.
 	fields map[string]bool
+	// typed finds the unknown fields of a built-in kind's objects at any
+	// depth (unknownfields.go); nil for custom resources.
+	typed *typedFields
 	// noEmbedded is set when the structural schema was found to have no
 	// x-kubernetes-embedded-resource: coercion has nothing to do there.
 	noEmbedded bool

@@ -38,7 +38,9 @@ func (k *Kind) CheckType(obj *unstructured.Unstructured) error {
 
 // Coerce defaults and prunes obj by its kind's structural schema, as the
 // Kubernetes decoder does, and returns the paths of the unknown fields it
-// dropped.
+// dropped. A built-in kind's object is pruned by its Go type, at any depth
+// (unknownfields.go); one that does not convert to it (a string for a
+// list) at the top level only, and its validation refuses it.
 func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 	apiVersion, kind := obj.GetAPIVersion(), obj.GetKind()
 	canonical, meta, found, unknown, err := objectMeta(obj.Object)
@@ -46,6 +48,18 @@ func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 	}
 	if k.structural == nil {
+		if len(unknown) > 0 {
+			// Metadata is written back without its unknown fields, as
+			// decoding it into ObjectMeta leaves it.
+			if err := setObjectMeta(obj.Object, canonical, meta, found); err != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
+			}
+		}
+		if k.typed != nil {
+			if paths, ok := k.typed.prune(obj.Object, k.typed.parsedSchema(k)); ok {
+				return append(unknown, paths...), nil
+			}
+		}
 		for f := range obj.Object {
 			if k.fields != nil && !k.fields[f] {
 				delete(obj.Object, f)

@@ -50,20 +50,9 @@ var allowAll = authorizer.AuthorizerFunc(func(context.Context, authorizer.Attrib
 // still served; and that a slot is free again once its request ends.
 func TestLimitInflight(t *testing.T) {
 	release := make(chan struct{})
-	entered := make(chan string, 16)
-	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("block") != "" {
-			entered <- r.Method + " " + r.URL.Path
-			<-release
-		}
-		_, _ = w.Write([]byte("{}"))
+	srv, entered := blockingServer(t, release, LimitOptions{
+		MaxRequestsInflight: 2, MaxMutatingRequestsInflight: 1, MaxWatches: 1, MaxQueuedRequestsPerUser: -1,
 	})
-	h := NewHandler(HandlerOptions{API: api, Token: testToken, Authenticators: []authenticator.Token{limitedUser}, Authorizer: allowAll,
-		Logger: quiet, Limits: LimitOptions{
-			MaxRequestsInflight: 2, MaxMutatingRequestsInflight: 1, MaxWatches: 1, MaxQueuedRequestsPerUser: -1,
-		}})
-	srv := httptest.NewServer(h)
-	defer srv.Close()
 
 	const (
 		list  = "/apis/example.setpoint.dev/v1/widgets"
@@ -123,6 +112,28 @@ func TestLimitInflight(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+}
+
+// blockingServer serves NewHandler with limits, closed with t, for the
+// admin token and limitedToken (allowed everything) in front of an API
+// whose requests with a block query parameter take their slot until
+// release is closed: entered gets the method and path of each once it has
+// its slot.
+func blockingServer(t *testing.T, release <-chan struct{}, limits LimitOptions) (*httptest.Server, <-chan string) {
+	t.Helper()
+	entered := make(chan string, 16)
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("block") != "" {
+			entered <- r.Method + " " + r.URL.Path
+			<-release
+		}
+		_, _ = w.Write([]byte("{}"))
+	})
+	h := NewHandler(HandlerOptions{API: api, Token: testToken, Authenticators: []authenticator.Token{limitedUser}, Authorizer: allowAll,
+		Logger: quiet, Limits: limits})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, entered
 }
 
 // TestLimitRequestTimeout checks that a request other than a watch gets a
@@ -437,20 +448,9 @@ func TestMetricsServedCallback(t *testing.T) {
 // user outside system:masters, still get 429.
 func TestLimitExemptsMasters(t *testing.T) {
 	release := make(chan struct{})
-	entered := make(chan struct{}, 8)
-	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("block") != "" {
-			entered <- struct{}{}
-			<-release
-		}
-		_, _ = w.Write([]byte("{}"))
+	srv, entered := blockingServer(t, release, LimitOptions{
+		MaxRequestsInflight: 1, MaxMutatingRequestsInflight: 1, MaxWatches: 1, MaxQueuedRequestsPerUser: -1, FairShareSeats: 1,
 	})
-	h := NewHandler(HandlerOptions{API: api, Token: testToken, Authenticators: []authenticator.Token{limitedUser}, Authorizer: allowAll,
-		Logger: quiet, Limits: LimitOptions{
-			MaxRequestsInflight: 1, MaxMutatingRequestsInflight: 1, MaxWatches: 1, MaxQueuedRequestsPerUser: -1, FairShareSeats: 1,
-		}})
-	srv := httptest.NewServer(h)
-	defer srv.Close()
 
 	const (
 		list  = "/apis/example.setpoint.dev/v1/widgets"

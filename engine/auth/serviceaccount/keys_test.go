@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
@@ -18,6 +19,17 @@ func openStore(t *testing.T) *badger.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// rotate loads st's keys as a replica that rotates them does, at the time
+// now tells (the wall clock when nil).
+func rotate(t *testing.T, st store.Store, now func() time.Time) *Keys {
+	t.Helper()
+	k, err := LoadKeys(context.Background(), st, KeysOptions{Now: now, Rotate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // Every server on one store gets the same keys; the first creates them.
@@ -50,10 +62,7 @@ func TestRotatedKeyStillVerifies(t *testing.T) {
 	before := newFixture(t, first)
 	oldTok := before.issue(t)
 
-	rotated, err := LoadKeys(ctx, st, KeysOptions{Rotate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rotated := rotate(t, st, nil)
 	if rotated.CurrentID() == first.CurrentID() || !slices.Contains(rotated.IDs(), first.CurrentID()) {
 		t.Fatalf("after rotation: current %s, keys %v; want a new current key and the old one kept", rotated.CurrentID(), rotated.IDs())
 	}
@@ -87,23 +96,14 @@ func TestRotationDropsExpiredKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k2, err := LoadKeys(ctx, st, KeysOptions{Now: clock, Rotate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k2 := rotate(t, st, clock)
 	now = now.Add(DefaultMaxExpiration - time.Minute)
-	k3, err := LoadKeys(ctx, st, KeysOptions{Now: clock, Rotate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k3 := rotate(t, st, clock)
 	if len(k3.IDs()) != 3 {
 		t.Fatalf("keys after two rotations within the token lifetime = %d, want 3", len(k3.IDs()))
 	}
 	now = now.Add(2 * time.Minute)
-	k4, err := LoadKeys(ctx, st, KeysOptions{Now: clock, Rotate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k4 := rotate(t, st, clock)
 	ids := k4.IDs()
 	if slices.Contains(ids, k1.CurrentID()) || !slices.Contains(ids, k2.CurrentID()) || !slices.Contains(ids, k3.CurrentID()) || len(ids) != 3 {
 		t.Fatalf("keys = %v; want the first dropped (k2 %s, k3 %s kept) and a new one", ids, k2.CurrentID(), k3.CurrentID())
@@ -124,10 +124,7 @@ func TestPublicKeysFollowTheStore(t *testing.T) {
 	if got := slices.Sorted(maps.Keys(first.PublicKeys(ctx))); !slices.Equal(got, []string{first.CurrentID()}) {
 		t.Fatalf("public keys %v, want [%s]", got, first.CurrentID())
 	}
-	rotated, err := LoadKeys(ctx, st, KeysOptions{Now: clock, Rotate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rotated := rotate(t, st, clock)
 	// Within reloadEvery of the last read: not yet.
 	if _, ok := first.PublicKeys(ctx)[rotated.CurrentID()]; ok {
 		t.Fatal("the rotated key was published before the store could be read again")
@@ -168,9 +165,7 @@ func TestGenerationFollowsTheKeys(t *testing.T) {
 	if got := first.Generation(ctx); got != gen {
 		t.Fatalf("generation %d after a reload that found no new key, want %d", got, gen)
 	}
-	if _, err := LoadKeys(ctx, st, KeysOptions{Now: clock, Rotate: true}); err != nil {
-		t.Fatal(err)
-	}
+	rotate(t, st, clock)
 	if got := first.Generation(ctx); got != gen {
 		t.Fatalf("generation %d before the store could be read again, want %d", got, gen)
 	}

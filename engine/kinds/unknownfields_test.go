@@ -1,0 +1,289 @@
+package kinds
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/warning"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
+)
+
+// unknownFieldCases are objects of each built-in kind family with unknown
+// fields at several depths, the paths kube-apiserver's strict decoder
+// reports for them (sorted) and the object stored once they are dropped.
+var unknownFieldCases = []struct {
+	name    string
+	gvr     schema.GroupVersionResource
+	in      string
+	unknown []string
+	want    string
+}{
+	{
+		name:    "Role rule with a misspelt field",
+		gvr:     RoleResource,
+		in:      `{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: r, namespace: default}, rules: [{verb: [get], resources: [pods], apiGroups: [""]}]}`,
+		unknown: []string{"rules[0].verb"},
+		want:    `{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: r, namespace: default}, rules: [{resources: [pods], apiGroups: [""]}]}`,
+	},
+	{
+		name: "ClusterRole aggregation selector and second rule",
+		gvr:  ClusterRoleResource,
+		in: `{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {name: c, labels: {a.b/c: "x"}},
+			rules: [{verbs: [get], nonResourceURLs: [/x]}, {verbs: [get], resources: [pods], apiGroups: [""], bogus: {deep: 1}}],
+			aggregationRule: {clusterRoleSelectors: [{matchLabels: {any.key/x: "y"}, matchLabelz: {}}]}, extra: 1}`,
+		unknown: []string{"aggregationRule.clusterRoleSelectors[0].matchLabelz", "extra", "rules[1].bogus"},
+		want: `{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {name: c, labels: {a.b/c: "x"}},
+			rules: [{verbs: [get], nonResourceURLs: [/x]}, {verbs: [get], resources: [pods], apiGroups: [""]}],
+			aggregationRule: {clusterRoleSelectors: [{matchLabels: {any.key/x: "y"}}]}}`,
+	},
+	{
+		name:    "RoleBinding subject and roleRef",
+		gvr:     RoleBindingResource,
+		in:      `{apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, metadata: {name: b, namespace: default}, roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: r, nmae: r}, subjects: [{kind: User, name: u, namespac: x}]}`,
+		unknown: []string{"roleRef.nmae", "subjects[0].namespac"},
+		want:    `{apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, metadata: {name: b, namespace: default}, roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: r}, subjects: [{kind: User, name: u}]}`,
+	},
+	{
+		name:    "ClusterRoleBinding subject",
+		gvr:     ClusterRoleBindingResource,
+		in:      `{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRoleBinding, metadata: {name: b}, roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: r}, subjects: [{kind: Group, name: g}, {kind: User, name: u, Name: v}]}`,
+		unknown: []string{"subjects[1].Name"},
+		want:    `{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRoleBinding, metadata: {name: b}, roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: r}, subjects: [{kind: Group, name: g}, {kind: User, name: u}]}`,
+	},
+	{
+		name:    "Namespace spec and status",
+		gvr:     NamespaceResource,
+		in:      `{apiVersion: v1, kind: Namespace, metadata: {name: ns1}, spec: {finalizers: [kubernetes], finalizer: x}, status: {phase: Active, conditions: [{type: T, status: "True", why: x}]}}`,
+		unknown: []string{"spec.finalizer", "status.conditions[0].why"},
+		want:    `{apiVersion: v1, kind: Namespace, metadata: {name: ns1}, spec: {finalizers: [kubernetes]}, status: {phase: Active, conditions: [{type: T, status: "True"}]}}`,
+	},
+	{
+		name:    "ConfigMap keeps its data keys",
+		gvr:     ConfigMapResource,
+		in:      `{apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: default}, data: {a.b: "1", rules: x}, binaryData: {k: eA==}, immutable: false, dta: {x: y}}`,
+		unknown: []string{"dta"},
+		want:    `{apiVersion: v1, kind: ConfigMap, metadata: {name: c, namespace: default}, data: {a.b: "1", rules: x}, binaryData: {k: eA==}, immutable: false}`,
+	},
+	{
+		name:    "Secret keeps data and stringData",
+		gvr:     SecretResource,
+		in:      `{apiVersion: v1, kind: Secret, metadata: {name: s, namespace: default}, type: Opaque, data: {k: eA==}, stringData: {p: q}, dat: {}}`,
+		unknown: []string{"dat"},
+		want:    `{apiVersion: v1, kind: Secret, metadata: {name: s, namespace: default}, type: Opaque, data: {k: eA==}, stringData: {p: q}}`,
+	},
+	{
+		name:    "ServiceAccount references",
+		gvr:     ServiceAccountResource,
+		in:      `{apiVersion: v1, kind: ServiceAccount, metadata: {name: sa, namespace: default}, secrets: [{name: a, nam: b}], imagePullSecrets: [{name: p, x: 1}], automountServiceAccountToken: false}`,
+		unknown: []string{"imagePullSecrets[0].x", "secrets[0].nam"},
+		want:    `{apiVersion: v1, kind: ServiceAccount, metadata: {name: sa, namespace: default}, secrets: [{name: a}], imagePullSecrets: [{name: p}], automountServiceAccountToken: false}`,
+	},
+	{
+		name: "Event object reference and times",
+		gvr:  EventResource,
+		in: `{apiVersion: v1, kind: Event, metadata: {name: e, namespace: default}, involvedObject: {kind: Pod, name: p, podName: p},
+			reason: R, count: 2, firstTimestamp: "2026-01-01T00:00:00Z", eventTime: "2026-01-01T00:00:00.000001Z", source: {component: c, comp: d}}`,
+		unknown: []string{"involvedObject.podName", "source.comp"},
+		want: `{apiVersion: v1, kind: Event, metadata: {name: e, namespace: default}, involvedObject: {kind: Pod, name: p},
+			reason: R, count: 2, firstTimestamp: "2026-01-01T00:00:00Z", eventTime: "2026-01-01T00:00:00.000001Z", source: {component: c}}`,
+	},
+	{
+		// A CRD's schema is a JSON schema: its properties' names, its
+		// x-kubernetes-* keys and its defaults are not unknown fields,
+		// but a misspelt keyword of JSONSchemaProps is, at its path
+		// through the properties map (whose keys may hold dots).
+		name: "CRD schema",
+		gvr:  CRDResource,
+		in: `{apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, metadata: {name: gadgets.example.com},
+			spec: {group: example.com, scope: Namespaced, names: {plural: gadgets, kind: Gadget, singularr: gadget},
+			versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object,
+				x-kubernetes-preserve-unknown-fields: true,
+				properties: {spec: {type: object, properties: {size: {type: integer, minimun: 1, default: 3},
+					a.b: {type: string, x-kubernetes-validations: [{rule: "self != ''", mesage: m}]},
+					any: {x-kubernetes-int-or-string: true, default: {free: form}}}}}}}}]}}`,
+		unknown: []string{
+			"spec.names.singularr",
+			"spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.a.b.x-kubernetes-validations[0].mesage",
+			"spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.size.minimun",
+		},
+		want: `{apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, metadata: {name: gadgets.example.com},
+			spec: {group: example.com, scope: Namespaced, names: {plural: gadgets, kind: Gadget},
+			versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object,
+				x-kubernetes-preserve-unknown-fields: true,
+				properties: {spec: {type: object, properties: {size: {type: integer, default: 3},
+					a.b: {type: string, x-kubernetes-validations: [{rule: "self != ''"}]},
+					any: {x-kubernetes-int-or-string: true, default: {free: form}}}}}}}}]}}`,
+	},
+}
+
+func TestCoerceBuiltinNestedUnknownFields(t *testing.T) {
+	r := NewRegistry()
+	for _, tc := range unknownFieldCases {
+		t.Run(tc.name, func(t *testing.T) {
+			sv, ok := r.Get(tc.gvr)
+			if !ok {
+				t.Fatalf("%s not served", tc.gvr)
+			}
+			obj := kindstest.FromYAML(t, tc.in)
+			unknown, err := sv.Coerce(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.unknown, unknown); diff != "" {
+				t.Errorf("unknown fields (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(kindstest.FromYAML(t, tc.want).Object, obj.Object); diff != "" {
+				t.Errorf("coerced object (-want +got):\n%s", diff)
+			}
+			// Coercing again finds nothing: the object is as stored.
+			if again, _ := sv.Coerce(obj); len(again) != 0 {
+				t.Errorf("second coercion found %q", again)
+			}
+		})
+	}
+}
+
+// TestPruneBuiltinWithSchema checks that pruning gives the same with and
+// without the kind's parsed structured-merge-diff schema, which only spares
+// decoding objects it finds no unknown field in: it finds them in each
+// object that has some, and none in the objects once pruned.
+func TestPruneBuiltinWithSchema(t *testing.T) {
+	r := NewRegistry()
+	for _, tc := range unknownFieldCases {
+		t.Run(tc.name, func(t *testing.T) {
+			sv, _ := r.Get(tc.gvr)
+			bt, ok := newBuiltinTypes(sv)
+			if !ok {
+				t.Fatal("no schema")
+			}
+			want := kindstest.FromYAML(t, tc.want).Object
+			delete(want, "metadata")
+			if bt.hasUnknown(want, sv.typed.noFields) {
+				t.Error("the schema finds unknown fields in the pruned object")
+			}
+			for _, schema := range []*builtinTypes{nil, &bt} {
+				obj := kindstest.FromYAML(t, tc.in).Object
+				delete(obj, "metadata")
+				if schema != nil && !schema.hasUnknown(obj, sv.typed.noFields) {
+					t.Error("the schema finds no unknown field")
+				}
+				unknown, ok := sv.typed.prune(obj, schema)
+				if !ok {
+					t.Fatal("the object does not decode")
+				}
+				if diff := cmp.Diff(tc.unknown, unknown); diff != "" {
+					t.Errorf("schema %v: unknown fields (-want +got):\n%s", schema != nil, diff)
+				}
+				if diff := cmp.Diff(want, obj); diff != "" {
+					t.Errorf("schema %v: pruned object (-want +got):\n%s", schema != nil, diff)
+				}
+			}
+		})
+	}
+}
+
+// TestStrictFieldsBuiltinModes checks each fieldValidation mode on a
+// built-in kind's nested unknown field: Strict refuses it with
+// kube-apiserver's text, Warn warns of it, Ignore says nothing; all three
+// drop it.
+func TestStrictFieldsBuiltinModes(t *testing.T) {
+	r := NewRegistry()
+	sv, _ := r.Get(RoleResource)
+	const role = `{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: r, namespace: default, bogus: 1}, rules: [{verb: [get], resources: [pods], apiGroups: [""]}]}`
+	for _, tc := range []struct {
+		mode     string
+		err      string
+		warnings []string
+	}{
+		{mode: metav1.FieldValidationStrict, err: `Role in version "v1" cannot be handled as a Role: strict decoding error: unknown field "metadata.bogus", unknown field "rules[0].verb"`},
+		{mode: metav1.FieldValidationWarn, warnings: []string{`unknown field "metadata.bogus"`, `unknown field "rules[0].verb"`}},
+		{mode: metav1.FieldValidationIgnore},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			var got warnings
+			ctx := warning.WithWarningRecorder(context.Background(), &got)
+			obj := kindstest.FromYAML(t, role)
+			unknown, err := sv.Coerce(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = sv.StrictFields(ctx, tc.mode, unknown)
+			if gotErr := errText(err); gotErr != tc.err {
+				t.Errorf("error = %q, want %q", gotErr, tc.err)
+			}
+			if diff := cmp.Diff(tc.warnings, []string(got)); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+			rule := obj.Object["rules"].([]any)[0].(map[string]any)
+			if _, ok := rule["verb"]; ok {
+				t.Error("the unknown field is kept")
+			}
+			if diff := cmp.Diff(map[string]any{"name": "r", "namespace": "default"}, obj.Object["metadata"]); diff != "" {
+				t.Errorf("metadata (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+type warnings []string
+
+func (w *warnings) AddWarning(_, text string) { *w = append(*w, text) }
+
+// TestCoerceBuiltinMistyped checks that an object that does not convert to
+// its Go type is pruned at the top level only, as before, and left to its
+// validation.
+func TestCoerceBuiltinMistyped(t *testing.T) {
+	r := NewRegistry()
+	sv, _ := r.Get(RoleResource)
+	obj := kindstest.FromYAML(t, `{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: r, namespace: default}, rules: [{verbs: get, bogus: 1}], extra: 1}`)
+	unknown, err := sv.Coerce(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"extra"}, unknown); diff != "" {
+		t.Errorf("unknown fields (-want +got):\n%s", diff)
+	}
+	if errs := sv.ValidateCreate(context.Background(), obj); len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "decode") {
+		t.Errorf("validation = %v, want a decoding error", errs)
+	}
+}
+
+func TestDeletePath(t *testing.T) {
+	for _, tc := range []struct {
+		name, path string
+		in, want   string
+		ok         bool
+	}{
+		{"top", "a", `{a: 1, b: 2}`, `{b: 2}`, true},
+		{"nested", "a.b", `{a: {b: 1, c: 2}}`, `{a: {c: 2}}`, true},
+		{"list item", "a[1].b", `{a: [{b: 1}, {b: 2, c: 3}]}`, `{a: [{b: 1}, {c: 3}]}`, true},
+		{"list of lists", "a[0][1].x", `{a: [[{}, {x: 1}]]}`, `{a: [[{}, {}]]}`, true},
+		{"dotted key", "p.a.b.x", `{p: {a.b: {x: 1}, a: {c: 1}}}`, `{p: {a.b: {}, a: {c: 1}}}`, true},
+		{"dotted key last", "p.a.b", `{p: {a.b: 1, a: {c: 1}}}`, `{p: {a: {c: 1}}}`, true},
+		{"missing", "a.x", `{a: {b: 1}}`, `{a: {b: 1}}`, false},
+		{"index out of range", "a[3].b", `{a: [{b: 1}]}`, `{a: [{b: 1}]}`, false},
+		{"not a list", "a[0].b", `{a: {b: 1}}`, `{a: {b: 1}}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := kindstest.FromYAML(t, tc.in).Object
+			if got := deletePath(in, tc.path); got != tc.ok {
+				t.Errorf("deletePath = %v, want %v", got, tc.ok)
+			}
+			if diff := cmp.Diff(kindstest.FromYAML(t, tc.want).Object, in); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
