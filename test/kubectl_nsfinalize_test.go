@@ -1,12 +1,18 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/setpoint-dev/setpoint/test/testserver"
 	"github.com/setpoint-dev/setpoint/test/testsupport"
@@ -127,6 +133,38 @@ rules:
 	}
 	if _, errOut, err := s.Kubectl("get", "ns", "held"); err == nil || !strings.Contains(errOut, `namespaces "held" not found`) {
 		t.Errorf("kubectl get ns after its last finalizer went: %v %q, want NotFound", err, errOut)
+	}
+
+	// client-go's typed Finalize, as kube-controller-manager's namespace
+	// controller calls it.
+	cs, err := kubernetes.NewForConfig(s.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	kubectl("", "create", "namespace", "typed")
+	typed, err := cs.CoreV1().Namespaces().Get(ctx, "typed", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed.Spec.Finalizers = []corev1.FinalizerName{"example.com/typed"}
+	if typed, err = cs.CoreV1().Namespaces().Finalize(ctx, typed, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("Namespaces().Finalize: %v", err)
+	}
+	if len(typed.Spec.Finalizers) != 1 || typed.Spec.Finalizers[0] != "example.com/typed" || typed.Status.Phase != corev1.NamespaceActive {
+		t.Errorf("Namespaces().Finalize answered spec %v, status %v", typed.Spec, typed.Status.Phase)
+	}
+	// Held by its finalizer alone once deleted; freed by Finalize.
+	kubectl("", "delete", "namespace", "typed", "--wait=false")
+	if typed, err = cs.CoreV1().Namespaces().Get(ctx, "typed", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	typed.Spec.Finalizers = nil
+	if _, err := cs.CoreV1().Namespaces().Finalize(ctx, typed, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("Namespaces().Finalize: %v", err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "typed", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespace after its last finalizer went: %v, want NotFound", err)
 	}
 
 	// Discovery lists the subresource, update only, as kube-apiserver does.
