@@ -44,11 +44,11 @@ func (sel *selector) deep() bool { return sel.paths != nil || sel.attrs != nil }
 func parseSelector(sv *kinds.Kind, labelSel, fieldSel string) (*selector, error) {
 	ls, err := labels.Parse(labelSel)
 	if err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid label selector %q: %v", labelSel, err))
+		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	fs, err := fields.ParseSelector(fieldSel)
 	if err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector %q: %v", fieldSel, err))
+		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	sel := &selector{labels: ls, fields: fs, sv: sv}
 	for _, r := range fs.Requirements() {
@@ -57,7 +57,7 @@ func parseSelector(sv *kinds.Kind, labelSel, fieldSel string) (*selector, error)
 		}
 		path, attrs, ok := sv.FieldLabel(r.Field)
 		if !ok {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
+			return nil, apierrors.NewBadRequest(sv.FieldLabelError(r.Field))
 		}
 		if attrs != nil {
 			sel.attrs = attrs

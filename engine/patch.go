@@ -123,6 +123,12 @@ func applyPatch(sv *kinds.Kind, old *unstructured.Unstructured, pt types.PatchTy
 	case types.MergePatchType:
 		patched, err = jsonpatch.MergePatch(cur, data)
 		if err != nil {
+			// kube-apiserver decodes the patch first (for kubectl's
+			// strict field validation) and reports why it is not JSON.
+			var v map[string]any
+			if derr := utiljson.Unmarshal(data, &v); derr != nil {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", derr))
+			}
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid merge patch: %v", err))
 		}
 	case types.JSONPatchType:

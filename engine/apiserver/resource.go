@@ -59,16 +59,24 @@ func (s *Server) parseTarget(gv schema.GroupVersion, rest string) (target, error
 	if len(segs) > 2 {
 		t.sub = segs[2]
 		if !(t.sub == "status" && res.Status) && !(t.sub == "scale" && res.Scale) && !(t.sub == "finalize" && finalizable(res)) {
+			if !res.Builtin {
+				// As kube-apiserver's custom resource handler answers
+				// a subresource the CRD does not have.
+				return t, apierrors.NewNotFound(res.GVR.GroupResource(), t.name)
+			}
 			return t, notFoundResource(res.GVR)
 		}
 	}
 	return t, nil
 }
 
-func notFoundResource(gvr schema.GroupVersionResource) error {
+// notFoundResource is the answer for a path that names no served
+// resource (here gvr, or a part of it): kube-apiserver's not-found
+// handler's, which names nothing.
+func notFoundResource(schema.GroupVersionResource) error {
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
-		Message: fmt.Sprintf("the server could not find the requested resource (%s)", gvr.String()),
+		Message: "the server could not find the requested resource", Details: &metav1.StatusDetails{},
 	}}
 }
 

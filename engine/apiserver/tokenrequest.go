@@ -107,7 +107,7 @@ func (h tokenRequestHandler) issue(w http.ResponseWriter, r *http.Request, names
 		return nil, apierrors.NewBadRequest("the TokenRequest's name and namespace must be empty or those of the ServiceAccount in the path")
 	}
 	if req.Spec.BoundObjectRef != nil {
-		return nil, apierrors.NewBadRequest("spec.boundObjectRef is not supported: Setpoint has no Pods or Secrets to bind a token to; leave it out")
+		return nil, apierrors.NewBadRequest("spec.boundObjectRef is not supported: Setpoint does not bind tokens to objects; leave it out")
 	}
 	seconds := int64(defaultTokenSeconds)
 	if req.Spec.ExpirationSeconds != nil {
@@ -116,9 +116,10 @@ func (h tokenRequestHandler) issue(w http.ResponseWriter, r *http.Request, names
 	path := field.NewPath("spec", "expirationSeconds")
 	switch {
 	case seconds < minTokenSeconds:
-		return nil, apierrors.NewInvalid(tokenRequestKind, name, field.ErrorList{field.Invalid(path, seconds, "may not specify a duration less than 10 minutes")})
+		// Named "" as kube-apiserver names it: the TokenRequest's own name.
+		return nil, apierrors.NewInvalid(tokenRequestKind, "", field.ErrorList{field.Invalid(path, seconds, "may not specify a duration less than 10 minutes")})
 	case seconds > maxTokenSeconds:
-		return nil, apierrors.NewInvalid(tokenRequestKind, name, field.ErrorList{field.Invalid(path, seconds, "may not specify a duration larger than 2^32 seconds")})
+		return nil, apierrors.NewInvalid(tokenRequestKind, "", field.ErrorList{field.Invalid(path, seconds, "may not specify a duration larger than 2^32 seconds")})
 	}
 	if limit := int64(h.opts.MaxLifetime / time.Second); limit > 0 && seconds > limit {
 		seconds = limit

@@ -70,6 +70,7 @@ func TestTokenRequest(t *testing.T) {
 		name, path, body string
 		method           string
 		code             int
+		msg              string // for an error, when set
 		want             issued // for 201
 	}{
 		{name: "defaults", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest"}`, code: http.StatusCreated,
@@ -78,7 +79,8 @@ func TestTokenRequest(t *testing.T) {
 			code: http.StatusCreated, want: issued{"default", "robot", sa.Metadata.UID, []string{"x", "y"}, 10 * time.Minute}},
 		{name: "capped at the maximum", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":864000}}`,
 			code: http.StatusCreated, want: issued{"default", "robot", sa.Metadata.UID, []string{"https://kubernetes.default.svc"}, 48 * time.Hour}},
-		{name: "too short", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":599}}`, code: http.StatusUnprocessableEntity},
+		{name: "too short", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":599}}`, code: http.StatusUnprocessableEntity,
+			msg: `TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 10 minutes`},
 		{name: "bound to an object", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"boundObjectRef":{"kind":"Pod","apiVersion":"v1","name":"p"}}}`, code: http.StatusBadRequest},
 		{name: "not a TokenRequest", body: `{"apiVersion":"v1","kind":"ServiceAccount"}`, code: http.StatusBadRequest},
 		{name: "another name", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","metadata":{"name":"other"}}`, code: http.StatusBadRequest},
@@ -95,8 +97,8 @@ func TestTokenRequest(t *testing.T) {
 			}
 			b := ts.mustDo(t, tt.code, request{method: tt.method, path: tt.path, body: tt.body})
 			if tt.code != http.StatusCreated {
-				if st := status(t, b); st.Code != int32(tt.code) {
-					t.Fatalf("status %+v", st)
+				if st := status(t, b); st.Code != int32(tt.code) || tt.msg != "" && st.Message != tt.msg {
+					t.Fatalf("status %+v, want message %q", st, tt.msg)
 				}
 				return
 			}

@@ -167,19 +167,16 @@ func builtins() []*Kind {
 	out := []*Kind{
 		newBuiltin(NamespaceResource, "Namespace", "namespace", false, true, apivalidation.ValidateNamespaceName, validateNamespace,
 			nil, &corev1.Namespace{}, []string{"spec", "status"}, "ns"),
-		newBuiltin(EventResource, "Event", "event", true, false, apivalidation.NameIsDNSSubdomain, nil,
-			nil, &corev1.Event{}, []string{"involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp",
-				"count", "type", "eventTime", "series", "action", "related", "reportingComponent", "reportingInstance"}, "ev"),
+		newEventKind(),
 		countsGeneration(newBuiltin(CRDResource, "CustomResourceDefinition", "customresourcedefinition", false, true, apivalidation.NameIsDNSSubdomain, validateCRD,
 			nil, nil, []string{"spec", "status"}, "crd", "crds")),
 		newServiceAccountKind(),
 		newSecretKind(), newConfigMapKind(),
 	}
 	// The tables kube-apiserver serves for these kinds: its printers'
-	// columns for Namespaces and Events; for CRDs, its default table, which
+	// columns for Namespaces; for CRDs, its default table, which
 	// shows when one was created (RFC 3339), not its age.
 	out[0].table = namespaceTable()
-	out[1].table = eventTable{}
 	out[2].table = rest.NewDefaultTableConvertor(CRDResource.GroupResource())
 	// kube-apiserver lists CRDs (with APIServices and the admission
 	// kinds) in the category api-extensions.

@@ -63,6 +63,9 @@ func (k *Kind) FieldLabel(label string) (path []string, attrs func(runtime.Objec
 	case k.GVR == NamespaceResource && label == "status.phase":
 		// As Kubernetes' field label conversions for namespaces allow.
 		return []string{"status", "phase"}, nil, true
+	case k.GVR == SecretResource && label == "type":
+		// As Kubernetes' field label conversions for secrets allow.
+		return []string{"type"}, nil, true
 	case k.Builtin:
 		return nil, nil, false
 	}
@@ -71,4 +74,18 @@ func (k *Kind) FieldLabel(label string) (path []string, attrs func(runtime.Objec
 		return nil, nil, false
 	}
 	return nil, getter.GetAttrs, true
+}
+
+// FieldLabelError is kube-apiserver's message for a field selector of k
+// on label, which k does not take: the kinds with field label conversions
+// of their own (Events, Namespaces, Secrets and custom resources) say it
+// is not supported, the others name the two metadata fields they take,
+// as the default conversion does.
+func (k *Kind) FieldLabelError(label string) string {
+	switch {
+	case !k.Builtin, k.GVR == EventResource, k.GVR == NamespaceResource, k.GVR == SecretResource:
+		return "field label not supported: " + label
+	}
+	_, _, err := runtime.DefaultMetaV1FieldSelectorConversion(label, "")
+	return err.Error()
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
@@ -18,6 +19,7 @@ func TestFieldLabel(t *testing.T) {
 		Schema: `{type: object, properties: {spec: {type: object, properties: {tier: {type: string}, size: {type: string}}}}}`}.Unstructured())
 	events, _ := r.Get(EventResource)
 	namespaces, _ := r.Get(NamespaceResource)
+	secrets, _ := r.Get(SecretResource)
 	gizmos, ok := r.Get(widgets.GroupVersion().WithResource("gizmos"))
 	if !ok {
 		t.Fatal("gizmos not served")
@@ -33,6 +35,7 @@ func TestFieldLabel(t *testing.T) {
 		{"event source", events, "source", []string{"source", "component"}, false},
 		{"event involved object", events, "involvedObject.uid", []string{"involvedObject", "uid"}, false},
 		{"namespace phase", namespaces, "status.phase", []string{"status", "phase"}, false},
+		{"secret type", secrets, "type", []string{"type"}, false},
 		{"selectable field", gizmos, "spec.tier", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,10 +56,38 @@ func TestFieldLabel(t *testing.T) {
 		kind  *Kind
 		label string
 	}{
-		{namespaces, "reason"}, {events, "status.phase"}, {gizmos, "spec.size"}, {gizmos, "status.phase"},
+		{namespaces, "reason"}, {events, "status.phase"}, {gizmos, "spec.size"}, {gizmos, "status.phase"}, {secrets, "data.a"},
 	} {
 		if _, _, ok := tc.kind.FieldLabel(tc.label); ok {
 			t.Errorf("%s takes the field label %q", tc.kind.Kind, tc.label)
+		}
+	}
+}
+
+// TestFieldLabelError: a field label a kind does not take is refused with
+// kube-apiserver's message, which depends on whether the kind has field
+// label conversions of its own.
+func TestFieldLabelError(t *testing.T) {
+	r := NewRegistry()
+	serveCRD(t, r, testsupport.CRD{Kind: "Gizmo", Schema: `{type: object}`}.Unstructured())
+	for _, tc := range []struct {
+		gvr  schema.GroupVersionResource
+		want string
+	}{
+		{ConfigMapResource, `"data.a" is not a known field selector: only "metadata.name", "metadata.namespace"`},
+		{ServiceAccountResource, `"data.a" is not a known field selector: only "metadata.name", "metadata.namespace"`},
+		{CRDResource, `"data.a" is not a known field selector: only "metadata.name", "metadata.namespace"`},
+		{SecretResource, "field label not supported: data.a"},
+		{EventResource, "field label not supported: data.a"},
+		{NamespaceResource, "field label not supported: data.a"},
+		{widgets.GroupVersion().WithResource("gizmos"), "field label not supported: data.a"},
+	} {
+		k, ok := r.Get(tc.gvr)
+		if !ok {
+			t.Fatalf("%v not served", tc.gvr)
+		}
+		if got := k.FieldLabelError("data.a"); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.gvr.Resource, got, tc.want)
 		}
 	}
 }

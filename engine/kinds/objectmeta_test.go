@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
@@ -117,4 +118,20 @@ var canonicalMetaSeeds = []string{
 	`{"annotations":{"k":"\u00e9"},"uid":""}`,
 	`{"name":"c","ownerReferences":[{"apiVersion":"example.setpoint.dev/v1","kind":"Widget","name":"w","uid":"u","controller":true,"blockOwnerDeletion":true}]}`,
 	`{"ownerReferences":[{"name":"n","controller":false},{}]}`,
+}
+
+// TestCoerceBuiltinEmptyMetadataMaps: a built-in object's empty labels and
+// annotations are dropped, as decoding into ObjectMeta drops them, so that
+// removing the last label leaves no labels at all.
+func TestCoerceBuiltinEmptyMetadataMaps(t *testing.T) {
+	for _, gvr := range []schema.GroupVersionResource{ConfigMapResource, SecretResource, EventResource, NamespaceResource} {
+		k := kindOf(t, gvr)
+		obj := eventObject(t, `{"apiVersion": "v1", "kind": "`+k.Kind+`", "metadata": {"name": "x", "labels": {}, "annotations": {}}}`)
+		if _, err := k.Coerce(obj); err != nil {
+			t.Fatal(err)
+		}
+		if md := obj.Object["metadata"].(map[string]any); len(md) != 1 || md["name"] != "x" {
+			t.Errorf("%s: metadata %v, want only the name", k.Kind, md)
+		}
+	}
 }

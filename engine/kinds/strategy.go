@@ -48,12 +48,11 @@ func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 	}
 	if k.structural == nil {
-		if len(unknown) > 0 {
-			// Metadata is written back without its unknown fields, as
-			// decoding it into ObjectMeta leaves it.
-			if err := setObjectMeta(obj.Object, canonical, meta, found); err != nil {
-				return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
-			}
+		// Metadata is written back as decoding it into ObjectMeta leaves
+		// it: without unknown fields, and without empty labels and
+		// annotations (a label's removal leaves none, not {}).
+		if err := setObjectMeta(obj.Object, canonical, meta, found); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 		}
 		if k.typed != nil {
 			if paths, ok := k.typed.prune(obj.Object, k.typed.parsedSchema(k)); ok {

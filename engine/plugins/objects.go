@@ -174,6 +174,9 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 		Type: typ, Reason: ev.Reason, Message: ev.Message,
 		Source:         corev1.EventSource{Component: "plugin/" + plugin},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		// As client-go's event recorders report it: the source's
+		// component.
+		ReportingController: "plugin/" + plugin,
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(e)
 	if err != nil {

@@ -48,6 +48,10 @@ func TestRecordEventAggregates(t *testing.T) {
 		src, _, _ := unstructured.NestedString(e.Object, "source", "component")
 		count, _, _ := unstructured.NestedInt64(e.Object, "count")
 		got[src+" "+name+" "+typ+" "+msg] += count
+		// As client-go's recorders report it: the source's component.
+		if rc, _, _ := unstructured.NestedString(e.Object, "reportingComponent"); rc != src {
+			t.Errorf("event %s: reportingComponent %q, want %q", e.GetName(), rc, src)
+		}
 		if count > 1 {
 			first, _, _ := unstructured.NestedString(e.Object, "firstTimestamp")
 			last, _, _ := unstructured.NestedString(e.Object, "lastTimestamp")

@@ -1,0 +1,167 @@
+package kinds
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// eventTopFields are the top-level fields a core/v1 Event keeps.
+var eventTopFields = []string{"involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp",
+	"count", "type", "eventTime", "series", "action", "related", "reportingComponent", "reportingInstance"}
+
+// The lengths Kubernetes allows the fields of an Event that has an
+// eventTime.
+const (
+	eventReportingInstanceLimit = 128
+	eventActionLimit            = 128
+	eventReasonLimit            = 128
+	eventNoteLimit              = 1024
+)
+
+// newEventKind is the core/v1 Event kind: namespaced, no status, named by
+// a DNS subdomain, validated as kube-apiserver validates Events written
+// through core/v1 and stored as corev1.Event encodes them.
+func newEventKind() *Kind {
+	k := newBuiltin(EventResource, "Event", "event", true, false,
+		apivalidation.NameIsDNSSubdomain, validateEvent, nil, &corev1.Event{}, eventTopFields, "ev")
+	k.strategy = eventStrategy{k.strategy.(builtinStrategy)}
+	k.table = eventTable{}
+	return k
+}
+
+// eventStrategy is the built-in strategy plus the encoding of
+// corev1.Event.
+type eventStrategy struct{ builtinStrategy }
+
+func (s eventStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	s.builtinStrategy.PrepareForCreate(ctx, obj)
+	canonicalEvent(obj.(*unstructured.Unstructured))
+}
+
+func (s eventStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	s.builtinStrategy.PrepareForUpdate(ctx, obj, old)
+	canonicalEvent(obj.(*unstructured.Unstructured))
+}
+
+// canonicalEvent gives obj's fields other than apiVersion, kind and
+// metadata as kube-apiserver stores and serves them, decoded into
+// corev1.Event and encoded again: the fields without omitempty present
+// when unset (reportingComponent and reportingInstance as "", source and
+// involvedObject as {}, eventTime, firstTimestamp and lastTimestamp as
+// null), timestamps in UTC. An object that does not decode is left as it
+// is, for validateEvent to refuse.
+func canonicalEvent(obj *unstructured.Unstructured) {
+	body := eventBody(obj.Object)
+	var ev corev1.Event
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(body, &ev); err != nil {
+		return
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ev)
+	if err != nil {
+		return
+	}
+	for k := range body {
+		delete(obj.Object, k)
+	}
+	for k, v := range m {
+		switch k {
+		case "apiVersion", "kind", "metadata":
+		default:
+			obj.Object[k] = v
+		}
+	}
+}
+
+// eventBody returns obj's fields other than apiVersion, kind and metadata.
+func eventBody(obj map[string]any) map[string]any {
+	body := make(map[string]any, len(obj))
+	for k, v := range obj {
+		switch k {
+		case "apiVersion", "kind", "metadata":
+		default:
+			body[k] = v
+		}
+	}
+	return body
+}
+
+// validateEvent refuses an Event whose fields do not have the types of
+// corev1.Event, as Kubernetes' decoding does, and validates it as
+// kube-apiserver validates an Event written through core/v1, on create
+// and update alike: its namespace agrees with involvedObject's, and one
+// with an eventTime (a new-style Event) names its reporting controller
+// and instance, action and reason, within Kubernetes' lengths.
+func validateEvent(_ context.Context, obj, _ *unstructured.Unstructured) field.ErrorList {
+	var errs field.ErrorList
+	body := eventBody(obj.Object)
+	for _, f := range eventTopFields {
+		v, ok := body[f]
+		if !ok {
+			continue
+		}
+		var ev corev1.Event
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{f: v}, &ev); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath(f), v, err.Error()))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	var ev corev1.Event
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(body, &ev); err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath(""), nil, err.Error())}
+	}
+	ns := obj.GetNamespace()
+	involvedNS := field.NewPath("involvedObject", "namespace")
+	if ev.EventTime.IsZero() {
+		// An Event about a cluster-scoped object is in no namespace, or
+		// in default for older clients.
+		if ev.InvolvedObject.Namespace == "" {
+			if ns != metav1.NamespaceNone && ns != metav1.NamespaceDefault {
+				errs = append(errs, field.Invalid(involvedNS, ev.InvolvedObject.Namespace, "does not match event.namespace"))
+			}
+		} else if ns != ev.InvolvedObject.Namespace {
+			errs = append(errs, field.Invalid(involvedNS, ev.InvolvedObject.Namespace, "does not match event.namespace"))
+		}
+	} else {
+		if ev.InvolvedObject.Namespace == "" && ns != metav1.NamespaceDefault && ns != metav1.NamespaceSystem {
+			errs = append(errs, field.Invalid(involvedNS, ev.InvolvedObject.Namespace, "does not match event.namespace"))
+		}
+		controller := field.NewPath("reportingComponent")
+		if ev.ReportingController == "" {
+			errs = append(errs, field.Required(controller, ""))
+		}
+		for _, msg := range validation.IsQualifiedName(ev.ReportingController) {
+			errs = append(errs, field.Invalid(controller, ev.ReportingController, msg))
+		}
+		errs = append(errs, requiredWithin(field.NewPath("reportingInstance"), ev.ReportingInstance, eventReportingInstanceLimit)...)
+		errs = append(errs, requiredWithin(field.NewPath("action"), ev.Action, eventActionLimit)...)
+		errs = append(errs, requiredWithin(field.NewPath("reason"), ev.Reason, eventReasonLimit)...)
+		if len(ev.Message) > eventNoteLimit {
+			errs = append(errs, field.Invalid(field.NewPath("message"), "", fmt.Sprintf("can have at most %v characters", eventNoteLimit)))
+		}
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(ns) {
+		errs = append(errs, field.Invalid(field.NewPath("namespace"), ns, msg))
+	}
+	return errs
+}
+
+// requiredWithin refuses an empty value, or one longer than limit bytes.
+func requiredWithin(path *field.Path, v string, limit int) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	if len(v) > limit {
+		return field.ErrorList{field.Invalid(path, "", fmt.Sprintf("can have at most %v characters", limit))}
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package kinds
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func eventObject(t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON([]byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// TestEventValidation restates kube-apiserver's validation of Events
+// written through core/v1: each case is one of its acceptances or
+// refusals (the messages as kubectl printed them against v1.34).
+func TestEventValidation(t *testing.T) {
+	k := kindOf(t, EventResource)
+	const head = `{"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "default", "resourceVersion": "1"}, `
+	tests := []struct {
+		name, body, want string
+	}{
+		{"involved object in the namespace", `"involvedObject": {"kind": "ConfigMap", "name": "c", "namespace": "default"}, "reason": "R"}`, ""},
+		{"cluster-scoped object in default", `"involvedObject": {"kind": "Namespace", "name": "n"}}`, ""},
+		{"involved object elsewhere", `"involvedObject": {"kind": "ConfigMap", "name": "c", "namespace": "other"}}`,
+			`involvedObject.namespace: Invalid value: "other": does not match event.namespace`},
+		{"new-style event without its reporter", `"involvedObject": {"kind": "ConfigMap", "name": "c", "namespace": "default"}, "eventTime": "2026-11-27T01:00:00.000000Z", "type": "Bogus"}`,
+			`[reportingComponent: Required value, reportingComponent: Invalid value: "": name part must be non-empty, ` +
+				`reportingComponent: Invalid value: "": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), ` +
+				`reportingInstance: Required value, action: Required value, reason: Required value]`},
+		{"new-style event", `"involvedObject": {"kind": "ConfigMap", "name": "c", "namespace": "default"}, "eventTime": "2026-11-27T01:00:00.000000Z", ` +
+			`"reportingComponent": "setpoint/widget", "reportingInstance": "h", "action": "Reconcile", "reason": "R"}`, ""},
+		{"count of the wrong type", `"involvedObject": {"kind": "ConfigMap", "name": "c", "namespace": "default"}, "count": "x"}`,
+			`count: Invalid value: "x": unrecognized type: int32`},
+	}
+	for _, tc := range tests {
+		obj := eventObject(t, head+tc.body)
+		got := ""
+		if errs := k.ValidateCreate(context.Background(), obj); len(errs) > 0 {
+			got = errorsText(errs)
+		}
+		if got != tc.want {
+			t.Errorf("%s: create\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+		if errs := k.ValidateUpdate(context.Background(), "", obj, obj.DeepCopy()); (len(errs) > 0) != (tc.want != "") {
+			t.Errorf("%s: update: %v", tc.name, errs)
+		}
+	}
+}
+
+// TestEventEncoding: an Event is stored as corev1.Event encodes it, as
+// kube-apiserver stores it: the fields without omitempty present when
+// unset, a timestamp in UTC, metadata untouched. One that does not decode
+// is left for validation to refuse.
+func TestEventEncoding(t *testing.T) {
+	k := kindOf(t, EventResource)
+	obj := eventObject(t, `{"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "default", "labels": {"a": "b"}},
+		"involvedObject": {"kind": "ConfigMap", "name": "c"}, "reason": "R", "count": 2,
+		"firstTimestamp": "2026-11-27T02:00:00+01:00"}`)
+	k.PrepareForCreate(context.Background(), obj)
+	got, _ := json.Marshal(obj.Object)
+	const want = `{"apiVersion":"v1","count":2,"eventTime":null,"firstTimestamp":"2026-11-27T01:00:00Z",` +
+		`"involvedObject":{"kind":"ConfigMap","name":"c"},"kind":"Event","lastTimestamp":null,` +
+		`"metadata":{"labels":{"a":"b"},"name":"e","namespace":"default"},"reason":"R",` +
+		`"reportingComponent":"","reportingInstance":"","source":{}}`
+	if string(got) != want {
+		t.Errorf("created\n got %s\nwant %s", got, want)
+	}
+	old := obj.DeepCopy()
+	delete(obj.Object, "source")
+	k.PrepareForUpdate(context.Background(), "", obj, old)
+	if !reflect.DeepEqual(obj.Object, old.Object) {
+		t.Errorf("updated: %v, want %v", obj.Object, old.Object)
+	}
+
+	bad := eventObject(t, `{"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}, "count": "x"}`)
+	k.PrepareForCreate(context.Background(), bad)
+	if got, _ := json.Marshal(bad.Object); string(got) != `{"apiVersion":"v1","count":"x","kind":"Event","metadata":{"name":"e"}}` {
+		t.Errorf("undecodable event changed: %s", got)
+	}
+}
