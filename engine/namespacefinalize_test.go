@@ -46,11 +46,13 @@ func TestNamespaceFinalizeSubresource(t *testing.T) {
 	if strings.Contains(err.Error(), "spec.finalizers[2]") || strings.Contains(err.Error(), "spec.finalizers[3]") {
 		t.Errorf("finalize error %q refuses a valid name", err)
 	}
-	// Create validates them too.
 	given := namespaceObj("fz-bad", nil)
 	given.Object["spec"] = map[string]any{"finalizers": []any{"nope"}}
-	if _, err := s.Create(ctx, kinds.NamespaceResource, given, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
-		t.Errorf("create with spec.finalizers [nope]: %v, want 422 Invalid", err)
+	// Create validates them too, each error at spec.finalizers, unindexed,
+	// as Kubernetes' ValidateNamespace reports them.
+	if _, err := s.Create(ctx, kinds.NamespaceResource, given, metav1.CreateOptions{}); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), `spec.finalizers: Invalid value: "nope": name is neither a standard finalizer name nor is it fully qualified`) {
+		t.Errorf("create with spec.finalizers [nope]: %v, want 422 Invalid at spec.finalizers", err)
 	}
 
 	// Through /finalize: spec.finalizers and labels as sent, status kept.
