@@ -55,6 +55,7 @@ func TestServer(t *testing.T) {
 			{name: "metrics without a token", path: "/metrics", want: 401},
 			{name: "healthz without a token", path: "/healthz", want: 200},
 			{name: "readyz without a token", path: "/readyz", want: 200},
+			{name: "default roles written", path: "/readyz/poststarthook/rbac/bootstrap-roles", want: 200},
 			{name: "livez without a token", path: "/livez", want: 200},
 			{name: "version without a token", path: "/version", want: 200},
 		}

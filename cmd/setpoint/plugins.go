@@ -205,6 +205,12 @@ type pluginAPI struct {
 	log          *slog.Logger
 	// authz decides requests by RBAC; Run fills its cache.
 	authz *rbac.Authorizer
+	// rbacDefaults is set once the first write of the default roles and
+	// bindings has ended: written, or refused for now by the store (then
+	// retried while the server serves without them); /readyz fails before,
+	// as kube-apiserver's bootstrap-roles hook does, so that a client that
+	// waited for it finds the defaults.
+	rbacDefaults atomic.Bool
 	// leases elect the controllers, the garbage collector and the writer
 	// of the Plugins' call counters; nil when this server runs them all.
 	leases *election.Leases
@@ -430,6 +436,12 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 	api, err := apiserver.New(apiserver.Options{
 		Engine: svc, Logger: log.With("component", "apiserver"), AllowedOrigins: o.allowedOrigins, Registerer: promReg,
 		Authorizer: authz,
+		ReadyChecks: []apiserver.HealthCheck{{Name: "poststarthook/rbac/bootstrap-roles", Check: func(context.Context) error {
+			if !p.rbacDefaults.Load() {
+				return errors.New("default RBAC roles and bindings not tried yet")
+			}
+			return nil
+		}}},
 		Routes: append([]apiserver.Route{
 			{Pattern: plugins.ModulesPath, Handler: upload},
 			{Pattern: plugins.ModulesPath + "/*", Handler: upload},
@@ -615,19 +627,22 @@ func (p *pluginAPI) runModuleGC(ctx context.Context) error {
 // defaults' writes pass admission, which holds writes until the plugin
 // manager has loaded the stored Plugins.
 //
-// A store that refuses the defaults' writes for now (disk nearly full,
-// etcd away, a write past its deadline) does not end the server: the
+// /readyz fails until the first write of the defaults has ended. A store
+// that refuses the defaults' writes for now (disk nearly full, etcd away, a
+// write past its deadline) does not end the server nor keep it unready: the
 // authorizer starts without them (deny by default) and the writes are
 // retried until they land.
 func (p *pluginAPI) runRBAC(ctx context.Context) error {
 	ctx = engine.WithSystemUser(ctx, rbacUser)
 	err := rbac.EnsureDefaults(ctx, p.svc)
 	if err == nil || ctx.Err() != nil {
+		p.rbacDefaults.Store(err == nil)
 		return p.authz.Run(ctx, p.svc)
 	}
 	if !storeRefusesForNow(err) {
 		return err
 	}
+	p.rbacDefaults.Store(true)
 	p.log.Warn("default RBAC roles not written yet; retrying while the store refuses writes", "err", err)
 	var wg sync.WaitGroup
 	defer wg.Wait()

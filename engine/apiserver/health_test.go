@@ -1,13 +1,18 @@
 package apiserver
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"k8s.io/apiserver/pkg/server/healthz"
+
+	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
 // TestHealthEndpoints checks /healthz, /readyz and /livez as kube-apiserver
@@ -95,5 +100,50 @@ func TestHealthEndpointsMatchLibrary(t *testing.T) {
 	}
 	if compared < 30 {
 		t.Fatalf("%d answers compared", compared)
+	}
+}
+
+// TestReadyChecks checks Options.ReadyChecks as kube-apiserver serves its
+// post-start hooks: /readyz and /healthz fail naming the check until it
+// passes, the check is served on its own path, and /livez leaves it out so
+// that a liveness probe does not restart a server still starting.
+func TestReadyChecks(t *testing.T) {
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	var done atomic.Bool
+	_, api := newTestAPI(t, db, Options{ReadyChecks: []HealthCheck{{Name: "poststarthook/rbac/bootstrap-roles", Check: func(context.Context) error {
+		if !done.Load() {
+			return errors.New("not yet")
+		}
+		return nil
+	}}}})
+	hs := httptest.NewServer(api)
+	t.Cleanup(hs.Close)
+	ts := &testServer{Server: hs, api: api, db: db}
+
+	for _, ep := range []string{"readyz", "healthz"} {
+		want := "[+]ping ok\n[+]store ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n" + ep + " check failed\n"
+		if b := ts.mustDo(t, http.StatusInternalServerError, request{path: "/" + ep}); string(b) != want {
+			t.Errorf("/%s before the hook = %q, want %q", ep, b, want)
+		}
+		ts.mustDo(t, http.StatusInternalServerError, request{path: "/" + ep + "/poststarthook/rbac/bootstrap-roles"})
+	}
+	if b := ts.mustDo(t, http.StatusOK, request{path: "/livez?verbose"}); string(b) != "[+]ping ok\n[+]store ok\nlivez check passed\n" {
+		t.Errorf("/livez?verbose before the hook = %q", b)
+	}
+	ts.mustDo(t, http.StatusNotFound, request{path: "/livez/poststarthook/rbac/bootstrap-roles"})
+
+	done.Store(true)
+	for _, ep := range []string{"readyz", "healthz"} {
+		want := "[+]ping ok\n[+]store ok\n[+]poststarthook/rbac/bootstrap-roles ok\n" + ep + " check passed\n"
+		if b := ts.mustDo(t, http.StatusOK, request{path: "/" + ep + "?verbose"}); string(b) != want {
+			t.Errorf("/%s?verbose after the hook = %q, want %q", ep, b, want)
+		}
+		if b := ts.mustDo(t, http.StatusOK, request{path: "/" + ep + "/poststarthook/rbac/bootstrap-roles"}); string(b) != "ok" {
+			t.Errorf("/%s/poststarthook/rbac/bootstrap-roles = %q, want ok", ep, b)
+		}
 	}
 }

@@ -67,6 +67,17 @@ type Options struct {
 	// an authorizer.RuleResolver, SelfSubjectRulesReview lists its rules.
 	// nil lets only system:masters do anything, as serving.Authorize does.
 	Authorizer authorizer.Authorizer
+	// ReadyChecks are more checks of /readyz (and /healthz), each also
+	// served on its own: the start-up work a request may depend on, as
+	// kube-apiserver's post-start hooks (poststarthook/rbac/bootstrap-roles).
+	ReadyChecks []HealthCheck
+}
+
+// HealthCheck is a named check of a health endpoint: Check answers nil
+// when it passes. Its error is logged, never shown.
+type HealthCheck struct {
+	Name  string
+	Check func(context.Context) error
 }
 
 // Route is a handler served on the server's router: Pattern is a chi
@@ -179,18 +190,24 @@ func New(opts Options) (*Server, error) {
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
 
-// healthChecks are what /healthz, /readyz and /livez check, each also served
-// on its own (/readyz/store), as Kubernetes names its checks.
-var healthChecks = []struct {
-	name  string
-	check func(*Server, *http.Request) error
-}{
-	{"ping", func(*Server, *http.Request) error { return nil }},
-	{"store", func(s *Server, r *http.Request) error {
-		ctx, cancel := context.WithTimeout(r.Context(), healthCheckTimeout)
-		defer cancel()
-		return s.eng.CheckStore(ctx)
-	}},
+// healthChecks are what endpoint (healthz, readyz or livez) checks, each
+// also served on its own (/readyz/store), as Kubernetes names its checks:
+// the server's own, then, but for livez, Options.ReadyChecks. A start-up
+// check failing must not make a liveness probe restart the server, as in
+// kube-apiserver, whose /livez gives its post-start hooks a grace period.
+func (s *Server) healthChecks(endpoint string) []HealthCheck {
+	checks := []HealthCheck{
+		{"ping", func(context.Context) error { return nil }},
+		{"store", func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, healthCheckTimeout)
+			defer cancel()
+			return s.eng.CheckStore(ctx)
+		}},
+	}
+	if endpoint == "livez" {
+		return checks
+	}
+	return append(checks, s.opts.ReadyChecks...)
 }
 
 // healthCheckTimeout bounds a health check's wait for the store, as
@@ -206,16 +223,16 @@ func (s *Server) serveHealth(endpoint, only string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var out strings.Builder
 		failed := false
-		for _, c := range healthChecks {
-			if only != "" && c.name != only {
+		for _, c := range s.healthChecks(endpoint) {
+			if only != "" && c.Name != only {
 				continue
 			}
-			if err := c.check(s, r); err != nil {
+			if err := c.Check(r.Context()); err != nil {
 				failed = true
-				s.log.Warn("health check failed", "endpoint", endpoint, "check", c.name, "err", err)
-				fmt.Fprintf(&out, "[-]%s failed: reason withheld\n", c.name)
+				s.log.Warn("health check failed", "endpoint", endpoint, "check", c.Name, "err", err)
+				fmt.Fprintf(&out, "[-]%s failed: reason withheld\n", c.Name)
 			} else {
-				fmt.Fprintf(&out, "[+]%s ok\n", c.name)
+				fmt.Fprintf(&out, "[+]%s ok\n", c.Name)
 			}
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -237,8 +254,8 @@ func (s *Server) routes() chi.Router {
 	r.Use(recoverPanics(s.log), recordWarnings)
 	for _, name := range []string{"healthz", "readyz", "livez"} {
 		r.Get("/"+name, s.serveHealth(name, ""))
-		for _, c := range healthChecks {
-			r.Get("/"+name+"/"+c.name, s.serveHealth(name, c.name))
+		for _, c := range s.healthChecks(name) {
+			r.Get("/"+name+"/"+c.Name, s.serveHealth(name, c.Name))
 		}
 	}
 	r.Get("/version", func(w http.ResponseWriter, r *http.Request) { writeIndentedJSON(w, s.opts.Version) })
