@@ -144,7 +144,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	}
 	sv.PrepareForCreate(ctx, obj)
 	if h := hooksOf(sv); h != nil {
-		if err := h.prepare(ctx, s, obj.Object, nil); err != nil {
+		if err := h.prepare(ctx, s, "", obj.Object, nil); err != nil {
 			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	}
@@ -256,7 +256,7 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err != nil {
 		return nil, nil, err
 	}
-	if sub == "status" && !sv.Status {
+	if sub == "status" && !sv.Status || sub == "finalize" && !(sv.Builtin && sv.GVR == kinds.NamespaceResource) {
 		return nil, nil, notServed(gvr)
 	}
 	obj = obj.DeepCopy()
@@ -312,7 +312,7 @@ type storedUpdate struct {
 	stored *store.KeyValue            // the stored document, as read
 	old    *unstructured.Unstructured // stored, decoded
 	obj    *unstructured.Unstructured // what to write; taken over
-	sub    string                     // "" or "status"
+	sub    string                     // "", "status", "scale" or "finalize"
 	opts   metav1.UpdateOptions
 	fields managedFields // who records the write in managedFields
 }
@@ -366,7 +366,7 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 	sv.PrepareForUpdate(ctx, sub, obj, old)
 	obj.SetResourceVersion(old.GetResourceVersion())
 	if h := hooksOf(sv); h != nil {
-		if err := h.prepare(ctx, s, obj.Object, old.Object); err != nil {
+		if err := h.prepare(ctx, s, sub, obj.Object, old.Object); err != nil {
 			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	}
@@ -400,7 +400,7 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 	if h := hooksOf(sv); h != nil {
 		h.committed(ctx, s, obj.Object, old.Object)
 	}
-	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
+	if finalized(sv, obj) {
 		if err := s.deleteFinalized(ctx, sv, k, newRev, obj); err != nil {
 			return nil, nil, err
 		}

@@ -161,7 +161,8 @@ func (k *Kind) ValidateCreate(ctx context.Context, obj *unstructured.Unstructure
 }
 
 // ValidateUpdate runs the kind's update validation (of the status
-// subresource when sub is "status").
+// subresource when sub is "status", of a namespace's finalize subresource
+// when it is "finalize").
 func (k *Kind) ValidateUpdate(ctx context.Context, sub string, obj, old *unstructured.Unstructured) field.ErrorList {
 	switch {
 	case k.createValidation == nil:
@@ -172,6 +173,9 @@ func (k *Kind) ValidateUpdate(ctx context.Context, sub string, obj, old *unstruc
 	}
 	if sub == "status" {
 		return k.statusStrategy.ValidateUpdate(ctx, obj, old)
+	}
+	if sub == "finalize" && k.Builtin && k.GVR == NamespaceResource {
+		return validateNamespaceFinalize(obj, old)
 	}
 	return k.strategy.ValidateUpdate(ctx, obj, old)
 }
