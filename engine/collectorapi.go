@@ -43,7 +43,8 @@ func (s *Service) ServedResource(gr schema.GroupResource) (kinds.Resource, bool)
 }
 
 // FinishDeletion deletes the object uid of gvr when it is still deleting
-// with no finalizer left, and reports whether it did. The write that removes
+// with no finalizer left (for a namespace, in spec.finalizers neither), and
+// reports whether it did. The write that removes
 // an object's last finalizer normally deletes it at once; a crash between
 // that write and its delete leaves the object so. The delete is conditional
 // on the revision read, so a write that adds a finalizer meanwhile keeps the
@@ -65,7 +66,7 @@ func (s *Service) FinishDeletion(ctx context.Context, gvr schema.GroupVersionRes
 	if err != nil {
 		return false, err
 	}
-	if obj.GetUID() != uid || obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
+	if obj.GetUID() != uid || !finalized(sv, obj) {
 		return false, nil
 	}
 	// Audited once there is something to delete: a delete with the uid

@@ -18,7 +18,7 @@ import (
 type crdHooks struct{}
 
 // prepare sets the CRD's defaults and server-owned status.
-func (crdHooks) prepare(_ context.Context, s *Service, obj, _ map[string]any) error {
+func (crdHooks) prepare(_ context.Context, s *Service, _ string, obj, _ map[string]any) error {
 	return s.reg.PrepareCRD(obj)
 }
 

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,18 +91,41 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 				return nil, false, err
 			}
 		}
+		if dry && gvr == kinds.NamespaceResource {
+			// A namespace's first delete answers it marked, a later one
+			// while spec.finalizers hold it as it is.
+			upd := cur.DeepCopy()
+			mark, held, err := deleteNamespace(cur, upd, opts)
+			switch {
+			case err != nil:
+				return nil, false, apierrors.NewInternalError(err)
+			case held:
+				return cur, false, nil
+			case mark:
+				now := metav1.NewTime(s.opts.Now())
+				upd.SetDeletionTimestamp(&now)
+				return upd, false, nil
+			}
+		}
 		if dry {
 			return cur, true, nil
 		}
 
 		upd := cur.DeepCopy()
-		fins := upd.GetFinalizers()
+		// mark keeps the object, marked deleted, whatever its finalizers.
+		mark := false
 		switch gvr {
 		case kinds.NamespaceResource:
-			fins = addFinalizer(fins, kinds.NamespaceFinalizer)
-			if err := unstructured.SetNestedField(upd.Object, string(corev1.NamespaceTerminating), "status", "phase"); err != nil {
+			var held bool
+			if mark, held, err = deleteNamespace(cur, upd, opts); err != nil {
 				return nil, false, apierrors.NewInternalError(err)
 			}
+			if held {
+				return cur, false, nil // spec.finalizers hold it
+			}
+		}
+		fins := upd.GetFinalizers()
+		switch gvr {
 		case kinds.CRDResource:
 			if cur.GetDeletionTimestamp() == nil {
 				fins = addFinalizer(fins, apiextensionsv1.CustomResourceCleanupFinalizer)
@@ -113,15 +135,16 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 				}
 			}
 		}
-		switch policy {
-		case metav1.DeletePropagationOrphan:
+		switch {
+		case mark:
+		case policy == metav1.DeletePropagationOrphan:
 			fins = addFinalizer(fins, metav1.FinalizerOrphanDependents)
 			fins = slices.DeleteFunc(fins, func(f string) bool { return f == metav1.FinalizerDeleteDependents })
-		case metav1.DeletePropagationForeground:
+		case policy == metav1.DeletePropagationForeground:
 			fins = addFinalizer(fins, metav1.FinalizerDeleteDependents)
 			fins = slices.DeleteFunc(fins, func(f string) bool { return f == metav1.FinalizerOrphanDependents })
 		}
-		if len(fins) == 0 {
+		if len(fins) == 0 && !mark {
 			_, rev, err := s.store.Delete(ctx, k, kv.ModRevision)
 			if errors.Is(err, store.ErrConflict) && attempt < maxPatchAttempts {
 				continue
@@ -142,8 +165,10 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 		if upd.GetDeletionTimestamp() == nil {
 			now := metav1.NewTime(s.opts.Now())
 			upd.SetDeletionTimestamp(&now)
-			zero := int64(0)
-			upd.SetDeletionGracePeriodSeconds(&zero)
+			if !mark { // Kubernetes' namespace deletion sets no grace period
+				zero := int64(0)
+				upd.SetDeletionGracePeriodSeconds(&zero)
+			}
 		}
 		b, err := sv.Encode(upd)
 		if err != nil {

@@ -8,8 +8,9 @@ import (
 
 // kindHooks lets a built-in kind take part in writes, with the Service.
 type kindHooks interface {
-	// prepare fills server-set fields of obj before validation; old is nil on create.
-	prepare(ctx context.Context, s *Service, obj, old map[string]any) error
+	// prepare fills server-set fields of obj before validation; old is nil
+	// on create; sub is the subresource an update is written through.
+	prepare(ctx context.Context, s *Service, sub string, obj, old map[string]any) error
 	// committed runs after a successful, non-dry-run write; obj is nil after a delete.
 	committed(ctx context.Context, s *Service, obj, old map[string]any)
 	// deleting runs before the object is removed from the store and may

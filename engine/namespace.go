@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
@@ -21,11 +22,13 @@ type namespaceHooks struct{}
 
 // prepare sets what Kubernetes' namespace strategy sets: on create the
 // phase Active and the finalizer kubernetes in spec.finalizers (added to
-// those the client gave); on update spec.finalizers as it was, which only
-// the namespace's lifecycle changes. The namespace's content is emptied,
-// once it is deleted, by the garbage collector, held by the same finalizer
-// in metadata.finalizers (the object service's deletion).
-func (namespaceHooks) prepare(_ context.Context, _ *Service, obj, old map[string]any) error {
+// those the client gave); on an update spec.finalizers as they were, but
+// through the finalize subresource, the only way to change them (the
+// strategy of the subresource keeps status as it was). Once the namespace
+// is deleted its spec.finalizers hold it, Terminating (see
+// deleteNamespace): the garbage collector empties it and removes
+// kubernetes through /finalize.
+func (namespaceHooks) prepare(_ context.Context, _ *Service, sub string, obj, old map[string]any) error {
 	kinds.SetNamespaceNameLabel(obj)
 	if old == nil {
 		fins, _, err := unstructured.NestedStringSlice(obj, "spec", "finalizers")
@@ -39,11 +42,93 @@ func (namespaceHooks) prepare(_ context.Context, _ *Service, obj, old map[string
 		}
 		return unstructured.SetNestedField(obj, string(corev1.NamespaceActive), "status", "phase")
 	}
+	if sub == "finalize" {
+		// An empty list is omitted, as from Kubernetes' typed object.
+		if v, ok, _ := unstructured.NestedFieldNoCopy(obj, "spec", "finalizers"); ok && (v == nil || isEmptyList(v)) {
+			unstructured.RemoveNestedField(obj, "spec", "finalizers")
+		}
+		return nil
+	}
 	if fins, ok, _ := unstructured.NestedFieldCopy(old, "spec", "finalizers"); ok {
 		return unstructured.SetNestedField(obj, fins, "spec", "finalizers")
 	}
 	unstructured.RemoveNestedField(obj, "spec", "finalizers")
 	return nil
+}
+
+func isEmptyList(v any) bool {
+	l, ok := v.([]any)
+	return ok && len(l) == 0
+}
+
+// finalized tells whether obj, of sv's kind, is deleted and held by no
+// finalizer: it is to go. A namespace is held by its spec.finalizers too.
+func finalized(sv *kinds.Kind, obj *unstructured.Unstructured) bool {
+	if obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) > 0 {
+		return false
+	}
+	return !(sv.Builtin && sv.GVR == kinds.NamespaceResource) || len(kinds.NamespaceSpecFinalizers(obj.Object)) == 0
+}
+
+// UpdateFinalize writes the namespace obj through its finalize subresource,
+// as Kubernetes' namespace finalize strategy does: what the client sent,
+// spec.finalizers included (validated as finalizer names), but status as
+// stored. It is how the finalizers in spec.finalizers are removed, by the
+// garbage collector and by hand (kubectl replace --raw
+// /api/v1/namespaces/NAME/finalize); a deleted namespace left with no
+// finalizer in either list is deleted.
+func (s *Service) UpdateFinalize(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+	out, _, err := s.UpdateFinalizeJSON(ctx, obj, opts)
+	return out, err
+}
+
+// UpdateFinalizeJSON is UpdateFinalize that also returns the object as JSON
+// (see UpdateJSON).
+func (s *Service) UpdateFinalizeJSON(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (out *unstructured.Unstructured, doc []byte, err error) {
+	if u := s.auditUser(ctx); u != nil {
+		done := s.audit(ctx, u, "update", kinds.NamespaceResource, "", nameOf(obj), "finalize", auditObject(obj))
+		defer func() { done(auditObject(out), err) }()
+	}
+	return s.update(ctx, kinds.NamespaceResource, obj, opts, "finalize")
+}
+
+// deleteNamespace is what a delete of the namespace cur does, as
+// Kubernetes' namespace storage does it, in upd (cur's copy, to be
+// written). The first marks it deleted, status.phase Terminating, and
+// keeps it whatever its finalizers (mark): only the propagation finalizers
+// of metadata.finalizers change, to what opts ask for (left as they are
+// when opts say nothing). Later ones change nothing while spec.finalizers
+// hold it (held); once they are empty a delete is an object's ordinary
+// delete.
+func deleteNamespace(cur, upd *unstructured.Unstructured, opts metav1.DeleteOptions) (mark, held bool, err error) {
+	if cur.GetDeletionTimestamp() != nil {
+		return false, len(kinds.NamespaceSpecFinalizers(cur.Object)) > 0, nil
+	}
+	if err := unstructured.SetNestedField(upd.Object, string(corev1.NamespaceTerminating), "status", "phase"); err != nil {
+		return false, false, err
+	}
+	fins := upd.GetFinalizers()
+	orphan, foreground := slices.Contains(fins, metav1.FinalizerOrphanDependents), slices.Contains(fins, metav1.FinalizerDeleteDependents)
+	switch {
+	case opts.OrphanDependents != nil: //nolint:staticcheck // still honoured, as by Kubernetes
+		orphan, foreground = *opts.OrphanDependents, !*opts.OrphanDependents //nolint:staticcheck
+	case opts.PropagationPolicy != nil:
+		orphan, foreground = *opts.PropagationPolicy == metav1.DeletePropagationOrphan, *opts.PropagationPolicy == metav1.DeletePropagationForeground
+	}
+	fins = slices.DeleteFunc(slices.Clone(fins), func(f string) bool {
+		return f == metav1.FinalizerOrphanDependents && !orphan || f == metav1.FinalizerDeleteDependents && !foreground
+	})
+	if orphan {
+		fins = addFinalizer(fins, metav1.FinalizerOrphanDependents)
+	}
+	if foreground {
+		fins = addFinalizer(fins, metav1.FinalizerDeleteDependents)
+	}
+	if len(fins) == 0 {
+		fins = nil
+	}
+	upd.SetFinalizers(fins)
+	return true, false, nil
 }
 
 // labelNamespaces gives the stored namespaces that lack it (written before

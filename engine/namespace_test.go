@@ -268,8 +268,11 @@ func TestNamespaceSpecFinalizers(t *testing.T) {
 		t.Fatalf("delete = %v, %v; want the namespace kept, Terminating", deleted, err)
 	}
 	check("delete", out, "kubernetes")
+	// As in Kubernetes, spec.finalizers hold it: metadata.finalizers do
+	// not carry kubernetes, and no grace period is set.
 	if phase, _, _ := unstructured.NestedString(out.Object, "status", "phase"); phase != string(corev1.NamespaceTerminating) ||
-		!slices.Contains(out.GetFinalizers(), kinds.NamespaceFinalizer) {
-		t.Errorf("deleted namespace: phase %q, finalizers %q; want Terminating held by %q", phase, out.GetFinalizers(), kinds.NamespaceFinalizer)
+		out.GetDeletionTimestamp() == nil || len(out.GetFinalizers()) != 0 || out.GetDeletionGracePeriodSeconds() != nil {
+		t.Errorf("deleted namespace: phase %q, deletionTimestamp %v, finalizers %q, grace %v; want Terminating, marked, held by spec.finalizers only",
+			phase, out.GetDeletionTimestamp(), out.GetFinalizers(), out.GetDeletionGracePeriodSeconds())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
@@ -293,7 +294,7 @@ func TestNamespaceCacheOrder(t *testing.T) {
 
 // TestNamespaceCacheChurn creates and deletes namespaces through the
 // engine, each deletion finished as the collector finishes it (its
-// finalizer removed, then the delete): once the watch has delivered the
+// finalizer removed through /finalize, which deletes it): once the watch has delivered the
 // deletions and their live lookups are over, the cache holds what it held
 // before, however the hooks and the watch interleaved.
 func TestNamespaceCacheChurn(t *testing.T) {
@@ -328,8 +329,8 @@ func TestNamespaceCacheChurn(t *testing.T) {
 			if err != nil {
 				t.Fatalf("round %d: get %s: %v", round, name, err)
 			}
-			cur.SetFinalizers(nil)
-			if _, err := s.Update(ctx, kinds.NamespaceResource, cur, metav1.UpdateOptions{}); err != nil {
+			unstructured.RemoveNestedField(cur.Object, "spec", "finalizers")
+			if _, err := s.UpdateFinalize(ctx, cur, metav1.UpdateOptions{}); err != nil {
 				t.Fatalf("round %d: remove the finalizer of %s: %v", round, name, err)
 			}
 			if _, err := s.Get(ctx, kinds.NamespaceResource, "", name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -107,8 +108,42 @@ func (s *Service) Patch(ctx context.Context, gvr schema.GroupVersionResource, na
 		if apierrors.IsConflict(err) && !pinned && attempt < maxPatchAttempts {
 			continue
 		}
+		if cause, ok := kinds.DecodeCause(err); ok {
+			return nil, patchDecodeError(sv, old, pt, data, s.maxPatchedBytes(), cause)
+		}
 		return out, err
 	}
+}
+
+// patchDecodeError is kube-apiserver's answer to a patch whose result does
+// not decode into its kind's Go type, cause being the decoder's error: 422
+// Invalid with no kind nor name, its field "patch" holding the patched
+// object for a JSON or merge patch, or the patch itself for a strategic
+// merge patch, whose result kube-apiserver converts from its map (and
+// whose error is the converter's). The patched object is written as
+// Setpoint holds it (its keys sorted), which kube-apiserver writes with
+// the current object's metadata in its Go type's order.
+func patchDecodeError(sv *kinds.Kind, old *unstructured.Unstructured, pt types.PatchType, data []byte, max int, cause error) error {
+	obj, err := applyPatch(sv, old, pt, data, max)
+	if err != nil {
+		return err
+	}
+	if pt == types.StrategicMergePatchType {
+		var patch map[string]any
+		if err := utiljson.Unmarshal(data, &patch); err == nil {
+			if cerr := sv.ConvertError(obj.Object); cerr != nil {
+				cause = cerr
+			}
+			return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+				field.Invalid(field.NewPath("patch"), fmt.Sprintf("%+v", patch), cause.Error())})
+		}
+	}
+	patched, err := obj.MarshalJSON()
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+		field.Invalid(field.NewPath("patch"), string(bytes.TrimSpace(patched)), cause.Error())})
 }
 
 // applyPatch returns old with the patch applied, unless the result is

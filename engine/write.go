@@ -144,7 +144,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	}
 	sv.PrepareForCreate(ctx, obj)
 	if h := hooksOf(sv); h != nil {
-		if err := h.prepare(ctx, s, obj.Object, nil); err != nil {
+		if err := h.prepare(ctx, s, "", obj.Object, nil); err != nil {
 			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	}
@@ -256,7 +256,7 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err != nil {
 		return nil, nil, err
 	}
-	if sub == "status" && !sv.Status {
+	if sub == "status" && !sv.Status || sub == "finalize" && !(sv.Builtin && sv.GVR == kinds.NamespaceResource) {
 		return nil, nil, notServed(gvr)
 	}
 	obj = obj.DeepCopy()
@@ -266,6 +266,9 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 	}
 	kv, err := s.store.Get(ctx, key(sv, obj.GetNamespace(), obj.GetName()), store.GetOptions{})
 	if err != nil {
+		if derr := decodeFirst(ctx, sv, obj, opts); derr != nil {
+			return nil, nil, derr
+		}
 		return nil, nil, storeError(err, gvr.GroupResource(), obj.GetName())
 	}
 	old, err := sv.Decode(kv)
@@ -274,12 +277,32 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 	}
 	switch rv := obj.GetResourceVersion(); {
 	case rv == "" && !sv.AllowsUnconditionalUpdate():
+		if derr := decodeFirst(ctx, sv, obj, opts); derr != nil {
+			return nil, nil, derr
+		}
 		return nil, nil, apierrors.NewInvalid(schema.GroupKind{Group: gvr.Group, Kind: sv.Kind}, obj.GetName(), field.ErrorList{
 			field.Invalid(field.NewPath("metadata", "resourceVersion"), rv, "must be specified for an update")})
 	case rv != "" && rv != old.GetResourceVersion():
+		if derr := decodeFirst(ctx, sv, obj, opts); derr != nil {
+			return nil, nil, derr
+		}
 		return nil, nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), errors.New(conflictMessage))
 	}
 	return s.writeUpdate(ctx, storedUpdate{kind: sv, stored: kv, old: old, obj: obj, sub: sub, opts: opts})
+}
+
+// decodeFirst returns the error decoding obj gives (a value of the wrong
+// type, or an unknown field refused by fieldValidation), which
+// kube-apiserver answers before it reads the stored object: an update that
+// fails on what is stored (not found, a conflict) is answered with it
+// first. Unknown fields are warned of as the decoder warns of them. It
+// coerces obj, which the caller drops.
+func decodeFirst(ctx context.Context, sv *kinds.Kind, obj *unstructured.Unstructured, opts metav1.UpdateOptions) error {
+	unknown, err := sv.Coerce(obj)
+	if err != nil {
+		return err
+	}
+	return sv.StrictFields(ctx, opts.FieldValidation, unknown)
 }
 
 // storedUpdate is a write over a stored object, as writeUpdate takes it:
@@ -289,7 +312,7 @@ type storedUpdate struct {
 	stored *store.KeyValue            // the stored document, as read
 	old    *unstructured.Unstructured // stored, decoded
 	obj    *unstructured.Unstructured // what to write; taken over
-	sub    string                     // "" or "status"
+	sub    string                     // "", "status", "scale" or "finalize"
 	opts   metav1.UpdateOptions
 	fields managedFields // who records the write in managedFields
 }
@@ -343,7 +366,7 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 	sv.PrepareForUpdate(ctx, sub, obj, old)
 	obj.SetResourceVersion(old.GetResourceVersion())
 	if h := hooksOf(sv); h != nil {
-		if err := h.prepare(ctx, s, obj.Object, old.Object); err != nil {
+		if err := h.prepare(ctx, s, sub, obj.Object, old.Object); err != nil {
 			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 	}
@@ -377,7 +400,7 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 	if h := hooksOf(sv); h != nil {
 		h.committed(ctx, s, obj.Object, old.Object)
 	}
-	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
+	if finalized(sv, obj) {
 		if err := s.deleteFinalized(ctx, sv, k, newRev, obj); err != nil {
 			return nil, nil, err
 		}

@@ -182,6 +182,11 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request) {
 			Verbs: discoveryVerbs(res), ShortNames: res.ShortNames, Categories: res.Categories,
 			StorageVersionHash: storageVersionHash(res, storage),
 		})
+		if finalizable(res) {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: res.GVR.Resource + "/finalize", Namespaced: res.Namespaced, Kind: res.Kind, Verbs: metav1.Verbs{"update"},
+			})
+		}
 		if res.Status {
 			list.APIResources = append(list.APIResources, metav1.APIResource{
 				Name: res.GVR.Resource + "/status", Namespaced: res.Namespaced, Kind: res.Kind, Verbs: subVerbs,
@@ -220,6 +225,11 @@ func (s *Server) writeAggregated(w http.ResponseWriter, keep func(string) bool) 
 					Resource: res.GVR.Resource, ResponseKind: kind, Scope: scope, SingularResource: res.Singular,
 					Verbs: discoveryVerbs(res), ShortNames: res.ShortNames, Categories: res.Categories,
 				}
+				if finalizable(res) {
+					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+						Subresource: "finalize", ResponseKind: kind, Verbs: []string{"update"},
+					})
+				}
 				if res.Status {
 					rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 						Subresource: "status", ResponseKind: kind, Verbs: subVerbs,
@@ -246,3 +256,7 @@ func (s *Server) writeAggregated(w http.ResponseWriter, keep func(string) bool) 
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 }
+
+// finalizable tells whether res has the finalize subresource: namespaces,
+// whose spec.finalizers only it changes.
+func finalizable(res kinds.Resource) bool { return res.Builtin && res.GVR == kinds.NamespaceResource }

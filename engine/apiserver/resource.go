@@ -58,7 +58,7 @@ func (s *Server) parseTarget(gv schema.GroupVersion, rest string) (target, error
 	}
 	if len(segs) > 2 {
 		t.sub = segs[2]
-		if !(t.sub == "status" && res.Status) && !(t.sub == "scale" && res.Scale) {
+		if !(t.sub == "status" && res.Status) && !(t.sub == "scale" && res.Scale) && !(t.sub == "finalize" && finalizable(res)) {
 			if !res.Builtin {
 				// As kube-apiserver's custom resource handler answers
 				// a subresource the CRD does not have.
@@ -128,6 +128,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, t target) erro
 		case http.MethodDelete:
 			return s.deleteCollection(w, r, t)
 		}
+	case t.sub == "finalize": // update only, as in Kubernetes
+		if r.Method == http.MethodPut {
+			return s.update(w, r, t)
+		}
+		// kube-apiserver's router answers the other methods.
+		return apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, "", schema.GroupResource{}, "", "", 0, false)
 	case t.sub == "scale":
 		switch r.Method {
 		case http.MethodGet, http.MethodHead:
@@ -340,6 +346,8 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, t target) error 
 		out, body, err = s.eng.UpdateStatusJSON(r.Context(), t.gvr(), obj, opts)
 	case "scale":
 		out, err = s.eng.UpdateScale(r.Context(), t.gvr(), t.namespace, t.name, obj, opts)
+	case "finalize":
+		out, body, err = s.eng.UpdateFinalizeJSON(r.Context(), obj, opts)
 	default:
 		out, body, err = s.eng.UpdateJSON(r.Context(), t.gvr(), obj, opts)
 	}

@@ -285,17 +285,20 @@ func (c *Collector) attempt(ctx context.Context, uid types.UID) error {
 		}
 		return nil
 	}
-	if n.stranded() {
-		return c.finishDeletion(ctx, r, n.namespace, n.name, n.uid)
-	}
 	o := gcObjectOf(r, n)
-	if r.GVR == kinds.CRDResource && n.acting() && n.flags&gcCRDCleanupFin != 0 {
-		if _, err := c.cleanupCRD(ctx, o, c.listGROf); err != nil {
+	// A deleted namespace is held by its spec.finalizers, which the graph
+	// does not know, as well: it is emptied, and finalized, first.
+	if r.GVR == kinds.NamespaceResource && n.deleting() {
+		if done, err := c.emptyNamespace(ctx, o); done || err != nil {
 			return err
 		}
 	}
-	if r.GVR == kinds.NamespaceResource && n.deleting() {
-		if done, err := c.emptyNamespace(ctx, o); done || err != nil {
+	if n.stranded() {
+		_, err := c.finishDeletion(ctx, r, n.namespace, n.name, n.uid)
+		return err
+	}
+	if r.GVR == kinds.CRDResource && n.acting() && n.flags&gcCRDCleanupFin != 0 {
+		if _, err := c.cleanupCRD(ctx, o, c.listGROf); err != nil {
 			return err
 		}
 	}

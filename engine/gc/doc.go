@@ -10,7 +10,8 @@
 // deletes the dependents of an owner deleted with Foreground and removes its
 // foregroundDeletion finalizer once no blocking dependent is left, deletes
 // the content of a terminating namespace (and objects whose namespace is
-// gone) and then its finalizer, keeping the namespace's conditions as
+// gone) and then removes kubernetes from its spec.finalizers through the
+// namespace's finalize subresource, keeping the namespace's conditions as
 // Kubernetes' namespace controller does, cleans up after a deleted CRD
 // (crdcleanup.go), finishes deletions left without finalizers, and deletes
 // Events last updated more than Options.EventTTL ago. An owner that seems
@@ -22,8 +23,9 @@
 // key from that revision), built from the metadata of the stored bytes
 // (engine.DecodeStoredMeta) without decoding whole objects. Every write goes
 // through the Service: deletes with preconditions, owner references and
-// finalizers removed by read-modify-write under FieldManager, conditions
-// through status updates, and the two writes no client may make
+// finalizers removed by read-modify-write under FieldManager, a namespace's
+// through engine.Service.UpdateFinalize, conditions through status updates,
+// and the two writes no client may make
 // (engine.Service.FinishDeletion, engine.Service.PurgeResource).
 //
 // The work is incremental (collector.go): an ownership graph (graph.go) fed

@@ -38,7 +38,7 @@ const (
 	gcDeleting      uint8 = 1 << iota // has a deletionTimestamp
 	gcOrphanFin                       // finalizer orphan
 	gcForegroundFin                   // finalizer foregroundDeletion
-	gcNamespaceFin                    // finalizer kubernetes (a terminating namespace)
+	gcNamespaceFin                    // a terminating namespace (finalizer kubernetes)
 	gcCRDCleanupFin                   // finalizer customresourcecleanup (a terminating CRD)
 	gcAnyFin                          // any finalizer at all
 )
@@ -152,6 +152,11 @@ func (g *gcGraph) node(gr schema.GroupResource, m *engine.StoredMeta) *gcNode {
 	}
 	if m.Deleting() {
 		n.flags |= gcDeleting
+		if gr == kinds.NamespaceResource.GroupResource() {
+			// Held by kubernetes in spec.finalizers, which metadata does
+			// not show: the collector's to empty (see emptyNamespace).
+			n.flags |= gcNamespaceFin
+		}
 	}
 	if len(m.Finalizers) > 0 {
 		n.flags |= gcAnyFin

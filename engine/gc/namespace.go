@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -38,12 +39,28 @@ func (c *Collector) collectInNamespace(ctx context.Context, o *gcObject, nsPrese
 }
 
 // emptyNamespace deletes the content of the terminating namespace o and,
-// once none is left, removes its finalizer (done). On the way it keeps the
-// namespace's status conditions as Kubernetes' namespace controller does
+// once none is left, finalizes it (finalizeNamespace), as Kubernetes'
+// namespace controller does for a namespace whose spec.finalizers hold
+// kubernetes; done says there is nothing else to do for o now (it is
+// gone, or finalized). On the way
+// it keeps the namespace's status conditions as that controller does
 // (setNamespaceConditions): what remains, held by which finalizers, and
-// which deletes failed.
+// which deletes failed. A namespace kubernetes does not hold (it was
+// finalized by hand, or never held) is left to the rest of the collection:
+// finished once no finalizer is left (FinishDeletion), its content
+// collected once it is gone.
 func (c *Collector) emptyNamespace(ctx context.Context, o *gcObject) (done bool, err error) {
 	ns := o.obj.GetName()
+	cur, err := c.svc.Get(ctx, kinds.NamespaceResource, "", ns, metav1.GetOptions{})
+	if err != nil {
+		return apierrors.IsNotFound(err), err
+	}
+	if cur.GetUID() != o.obj.GetUID() || cur.GetDeletionTimestamp() == nil {
+		return true, nil
+	}
+	if !heldByKubernetes(cur) {
+		return false, nil
+	}
 	background := metav1.DeletePropagationBackground
 	var content nsContent
 	for _, r := range c.svc.GroupResources() {
@@ -84,7 +101,53 @@ func (c *Collector) emptyNamespace(ctx context.Context, o *gcObject) (done bool,
 	if !final {
 		return false, nil // the deletes of its content queue it again
 	}
-	return true, c.removeFinalizer(ctx, o, kinds.NamespaceFinalizer)
+	_, err = c.finalizeNamespace(ctx, o)
+	return true, err
+}
+
+// heldByKubernetes tells whether the namespace ns waits for its content to
+// be deleted: kubernetes in its spec.finalizers or, as namespaces deleted
+// by earlier Setpoint versions are held, in metadata.finalizers.
+func heldByKubernetes(ns *unstructured.Unstructured) bool {
+	return slices.Contains(kinds.NamespaceSpecFinalizers(ns.Object), kinds.NamespaceFinalizer) ||
+		slices.Contains(ns.GetFinalizers(), kinds.NamespaceFinalizer)
+}
+
+// finalizeNamespace removes kubernetes from the finalizers of the
+// terminating namespace o, through its finalize subresource, as Kubernetes'
+// namespace controller does once the namespace is empty; the one write also
+// takes it out of metadata.finalizers, where earlier Setpoint versions put
+// it. Left with no finalizer, the namespace is deleted by the write.
+// changed says it wrote.
+func (c *Collector) finalizeNamespace(ctx context.Context, o *gcObject) (changed bool, err error) {
+	for attempt := 1; ; attempt++ {
+		cur, err := c.svc.Get(ctx, kinds.NamespaceResource, "", o.obj.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if cur.GetUID() != o.obj.GetUID() || cur.GetDeletionTimestamp() == nil || !heldByKubernetes(cur) {
+			return false, nil
+		}
+		notKube := func(f string) bool { return f == kinds.NamespaceFinalizer }
+		spec := slices.DeleteFunc(kinds.NamespaceSpecFinalizers(cur.Object), notKube)
+		if len(spec) == 0 {
+			unstructured.RemoveNestedField(cur.Object, "spec", "finalizers")
+		} else if err := unstructured.SetNestedStringSlice(cur.Object, spec, "spec", "finalizers"); err != nil {
+			return false, err
+		}
+		if meta := cur.GetFinalizers(); slices.Contains(meta, kinds.NamespaceFinalizer) {
+			meta = slices.DeleteFunc(slices.Clone(meta), notKube)
+			if len(meta) == 0 {
+				meta = nil
+			}
+			cur.SetFinalizers(meta)
+		}
+		_, err = c.svc.UpdateFinalize(ctx, cur, metav1.UpdateOptions{FieldManager: FieldManager})
+		if apierrors.IsConflict(err) && attempt < maxConflictRetries {
+			continue
+		}
+		return err == nil, err
+	}
 }
 
 // nsContent is what emptyNamespace found left in a namespace.
@@ -180,7 +243,7 @@ func (c *Collector) setNamespaceConditions(ctx context.Context, o *gcObject, con
 		if cur.GetUID() != o.obj.GetUID() || cur.GetDeletionTimestamp() == nil {
 			return nil
 		}
-		if fins := cur.GetFinalizers(); final && len(fins) == 1 && fins[0] == kinds.NamespaceFinalizer {
+		if final && onlyKubernetes(cur) {
 			return nil
 		}
 		if !mergeNamespaceConditions(cur.Object, conds, metav1.NewTime(c.opts.Now())) {
@@ -192,6 +255,19 @@ func (c *Collector) setNamespaceConditions(ctx context.Context, o *gcObject, con
 		}
 		return err
 	}
+}
+
+// onlyKubernetes tells whether kubernetes is the one finalizer, in either
+// list, that holds the namespace ns: once it is removed the namespace goes.
+func onlyKubernetes(ns *unstructured.Unstructured) bool {
+	n := 0
+	for _, f := range append(kinds.NamespaceSpecFinalizers(ns.Object), ns.GetFinalizers()...) {
+		if f != kinds.NamespaceFinalizer {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }
 
 // mergeNamespaceConditions sets the conditions of namespaceConditionTypes

@@ -109,12 +109,12 @@ func sameOwnerUIDs(a, b []metav1.OwnerReference) bool {
 
 // finishDeletion deletes the object uid when it is still deleting with no
 // finalizer left (engine.Service.FinishDeletion).
-func (c *Collector) finishDeletion(ctx context.Context, r kinds.Resource, ns, name string, uid types.UID) error {
-	done, err := c.svc.FinishDeletion(ctx, r.GVR, ns, name, uid)
+func (c *Collector) finishDeletion(ctx context.Context, r kinds.Resource, ns, name string, uid types.UID) (done bool, err error) {
+	done, err = c.svc.FinishDeletion(ctx, r.GVR, ns, name, uid)
 	if done {
 		c.log.Info("garbage collection finished a deletion left without finalizers", "kind", r.Kind, "namespace", ns, "name", name)
 	}
-	return err
+	return done, err
 }
 
 // ownerGone checks with a live read that the owner a reference names is

@@ -105,14 +105,18 @@ type nsState struct {
 func (c *Collector) collect(ctx context.Context, o *gcObject, byUID map[types.UID]*gcObject, dependents map[types.UID][]*gcObject, namespaces map[string]*nsState) (bool, error) {
 	obj, r := o.obj, o.res
 	gvr, ns, name := r.GVR, obj.GetNamespace(), obj.GetName()
-	// A terminating namespace goes once it is empty.
+	// A terminating namespace is finalized once it is empty.
 	if r.GVR == kinds.NamespaceResource {
 		if st := namespaces[name]; st != nil && st.terminating && st.contents == 0 {
-			return true, c.removeFinalizer(ctx, o, kinds.NamespaceFinalizer)
+			if changed, err := c.finalizeNamespace(ctx, o); changed || err != nil {
+				return changed, err
+			}
 		}
 	}
 	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
-		return true, c.finishDeletion(ctx, r, ns, name, obj.GetUID())
+		// A namespace may be held by its spec.finalizers still.
+		done, err := c.finishDeletion(ctx, r, ns, name, obj.GetUID())
+		return done || r.GVR != kinds.NamespaceResource, err
 	}
 	st := namespaces[ns]
 	if handled, changed, err := c.collectInNamespace(ctx, o, st != nil && st.obj != nil, st != nil && st.terminating); handled {

@@ -25,8 +25,11 @@ var (
 // DefaultNamespace exists from the start and cannot be deleted.
 const DefaultNamespace = "default"
 
-// NamespaceFinalizer keeps a deleted namespace, Terminating, until the
-// garbage collector has deleted everything in it.
+// NamespaceFinalizer, in a namespace's spec.finalizers, keeps it, once
+// deleted, Terminating until the garbage collector has deleted everything
+// in it and removed the finalizer through the namespace's /finalize
+// subresource. Namespaces deleted by earlier Setpoint versions carry it in
+// metadata.finalizers instead.
 const NamespaceFinalizer = "kubernetes"
 
 // builtinStrategy is the strategy of the kinds Setpoint serves without a CRD.
@@ -162,7 +165,7 @@ func fieldSet(fields []string) map[string]bool {
 // builtins returns the kinds served without a CRD, new ones on each call.
 func builtins() []*Kind {
 	out := []*Kind{
-		newBuiltin(NamespaceResource, "Namespace", "namespace", false, true, apivalidation.ValidateNamespaceName, nil,
+		newBuiltin(NamespaceResource, "Namespace", "namespace", false, true, apivalidation.ValidateNamespaceName, validateNamespace,
 			nil, &corev1.Namespace{}, []string{"spec", "status"}, "ns"),
 		newEventKind(),
 		countsGeneration(newBuiltin(CRDResource, "CustomResourceDefinition", "customresourcedefinition", false, true, apivalidation.NameIsDNSSubdomain, validateCRD,

@@ -121,7 +121,9 @@ func (b builtinTypes) hasUnknown(obj map[string]any, skip map[string]bool) bool 
 }
 
 // prune reports whether v holds a field the type tr does not declare, and
-// deletes those fields when drop is set. It walks v as structured-merge-
+// deletes those fields when drop is set. Without drop it also reports a
+// value of another shape than its type's (a map for a list, a number for a
+// string), which the decoder refuses. It walks v as structured-merge-
 // diff's validation does: a map's keys are its type's fields, or else its
 // elements when it has an element type; a list's items are of its element
 // type.
@@ -129,6 +131,9 @@ func (b builtinTypes) prune(v any, tr smdschema.TypeRef, drop bool) bool {
 	a, ok := b.schema.Resolve(tr)
 	if !ok {
 		return false
+	}
+	if !drop && mistyped(v, a) {
+		return true // let the decoder tell
 	}
 	found := false
 	switch v := v.(type) {
@@ -167,4 +172,36 @@ func (b builtinTypes) prune(v any, tr smdschema.TypeRef, drop bool) bool {
 		}
 	}
 	return found
+}
+
+// mistyped reports whether the JSON value v is not of the shape of the
+// atom a: a map where a has no map, a list where it has no list, a scalar
+// of another type. Null is of any type.
+func mistyped(v any, a smdschema.Atom) bool {
+	switch v.(type) {
+	case nil:
+		return false
+	case map[string]any:
+		return a.Map == nil
+	case []any:
+		return a.List == nil
+	}
+	if a.Scalar == nil {
+		return true
+	}
+	switch *a.Scalar {
+	case smdschema.String:
+		_, ok := v.(string)
+		return !ok
+	case smdschema.Boolean:
+		_, ok := v.(bool)
+		return !ok
+	case smdschema.Numeric:
+		switch v.(type) {
+		case int64, float64:
+			return false
+		}
+		return true
+	}
+	return false
 }

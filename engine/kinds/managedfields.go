@@ -41,6 +41,10 @@ type fieldManagers struct {
 	// kube-apiserver does: Updates with the subresource "scale", of the
 	// object's own fields (spec's replicas). nil without the subresource.
 	scale *managedfields.FieldManager
+	// finalize records writes through a namespace's finalize subresource,
+	// as kube-apiserver does: Updates with the subresource "finalize",
+	// which own everything but status. nil for other kinds.
+	finalize *managedfields.FieldManager
 	// tc is the type converter they were built with; applyTo types the
 	// applied configuration with it to tell the client's errors from the
 	// server's.
@@ -50,8 +54,8 @@ type fieldManagers struct {
 	builtin *builtinTypes
 }
 
-// forSub returns the field manager of the subresource sub ("", "status" or
-// "scale").
+// forSub returns the field manager of the subresource sub ("", "status",
+// "scale" or "finalize").
 func (m *fieldManagers) forSub(sub string) *managedfields.FieldManager {
 	if m == nil {
 		return nil
@@ -61,12 +65,14 @@ func (m *fieldManagers) forSub(sub string) *managedfields.FieldManager {
 		return m.status
 	case "scale":
 		return m.scale
+	case "finalize":
+		return m.finalize
 	}
 	return m.main
 }
 
 // FieldManager returns the library's field manager of the kind's
-// subresource sub ("", "status" or "scale"); nil when the kind has none.
+// subresource sub ("", "status", "scale" or "finalize"); nil when the kind has none.
 func (k *Kind) FieldManager(sub string) *managedfields.FieldManager {
 	return managedFor(k).forSub(sub)
 }
@@ -127,6 +133,12 @@ func newFieldManagers(sv *Kind, tc managedfields.TypeConverter, conv runtime.Obj
 		// A write through /scale changes the object as an update of the
 		// resource does (the strategy of the resource resets its fields).
 		m.scale, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, unstructuredCreater{}, gvk, gvk.GroupVersion(), "scale", reset(sv.strategy, mainReset...))
+		if err != nil {
+			return nil, err
+		}
+	}
+	if sv.Builtin && sv.GVR == NamespaceResource {
+		m.finalize, err = managedfields.NewDefaultCRDFieldManager(tc, conv, def, unstructuredCreater{}, gvk, gvk.GroupVersion(), "finalize", reset(nil, "status"))
 		if err != nil {
 			return nil, err
 		}

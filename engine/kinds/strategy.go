@@ -39,13 +39,21 @@ func (k *Kind) CheckType(obj *unstructured.Unstructured) error {
 // Coerce defaults and prunes obj by its kind's structural schema, as the
 // Kubernetes decoder does, and returns the paths of the unknown fields it
 // dropped. A built-in kind's object is pruned by its Go type, at any depth
-// (unknownfields.go); one that does not convert to it (a string for a
-// list) at the top level only, and its validation refuses it.
+// (unknownfields.go); one that does not decode into it (a string for a
+// list) is refused with the decoder's error, 400 BadRequest, as
+// kube-apiserver's decoder refuses it, before unknown fields are looked for.
 func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 	apiVersion, kind := obj.GetAPIVersion(), obj.GetKind()
 	canonical, meta, found, unknown, err := objectMeta(obj.Object)
 	if err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
+		// Metadata that does not decode is the object's decoding error,
+		// spelled for a built-in kind as its Go type's decoder spells it.
+		if k.typed != nil {
+			if derr := k.typed.decode(obj.Object); derr != nil {
+				err = derr
+			}
+		}
+		return nil, k.DecodeError(err)
 	}
 	if k.structural == nil {
 		// Metadata is written back as decoding it into ObjectMeta leaves
@@ -55,9 +63,11 @@ func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 		}
 		if k.typed != nil {
-			if paths, ok := k.typed.prune(obj.Object, k.typed.parsedSchema(k)); ok {
-				return append(unknown, paths...), nil
+			paths, err := k.typed.prune(obj.Object, k.typed.parsedSchema(k))
+			if err != nil {
+				return nil, k.DecodeError(err)
 			}
+			return append(unknown, paths...), nil
 		}
 		for f := range obj.Object {
 			if k.fields != nil && !k.fields[f] {
@@ -151,7 +161,8 @@ func (k *Kind) ValidateCreate(ctx context.Context, obj *unstructured.Unstructure
 }
 
 // ValidateUpdate runs the kind's update validation (of the status
-// subresource when sub is "status").
+// subresource when sub is "status", of a namespace's finalize subresource
+// when it is "finalize").
 func (k *Kind) ValidateUpdate(ctx context.Context, sub string, obj, old *unstructured.Unstructured) field.ErrorList {
 	switch {
 	case k.createValidation == nil:
@@ -162,6 +173,9 @@ func (k *Kind) ValidateUpdate(ctx context.Context, sub string, obj, old *unstruc
 	}
 	if sub == "status" {
 		return k.statusStrategy.ValidateUpdate(ctx, obj, old)
+	}
+	if sub == "finalize" && k.Builtin && k.GVR == NamespaceResource {
+		return validateNamespaceFinalize(obj, old)
 	}
 	return k.strategy.ValidateUpdate(ctx, obj, old)
 }

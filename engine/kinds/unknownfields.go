@@ -3,12 +3,15 @@ package kinds
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	kjson "sigs.k8s.io/json"
 )
 
@@ -30,6 +33,8 @@ import (
 type typedFields struct {
 	typ      reflect.Type
 	noFields map[string]bool
+	// fieldTypes are the Go types of the noFields.
+	fieldTypes map[string]reflect.Type
 	// schema types the kind's objects by its API's structured-merge-diff
 	// schema (builtintypes.go), made once that schema is parsed.
 	schemaOnce sync.Once
@@ -59,7 +64,7 @@ func newTypedFields(typed any) *typedFields {
 		return nil
 	}
 	t := reflect.TypeOf(typed).Elem()
-	tf := &typedFields{typ: t, noFields: map[string]bool{}}
+	tf := &typedFields{typ: t, noFields: map[string]bool{}, fieldTypes: map[string]reflect.Type{}}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -68,6 +73,7 @@ func newTypedFields(typed any) *typedFields {
 		}
 		if !holdsObjects(f.Type) {
 			tf.noFields[name] = true
+			tf.fieldTypes[name] = f.Type
 		}
 	}
 	return tf
@@ -93,29 +99,30 @@ func holdsObjects(t reflect.Type) bool {
 
 // prune deletes from obj the fields its Go type does not declare, below
 // metadata (which objectMeta coerces) at any depth, and returns their
-// paths as kube-apiserver's strict decoder spells them, sorted. ok is false
-// when obj does not decode into the type (a string for a list, say): then
-// nothing was pruned, and validation answers for the object. With schema,
-// the kind's parsed structured-merge-diff typing, an object it finds no
-// unknown field in (all but a few) is not decoded: the walk costs a tenth
-// of the decoding and allocates nothing.
-func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown []string, ok bool) {
-	if schema != nil && !schema.hasUnknown(obj, tf.noFields) {
-		return nil, true
+// paths as kube-apiserver's strict decoder spells them, sorted. An object
+// that does not decode into the type (a string for a list, a number for a
+// string) gets the decoder's error, as kube-apiserver's decoder gives it,
+// and nothing is pruned. With schema, the kind's parsed structured-merge-
+// diff typing, an object it finds no unknown field nor mistyped value in
+// (all but a few) is not decoded: the walk costs a tenth of the decoding
+// and allocates nothing.
+func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown []string, err error) {
+	if schema != nil && !schema.hasUnknown(obj, tf.noFields) && tf.plainFields(obj) {
+		return nil, nil
 	}
 	in := make(map[string]any, len(obj))
 	for k, v := range obj {
-		if k != "metadata" && !tf.noFields[k] {
+		if k != "metadata" && (!tf.noFields[k] || !tf.plainField(k, v)) {
 			in[k] = v
 		}
 	}
 	data, err := json.Marshal(in)
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
 	strict, err := kjson.UnmarshalStrict(data, reflect.New(tf.typ).Interface(), kjson.DisallowUnknownFields)
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
 	for _, e := range strict {
 		var fe kjson.FieldError
@@ -124,7 +131,159 @@ func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown 
 		}
 	}
 	slices.Sort(unknown)
-	return unknown, true
+	return unknown, nil
+}
+
+// decode returns the error of decoding obj, metadata and all, into the
+// Go type; nil when it decodes.
+func (tf *typedFields) decode(obj map[string]any) error {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	return kjson.UnmarshalCaseSensitivePreserveInts(data, reflect.New(tf.typ).Interface())
+}
+
+// plainFields reports whether every member of obj that cannot hold an
+// object (tf.noFields) decodes into its field as it is.
+func (tf *typedFields) plainFields(obj map[string]any) bool {
+	for k := range tf.noFields {
+		if v, ok := obj[k]; ok && !tf.plainField(k, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// plainField reports whether v, the value of obj's member k, which
+// cannot hold an object, decodes into k's field without an error; one
+// that does not is decoded with the rest, for the decoder's error.
+func (tf *typedFields) plainField(k string, v any) bool {
+	f, ok := tf.fieldTypes[k]
+	return !ok || decodesAs(v, f)
+}
+
+// decodesAs reports whether the JSON value v decodes into a value of
+// type t without an error, for the types of fields that hold no object:
+// scalars, and lists and maps of them. A []byte is base64 in JSON. A type
+// that decodes itself, or any other, is said not to, and is decoded.
+func decodesAs(v any, t reflect.Type) bool {
+	if v == nil {
+		return true
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return decodesAs(v, t.Elem())
+	case reflect.String:
+		_, ok := v.(string)
+		return ok
+	case reflect.Bool:
+		_, ok := v.(bool)
+		return ok
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		_, ok := v.(int64)
+		return ok
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			s, ok := v.(string)
+			return ok && plainBase64(s)
+		}
+		l, ok := v.([]any)
+		if !ok {
+			return false
+		}
+		for _, e := range l {
+			if !decodesAs(e, t.Elem()) {
+				return false
+			}
+		}
+		return true
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok || t.Key().Kind() != reflect.String {
+			return false
+		}
+		for _, e := range m {
+			if !decodesAs(e, t.Elem()) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// plainBase64 reports whether s is padded standard base64 with nothing
+// else in it (no line breaks, which the decoder skips), which decodes
+// without an error; it allocates nothing. One it says no to may decode
+// still: the decoder is asked.
+func plainBase64(s string) bool {
+	if len(s)%4 != 0 {
+		return false
+	}
+	n := len(s)
+	if n > 0 && s[n-1] == '=' {
+		n--
+		if n > 0 && s[n-1] == '=' {
+			n--
+		}
+	}
+	for i := 0; i < n; i++ {
+		if !base64Alphabet[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// base64Alphabet holds the letters of standard base64.
+var base64Alphabet = func() (a [256]bool) {
+	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/" {
+		a[c] = true
+	}
+	return a
+}()
+
+// DecodeError is kube-apiserver's answer to an object of kind k that does
+// not decode into its type: 400 BadRequest, with the decoder's error,
+// which DecodeCause finds in it.
+func (k *Kind) DecodeError(err error) error {
+	return &decodeError{
+		StatusError: apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v",
+			k.Kind, k.GVR.Version, k.Kind, err)),
+		cause: err,
+	}
+}
+
+// decodeError is the answer DecodeError gives, with its cause.
+type decodeError struct {
+	*apierrors.StatusError
+	cause error
+}
+
+// DecodeCause returns the decoder's error in err when err is an object's
+// DecodeError: a patch that makes an object that does not decode is
+// answered otherwise (see the engine's Patch).
+func DecodeCause(err error) (error, bool) {
+	var de *decodeError
+	if errors.As(err, &de) {
+		return de.cause, true
+	}
+	return nil, false
+}
+
+// ConvertError returns the error of converting obj, a patched object of
+// kind k, into k's Go type with the unstructured converter, as
+// kube-apiserver converts the result of a strategic merge patch; nil when
+// it converts, or when k has no Go type.
+func (k *Kind) ConvertError(obj map[string]any) error {
+	if k.typed == nil {
+		return nil
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(obj, reflect.New(k.typed.typ).Interface())
 }
 
 // deletePath deletes the member at path, spelled as the strict decoder

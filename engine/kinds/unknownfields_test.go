@@ -2,10 +2,11 @@ package kinds
 
 import (
 	"context"
-	"strings"
+	"encoding/base64"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/warning"
@@ -157,6 +158,9 @@ func TestPruneBuiltinWithSchema(t *testing.T) {
 	for _, tc := range unknownFieldCases {
 		t.Run(tc.name, func(t *testing.T) {
 			sv, _ := r.Get(tc.gvr)
+			if tc.name == "ConfigMap labels" {
+				return // metadata is not the Go type's to prune
+			}
 			bt, ok := newBuiltinTypes(sv)
 			if !ok {
 				t.Fatal("no schema")
@@ -172,9 +176,9 @@ func TestPruneBuiltinWithSchema(t *testing.T) {
 				if schema != nil && !schema.hasUnknown(obj, sv.typed.noFields) {
 					t.Error("the schema finds no unknown field")
 				}
-				unknown, ok := sv.typed.prune(obj, schema)
-				if !ok {
-					t.Fatal("the object does not decode")
+				unknown, err := sv.typed.prune(obj, schema)
+				if err != nil {
+					t.Fatalf("the object does not decode: %v", err)
 				}
 				if diff := cmp.Diff(tc.unknown, unknown); diff != "" {
 					t.Errorf("schema %v: unknown fields (-want +got):\n%s", schema != nil, diff)
@@ -241,22 +245,71 @@ type warnings []string
 
 func (w *warnings) AddWarning(_, text string) { *w = append(*w, text) }
 
-// TestCoerceBuiltinMistyped checks that an object that does not convert to
-// its Go type is pruned at the top level only, as before, and left to its
-// validation.
+// mistypedCases are built-in objects with values of the wrong JSON type,
+// each with the decoding error kube-apiserver v1.34 answers for it.
+var mistypedCases = []struct {
+	name string
+	gvr  schema.GroupVersionResource
+	in   string
+	want string
+}{
+	{"ConfigMap number", ConfigMapResource, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c}, data: {a: 1}}`,
+		`ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string`},
+	{"ConfigMap string", ConfigMapResource, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c}, data: x}`,
+		`ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal string into Go struct field ConfigMap.data of type map[string]string`},
+	{"ConfigMap mistyped before unknown", ConfigMapResource, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c}, data: {a: 1}, typo: 2}`,
+		`ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string`},
+	{"Secret base64", SecretResource, `{apiVersion: v1, kind: Secret, metadata: {name: s}, data: {a: "!!x"}}`,
+		`Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte 0`},
+	{"ServiceAccount bool", ServiceAccountResource, `{apiVersion: v1, kind: ServiceAccount, metadata: {name: s}, automountServiceAccountToken: "yes"}`,
+		`ServiceAccount in version "v1" cannot be handled as a ServiceAccount: json: cannot unmarshal string into Go struct field ServiceAccount.automountServiceAccountToken of type bool`},
+	{"Namespace finalizers", NamespaceResource, `{apiVersion: v1, kind: Namespace, metadata: {name: ns1}, spec: {finalizers: x}}`,
+		`Namespace in version "v1" cannot be handled as a Namespace: json: cannot unmarshal string into Go struct field NamespaceSpec.spec.finalizers of type []v1.FinalizerName`},
+	{"Event count", EventResource, `{apiVersion: v1, kind: Event, metadata: {name: e}, involvedObject: {kind: Pod, name: p}, count: three}`,
+		`Event in version "v1" cannot be handled as a Event: json: cannot unmarshal string into Go struct field Event.count of type int32`},
+	{"Role rules object", RoleResource, `{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: r}, rules: {}}`,
+		`Role in version "v1" cannot be handled as a Role: json: cannot unmarshal object into Go struct field Role.rules of type []v1.PolicyRule`},
+	{"Role verbs string", RoleResource, `{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: r}, rules: [{verbs: get, bogus: 1}], extra: 1}`,
+		`Role in version "v1" cannot be handled as a Role: json: cannot unmarshal string into Go struct field PolicyRule.rules.verbs of type []string`},
+	{"ClusterRoleBinding subject name", ClusterRoleBindingResource, `{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRoleBinding, metadata: {name: b},
+		roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}, subjects: [{kind: User, name: 5, apiGroup: rbac.authorization.k8s.io}]}`,
+		`ClusterRoleBinding in version "v1" cannot be handled as a ClusterRoleBinding: json: cannot unmarshal number into Go struct field Subject.subjects.name of type string`},
+	{"ConfigMap labels", ConfigMapResource, `{apiVersion: v1, kind: ConfigMap, metadata: {name: c, labels: x}}`,
+		`ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal string into Go struct field ObjectMeta.metadata.labels of type map[string]string`},
+	{"CRD versions", CRDResource, `{apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, metadata: {name: gadgets.example.com},
+		spec: {group: example.com, scope: Namespaced, names: {plural: gadgets, kind: Gadget}, versions: v1}}`,
+		`CustomResourceDefinition in version "v1" cannot be handled as a CustomResourceDefinition: json: cannot unmarshal string into Go struct field CustomResourceDefinitionSpec.spec.versions of type []v1.CustomResourceDefinitionVersion`},
+}
+
+// TestCoerceBuiltinMistyped checks that an object that does not decode
+// into its Go type is refused with the decoder's error, 400 BadRequest, as
+// kube-apiserver refuses it, whether or not the kind's schema is parsed
+// (which spares the decoding only of objects it finds well typed).
 func TestCoerceBuiltinMistyped(t *testing.T) {
 	r := NewRegistry()
-	sv, _ := r.Get(RoleResource)
-	obj := kindstest.FromYAML(t, `{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: r, namespace: default}, rules: [{verbs: get, bogus: 1}], extra: 1}`)
-	unknown, err := sv.Coerce(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"extra"}, unknown); diff != "" {
-		t.Errorf("unknown fields (-want +got):\n%s", diff)
-	}
-	if errs := sv.ValidateCreate(context.Background(), obj); len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "decode") {
-		t.Errorf("validation = %v, want a decoding error", errs)
+	for _, tc := range mistypedCases {
+		t.Run(tc.name, func(t *testing.T) {
+			sv, ok := r.Get(tc.gvr)
+			if !ok {
+				t.Fatalf("%s not served", tc.gvr)
+			}
+			_, err := sv.Coerce(kindstest.FromYAML(t, tc.in))
+			if !apierrors.IsBadRequest(err) || err.Error() != tc.want {
+				t.Errorf("Coerce = %v, want BadRequest %q", err, tc.want)
+			}
+			if tc.name == "ConfigMap labels" {
+				return // metadata is not the Go type's to prune
+			}
+			bt, ok := newBuiltinTypes(sv)
+			if !ok {
+				t.Fatal("no schema")
+			}
+			obj := kindstest.FromYAML(t, tc.in).Object
+			delete(obj, "metadata")
+			if _, err := sv.typed.prune(obj, &bt); err == nil || sv.DecodeError(err).Error() != tc.want {
+				t.Errorf("with the schema: %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -285,5 +338,23 @@ func TestDeletePath(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestPlainBase64 checks that what plainBase64 takes the decoder takes.
+func TestPlainBase64(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"", true}, {"YQ==", true}, {"YWI=", true}, {"YWJj", true}, {"YW+/", true},
+		{"YQ=", false}, {"Y===", false}, {"YQ=a", false}, {"Y=Q=", false}, {"!!x=", false}, {"YWJj\n", false}, {"YW Jj", false},
+	} {
+		if got := plainBase64(tc.in); got != tc.want {
+			t.Errorf("plainBase64(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+		if _, err := base64.StdEncoding.DecodeString(tc.in); tc.want && err != nil {
+			t.Errorf("%q: the decoder says %v", tc.in, err)
+		}
 	}
 }
