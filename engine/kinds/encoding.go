@@ -58,6 +58,8 @@ func (k *Kind) ApplyReadSchema(m map[string]any) {
 // at the kind's storage version. Versions of a CRD convert with strategy
 // None, so converting is setting the apiVersion; like Kubernetes, the store
 // then holds every object at a version the CRD's status.storedVersions lists.
+// A view of another kind's objects (events.k8s.io/v1 Events) stores obj
+// converted to that kind, as Decode converts it back.
 func (k *Kind) Encode(obj *unstructured.Unstructured) ([]byte, error) {
 	rv := obj.GetResourceVersion()
 	obj.SetResourceVersion("")

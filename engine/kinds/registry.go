@@ -340,7 +340,8 @@ func (r *Registry) ByKind(gvk schema.GroupVersionKind) (*Kind, bool) {
 }
 
 // GroupResources returns one served version of every group/resource: what a
-// sweep over all stored objects walks.
+// sweep over all stored objects walks. Views of another kind's objects
+// (events.k8s.io/v1 Events) are left out: their objects are that kind's.
 func (r *Registry) GroupResources() []*Kind {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
