@@ -74,8 +74,12 @@ func TestEventsV1(t *testing.T) {
 		"reportingInstance": "ctl-1", "action": "Scale", "reason": "Scaled", "note": "scaled it", "type": "Warning",
 		"series": map[string]any{"count": int64(2), "lastObservedTime": "2026-01-02T03:04:07.000002Z"},
 	}}
-	if _, err := s.Create(ctx, v1, ev, metav1.CreateOptions{}); err != nil {
+	created, err := s.Create(ctx, v1, ev, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("create events.k8s.io/v1: %v", err)
+	}
+	if created.GetAPIVersion() != "events.k8s.io/v1" || created.Object["note"] != "scaled it" || created.Object["message"] != nil {
+		t.Errorf("created through events.k8s.io/v1: %v", created.Object)
 	}
 	got, err = s.Get(ctx, core, "default", "new", metav1.GetOptions{})
 	if err != nil {

@@ -33,11 +33,11 @@ func TestEventsV1AsKubeAPIServer(t *testing.T) {
 		"count: 3\nsource: {component: kubelet, host: n1}\nlastTimestamp: \"2026-01-02T03:04:06Z\"\n", "create", "-f", "-"); errOut != "" {
 		t.Fatal(errOut)
 	}
-	if _, errOut := run("apiVersion: events.k8s.io/v1\nkind: Event\nmetadata: {name: new, namespace: default}\n"+
+	if out, errOut := run("apiVersion: events.k8s.io/v1\nkind: Event\nmetadata: {name: new, namespace: default}\n"+
 		"regarding: {kind: Pod, name: q, namespace: default}\neventTime: \"2026-01-02T03:04:05.000001Z\"\n"+
 		"reportingController: example.com/ctl\nreportingInstance: ctl-1\naction: Scale\nreason: Scaled\nnote: scaled it\ntype: Warning\n",
-		"create", "-f", "-"); errOut != "" {
-		t.Fatal(errOut)
+		"create", "-f", "-", "-o", "jsonpath={.apiVersion} {.note} {.message}"); out != "events.k8s.io/v1 scaled it " || errOut != "" {
+		t.Fatalf("create through events.k8s.io/v1: %q %s", out, errOut)
 	}
 
 	t.Run("kubectl", func(t *testing.T) {
