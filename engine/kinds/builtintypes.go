@@ -1,6 +1,7 @@
 package kinds
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -174,8 +175,9 @@ func (b builtinTypes) prune(v any, tr smdschema.TypeRef, drop bool) bool {
 }
 
 // mistyped reports whether the JSON value v is not of the shape of the
-// atom a: a map where a has no map, a list where it has no list, a scalar
-// of another type. Null is of any type.
+// atom a, or may not be: a map where a has no map, a list where it has no
+// list, a scalar of another type, a number outside int32's integers. Null
+// is of any type.
 func mistyped(v any, a smdschema.Atom) bool {
 	switch v.(type) {
 	case nil:
@@ -196,11 +198,12 @@ func mistyped(v any, a smdschema.Atom) bool {
 		_, ok := v.(bool)
 		return !ok
 	case smdschema.Numeric:
-		switch v.(type) {
-		case int64, float64:
-			return false
-		}
-		return true
+		// The schema does not tell an int32 from an int64 or a float64:
+		// only an integer every one of them holds is known to decode; a
+		// fraction or a larger integer is left to the decoder, which
+		// refuses it for an int32 (an Event series' count).
+		n, ok := v.(int64)
+		return !ok || n < math.MinInt32 || n > math.MaxInt32
 	}
 	return false
 }
