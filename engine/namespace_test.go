@@ -207,8 +207,8 @@ func TestNamespaceFieldSelectorPhase(t *testing.T) {
 // TestNamespaceSpecFinalizers: as Kubernetes' namespace strategy does, a
 // created namespace has the finalizer kubernetes in spec.finalizers, after
 // those the client gave, and no update, patch or apply changes them; a
-// deleted namespace is still marked Terminating and held for the garbage
-// collector by the same finalizer in metadata.finalizers.
+// deleted namespace is marked Terminating and held for the garbage
+// collector by them alone, metadata.finalizers left as they were.
 func TestNamespaceSpecFinalizers(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
