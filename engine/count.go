@@ -23,9 +23,11 @@ const countPage = 1000
 // needs. A document it cannot walk is decoded as the engine decodes
 // documents. An unserved gvr gives the NotFound a List gives.
 func (s *Service) CountSelected(ctx context.Context, gvr schema.GroupVersionResource, sel labels.Selector) (int, error) {
-	if _, err := s.lookup(gvr, "", true); err != nil {
+	sv, err := s.lookup(gvr, "", true)
+	if err != nil {
 		return 0, err
 	}
+	gr := sv.StoredGroupResource()
 	opts := store.ListOptions{Limit: countPage}
 	if !sel.Empty() {
 		opts.Filter = func(_ string, value []byte) bool { return sel.Matches(storedLabels(value)) }
@@ -33,7 +35,7 @@ func (s *Service) CountSelected(ctx context.Context, gvr schema.GroupVersionReso
 		opts.KeysOnly = true
 	}
 	n := 0
-	_, err := store.ListPages(ctx, s.store, store.ResourcePrefix(gvr.Group, gvr.Resource, ""), opts, func(items []store.KeyValue) error {
+	_, err = store.ListPages(ctx, s.store, store.ResourcePrefix(gr.Group, gr.Resource, ""), opts, func(items []store.KeyValue) error {
 		n += len(items)
 		return nil
 	})

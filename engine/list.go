@@ -130,6 +130,11 @@ func (sel *selector) filter() func(string, []byte) bool {
 		if err != nil {
 			return false
 		}
+		// The fields as served at the listed version (a view of another
+		// kind's objects reads them converted).
+		if m, err = sel.sv.FromStored(m); err != nil {
+			return false
+		}
 		if sel.attrs != nil {
 			// As Decode reads a document stored before a schema change
 			// (which may default a selectable field); a document written
@@ -212,7 +217,8 @@ func (s *Service) listStored(ctx context.Context, gvr schema.GroupVersionResourc
 	if opts.Limit < 0 {
 		return nil, nil, apierrors.NewBadRequest("limit must not be negative")
 	}
-	res, err := s.store.List(ctx, store.ResourcePrefix(gvr.Group, gvr.Resource, namespace), store.ListOptions{
+	gr := sv.StoredGroupResource()
+	res, err := s.store.List(ctx, store.ResourcePrefix(gr.Group, gr.Resource, namespace), store.ListOptions{
 		Revision: rev, Limit: opts.Limit, Continue: opts.Continue, Filter: sel.filter(),
 	})
 	if err != nil {

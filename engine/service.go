@@ -202,7 +202,8 @@ func (s *Service) lookup(gvr schema.GroupVersionResource, namespace string, all 
 }
 
 func key(sv *kinds.Kind, namespace, name string) string {
-	return store.ObjectKey(sv.GVR.Group, sv.GVR.Resource, namespace, name)
+	gr := sv.StoredGroupResource()
+	return store.ObjectKey(gr.Group, gr.Resource, namespace, name)
 }
 
 // parseRV parses a resourceVersion; "" and "0" give 0.

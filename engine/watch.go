@@ -65,7 +65,8 @@ func (s *Service) Watch(ctx context.Context, gvr schema.GroupVersionResource, na
 	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds > 0 {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(*opts.TimeoutSeconds)*time.Second)
 	}
-	prefix := store.ResourcePrefix(gvr.Group, gvr.Resource, namespace)
+	stored := sv.StoredGroupResource()
+	prefix := store.ResourcePrefix(stored.Group, stored.Resource, namespace)
 
 	var initialItems *initialList
 	if initial {

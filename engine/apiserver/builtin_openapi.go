@@ -14,6 +14,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
@@ -72,6 +73,7 @@ var builtinKinds = []builtinKind{
 	{"rbac.authorization.k8s.io", "rolebindings", "rolebinding", apiextensionsv1.NamespaceScoped, false, &rbacv1.RoleBinding{}, &rbacv1.RoleBindingList{}, false},
 	{"rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebinding", apiextensionsv1.ClusterScoped, false,
 		&rbacv1.ClusterRoleBinding{}, &rbacv1.ClusterRoleBindingList{}, false},
+	{"events.k8s.io", "events", "event", apiextensionsv1.NamespaceScoped, false, &eventsv1.Event{}, &eventsv1.EventList{}, false},
 	{"coordination.k8s.io", "leases", "lease", apiextensionsv1.NamespaceScoped, false, &coordinationv1.Lease{}, &coordinationv1.LeaseList{}, true},
 	review("authentication.k8s.io", "selfsubjectreviews", apiextensionsv1.ClusterScoped, &authenticationv1.SelfSubjectReview{}),
 	review("authorization.k8s.io", "localsubjectaccessreviews", apiextensionsv1.NamespaceScoped, &authorizationv1.LocalSubjectAccessReview{}),
@@ -128,7 +130,7 @@ type builtinDocs struct {
 // kinds never change.
 var builtinDocuments = sync.OnceValues(func() (*builtinDocs, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, rbacv1.AddToScheme, coordinationv1.AddToScheme,
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, rbacv1.AddToScheme, coordinationv1.AddToScheme, eventsv1.AddToScheme,
 		authenticationv1.AddToScheme, authorizationv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("openapi scheme: %w", err)

@@ -73,6 +73,8 @@ func storageVersionHash(res kinds.Resource, storage map[string]string) string {
 	switch {
 	case isReview(res.GVR):
 		return ""
+	case !res.StoredAs.Empty():
+		return discovery.StorageVersionHash(res.StoredAs.Group, res.StoredAs.Version, res.Kind)
 	case res.CRD != "":
 		if v = storage[res.CRD]; v == "" {
 			return ""

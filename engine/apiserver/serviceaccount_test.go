@@ -28,12 +28,14 @@ func TestServiceAccountKind(t *testing.T) {
 	if _, ok := raw["spec"]; ok {
 		t.Fatalf("an unknown field was kept: %s", b)
 	}
-	for _, body := range []string{
-		`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bad"},"secrets":"s"}`,
-		`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bad"},"automountServiceAccountToken":"yes"}`,
-		`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"Not_A_Name"}}`,
+	// Mistyped fields fail to decode (400, as kube-apiserver's decoder
+	// answers); a bad name fails validation (422).
+	for body, code := range map[string]int{
+		`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bad"},"secrets":"s"}`:                        http.StatusBadRequest,
+		`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bad"},"automountServiceAccountToken":"yes"}`: http.StatusBadRequest,
+		`{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"Not_A_Name"}}`:                               http.StatusUnprocessableEntity,
 	} {
-		ts.mustDo(t, http.StatusUnprocessableEntity, request{method: http.MethodPost, path: path, body: body})
+		ts.mustDo(t, code, request{method: http.MethodPost, path: path, body: body})
 	}
 	ts.mustDo(t, http.StatusOK, request{path: path + "/robot"})
 	ts.mustDo(t, http.StatusOK, request{method: http.MethodDelete, path: path + "/robot"})

@@ -171,7 +171,7 @@ func builtins() []*Kind {
 		countsGeneration(newBuiltin(CRDResource, "CustomResourceDefinition", "customresourcedefinition", false, true, apivalidation.NameIsDNSSubdomain, validateCRD,
 			nil, nil, []string{"spec", "status"}, "crd", "crds")),
 		newServiceAccountKind(),
-		newSecretKind(), newConfigMapKind(),
+		newSecretKind(), newConfigMapKind(), newEventsV1Kind(),
 	}
 	// The tables kube-apiserver serves for these kinds: its printers'
 	// columns for Namespaces; for CRDs, its default table, which

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	extapply "k8s.io/apiextensions-apiserver/pkg/client/applyconfiguration"
@@ -31,7 +32,7 @@ import (
 // ToOpenAPIDefinitionName).
 var builtinScheme = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, rbacv1.AddToScheme, eventsv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err) // registering the API's own types cannot fail
 		}

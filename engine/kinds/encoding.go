@@ -31,6 +31,11 @@ func (k *Kind) decodeWritten(kv *store.KeyValue, written int64) (*unstructured.U
 	if k.read.Stale(written) {
 		k.read.apply(k, m)
 	}
+	if k.view != nil {
+		if m, err = k.view.fromStored(m); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("decode %s: %w", kv.Key, err))
+		}
+	}
 	u := &unstructured.Unstructured{Object: m}
 	u.SetAPIVersion(k.GVR.GroupVersion().String())
 	u.SetKind(k.Kind)
@@ -53,10 +58,27 @@ func (k *Kind) ApplyReadSchema(m map[string]any) {
 // at the kind's storage version. Versions of a CRD convert with strategy
 // None, so converting is setting the apiVersion; like Kubernetes, the store
 // then holds every object at a version the CRD's status.storedVersions lists.
+// A view of another kind's objects (events.k8s.io/v1 Events) stores obj
+// converted to that kind, as Decode converts it back.
 func (k *Kind) Encode(obj *unstructured.Unstructured) ([]byte, error) {
 	rv := obj.GetResourceVersion()
 	obj.SetResourceVersion("")
 	obj.SetSelfLink("")
+	if k.view != nil {
+		m, err := k.view.toStored(obj.Object)
+		obj.SetResourceVersion(rv)
+		if err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
+		}
+		b, ok := appendObject(nil, m)
+		if !ok {
+			b, err = (&unstructured.Unstructured{Object: m}).MarshalJSON()
+		}
+		if err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
+		}
+		return b, nil
+	}
 	av := obj.GetAPIVersion()
 	if k.storage != "" && av != k.storage {
 		// Converting to the storage version prunes with its schema, as

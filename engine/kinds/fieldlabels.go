@@ -60,6 +60,8 @@ func (k *Kind) FieldLabel(label string) (path []string, attrs func(runtime.Objec
 	switch {
 	case k.GVR == EventResource && eventFields[label] != nil:
 		return eventFields[label], nil, true
+	case k.GVR == EventsV1Resource && eventsV1Fields[label] != nil:
+		return eventsV1Fields[label], nil, true
 	case k.GVR == NamespaceResource && label == "status.phase":
 		// As Kubernetes' field label conversions for namespaces allow.
 		return []string{"status", "phase"}, nil, true
@@ -83,7 +85,7 @@ func (k *Kind) FieldLabel(label string) (path []string, attrs func(runtime.Objec
 // as the default conversion does.
 func (k *Kind) FieldLabelError(label string) string {
 	switch {
-	case !k.Builtin, k.GVR == EventResource, k.GVR == NamespaceResource, k.GVR == SecretResource:
+	case !k.Builtin, k.GVR == EventResource, k.GVR == EventsV1Resource, k.GVR == NamespaceResource, k.GVR == SecretResource:
 		return "field label not supported: " + label
 	}
 	_, _, err := runtime.DefaultMetaV1FieldSelectorConversion(label, "")

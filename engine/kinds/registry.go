@@ -36,6 +36,10 @@ type Resource struct {
 	// DeprecationWarning is the warning every request to a version the CRD
 	// marks deprecated gets; empty when the version is not deprecated.
 	DeprecationWarning string
+	// StoredAs is the group/version of the kind the resource's objects
+	// are stored as, when that is another one's (events.k8s.io/v1 Events
+	// are core/v1 Events); empty otherwise.
+	StoredAs schema.GroupVersion
 }
 
 // GVK returns the resource's kind at its version.
@@ -100,6 +104,9 @@ type Kind struct {
 	// builtinManaged.
 	managed        *fieldManagers
 	builtinManaged sync.Once
+	// view, when set, makes the kind a view of another kind's stored
+	// objects (eventsv1.go).
+	view *storedView
 	// encodedSize is the length of the last document Encode made that
 	// changed it much (encodeBuffer): the size the next one starts at.
 	encodedSize atomic.Int64
@@ -333,7 +340,8 @@ func (r *Registry) ByKind(gvk schema.GroupVersionKind) (*Kind, bool) {
 }
 
 // GroupResources returns one served version of every group/resource: what a
-// sweep over all stored objects walks.
+// sweep over all stored objects walks. Views of another kind's objects
+// (events.k8s.io/v1 Events) are left out: their objects are that kind's.
 func (r *Registry) GroupResources() []*Kind {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -341,7 +349,7 @@ func (r *Registry) GroupResources() []*Kind {
 	var out []*Kind
 	for _, s := range r.byGVR {
 		gr := s.GVR.GroupResource()
-		if !seen[gr] {
+		if !seen[gr] && s.view == nil {
 			seen[gr] = true
 			out = append(out, s)
 		}
@@ -386,7 +394,7 @@ func (r *Registry) ByGroupResource(gr schema.GroupResource) *Kind {
 	defer r.mu.RUnlock()
 	var out *Kind
 	for gvr, sv := range r.byGVR {
-		if gvr.GroupResource() == gr && (out == nil || gvr.String() < out.GVR.String()) {
+		if gvr.GroupResource() == gr && sv.view == nil && (out == nil || gvr.String() < out.GVR.String()) {
 			out = sv
 		}
 	}

@@ -82,7 +82,11 @@ func TestPluginPrivileges(t *testing.T) {
 	}{{"everything", false}, {"admin", true}} {
 		extra := map[string]any{"permissions": map[string]any{"write": []any{"*"}}}
 		if tc.privileged {
+			// Its own kind: two Plugins reconciling notes would leave the
+			// one created later (or, in the same second, named later)
+			// waiting for the other's binding.
 			extra["privileged"] = true
+			extra["reconcile"] = map[string]any{"for": "gizmos.example.setpoint.dev"}
 		}
 		if _, err := e.svc.Create(ctx, Resource, privilegePlugin(tc.name, digest, extra), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
