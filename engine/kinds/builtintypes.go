@@ -1,6 +1,9 @@
 package kinds
 
 import (
+	"math"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -70,6 +73,10 @@ type builtinTypes struct {
 	tc     managedfields.TypeConverter
 	schema *smdschema.Schema
 	root   smdschema.TypeRef
+	// base64Fields are the names of the fields below the top level whose
+	// Go type is []byte (a CRD webhook's caBundle): the schema types them
+	// as strings, but only base64 decodes.
+	base64Fields map[string]bool
 }
 
 // newBuiltinTypes returns the typing of sv's objects; ok is false when the
@@ -83,7 +90,54 @@ func newBuiltinTypes(sv *Kind) (builtinTypes, bool) {
 	if err != nil {
 		return builtinTypes{}, false
 	}
-	return builtinTypes{tc: tc, schema: tv.Schema(), root: tv.TypeRef()}, true
+	bt := builtinTypes{tc: tc, schema: tv.Schema(), root: tv.TypeRef(), base64Fields: map[string]bool{}}
+	if sv.typed != nil {
+		for i := range sv.typed.typ.NumField() {
+			bytesFields(sv.typed.typ.Field(i).Type, bt.base64Fields, map[reflect.Type]bool{})
+		}
+	}
+	return bt, true
+}
+
+// bytesFields adds to names the JSON names of the []byte fields of the
+// structs t holds, at any depth.
+func bytesFields(t reflect.Type, names map[string]bool, seen map[reflect.Type]bool) {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		bytesFields(t.Elem(), names, seen)
+	case reflect.Struct:
+		if seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" &&
+				f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Uint8 {
+				names[name] = true
+				continue
+			}
+			bytesFields(f.Type, names, seen)
+		}
+	}
+}
+
+// acceptsAnyJSON names the types the schema leaves untyped whose Go
+// types take any JSON value (apiextensions' JSON, a CRD schema's default
+// or example; the schema's own free-form types). The others (a time, a
+// quantity, an int-or-string, a CRD schema's items) decode themselves and
+// may refuse a value: the decoder is asked.
+func acceptsAnyJSON(tr smdschema.TypeRef) bool {
+	if tr.NamedType == nil {
+		return false
+	}
+	switch n := *tr.NamedType; n {
+	case "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON",
+		"io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1beta1.JSON":
+		return true
+	default:
+		return strings.HasPrefix(n, "__untyped_")
+	}
 }
 
 // declaredOnly returns obj without the fields its kind's schema does not
@@ -93,11 +147,11 @@ func newBuiltinTypes(sv *Kind) (builtinTypes, bool) {
 // Role's rule with a field PolicyRule lacks), which the type converter
 // refuses, as kube-apiserver's decoder would have dropped them.
 func (b builtinTypes) declaredOnly(obj *unstructured.Unstructured) *unstructured.Unstructured {
-	if !b.prune(obj.Object, b.root, false) {
+	if !b.prune(obj.Object, b.root, findUnknown) {
 		return obj
 	}
 	out := obj.DeepCopy()
-	b.prune(out.Object, b.root, true)
+	b.prune(out.Object, b.root, dropUnknown)
 	return out
 }
 
@@ -113,26 +167,41 @@ func (b builtinTypes) hasUnknown(obj map[string]any, skip map[string]bool) bool 
 			continue
 		}
 		f, ok := a.Map.FindField(k)
-		if !ok || b.prune(v, f.Type, false) {
+		if !ok || b.prune(v, f.Type, findUndecidable) {
 			return true
 		}
 	}
 	return false
 }
 
-// prune reports whether v holds a field the type tr does not declare, and
-// deletes those fields when drop is set. Without drop it also reports a
-// value of another shape than its type's (a map for a list, a number for a
-// string), which the decoder refuses. It walks v as structured-merge-
-// diff's validation does: a map's keys are its type's fields, or else its
-// elements when it has an element type; a list's items are of its element
-// type.
-func (b builtinTypes) prune(v any, tr smdschema.TypeRef, drop bool) bool {
+// pruneMode is what prune looks for in a value, or does to it.
+type pruneMode int
+
+const (
+	// findUnknown finds a field the type does not declare.
+	findUnknown pruneMode = iota
+	// findUndecidable finds, as well, a value the decoder refuses or may
+	// refuse: one of another shape than its type's (a map for a list, a
+	// number for a string), one the schema leaves untyped whose Go type
+	// decodes itself (a time), a []byte field's string that is not plain
+	// base64.
+	findUndecidable
+	// dropUnknown deletes the fields the type does not declare.
+	dropUnknown
+)
+
+// prune reports whether v holds what mode looks for in a value of type
+// tr, and deletes the undeclared fields when mode is dropUnknown. It
+// walks v as structured-merge-diff's validation does: a map's keys are its
+// type's fields, or else its elements when it has an element type; a
+// list's items are of its element type.
+func (b builtinTypes) prune(v any, tr smdschema.TypeRef, mode pruneMode) bool {
+	drop := mode == dropUnknown
 	a, ok := b.schema.Resolve(tr)
 	if !ok {
 		return false
 	}
-	if !drop && mistyped(v, a) {
+	if mode == findUndecidable && (mistyped(v, a) || v != nil && a.Scalar != nil && *a.Scalar == smdschema.Untyped && !acceptsAnyJSON(tr)) {
 		return true // let the decoder tell
 	}
 	found := false
@@ -143,10 +212,12 @@ func (b builtinTypes) prune(v any, tr smdschema.TypeRef, drop bool) bool {
 		}
 		for k, e := range v {
 			switch f, ok := a.Map.FindField(k); {
+			case ok && mode == findUndecidable && b.base64Fields[k] && !base64Value(e):
+				return true // let the decoder tell
 			case ok:
-				found = b.prune(e, f.Type, drop) || found
+				found = b.prune(e, f.Type, mode) || found
 			case a.Map.ElementType != (smdschema.TypeRef{}):
-				found = b.prune(e, a.Map.ElementType, drop) || found
+				found = b.prune(e, a.Map.ElementType, mode) || found
 			default:
 				if !drop {
 					return true
@@ -163,7 +234,7 @@ func (b builtinTypes) prune(v any, tr smdschema.TypeRef, drop bool) bool {
 			return false
 		}
 		for _, e := range v {
-			if b.prune(e, a.List.ElementType, drop) {
+			if b.prune(e, a.List.ElementType, mode) {
 				if !drop {
 					return true
 				}
@@ -174,9 +245,17 @@ func (b builtinTypes) prune(v any, tr smdschema.TypeRef, drop bool) bool {
 	return found
 }
 
+// base64Value reports whether v, the value of a []byte field, decodes
+// as plain base64 (or is null, or not a string, which mistyped tells).
+func base64Value(v any) bool {
+	s, ok := v.(string)
+	return !ok || plainBase64(s)
+}
+
 // mistyped reports whether the JSON value v is not of the shape of the
-// atom a: a map where a has no map, a list where it has no list, a scalar
-// of another type. Null is of any type.
+// atom a, or may not be: a map where a has no map, a list where it has no
+// list, a scalar of another type, a number outside int32's integers. Null
+// is of any type.
 func mistyped(v any, a smdschema.Atom) bool {
 	switch v.(type) {
 	case nil:
@@ -197,11 +276,12 @@ func mistyped(v any, a smdschema.Atom) bool {
 		_, ok := v.(bool)
 		return !ok
 	case smdschema.Numeric:
-		switch v.(type) {
-		case int64, float64:
-			return false
-		}
-		return true
+		// The schema does not tell an int32 from an int64 or a float64:
+		// only an integer every one of them holds is known to decode; a
+		// fraction or a larger integer is left to the decoder, which
+		// refuses it for an int32 (an Event series' count).
+		n, ok := v.(int64)
+		return !ok || n < math.MinInt32 || n > math.MaxInt32
 	}
 	return false
 }

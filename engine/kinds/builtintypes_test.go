@@ -22,6 +22,15 @@ func TestPrunedLiveBuiltin(t *testing.T) {
 		name: "declared only", gvr: ConfigMapResource, unchanged: true,
 		in: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"x":"y"}},"data":{"k":"v"}}`,
 	}, {
+		name: "declared only, times", gvr: EventResource, unchanged: true,
+		in: `{"apiVersion":"v1","kind":"Event","metadata":{"name":"a"},"involvedObject":{"kind":"Pod"},
+			"firstTimestamp":"2026-01-02T03:04:05Z","series":{"lastObservedTime":"2026-01-02T03:04:05.000000Z"}}`,
+	}, {
+		name: "declared only, a CRD's items and caBundle", gvr: CRDResource, unchanged: true,
+		in: `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"a"},
+			"spec":{"conversion":{"strategy":"Webhook","webhook":{"clientConfig":{"caBundle":"!!"}}},
+			"versions":[{"name":"v1","schema":{"openAPIV3Schema":{"type":"object","properties":{"l":{"type":"array","items":{"type":"string"}}}}}}]}}`,
+	}, {
 		name: "struct field", gvr: NamespaceResource,
 		in:   `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"},"spec":{"bogus":1,"finalizers":["kubernetes"]}}`,
 		want: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"},"spec":{"finalizers":["kubernetes"]}}`,

@@ -410,10 +410,11 @@ func (k *Kind) TrackUpdate(sub string, old, obj *unstructured.Unstructured, mana
 	if reset {
 		obj.SetManagedFields([]metav1.ManagedFieldsEntry{})
 	}
-	// A built-in kind's object may hold fields its type does not declare
-	// (writes prune the top level only); the field manager records the
-	// update of the rest, which is all it can type, and the object keeps
-	// them.
+	// Writes drop a built-in object's undeclared fields at any depth as
+	// they decode it (unknownfields.go), by its Go type; one its API's
+	// schema does not declare all the same (the two disagree) is left out
+	// of what the field manager records, which is all it can type, and
+	// the object keeps it.
 	in := obj
 	if m := managedFor(k); m.builtin != nil {
 		in = m.builtin.declaredOnly(obj)

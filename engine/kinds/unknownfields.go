@@ -184,8 +184,8 @@ func decodesAs(v any, t reflect.Type) bool {
 		_, ok := v.(bool)
 		return ok
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		_, ok := v.(int64)
-		return ok
+		n, ok := v.(int64)
+		return ok && !reflect.Zero(t).OverflowInt(n)
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Uint8 {
 			s, ok := v.(string)

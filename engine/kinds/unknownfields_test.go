@@ -8,8 +8,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apiserver/pkg/warning"
+	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 )
@@ -267,6 +270,23 @@ var mistypedCases = []struct {
 		`Namespace in version "v1" cannot be handled as a Namespace: json: cannot unmarshal string into Go struct field NamespaceSpec.spec.finalizers of type []v1.FinalizerName`},
 	{"Event count", EventResource, `{apiVersion: v1, kind: Event, metadata: {name: e}, involvedObject: {kind: Pod, name: p}, count: three}`,
 		`Event in version "v1" cannot be handled as a Event: json: cannot unmarshal string into Go struct field Event.count of type int32`},
+	{"Event count out of range", EventResource, `{apiVersion: v1, kind: Event, metadata: {name: e}, involvedObject: {kind: Pod, name: p}, count: 4294967296}`,
+		`Event in version "v1" cannot be handled as a Event: json: cannot unmarshal number 4294967296 into Go struct field Event.count of type int32`},
+	{"Event series count fraction", EventResource, `{apiVersion: v1, kind: Event, metadata: {name: e}, involvedObject: {kind: Pod, name: p}, series: {count: 1.5}}`,
+		`Event in version "v1" cannot be handled as a Event: json: cannot unmarshal number 1.5 into Go struct field EventSeries.series.count of type int32`},
+	{"Event series count out of range", EventResource, `{apiVersion: v1, kind: Event, metadata: {name: e}, involvedObject: {kind: Pod, name: p}, series: {count: 4294967296}}`,
+		`Event in version "v1" cannot be handled as a Event: json: cannot unmarshal number 4294967296 into Go struct field EventSeries.series.count of type int32`},
+	{"Event series time", EventResource, `{apiVersion: v1, kind: Event, metadata: {name: e}, involvedObject: {kind: Pod, name: p}, series: {count: 1, lastObservedTime: garbage}}`,
+		`Event in version "v1" cannot be handled as a Event: parsing time "garbage" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "garbage" as "2006"`},
+	{"CRD caBundle base64", CRDResource, `{apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, metadata: {name: gadgets.example.com},
+		spec: {group: example.com, scope: Namespaced, names: {plural: gadgets, kind: Gadget},
+		conversion: {strategy: Webhook, webhook: {conversionReviewVersions: [v1], clientConfig: {caBundle: "!!!x", url: "https://x"}}},
+		versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]}}`,
+		`CustomResourceDefinition in version "v1" cannot be handled as a CustomResourceDefinition: illegal base64 data at input byte 0`},
+	{"events.k8s.io Event series time", EventsV1Resource, `{apiVersion: events.k8s.io/v1, kind: Event, metadata: {name: e}, series: {count: 2, lastObservedTime: garbage}}`,
+		`Event in version "v1" cannot be handled as a Event: parsing time "garbage" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "garbage" as "2006"`},
+	{"events.k8s.io Event series count fraction", EventsV1Resource, `{apiVersion: events.k8s.io/v1, kind: Event, metadata: {name: e}, series: {count: 1.5}}`,
+		`Event in version "v1" cannot be handled as a Event: json: cannot unmarshal number 1.5 into Go struct field EventSeries.series.count of type int32`},
 	{"Role rules object", RoleResource, `{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: r}, rules: {}}`,
 		`Role in version "v1" cannot be handled as a Role: json: cannot unmarshal object into Go struct field Role.rules of type []v1.PolicyRule`},
 	{"Role verbs string", RoleResource, `{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: r}, rules: [{verbs: get, bogus: 1}], extra: 1}`,
@@ -293,7 +313,7 @@ func TestCoerceBuiltinMistyped(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s not served", tc.gvr)
 			}
-			_, err := sv.Coerce(kindstest.FromYAML(t, tc.in))
+			_, err := sv.Coerce(fromRequestYAML(t, tc.in))
 			if !apierrors.IsBadRequest(err) || err.Error() != tc.want {
 				t.Errorf("Coerce = %v, want BadRequest %q", err, tc.want)
 			}
@@ -304,13 +324,28 @@ func TestCoerceBuiltinMistyped(t *testing.T) {
 			if !ok {
 				t.Fatal("no schema")
 			}
-			obj := kindstest.FromYAML(t, tc.in).Object
+			obj := fromRequestYAML(t, tc.in).Object
 			delete(obj, "metadata")
 			if _, err := sv.typed.prune(obj, &bt); err == nil || sv.DecodeError(err).Error() != tc.want {
 				t.Errorf("with the schema: %v, want %q", err, tc.want)
 			}
 		})
 	}
+}
+
+// fromRequestYAML returns the object s spells as a request's body is
+// decoded: integers as int64, other numbers as float64.
+func fromRequestYAML(t *testing.T, s string) *unstructured.Unstructured {
+	t.Helper()
+	data, err := yaml.YAMLToJSON([]byte(s))
+	if err != nil {
+		t.Fatalf("yaml: %v", err)
+	}
+	var m map[string]any
+	if err := utiljson.Unmarshal(data, &m); err != nil {
+		t.Fatalf("json: %v", err)
+	}
+	return &unstructured.Unstructured{Object: m}
 }
 
 func TestDeletePath(t *testing.T) {
