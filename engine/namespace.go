@@ -131,12 +131,13 @@ func deleteNamespace(cur, upd *unstructured.Unstructured, opts metav1.DeleteOpti
 	return true, false, nil
 }
 
-// labelNamespaces gives the stored namespaces that lack it (written before
-// Setpoint set it) the label kubernetes.io/metadata.name, with a direct
-// store write: no admission, no managedFields entry, as for a default
-// applied on read. A namespace written meanwhile (a conflict) went through
-// prepare and has it.
-func (s *Service) labelNamespaces(ctx context.Context) error {
+// upgradeNamespaces gives the stored namespaces written before Setpoint
+// set them what prepare now gives a created one: the label
+// kubernetes.io/metadata.name and, to a live one, kubernetes in
+// spec.finalizers (addKubernetesFinalizer). It writes the store directly:
+// no admission, no managedFields entry, as for a default applied on read.
+// A namespace written meanwhile (a conflict) went through prepare.
+func (s *Service) upgradeNamespaces(ctx context.Context) error {
 	sv, ok := s.reg.Get(kinds.NamespaceResource)
 	if !ok {
 		return nil
@@ -146,7 +147,11 @@ func (s *Service) labelNamespaces(ctx context.Context) error {
 		for i := range items {
 			kv := &items[i]
 			u, err := sv.Decode(kv)
-			if err != nil || !kinds.SetNamespaceNameLabel(u.Object) {
+			if err != nil {
+				continue
+			}
+			labelled := kinds.SetNamespaceNameLabel(u.Object)
+			if held := addKubernetesFinalizer(u); !labelled && !held {
 				continue
 			}
 			b, err := sv.Encode(u)
@@ -161,6 +166,24 @@ func (s *Service) labelNamespaces(ctx context.Context) error {
 		return nil
 	})
 	return err
+}
+
+// addKubernetesFinalizer puts kubernetes in the spec.finalizers of the
+// stored namespace ns when it is live and has none, as an older Setpoint,
+// which did not set them, wrote it: without it a delete would let the
+// namespace go at once, before the garbage collector has emptied it, and a
+// namespace created again under its name would find its content. A live
+// namespace whose finalizers a client removed through /finalize looks the
+// same and has kubernetes again: its delete waits for it to be emptied.
+// It reports whether it changed ns.
+func addKubernetesFinalizer(ns *unstructured.Unstructured) bool {
+	if ns.GetDeletionTimestamp() != nil {
+		return false
+	}
+	if _, ok, _ := unstructured.NestedFieldNoCopy(ns.Object, "spec", "finalizers"); ok {
+		return false
+	}
+	return unstructured.SetNestedStringSlice(ns.Object, []string{string(corev1.FinalizerKubernetes)}, "spec", "finalizers") == nil
 }
 
 // committed tells the namespace cache at once of a namespace that this

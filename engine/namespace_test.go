@@ -207,8 +207,8 @@ func TestNamespaceFieldSelectorPhase(t *testing.T) {
 // TestNamespaceSpecFinalizers: as Kubernetes' namespace strategy does, a
 // created namespace has the finalizer kubernetes in spec.finalizers, after
 // those the client gave, and no update, patch or apply changes them; a
-// deleted namespace is still marked Terminating and held for the garbage
-// collector by the same finalizer in metadata.finalizers.
+// deleted namespace is marked Terminating and held for the garbage
+// collector by them alone, metadata.finalizers left as they were.
 func TestNamespaceSpecFinalizers(t *testing.T) {
 	ctx := context.Background()
 	s := newService(t)
@@ -274,5 +274,46 @@ func TestNamespaceSpecFinalizers(t *testing.T) {
 		out.GetDeletionTimestamp() == nil || len(out.GetFinalizers()) != 0 || out.GetDeletionGracePeriodSeconds() != nil {
 		t.Errorf("deleted namespace: phase %q, deletionTimestamp %v, finalizers %q, grace %v; want Terminating, marked, held by spec.finalizers only",
 			phase, out.GetDeletionTimestamp(), out.GetFinalizers(), out.GetDeletionGracePeriodSeconds())
+	}
+}
+
+// TestNamespaceSpecFinalizersOnStored: a live namespace an older server
+// stored without spec.finalizers has kubernetes in them once a server has
+// started on the store, as if created now, so that a delete holds it
+// until the garbage collector has emptied it (rather than letting it go at
+// once, its content left behind). A deleted one is left as it is.
+func TestNamespaceSpecFinalizersOnStored(t *testing.T) {
+	ctx := context.Background()
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	const meta = `"creationTimestamp":"2026-01-01T00:00:00Z","labels":{"kubernetes.io/metadata.name":"%[1]s"},"name":"%[1]s","uid":"uid-%[1]s"`
+	for name, doc := range map[string]string{
+		"old":   `{"apiVersion":"v1","kind":"Namespace","metadata":{` + meta + `},"spec":{},"status":{"phase":"Active"}}`,
+		"going": `{"apiVersion":"v1","kind":"Namespace","metadata":{` + meta + `,"deletionTimestamp":"2026-01-01T00:00:00Z"},"status":{"phase":"Terminating"}}`,
+	} {
+		if _, err := db.Create(ctx, store.ObjectKey("", "namespaces", "", name), []byte(fmt.Sprintf(doc, name))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(ctx, Options{Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]string{"old": {"kubernetes"}, "going": nil} {
+		ns, err := s.Get(ctx, kinds.NamespaceResource, "", name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kinds.NamespaceSpecFinalizers(ns.Object); !slices.Equal(got, want) {
+			t.Errorf("%s: spec.finalizers = %q, want %q", name, got, want)
+		}
+	}
+	out, deleted, err := s.DeleteObject(ctx, kinds.NamespaceResource, "", "old", metav1.DeleteOptions{})
+	if err != nil || deleted || !slices.Equal(kinds.NamespaceSpecFinalizers(out.Object), []string{"kubernetes"}) {
+		t.Errorf("delete of the older server's namespace = %v, %v, spec.finalizers %q; want it held by kubernetes",
+			deleted, err, kinds.NamespaceSpecFinalizers(out.Object))
 	}
 }

@@ -124,8 +124,8 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if _, err := s.Create(WithSystemUser(ctx, APIServerUser), kinds.NamespaceResource, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("engine: create default namespace: %w", err)
 	}
-	if err := s.labelNamespaces(ctx); err != nil {
-		return nil, fmt.Errorf("engine: label namespaces: %w", err)
+	if err := s.upgradeNamespaces(ctx); err != nil {
+		return nil, fmt.Errorf("engine: upgrade stored namespaces: %w", err)
 	}
 	return s, nil
 }

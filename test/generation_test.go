@@ -90,14 +90,7 @@ spec:
 // kubectl diff of a ConfigMap show none.
 func TestKubectlGenerationAsKubeAPIServer(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
-	kubectl := func(stdin string, args ...string) string {
-		t.Helper()
-		out, errOut, err := s.KubectlInput(stdin, args...)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
-		}
-		return out
-	}
+	kubectl := s.MustKubectl
 	kubectl(generationObjects, "create", "-f", "-")
 	const columns = "custom-columns=K:.kind,N:.metadata.name,G:.metadata.generation"
 	const created = `K                          N                                   G

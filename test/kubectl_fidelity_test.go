@@ -43,14 +43,7 @@ spec:
 // indented.
 func TestKubectlAsAgainstKubeAPIServer(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
-	kubectl := func(stdin string, args ...string) string {
-		t.Helper()
-		out, errOut, err := s.KubectlInput(stdin, args...)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
-		}
-		return out
-	}
+	kubectl := s.MustKubectl
 	kubectl(fidelityCRD, "apply", "-f", "-")
 	kubectl("", "wait", "--for=condition=Established", "crd/gadgets.fidelity.setpoint.dev", "--timeout=30s")
 

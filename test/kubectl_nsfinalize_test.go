@@ -27,14 +27,7 @@ import (
 // write authorized as update of namespaces/finalize.
 func TestKubectlNamespaceFinalize(t *testing.T) {
 	s := testserver.Start(t, testserver.Options{})
-	kubectl := func(stdin string, args ...string) string {
-		t.Helper()
-		out, errOut, err := s.KubectlInput(stdin, args...)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
-		}
-		return out
-	}
+	kubectl := s.MustKubectl
 	nsJSON := func(name string) map[string]any {
 		t.Helper()
 		var m map[string]any

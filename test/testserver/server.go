@@ -523,6 +523,18 @@ func (s *Server) KubectlInput(stdin string, args ...string) (stdout, stderr stri
 	return s.run(stdin, "kubectl", args...)
 }
 
+// MustKubectl runs kubectl with stdin (none when empty) and returns its
+// standard output, ending the test that started the server, from its own
+// goroutine, when kubectl fails.
+func (s *Server) MustKubectl(stdin string, args ...string) string {
+	s.t.Helper()
+	out, errOut, err := s.run(stdin, "kubectl", args...)
+	if err != nil {
+		s.t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
+	}
+	return out
+}
+
 // Setpoint runs the setpoint CLI with the admin kubeconfig.
 func (s *Server) Setpoint(args ...string) (stdout, stderr string, err error) {
 	return s.run("", "setpoint", args...)
