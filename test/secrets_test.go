@@ -191,19 +191,29 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 	if !strings.Contains(describe, fmt.Sprintf("password:  %d bytes", len(secretValue))) || strings.Contains(describe, secretValue) {
 		t.Errorf("kubectl describe secret db:\n%s\nwant the size of password and not its value", describe)
 	}
-	// Validation refuses without quoting data, with kube-apiserver's fields.
+	// Validation refuses without quoting data, with kube-apiserver's fields;
+	// data that is not base64 fails to decode (400, as kube-apiserver's
+	// decoder answers), without quoting it either.
 	code, body, err := s.Do("POST", "/api/v1/namespaces/default/secrets", s.Token, strings.NewReader(
-		`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"bad"},"type":"kubernetes.io/tls","data":{"a*b":"`+secretValue64+`","tls.crt":"%%`+secretValue+`"}}`))
+		`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"bad"},"type":"kubernetes.io/tls","data":{"a*b":"`+secretValue64+`","tls.crt":"`+secretValue64+`"}}`))
 	if err != nil || code != 422 {
 		t.Fatalf("invalid Secret: %d %v %s", code, err, body)
 	}
-	for _, want := range []string{`data[a*b]`, `data[tls.key]: Required value`, `data[tls.crt]`} {
+	for _, want := range []string{`data[a*b]`, `data[tls.key]: Required value`} {
 		if !bytes.Contains(body, []byte(want)) {
 			t.Errorf("error body %s wants %q", body, want)
 		}
 	}
 	if bytes.Contains(body, []byte(secretValue)) || bytes.Contains(body, []byte(secretValue64)) {
 		t.Errorf("error body quotes the secret value: %s", body)
+	}
+	code, body, err = s.Do("POST", "/api/v1/namespaces/default/secrets", s.Token, strings.NewReader(
+		`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"bad"},"data":{"tls.crt":"%%`+secretValue+`"}}`))
+	if err != nil || code != 400 || !bytes.Contains(body, []byte("cannot be handled as a Secret: illegal base64 data")) {
+		t.Fatalf("Secret with data not in base64: %d %v %s", code, err, body)
+	}
+	if bytes.Contains(body, []byte(secretValue)) {
+		t.Errorf("decoding error quotes the secret value: %s", body)
 	}
 
 	// What the store holds.
