@@ -32,39 +32,33 @@ const (
 func newEventKind() *Kind {
 	k := newBuiltin(EventResource, "Event", "event", true, false,
 		apivalidation.NameIsDNSSubdomain, validateEvent, nil, &corev1.Event{}, eventTopFields, "ev")
-	k.strategy = eventStrategy{k.strategy.(builtinStrategy)}
+	k.strategy = canonicalStrategy{k.strategy.(builtinStrategy), canonicalEvent}
 	k.table = eventTable{}
 	return k
 }
 
-// eventStrategy is the built-in strategy plus the encoding of
-// corev1.Event.
-type eventStrategy struct{ builtinStrategy }
+// canonicalStrategy is the built-in strategy plus an encoding: before
+// each write, the object's fields other than apiVersion, kind and metadata
+// are replaced by what canonical makes of them. An object canonical
+// cannot take (its error) is left as it is, for validation to refuse.
+type canonicalStrategy struct {
+	builtinStrategy
+	canonical func(body map[string]any) (map[string]any, error)
+}
 
-func (s eventStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+func (s canonicalStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	s.builtinStrategy.PrepareForCreate(ctx, obj)
-	canonicalEvent(obj.(*unstructured.Unstructured))
+	s.encode(obj.(*unstructured.Unstructured))
 }
 
-func (s eventStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+func (s canonicalStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	s.builtinStrategy.PrepareForUpdate(ctx, obj, old)
-	canonicalEvent(obj.(*unstructured.Unstructured))
+	s.encode(obj.(*unstructured.Unstructured))
 }
 
-// canonicalEvent gives obj's fields other than apiVersion, kind and
-// metadata as kube-apiserver stores and serves them, decoded into
-// corev1.Event and encoded again: the fields without omitempty present
-// when unset (reportingComponent and reportingInstance as "", source and
-// involvedObject as {}, eventTime, firstTimestamp and lastTimestamp as
-// null), timestamps in UTC. An object that does not decode is left as it
-// is, for validateEvent to refuse.
-func canonicalEvent(obj *unstructured.Unstructured) {
+func (s canonicalStrategy) encode(obj *unstructured.Unstructured) {
 	body := eventBody(obj.Object)
-	var ev corev1.Event
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(body, &ev); err != nil {
-		return
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ev)
+	m, err := s.canonical(body)
 	if err != nil {
 		return
 	}
@@ -78,6 +72,19 @@ func canonicalEvent(obj *unstructured.Unstructured) {
 			obj.Object[k] = v
 		}
 	}
+}
+
+// canonicalEvent returns an Event's fields as kube-apiserver stores and
+// serves them, decoded into corev1.Event and encoded again: the fields
+// without omitempty present when unset (reportingComponent and
+// reportingInstance as "", source and involvedObject as {}, eventTime,
+// firstTimestamp and lastTimestamp as null), timestamps in UTC.
+func canonicalEvent(body map[string]any) (map[string]any, error) {
+	var ev corev1.Event
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(body, &ev); err != nil {
+		return nil, err
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(&ev)
 }
 
 // eventBody returns obj's fields other than apiVersion, kind and metadata.

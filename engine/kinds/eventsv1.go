@@ -55,7 +55,7 @@ func (k *Kind) StoredGroupResource() schema.GroupResource {
 func newEventsV1Kind() *Kind {
 	k := newBuiltin(EventsV1Resource, "Event", "event", true, false,
 		apivalidation.NameIsDNSSubdomain, nil, nil, &eventsv1.Event{}, eventsV1TopFields, "ev")
-	k.strategy = eventsV1Strategy{k.strategy.(builtinStrategy)}
+	k.strategy = eventsV1Strategy{canonicalStrategy{k.strategy.(builtinStrategy), canonicalEventsV1}}
 	k.table = eventsV1Table{}
 	k.StoredAs = EventResource.GroupVersion()
 	k.view = &storedView{gvr: EventResource,
@@ -162,42 +162,17 @@ func v1ToCoreEvent(in *eventsv1.Event) *corev1.Event {
 
 // eventsV1Strategy is the built-in strategy plus the encoding and the
 // validation of events.k8s.io/v1 Events.
-type eventsV1Strategy struct{ builtinStrategy }
+type eventsV1Strategy struct{ canonicalStrategy }
 
-func (s eventsV1Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
-	s.builtinStrategy.PrepareForCreate(ctx, obj)
-	canonicalEventsV1(obj.(*unstructured.Unstructured))
-}
-
-func (s eventsV1Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
-	s.builtinStrategy.PrepareForUpdate(ctx, obj, old)
-	canonicalEventsV1(obj.(*unstructured.Unstructured))
-}
-
-// canonicalEventsV1 gives obj's fields other than apiVersion, kind and
-// metadata as kube-apiserver serves them: converted to core/v1 and back,
-// as Kubernetes stores and reads the object. An object that does not
-// decode is left as it is, for validation to refuse.
-func canonicalEventsV1(obj *unstructured.Unstructured) {
-	body := eventBody(obj.Object)
+// canonicalEventsV1 returns an events.k8s.io/v1 Event's fields as
+// kube-apiserver serves them: converted to core/v1 and back, as Kubernetes
+// stores and reads the object.
+func canonicalEventsV1(body map[string]any) (map[string]any, error) {
 	core, err := v1EventToCore(body)
 	if err != nil {
-		return
+		return nil, err
 	}
-	m, err := coreEventToV1(core)
-	if err != nil {
-		return
-	}
-	for k := range body {
-		delete(obj.Object, k)
-	}
-	for k, v := range m {
-		switch k {
-		case "apiVersion", "kind", "metadata":
-		default:
-			obj.Object[k] = v
-		}
-	}
+	return coreEventToV1(core)
 }
 
 func (s eventsV1Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
