@@ -32,7 +32,7 @@ const (
 func newEventKind() *Kind {
 	k := newBuiltin(EventResource, "Event", "event", true, false,
 		apivalidation.NameIsDNSSubdomain, validateEvent, nil, &corev1.Event{}, eventTopFields, "ev")
-	k.strategy = canonicalStrategy{k.strategy.(builtinStrategy), canonicalEvent}
+	k.typed.encode = true
 	k.table = eventTable{}
 	return k
 }
@@ -57,34 +57,9 @@ func (s canonicalStrategy) PrepareForUpdate(ctx context.Context, obj, old runtim
 }
 
 func (s canonicalStrategy) encode(obj *unstructured.Unstructured) {
-	body := eventBody(obj.Object)
-	m, err := s.canonical(body)
-	if err != nil {
-		return
+	if m, err := s.canonical(eventBody(obj.Object)); err == nil {
+		setBody(obj.Object, m)
 	}
-	for k := range body {
-		delete(obj.Object, k)
-	}
-	for k, v := range m {
-		switch k {
-		case "apiVersion", "kind", "metadata":
-		default:
-			obj.Object[k] = v
-		}
-	}
-}
-
-// canonicalEvent returns an Event's fields as kube-apiserver stores and
-// serves them, decoded into corev1.Event and encoded again: the fields
-// without omitempty present when unset (reportingComponent and
-// reportingInstance as "", source and involvedObject as {}, eventTime,
-// firstTimestamp and lastTimestamp as null), timestamps in UTC.
-func canonicalEvent(body map[string]any) (map[string]any, error) {
-	var ev corev1.Event
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(body, &ev); err != nil {
-		return nil, err
-	}
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(&ev)
 }
 
 // eventBody returns obj's fields other than apiVersion, kind and metadata.

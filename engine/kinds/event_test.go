@@ -55,31 +55,38 @@ func TestEventValidation(t *testing.T) {
 
 // TestEventEncoding: an Event is stored as corev1.Event encodes it, as
 // kube-apiserver stores it: the fields without omitempty present when
-// unset, a timestamp in UTC, metadata untouched. One that does not decode
-// is left for validation to refuse.
+// unset, a timestamp in UTC, metadata untouched; Coerce gives that shape
+// from the decoding that finds unknown fields. One that does not decode is
+// refused and left as it was.
 func TestEventEncoding(t *testing.T) {
 	k := kindOf(t, EventResource)
 	obj := eventObject(t, `{"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "default", "labels": {"a": "b"}},
 		"involvedObject": {"kind": "ConfigMap", "name": "c"}, "reason": "R", "count": 2,
 		"firstTimestamp": "2026-11-27T02:00:00+01:00"}`)
-	k.PrepareForCreate(context.Background(), obj)
+	if _, err := k.Coerce(obj); err != nil {
+		t.Fatal(err)
+	}
 	got, _ := json.Marshal(obj.Object)
 	const want = `{"apiVersion":"v1","count":2,"eventTime":null,"firstTimestamp":"2026-11-27T01:00:00Z",` +
 		`"involvedObject":{"kind":"ConfigMap","name":"c"},"kind":"Event","lastTimestamp":null,` +
 		`"metadata":{"labels":{"a":"b"},"name":"e","namespace":"default"},"reason":"R",` +
 		`"reportingComponent":"","reportingInstance":"","source":{}}`
 	if string(got) != want {
-		t.Errorf("created\n got %s\nwant %s", got, want)
+		t.Errorf("coerced\n got %s\nwant %s", got, want)
 	}
-	old := obj.DeepCopy()
-	delete(obj.Object, "source")
-	k.PrepareForUpdate(context.Background(), "", obj, old)
-	if !reflect.DeepEqual(obj.Object, old.Object) {
-		t.Errorf("updated: %v, want %v", obj.Object, old.Object)
+	again := obj.DeepCopy()
+	delete(again.Object, "source")
+	if _, err := k.Coerce(again); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again.Object, obj.Object) {
+		t.Errorf("coerced again: %v, want %v", again.Object, obj.Object)
 	}
 
 	bad := eventObject(t, `{"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}, "count": "x"}`)
-	k.PrepareForCreate(context.Background(), bad)
+	if _, err := k.Coerce(bad); err == nil {
+		t.Error("an Event whose count is a string was coerced")
+	}
 	if got, _ := json.Marshal(bad.Object); string(got) != `{"apiVersion":"v1","count":"x","kind":"Event","metadata":{"name":"e"}}` {
 		t.Errorf("undecodable event changed: %s", got)
 	}

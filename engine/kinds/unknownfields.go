@@ -39,6 +39,12 @@ type typedFields struct {
 	// schema (builtintypes.go), made once that schema is parsed.
 	schemaOnce sync.Once
 	schema     *builtinTypes
+	// encode makes each object's fields other than apiVersion, kind and
+	// metadata what the Go type encodes them to, as kube-apiserver stores
+	// an object of a type whose encoding it serves (an Event's unset
+	// timestamps as null, reportingInstance as ""), from the same decoding
+	// that finds its unknown fields.
+	encode bool
 }
 
 // parsedSchema returns the typing of sv's objects by its API's schema when
@@ -107,12 +113,12 @@ func holdsObjects(t reflect.Type) bool {
 // (all but a few) is not decoded: the walk costs a tenth of the decoding
 // and allocates nothing.
 func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown []string, err error) {
-	if schema != nil && !schema.hasUnknown(obj, tf.noFields) && tf.plainFields(obj) {
+	if !tf.encode && schema != nil && !schema.hasUnknown(obj, tf.noFields) && tf.plainFields(obj) {
 		return nil, nil
 	}
 	in := make(map[string]any, len(obj))
 	for k, v := range obj {
-		if k != "metadata" && (!tf.noFields[k] || !tf.plainField(k, v)) {
+		if k != "metadata" && (tf.encode || !tf.noFields[k] || !tf.plainField(k, v)) {
 			in[k] = v
 		}
 	}
@@ -120,7 +126,8 @@ func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown 
 	if err != nil {
 		return nil, err
 	}
-	strict, err := kjson.UnmarshalStrict(data, reflect.New(tf.typ).Interface(), kjson.DisallowUnknownFields)
+	typed := reflect.New(tf.typ).Interface()
+	strict, err := kjson.UnmarshalStrict(data, typed, kjson.DisallowUnknownFields)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +138,33 @@ func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown 
 		}
 	}
 	slices.Sort(unknown)
+	if tf.encode {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(typed)
+		if err != nil {
+			return nil, err
+		}
+		setBody(obj, m)
+	}
 	return unknown, nil
+}
+
+// setBody replaces obj's fields other than apiVersion, kind and metadata
+// with body's.
+func setBody(obj, body map[string]any) {
+	for k := range obj {
+		switch k {
+		case "apiVersion", "kind", "metadata":
+		default:
+			delete(obj, k)
+		}
+	}
+	for k, v := range body {
+		switch k {
+		case "apiVersion", "kind", "metadata":
+		default:
+			obj[k] = v
+		}
+	}
 }
 
 // decode returns the error of decoding obj, metadata and all, into the

@@ -93,8 +93,10 @@ var unknownFieldCases = []struct {
 		in: `{apiVersion: v1, kind: Event, metadata: {name: e, namespace: default}, involvedObject: {kind: Pod, name: p, podName: p},
 			reason: R, count: 2, firstTimestamp: "2026-01-01T00:00:00Z", eventTime: "2026-01-01T00:00:00.000001Z", source: {component: c, comp: d}}`,
 		unknown: []string{"involvedObject.podName", "source.comp"},
+		// An Event is also given the shape corev1.Event encodes it to.
 		want: `{apiVersion: v1, kind: Event, metadata: {name: e, namespace: default}, involvedObject: {kind: Pod, name: p},
-			reason: R, count: 2, firstTimestamp: "2026-01-01T00:00:00Z", eventTime: "2026-01-01T00:00:00.000001Z", source: {component: c}}`,
+			reason: R, count: 2, firstTimestamp: "2026-01-01T00:00:00Z", eventTime: "2026-01-01T00:00:00.000001Z", source: {component: c},
+			lastTimestamp: null, reportingComponent: "", reportingInstance: ""}`,
 	},
 	{
 		// A CRD's schema is a JSON schema: its properties' names, its
@@ -133,7 +135,7 @@ func TestCoerceBuiltinNestedUnknownFields(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s not served", tc.gvr)
 			}
-			obj := kindstest.FromYAML(t, tc.in)
+			obj := fromRequestYAML(t, tc.in)
 			unknown, err := sv.Coerce(obj)
 			if err != nil {
 				t.Fatal(err)
@@ -141,7 +143,7 @@ func TestCoerceBuiltinNestedUnknownFields(t *testing.T) {
 			if diff := cmp.Diff(tc.unknown, unknown); diff != "" {
 				t.Errorf("unknown fields (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(kindstest.FromYAML(t, tc.want).Object, obj.Object); diff != "" {
+			if diff := cmp.Diff(fromRequestYAML(t, tc.want).Object, obj.Object); diff != "" {
 				t.Errorf("coerced object (-want +got):\n%s", diff)
 			}
 			// Coercing again finds nothing: the object is as stored.
@@ -168,13 +170,13 @@ func TestPruneBuiltinWithSchema(t *testing.T) {
 			if !ok {
 				t.Fatal("no schema")
 			}
-			want := kindstest.FromYAML(t, tc.want).Object
+			want := fromRequestYAML(t, tc.want).Object
 			delete(want, "metadata")
 			if bt.hasUnknown(want, sv.typed.noFields) {
 				t.Error("the schema finds unknown fields in the pruned object")
 			}
 			for _, schema := range []*builtinTypes{nil, &bt} {
-				obj := kindstest.FromYAML(t, tc.in).Object
+				obj := fromRequestYAML(t, tc.in).Object
 				delete(obj, "metadata")
 				if schema != nil && !schema.hasUnknown(obj, sv.typed.noFields) {
 					t.Error("the schema finds no unknown field")
