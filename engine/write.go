@@ -124,7 +124,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	obj.SetDeletionGracePeriodSeconds(nil)
 	obj.SetSelfLink("")
 
-	unknown, err := sv.Coerce(obj)
+	unknown, err := coerce(ctx, sv, obj)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -349,7 +349,7 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 	obj.SetResourceVersion(old.GetResourceVersion())
 
 	reset := u.fields == trackWrite && kinds.ResetsManagedFields(obj)
-	unknown, err := sv.Coerce(obj)
+	unknown, err := coerce(ctx, sv, obj)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -468,6 +468,16 @@ func (s *Service) mutateAndCoerce(ctx context.Context, sv *kinds.Kind, req *Admi
 	objjson.NormalizeNumbers(obj.Object)
 	_, err := sv.Coerce(obj)
 	return err
+}
+
+// coerce is sv.Coerce, or sv.CoerceBuilt for an object the server built in
+// its kind's stored shape (kinds.WithBuiltShape). A mutating admission
+// that changes it is followed by the whole Coerce (mutateAndCoerce).
+func coerce(ctx context.Context, sv *kinds.Kind, obj *unstructured.Unstructured) ([]string, error) {
+	if kinds.BuiltShape(ctx) {
+		return sv.CoerceBuilt(obj)
+	}
+	return sv.Coerce(obj)
 }
 
 // terminating tells whether a stored document carries a deletionTimestamp.

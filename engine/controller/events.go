@@ -9,10 +9,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/cache"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
 // EventsResource is where the controller records core/v1 Events.
@@ -60,52 +64,56 @@ func newEventShards(n int) []chan pendingEvent {
 // informational (best effort in Kubernetes too), and one that does not fit
 // in the writer's queue is dropped.
 func (r *run) event(c *Controller, obj *unstructured.Unstructured, typ, reason, message string) {
-	if typ != "Warning" {
-		typ = "Normal"
+	ev, err := c.newEvent(obj, typ, reason, message)
+	if err != nil {
+		c.log.Warn("event not recorded", "reason", reason, "name", obj.GetName(), "err", err)
+		return
 	}
-	if reason == "" {
-		reason = "Unspecified"
-	}
-	now := c.opts.Now().UTC()
-	ns := obj.GetNamespace()
-	if ns == "" {
-		ns = metav1.NamespaceDefault
-	}
-	component := "setpoint/" + c.opts.Name
-	ts := now.Format(time.RFC3339)
-	ev := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1",
-		"kind":       "Event",
-		"metadata": map[string]any{
-			"name":      fmt.Sprintf("%s.%x", obj.GetName(), uint64(now.UnixNano())+eventSeq.Add(1)),
-			"namespace": ns,
-		},
-		"involvedObject": map[string]any{
-			"apiVersion":      obj.GetAPIVersion(),
-			"kind":            obj.GetKind(),
-			"name":            obj.GetName(),
-			"namespace":       obj.GetNamespace(),
-			"uid":             string(obj.GetUID()),
-			"resourceVersion": obj.GetResourceVersion(),
-		},
-		"type":               typ,
-		"reason":             reason,
-		"message":            truncate(message),
-		"count":              int64(1),
-		"firstTimestamp":     ts,
-		"lastTimestamp":      ts,
-		"source":             map[string]any{"component": component, "host": reportingInstance},
-		"reportingComponent": component,
-		"reportingInstance":  reportingInstance,
-	}}
 	key := eventKey(ev)
 	h := fnv.New32a()
 	h.Write([]byte(key))
 	select {
 	case r.events[h.Sum32()%uint32(len(r.events))] <- pendingEvent{obj: ev, key: key}:
 	default:
-		c.log.Warn("event dropped: too many pending", "reason", reason, "name", obj.GetName())
+		c.log.Warn("event dropped: too many pending", "reason", ev.Object["reason"], "name", obj.GetName())
 	}
+}
+
+// newEvent builds the core/v1 Event of an event about obj as corev1.Event
+// encodes it, the shape the Event kind stores, which writeEvents tells the
+// engine (kinds.WithBuiltShape) so that it is not decoded again.
+func (c *Controller) newEvent(obj *unstructured.Unstructured, typ, reason, message string) (*unstructured.Unstructured, error) {
+	if typ != "Warning" {
+		typ = "Normal"
+	}
+	if reason == "" {
+		reason = "Unspecified"
+	}
+	now := metav1.NewTime(c.opts.Now())
+	ns := obj.GetNamespace()
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	component := "setpoint/" + c.opts.Name
+	body, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.Event{
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName(), Namespace: obj.GetNamespace(),
+			UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
+		},
+		Type: typ, Reason: reason, Message: truncate(message), Count: 1,
+		FirstTimestamp: now, LastTimestamp: now,
+		Source:              corev1.EventSource{Component: component, Host: reportingInstance},
+		ReportingController: component, ReportingInstance: reportingInstance,
+	})
+	if err != nil {
+		return nil, err
+	}
+	body["apiVersion"], body["kind"] = "v1", "Event"
+	body["metadata"] = map[string]any{
+		"name":      fmt.Sprintf("%s.%x", obj.GetName(), uint64(now.UnixNano())+eventSeq.Add(1)),
+		"namespace": ns,
+	}
+	return &unstructured.Unstructured{Object: body}, nil
 }
 
 // Repeated events are aggregated the way Kubernetes' event recorders do: an
@@ -145,6 +153,9 @@ func (c *Controller) recordEvents(ctx context.Context, r *run) {
 // writeEvents writes the events of q, counting repeats with agg, until ctx
 // is done.
 func (c *Controller) writeEvents(ctx context.Context, q <-chan pendingEvent, agg *EventAggregator) {
+	// The Events are built here in the shape the Event kind stores
+	// (TestEventBuiltShape): the engine skips decoding them again.
+	ctx = kinds.WithBuiltShape(ctx)
 	for {
 		select {
 		case <-ctx.Done():

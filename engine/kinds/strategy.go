@@ -43,6 +43,34 @@ func (k *Kind) CheckType(obj *unstructured.Unstructured) error {
 // list) is refused with the decoder's error, 400 BadRequest, as
 // kube-apiserver's decoder refuses it, before unknown fields are looked for.
 func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
+	return k.coerce(obj, true)
+}
+
+// CoerceBuilt is Coerce for an object built in code in the shape its kind
+// stores (WithBuiltShape): a built-in kind's decoding into its Go type,
+// which finds unknown and mistyped fields and gives the stored shape, is
+// left out; only unknown top-level fields are dropped.
+func (k *Kind) CoerceBuilt(obj *unstructured.Unstructured) ([]string, error) {
+	return k.coerce(obj, false)
+}
+
+type builtShapeKey struct{}
+
+// WithBuiltShape marks the writes made with ctx as of objects the server
+// built itself in the shape their kind stores (the controllers' Events,
+// written for every reconcile outcome), which the engine coerces with
+// CoerceBuilt. Never for an object that came in a request.
+func WithBuiltShape(ctx context.Context) context.Context {
+	return context.WithValue(ctx, builtShapeKey{}, true)
+}
+
+// BuiltShape reports whether ctx carries WithBuiltShape.
+func BuiltShape(ctx context.Context) bool {
+	b, _ := ctx.Value(builtShapeKey{}).(bool)
+	return b
+}
+
+func (k *Kind) coerce(obj *unstructured.Unstructured, typed bool) ([]string, error) {
 	apiVersion, kind := obj.GetAPIVersion(), obj.GetKind()
 	canonical, meta, found, unknown, err := objectMeta(obj.Object)
 	if err != nil {
@@ -62,7 +90,7 @@ func (k *Kind) Coerce(obj *unstructured.Unstructured) ([]string, error) {
 		if err := setObjectMeta(obj.Object, canonical, meta, found); err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 		}
-		if k.typed != nil {
+		if k.typed != nil && typed {
 			paths, err := k.typed.prune(obj.Object, k.typed.parsedSchema(k))
 			if err != nil {
 				return nil, k.DecodeError(err)
