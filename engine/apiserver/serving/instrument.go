@@ -201,6 +201,17 @@ func requestLevel(verb string, code int, d time.Duration, hijacked bool) slog.Le
 	return slog.LevelDebug
 }
 
+// healthPath reports whether path is a health endpoint (/healthz, /readyz,
+// /livez, or one of their checks).
+func healthPath(path string) bool {
+	for _, p := range []string{"/healthz", "/readyz", "/livez"} {
+		if rest, ok := strings.CutPrefix(path, p); ok && (rest == "" || rest[0] == '/') {
+			return true
+		}
+	}
+	return false
+}
+
 // requestRecord is what Instrument records of a request when it ends.
 type requestRecord struct {
 	opts                 *InstrumentOptions
@@ -227,6 +238,11 @@ func (rr *requestRecord) finish() {
 		opts.Metrics.observe(info.Verb, info.Resource, info.Subresource, served, rr.code, d)
 	}
 	level := requestLevel(info.Verb, rr.code, d, rr.hijacked)
+	if level == slog.LevelError && healthPath(rr.path) {
+		// A probe's failing answer: the health endpoint logs which check
+		// failed and why; a server still starting answers so a few times.
+		level = slog.LevelInfo
+	}
 	if !rr.log.Enabled(rr.ctx, level) {
 		return // most requests, at debug: no attributes to build
 	}

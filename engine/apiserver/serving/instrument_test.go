@@ -3,10 +3,12 @@ package serving
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -349,5 +351,36 @@ func TestMetricsLabelsBoundedAgainstClients(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.requests.WithLabelValues("get", "widgets", "other", "404")); got != n {
 		t.Errorf("made-up subresources counted %v, want %d", got, n)
+	}
+}
+
+// TestProbeFailureLoggedAtInfo: a health endpoint's 500 (a server still
+// starting answers /readyz so) is logged at info, the endpoint itself
+// saying which check failed; any other 500 stays an error.
+func TestProbeFailureLoggedAtInfo(t *testing.T) {
+	srv, logs := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	for _, path := range []string{"/readyz", "/readyz/poststarthook/rbac/bootstrap-roles", "/healthz", "/livez/store", "/readyzz", "/api/v1/namespaces"} {
+		if code, _ := do(t, http.MethodGet, srv.URL+path, testToken, nil); code != http.StatusInternalServerError {
+			t.Fatalf("GET %s = %d", path, code)
+		}
+	}
+	levels := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec struct{ Level, Msg, Path string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Msg == "request" {
+			levels[rec.Path] = rec.Level
+		}
+	}
+	want := map[string]string{
+		"/readyz": "INFO", "/readyz/poststarthook/rbac/bootstrap-roles": "INFO", "/healthz": "INFO", "/livez/store": "INFO",
+		"/readyzz": "ERROR", "/api/v1/namespaces": "ERROR",
+	}
+	if !reflect.DeepEqual(levels, want) {
+		t.Errorf("request log levels %v, want %v", levels, want)
 	}
 }
