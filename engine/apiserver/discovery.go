@@ -155,7 +155,7 @@ func (s *Server) serveGroup(w http.ResponseWriter, r *http.Request) {
 	_, versions, _ := s.groupVersions()
 	vs, ok := versions[g]
 	if !ok || g == "" {
-		writeError(w, notFoundResource(schema.GroupVersionResource{Group: g}))
+		writeError(w, notFoundResource())
 		return
 	}
 	ag := apiGroup(g, vs)
@@ -171,7 +171,7 @@ func (s *Server) serveResourceList(w http.ResponseWriter, r *http.Request) {
 	_, _, resources := s.groupVersions()
 	rs, ok := resources[gv]
 	if !ok {
-		writeError(w, notFoundResource(gv.WithResource("")))
+		writeError(w, notFoundResource())
 		return
 	}
 	list := &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}

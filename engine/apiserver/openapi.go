@@ -175,7 +175,7 @@ func (s *Server) serveOpenAPIV3(w http.ResponseWriter, r *http.Request) {
 	p := chi.URLParam(r, "*")
 	b, ok := c.v3[p]
 	if !ok {
-		writeError(w, notFoundResource(schema.GroupVersionResource{}))
+		writeError(w, notFoundResource())
 		return
 	}
 	if r.URL.Query().Get("hash") == c.v3Hash[p] {

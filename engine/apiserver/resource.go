@@ -47,13 +47,13 @@ func (s *Server) parseTarget(gv schema.GroupVersion, rest string) (target, error
 	}
 	res, ok := s.eng.Resource(gv.WithResource(segs[0]))
 	if !ok || len(segs) > 3 || (namespaced && !res.Namespaced) {
-		return t, notFoundResource(gv.WithResource(segs[0]))
+		return t, notFoundResource()
 	}
 	t.res = res
 	if len(segs) > 1 {
 		t.name = segs[1]
 		if res.Namespaced && !namespaced {
-			return t, notFoundResource(res.GVR)
+			return t, notFoundResource()
 		}
 	}
 	if len(segs) > 2 {
@@ -64,16 +64,15 @@ func (s *Server) parseTarget(gv schema.GroupVersion, rest string) (target, error
 				// a subresource the CRD does not have.
 				return t, apierrors.NewNotFound(res.GVR.GroupResource(), t.name)
 			}
-			return t, notFoundResource(res.GVR)
+			return t, notFoundResource()
 		}
 	}
 	return t, nil
 }
 
 // notFoundResource is the answer for a path that names no served
-// resource (here gvr, or a part of it): kube-apiserver's not-found
-// handler's, which names nothing.
-func notFoundResource(schema.GroupVersionResource) error {
+// resource: kube-apiserver's not-found handler's, which names nothing.
+func notFoundResource() error {
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
 		Message: "the server could not find the requested resource", Details: &metav1.StatusDetails{},
@@ -100,7 +99,7 @@ func decodeParams(r *http.Request, into runtime.Object) error {
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request) {
 	gv := requestGV(r)
 	if gv.Group == "" && gv.Version != "v1" {
-		writeError(w, notFoundResource(gv.WithResource("")))
+		writeError(w, notFoundResource())
 		return
 	}
 	t, err := s.parseTarget(gv, chi.URLParam(r, "*"))
