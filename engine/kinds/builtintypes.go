@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -44,28 +43,17 @@ var builtinScheme = sync.OnceValue(func() *runtime.Scheme {
 })
 
 // Parsing a schema takes a while (some 100 ms for client-go's, which holds
-// every built-in API type), so each is parsed on first use, which says so
-// in its parsed flag.
+// every built-in API type, about 1 MiB once parsed), so each is parsed once,
+// on first use: client-go's when the server writes its default namespace at
+// start-up, apiextensions-apiserver's on the first CRD written.
 var (
 	coreTypeConverter = sync.OnceValue(func() managedfields.TypeConverter {
-		defer coreParsed.Store(true)
 		return applyconfigurations.NewTypeConverter(builtinScheme())
 	})
 	apiextensionsTypeConverter = sync.OnceValue(func() managedfields.TypeConverter {
-		defer apiextensionsParsed.Store(true)
 		return extapply.NewTypeConverter(builtinScheme())
 	})
-	coreParsed, apiextensionsParsed atomic.Bool
 )
-
-// typesParsed reports whether the schema sv's objects are typed with has
-// been parsed, so that newBuiltinTypes returns at once.
-func typesParsed(sv *Kind) bool {
-	if sv.GVR.Group == apiextensionsv1.GroupName {
-		return apiextensionsParsed.Load()
-	}
-	return coreParsed.Load()
-}
 
 // builtinTypes is the typing of a built-in kind's objects: its type
 // converter, and the schema and type it gives the kind's objects.

@@ -91,7 +91,11 @@ func (k *Kind) coerce(obj *unstructured.Unstructured, typed bool) ([]string, err
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 		}
 		if k.typed != nil && typed {
-			paths, err := k.typed.prune(obj.Object, k.typed.parsedSchema(k))
+			var schema *builtinTypes
+			if !k.typed.encode {
+				schema = k.typed.schemaOf(k)
+			}
+			paths, err := k.typed.prune(obj.Object, schema)
 			if err != nil {
 				return nil, k.DecodeError(err)
 			}
