@@ -212,7 +212,7 @@ func validateEventsV1(obj, old *unstructured.Unstructured) field.ErrorList {
 	if err != nil {
 		return field.ErrorList{field.Invalid(field.NewPath(""), nil, err.Error())}
 	}
-	errs := validateEvent(context.Background(), &unstructured.Unstructured{Object: coreMap}, nil)
+	errs := legacyValidateEvent(&unstructured.Unstructured{Object: coreMap}, "reportingController")
 	if old == nil {
 		errs = append(errs, validateEventSeries(ev)...)
 		if ev.EventTime.IsZero() {
