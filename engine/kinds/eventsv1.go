@@ -93,7 +93,13 @@ func coreEventToV1(m map[string]any) (map[string]any, error) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &in); err != nil {
 		return nil, err
 	}
-	out := eventsv1.Event{
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(coreToV1Event(&in))
+}
+
+// coreToV1Event converts a core/v1 Event into an events.k8s.io/v1 Event,
+// field by field as coreEventToV1 says.
+func coreToV1Event(in *corev1.Event) *eventsv1.Event {
+	out := &eventsv1.Event{
 		TypeMeta:                 in.TypeMeta,
 		ObjectMeta:               in.ObjectMeta,
 		EventTime:                in.EventTime,
@@ -114,7 +120,7 @@ func coreEventToV1(m map[string]any) (map[string]any, error) {
 		out.Series = &eventsv1.EventSeries{Count: in.Series.Count, LastObservedTime: in.Series.LastObservedTime}
 	}
 	out.APIVersion = EventsV1Resource.GroupVersion().String()
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(&out)
+	return out
 }
 
 // v1EventToCore is coreEventToV1 the other way.
@@ -166,13 +172,14 @@ type eventsV1Strategy struct{ canonicalStrategy }
 
 // canonicalEventsV1 returns an events.k8s.io/v1 Event's fields as
 // kube-apiserver serves them: converted to core/v1 and back, as Kubernetes
-// stores and reads the object.
+// stores and reads the object. The conversions are of the typed Events:
+// the map is decoded and encoded once.
 func canonicalEventsV1(body map[string]any) (map[string]any, error) {
-	core, err := v1EventToCore(body)
+	in, err := decodeEventsV1(body)
 	if err != nil {
 		return nil, err
 	}
-	return coreEventToV1(core)
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(coreToV1Event(v1ToCoreEvent(in)))
 }
 
 func (s eventsV1Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
