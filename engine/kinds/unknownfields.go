@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 )
 
 // A built-in kind's object is decoded by kube-apiserver into its Go type,
@@ -116,13 +118,9 @@ func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown 
 	if !tf.encode && schema != nil && !schema.hasUnknown(obj, tf.noFields) && tf.plainFields(obj) {
 		return nil, nil
 	}
-	in := make(map[string]any, len(obj))
-	for k, v := range obj {
-		if k != "metadata" && (tf.encode || !tf.noFields[k] || !tf.plainField(k, v)) {
-			in[k] = v
-		}
-	}
-	data, err := json.Marshal(in)
+	data, err := marshalMembers(obj, func(k string, v any) bool {
+		return k != "metadata" && (tf.encode || !tf.noFields[k] || !tf.plainField(k, v))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -148,14 +146,49 @@ func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown 
 	return unknown, nil
 }
 
+// marshalMembers returns the JSON of the members of obj that keep
+// reports true for, as encoding/json writes that object: without
+// reflection when they hold only the types JSON decoding produces
+// (objjson), through encoding/json otherwise.
+func marshalMembers(obj map[string]any, keep func(k string, v any) bool) ([]byte, error) {
+	keys := make([]string, 0, len(obj))
+	for k, v := range obj {
+		if keep(k, v) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	b := make([]byte, 0, 512)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = objjson.AppendString(b, k)
+		b = append(b, ':')
+		var ok bool
+		if b, ok = objjson.Append(b, obj[k]); !ok {
+			in := make(map[string]any, len(keys))
+			for _, k := range keys {
+				in[k] = obj[k]
+			}
+			return json.Marshal(in)
+		}
+	}
+	return append(b, '}'), nil
+}
+
 // setBody replaces obj's fields other than apiVersion, kind and metadata
-// with body's.
+// with body's, in place: the members both have are overwritten, not
+// deleted and added again.
 func setBody(obj, body map[string]any) {
 	for k := range obj {
 		switch k {
 		case "apiVersion", "kind", "metadata":
 		default:
-			delete(obj, k)
+			if _, ok := body[k]; !ok {
+				delete(obj, k)
+			}
 		}
 	}
 	for k, v := range body {
@@ -170,7 +203,7 @@ func setBody(obj, body map[string]any) {
 // decode returns the error of decoding obj, metadata and all, into the
 // Go type; nil when it decodes.
 func (tf *typedFields) decode(obj map[string]any) error {
-	data, err := json.Marshal(obj)
+	data, err := marshalMembers(obj, func(string, any) bool { return true })
 	if err != nil {
 		return err
 	}

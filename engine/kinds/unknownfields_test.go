@@ -3,6 +3,7 @@ package kinds
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -381,6 +382,39 @@ func TestPlainBase64(t *testing.T) {
 		}
 		if _, err := base64.StdEncoding.DecodeString(tc.in); tc.want && err != nil {
 			t.Errorf("%q: the decoder says %v", tc.in, err)
+		}
+	}
+}
+
+// TestMarshalMembers checks that the JSON prune decodes is what
+// encoding/json writes for the members kept, objjson's types or not.
+func TestMarshalMembers(t *testing.T) {
+	obj := map[string]any{
+		"metadata": map[string]any{"name": "x"},
+		"b":        []any{"<&>", int64(-3), 1.5, true, nil, map[string]any{"z": "\u00e9", "a": []any{}}},
+		"a":        "plain",
+		"c":        map[string]any{},
+		"typed":    int32(7),
+	}
+	for name, keep := range map[string]func(string, any) bool{
+		"all":         func(string, any) bool { return true },
+		"no metadata": func(k string, _ any) bool { return k != "metadata" },
+		"json types":  func(k string, _ any) bool { return k != "typed" },
+		"none":        func(string, any) bool { return false },
+	} {
+		in := map[string]any{}
+		for k, v := range obj {
+			if keep(k, v) {
+				in[k] = v
+			}
+		}
+		want, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := marshalMembers(obj, keep)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s: %s %v, want %s", name, got, err, want)
 		}
 	}
 }
