@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,10 +32,26 @@ const (
 // through core/v1 and stored as corev1.Event encodes them.
 func newEventKind() *Kind {
 	k := newBuiltin(EventResource, "Event", "event", true, false,
-		apivalidation.NameIsDNSSubdomain, validateEvent, nil, &corev1.Event{}, eventTopFields, "ev")
+		path.ValidatePathSegmentName, validateEvent, nil, &corev1.Event{}, eventTopFields, "ev")
+	k.strategy = eventStrategy{k.strategy.(builtinStrategy)}
 	k.typed.encode = true
 	k.table = eventTable{}
 	return k
+}
+
+// eventStrategy is the strategy of core/v1 Events. kube-apiserver's
+// validates only the Event's fields on create; the generic checks of
+// metadata follow only when they pass, and take any name that is a path
+// segment (no "/" or "%", not "." or ".."), not only a DNS subdomain. On
+// update the generic checks come first, as builtinStrategy has them.
+type eventStrategy struct{ builtinStrategy }
+
+func (s eventStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	u := obj.(*unstructured.Unstructured)
+	if errs := validateEvent(ctx, u, nil); len(errs) > 0 {
+		return errs
+	}
+	return apivalidation.ValidateObjectMetaAccessor(u, s.namespaced, s.nameFn, field.NewPath("metadata"))
 }
 
 // canonicalStrategy is the built-in strategy plus an encoding: before
