@@ -110,13 +110,20 @@ func holdsObjects(t reflect.Type) bool {
 // paths as kube-apiserver's strict decoder spells them, sorted. An object
 // that does not decode into the type (a string for a list, a number for a
 // string) gets the decoder's error, as kube-apiserver's decoder gives it,
-// and nothing is pruned. schema is the kind's structured-merge-diff typing
-// (schemaOf): an object it finds no unknown field nor mistyped value in
-// (all but a few) is not decoded. A kind whose objects are encoded again
-// (tf.encode) is always decoded.
-func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown []string, err error) {
-	if !tf.encode && schema != nil && !schema.hasUnknown(obj, tf.noFields) && tf.plainFields(obj) {
-		return nil, nil
+// and nothing is pruned. schema returns the kind's structured-merge-diff
+// typing (schemaOf): an object it finds no unknown field nor mistyped
+// value in (all but a few) is not decoded, and one with nothing but
+// metadata and plain fields that hold no object (a namespace or a
+// ServiceAccount as the server makes them) needs neither. A kind whose
+// objects are encoded again (tf.encode) is always decoded.
+func (tf *typedFields) prune(obj map[string]any, schema func() *builtinTypes) (unknown []string, err error) {
+	if !tf.encode && tf.plainFields(obj) {
+		if !tf.holdsTyped(obj) {
+			return nil, nil
+		}
+		if s := schema(); s != nil && !s.hasUnknown(obj, tf.noFields) {
+			return nil, nil
+		}
 	}
 	data, err := marshalMembers(obj, func(k string, v any) bool {
 		return k != "metadata" && (tf.encode || !tf.noFields[k] || !tf.plainField(k, v))
@@ -208,6 +215,24 @@ func (tf *typedFields) decode(obj map[string]any) error {
 		return err
 	}
 	return kjson.UnmarshalCaseSensitivePreserveInts(data, reflect.New(tf.typ).Interface())
+}
+
+// holdsTyped reports whether obj has a member the Go type may drop or
+// refuse and plainFields does not look at: one other than metadata, the
+// strings apiVersion and kind, and the members that hold no object.
+func (tf *typedFields) holdsTyped(obj map[string]any) bool {
+	for k, v := range obj {
+		switch {
+		case k == "metadata" || tf.noFields[k]:
+		case k == "apiVersion" || k == "kind":
+			if _, ok := v.(string); !ok {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // plainFields reports whether every member of obj that cannot hold an

@@ -183,7 +183,7 @@ func TestPruneBuiltinWithSchema(t *testing.T) {
 				if schema != nil && !schema.hasUnknown(obj, sv.typed.noFields) {
 					t.Error("the schema finds no unknown field")
 				}
-				unknown, err := sv.typed.prune(obj, schema)
+				unknown, err := sv.typed.prune(obj, func() *builtinTypes { return schema })
 				if err != nil {
 					t.Fatalf("the object does not decode: %v", err)
 				}
