@@ -11,8 +11,9 @@ import (
 // shows against kube-apiserver v1.34 for Events and selectors: an Event
 // is served as corev1.Event encodes it (the unset fields kube-apiserver
 // always serves included) and validated as kube-apiserver validates one
-// written through core/v1 (and through events.k8s.io/v1, naming the
-// reporting controller as that API does); Secrets take the field selector type; an
+// written through core/v1, its name any path segment (and through
+// events.k8s.io/v1, naming the reporting controller as that API does);
+// Secrets take the field selector type; an
 // unknown field label and a malformed selector are refused with
 // kube-apiserver's messages, as are a path to a subresource the kind
 // lacks, one to no resource and a merge patch that is not JSON; removing
@@ -40,6 +41,11 @@ func TestEventsAndSelectorsAsKubeAPIServer(t *testing.T) {
 	})
 
 	t.Run("event validation", func(t *testing.T) {
+		// A core/v1 Event's name need only be a path segment.
+		if _, errOut := run("apiVersion: v1\nkind: Event\nmetadata: {name: Pod_X.1, namespace: default}\n"+
+			"involvedObject: {kind: ConfigMap, name: cm1, namespace: default}\n", "create", "-f", "-"); errOut != "" {
+			t.Errorf("kubectl create -f - of an Event named Pod_X.1: %s", errOut)
+		}
 		for _, tc := range []struct{ apiVersion, doc, want string }{
 			{"v1", "involvedObject: {kind: ConfigMap, name: cm1, namespace: other}\n",
 				`The Event "e2" is invalid: involvedObject.namespace: Invalid value: "other": does not match event.namespace` + "\n"},
