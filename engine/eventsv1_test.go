@@ -196,14 +196,15 @@ func TestEventsV1Validation(t *testing.T) {
 		set  map[string]any
 		want string
 	}{
-		// core/v1 validation names the field reportingComponent here.
-		"no-controller": {map[string]any{"reportingController": ""}, "Required value"},
-		"no-action":     {map[string]any{"action": ""}, "action: Required value"},
-		"bad-type":      {map[string]any{"type": "Odd"}, "type: Invalid value"},
-		"series":        {map[string]any{"series": map[string]any{"count": int64(1)}}, "series.count: Invalid value"},
-		"count":         {map[string]any{"deprecatedCount": int64(2)}, "count: Invalid value"},
-		"source":        {map[string]any{"deprecatedSource": map[string]any{"host": "n"}}, "source: Invalid value"},
-		"first":         {map[string]any{"deprecatedFirstTimestamp": "2026-01-02T03:04:05Z"}, "firstTimestamp: Invalid value"},
+		// kube-apiserver names the field as the request's API does.
+		"no-controller":  {map[string]any{"reportingController": ""}, "reportingController: Required value"},
+		"bad-controller": {map[string]any{"reportingController": "a b"}, `reportingController: Invalid value: "a b": name part must consist of`},
+		"no-action":      {map[string]any{"action": ""}, "action: Required value"},
+		"bad-type":       {map[string]any{"type": "Odd"}, "type: Invalid value"},
+		"series":         {map[string]any{"series": map[string]any{"count": int64(1)}}, "series.count: Invalid value"},
+		"count":          {map[string]any{"deprecatedCount": int64(2)}, "count: Invalid value"},
+		"source":         {map[string]any{"deprecatedSource": map[string]any{"host": "n"}}, "source: Invalid value"},
+		"first":          {map[string]any{"deprecatedFirstTimestamp": "2026-01-02T03:04:05Z"}, "firstTimestamp: Invalid value"},
 	} {
 		f := map[string]any{}
 		for k, v := range good {

@@ -11,7 +11,9 @@ import (
 // shows against kube-apiserver v1.34 for Events and selectors: an Event
 // is served as corev1.Event encodes it (the unset fields kube-apiserver
 // always serves included) and validated as kube-apiserver validates one
-// written through core/v1; Secrets take the field selector type; an
+// written through core/v1, its name any path segment (and through
+// events.k8s.io/v1, naming the reporting controller as that API does);
+// Secrets take the field selector type; an
 // unknown field label and a malformed selector are refused with
 // kube-apiserver's messages, as are a path to a subresource the kind
 // lacks, one to no resource and a merge patch that is not JSON; removing
@@ -39,17 +41,29 @@ func TestEventsAndSelectorsAsKubeAPIServer(t *testing.T) {
 	})
 
 	t.Run("event validation", func(t *testing.T) {
-		for _, tc := range []struct{ doc, want string }{
-			{"involvedObject: {kind: ConfigMap, name: cm1, namespace: other}\n",
+		// A core/v1 Event's name need only be a path segment.
+		if _, errOut := run("apiVersion: v1\nkind: Event\nmetadata: {name: Pod_X.1, namespace: default}\n"+
+			"involvedObject: {kind: ConfigMap, name: cm1, namespace: default}\n", "create", "-f", "-"); errOut != "" {
+			t.Errorf("kubectl create -f - of an Event named Pod_X.1: %s", errOut)
+		}
+		for _, tc := range []struct{ apiVersion, doc, want string }{
+			{"v1", "involvedObject: {kind: ConfigMap, name: cm1, namespace: other}\n",
 				`The Event "e2" is invalid: involvedObject.namespace: Invalid value: "other": does not match event.namespace` + "\n"},
-			{"involvedObject: {kind: ConfigMap, name: cm1, namespace: default}\neventTime: \"2026-11-27T01:00:00.000000Z\"\ntype: Bogus\n",
+			{"v1", "involvedObject: {kind: ConfigMap, name: cm1, namespace: default}\neventTime: \"2026-11-27T01:00:00.000000Z\"\ntype: Bogus\n",
 				`The Event "e2" is invalid: ` + "\n" +
 					"* reportingComponent: Required value\n" +
 					`* reportingComponent: Invalid value: "": name part must be non-empty` + "\n" +
 					`* reportingComponent: Invalid value: "": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')` + "\n" +
 					"* reportingInstance: Required value\n* action: Required value\n* reason: Required value\n"},
+			// Through events.k8s.io/v1 the same rule names the field
+			// as that API does, then come that API's own rules.
+			{"events.k8s.io/v1", "regarding: {kind: ConfigMap, name: cm1, namespace: default}\neventTime: \"2026-11-27T01:00:00.000000Z\"\ntype: Bogus\n" +
+				"reportingController: a b\nreportingInstance: i\naction: A\nreason: R\n",
+				`The Event "e2" is invalid: ` + "\n" +
+					`* reportingController: Invalid value: "a b": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')` + "\n" +
+					`* type: Invalid value: "": has invalid value: Bogus` + "\n"},
 		} {
-			_, errOut := run("apiVersion: v1\nkind: Event\nmetadata: {name: e2, namespace: default}\n"+tc.doc, "create", "-f", "-")
+			_, errOut := run("apiVersion: "+tc.apiVersion+"\nkind: Event\nmetadata: {name: e2, namespace: default}\n"+tc.doc, "create", "-f", "-")
 			if errOut != tc.want {
 				t.Errorf("kubectl create -f -:\n got %q\nwant %q", errOut, tc.want)
 			}

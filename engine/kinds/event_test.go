@@ -53,6 +53,47 @@ func TestEventValidation(t *testing.T) {
 	}
 }
 
+// TestEventNameValidation: kube-apiserver validates a core/v1 Event's
+// fields first and its metadata only when they pass, taking any name
+// that is a path segment; through events.k8s.io/v1 the name must be a DNS
+// subdomain, and its error follows the legacy rules' and precedes the
+// newer API's own.
+func TestEventNameValidation(t *testing.T) {
+	core, v1 := kindOf(t, EventResource), kindOf(t, EventsV1Resource)
+	event := func(name, body string) *unstructured.Unstructured {
+		return eventObject(t, `{"apiVersion": "v1", "kind": "Event", "metadata": {"name": "`+name+`", "namespace": "default"}, `+body)
+	}
+	v1Event := func(name, body string) *unstructured.Unstructured {
+		return eventObject(t, `{"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "`+name+`", "namespace": "default"}, `+body)
+	}
+	const elsewhere = `"involvedObject": {"kind": "ConfigMap", "name": "c", "namespace": "other"}}`
+	const good = `"involvedObject": {"kind": "ConfigMap", "name": "c", "namespace": "default"}}`
+	const v1Body = `"regarding": {"kind": "ConfigMap", "name": "c"}, "eventTime": "2026-11-27T01:00:00.000000Z", ` +
+		`"reportingController": "a b", "reportingInstance": "i", "action": "A", "reason": "R", "type": "Odd"}`
+	for _, tc := range []struct {
+		name string
+		k    *Kind
+		obj  *unstructured.Unstructured
+		want string
+	}{
+		{"core: any path segment", core, event("Pod_X.1", good), ""},
+		{"core: not a path segment", core, event("a%b", good), `metadata.name: Invalid value: "a%b": may not contain '%'`},
+		{"core: fields before metadata", core, event("a%b", elsewhere), `involvedObject.namespace: Invalid value: "other": does not match event.namespace`},
+		{"events.k8s.io/v1: DNS subdomain, between the rules", v1, v1Event("Pod_X", v1Body),
+			`[reportingController: Invalid value: "a b": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), ` +
+				`metadata.name: Invalid value: "Pod_X": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), ` +
+				`type: Invalid value: "": has invalid value: Odd]`},
+	} {
+		got := ""
+		if errs := tc.k.ValidateCreate(context.Background(), tc.obj); len(errs) > 0 {
+			got = errorsText(errs)
+		}
+		if got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestEventEncoding: an Event is stored as corev1.Event encodes it, as
 // kube-apiserver stores it: the fields without omitempty present when
 // unset, a timestamp in UTC, metadata untouched; Coerce gives that shape

@@ -93,7 +93,13 @@ func coreEventToV1(m map[string]any) (map[string]any, error) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &in); err != nil {
 		return nil, err
 	}
-	out := eventsv1.Event{
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(coreToV1Event(&in))
+}
+
+// coreToV1Event converts a core/v1 Event into an events.k8s.io/v1 Event,
+// field by field as coreEventToV1 says.
+func coreToV1Event(in *corev1.Event) *eventsv1.Event {
+	out := &eventsv1.Event{
 		TypeMeta:                 in.TypeMeta,
 		ObjectMeta:               in.ObjectMeta,
 		EventTime:                in.EventTime,
@@ -114,7 +120,7 @@ func coreEventToV1(m map[string]any) (map[string]any, error) {
 		out.Series = &eventsv1.EventSeries{Count: in.Series.Count, LastObservedTime: in.Series.LastObservedTime}
 	}
 	out.APIVersion = EventsV1Resource.GroupVersion().String()
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(&out)
+	return out
 }
 
 // v1EventToCore is coreEventToV1 the other way.
@@ -166,23 +172,28 @@ type eventsV1Strategy struct{ canonicalStrategy }
 
 // canonicalEventsV1 returns an events.k8s.io/v1 Event's fields as
 // kube-apiserver serves them: converted to core/v1 and back, as Kubernetes
-// stores and reads the object.
+// stores and reads the object. The conversions are of the typed Events:
+// the map is decoded and encoded once.
 func canonicalEventsV1(body map[string]any) (map[string]any, error) {
-	core, err := v1EventToCore(body)
+	in, err := decodeEventsV1(body)
 	if err != nil {
 		return nil, err
 	}
-	return coreEventToV1(core)
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(coreToV1Event(v1ToCoreEvent(in)))
 }
 
+// Validate validates an Event created through events.k8s.io/v1 as
+// kube-apiserver does: the legacy rules, then its metadata, then the
+// rules of events.k8s.io/v1.
 func (s eventsV1Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	errs := s.builtinStrategy.Validate(ctx, obj)
-	return append(errs, validateEventsV1(obj.(*unstructured.Unstructured), nil)...)
+	u := obj.(*unstructured.Unstructured)
+	meta := apivalidation.ValidateObjectMetaAccessor(u, s.namespaced, s.nameFn, field.NewPath("metadata"))
+	return validateEventsV1(u, nil, meta)
 }
 
 func (s eventsV1Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	errs := s.builtinStrategy.ValidateUpdate(ctx, obj, old)
-	return append(errs, validateEventsV1(obj.(*unstructured.Unstructured), old.(*unstructured.Unstructured))...)
+	return append(errs, validateEventsV1(obj.(*unstructured.Unstructured), old.(*unstructured.Unstructured), nil)...)
 }
 
 // validateEventsV1 validates an Event written through events.k8s.io/v1 as
@@ -191,7 +202,8 @@ func (s eventsV1Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.O
 // least 2 with a lastObservedTime, and none of the deprecated fields; on
 // update, a valid series if it changed, and every field but the series
 // unchanged. Paths name the fields as Kubernetes' internal Event does.
-func validateEventsV1(obj, old *unstructured.Unstructured) field.ErrorList {
+// meta, the errors of the Event's metadata, follow the legacy rules'.
+func validateEventsV1(obj, old *unstructured.Unstructured, meta field.ErrorList) field.ErrorList {
 	for _, f := range eventsV1TopFields {
 		v, ok := obj.Object[f]
 		if !ok {
@@ -199,20 +211,21 @@ func validateEventsV1(obj, old *unstructured.Unstructured) field.ErrorList {
 		}
 		var ev eventsv1.Event
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{f: v}, &ev); err != nil {
-			return field.ErrorList{field.Invalid(field.NewPath(f), v, err.Error())}
+			return append(meta, field.Invalid(field.NewPath(f), v, err.Error()))
 		}
 	}
 	in, err := decodeEventsV1(eventBody(obj.Object))
 	if err != nil {
-		return field.ErrorList{field.Invalid(field.NewPath(""), nil, err.Error())}
+		return append(meta, field.Invalid(field.NewPath(""), nil, err.Error()))
 	}
 	ev := v1ToCoreEvent(in)
 	ev.Namespace = obj.GetNamespace()
 	coreMap, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ev)
 	if err != nil {
-		return field.ErrorList{field.Invalid(field.NewPath(""), nil, err.Error())}
+		return append(meta, field.Invalid(field.NewPath(""), nil, err.Error()))
 	}
-	errs := validateEvent(context.Background(), &unstructured.Unstructured{Object: coreMap}, nil)
+	errs := legacyValidateEvent(&unstructured.Unstructured{Object: coreMap}, "reportingController")
+	errs = append(errs, meta...)
 	if old == nil {
 		errs = append(errs, validateEventSeries(ev)...)
 		if ev.EventTime.IsZero() {

@@ -91,7 +91,7 @@ func (k *Kind) coerce(obj *unstructured.Unstructured, typed bool) ([]string, err
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid metadata: %v", err))
 		}
 		if k.typed != nil && typed {
-			paths, err := k.typed.prune(obj.Object, k.typed.parsedSchema(k))
+			paths, err := k.typed.prune(obj.Object, func() *builtinTypes { return k.typed.schemaOf(k) })
 			if err != nil {
 				return nil, k.DecodeError(err)
 			}

@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 )
 
 // A built-in kind's object is decoded by kube-apiserver into its Go type,
@@ -22,8 +24,11 @@ import (
 // them as kube-apiserver does: it decodes the object's JSON into the same
 // Go type with the same strict decoder (sigs.k8s.io/json), which reports
 // the same paths; a type's own UnmarshalJSON (quantities, times, a CRD
-// schema's items) is its own business in both. It needs no schema to be
-// parsed, so writing the default objects at start-up costs nothing more.
+// schema's items) is its own business in both. An object is decoded only
+// when a walk of its API's structured-merge-diff schema, which costs a
+// fifth of the decoding and allocates nothing, finds in it an unknown
+// field or a value the decoder may refuse: nearly every object is well
+// formed, and passes with the walk alone.
 
 // typedFields is what the unknown fields of a built-in kind's objects are
 // found with: its Go type, and its top-level fields that cannot hold an
@@ -36,7 +41,8 @@ type typedFields struct {
 	// fieldTypes are the Go types of the noFields.
 	fieldTypes map[string]reflect.Type
 	// schema types the kind's objects by its API's structured-merge-diff
-	// schema (builtintypes.go), made once that schema is parsed.
+	// schema (builtintypes.go), made on first use; nil if the API has none
+	// for the kind.
 	schemaOnce sync.Once
 	schema     *builtinTypes
 	// encode makes each object's fields other than apiVersion, kind and
@@ -47,14 +53,10 @@ type typedFields struct {
 	encode bool
 }
 
-// parsedSchema returns the typing of sv's objects by its API's schema when
-// that schema has been parsed (by the field managers, on the first
-// server-side apply to a built-in kind's object), nil before: writes never
-// wait for it to be parsed.
-func (tf *typedFields) parsedSchema(sv *Kind) *builtinTypes {
-	if !typesParsed(sv) {
-		return nil
-	}
+// schemaOf returns the typing of sv's objects by its API's schema, made
+// (and the schema parsed) on first use; nil when the API has no schema
+// for sv's kind.
+func (tf *typedFields) schemaOf(sv *Kind) *builtinTypes {
 	tf.schemaOnce.Do(func() {
 		if bt, ok := newBuiltinTypes(sv); ok {
 			tf.schema = &bt
@@ -108,21 +110,24 @@ func holdsObjects(t reflect.Type) bool {
 // paths as kube-apiserver's strict decoder spells them, sorted. An object
 // that does not decode into the type (a string for a list, a number for a
 // string) gets the decoder's error, as kube-apiserver's decoder gives it,
-// and nothing is pruned. With schema, the kind's parsed structured-merge-
-// diff typing, an object it finds no unknown field nor mistyped value in
-// (all but a few) is not decoded: the walk costs a tenth of the decoding
-// and allocates nothing.
-func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown []string, err error) {
-	if !tf.encode && schema != nil && !schema.hasUnknown(obj, tf.noFields) && tf.plainFields(obj) {
-		return nil, nil
-	}
-	in := make(map[string]any, len(obj))
-	for k, v := range obj {
-		if k != "metadata" && (tf.encode || !tf.noFields[k] || !tf.plainField(k, v)) {
-			in[k] = v
+// and nothing is pruned. schema returns the kind's structured-merge-diff
+// typing (schemaOf): an object it finds no unknown field nor mistyped
+// value in (all but a few) is not decoded, and one with nothing but
+// metadata and plain fields that hold no object (a namespace or a
+// ServiceAccount as the server makes them) needs neither. A kind whose
+// objects are encoded again (tf.encode) is always decoded.
+func (tf *typedFields) prune(obj map[string]any, schema func() *builtinTypes) (unknown []string, err error) {
+	if !tf.encode && tf.plainFields(obj) {
+		if !tf.holdsTyped(obj) {
+			return nil, nil
+		}
+		if s := schema(); s != nil && !s.hasUnknown(obj, tf.noFields) {
+			return nil, nil
 		}
 	}
-	data, err := json.Marshal(in)
+	data, err := marshalMembers(obj, func(k string, v any) bool {
+		return k != "metadata" && (tf.encode || !tf.noFields[k] || !tf.plainField(k, v))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -148,14 +153,49 @@ func (tf *typedFields) prune(obj map[string]any, schema *builtinTypes) (unknown 
 	return unknown, nil
 }
 
+// marshalMembers returns the JSON of the members of obj that keep
+// reports true for, as encoding/json writes that object: without
+// reflection when they hold only the types JSON decoding produces
+// (objjson), through encoding/json otherwise.
+func marshalMembers(obj map[string]any, keep func(k string, v any) bool) ([]byte, error) {
+	keys := make([]string, 0, len(obj))
+	for k, v := range obj {
+		if keep(k, v) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	b := make([]byte, 0, 512)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = objjson.AppendString(b, k)
+		b = append(b, ':')
+		var ok bool
+		if b, ok = objjson.Append(b, obj[k]); !ok {
+			in := make(map[string]any, len(keys))
+			for _, k := range keys {
+				in[k] = obj[k]
+			}
+			return json.Marshal(in)
+		}
+	}
+	return append(b, '}'), nil
+}
+
 // setBody replaces obj's fields other than apiVersion, kind and metadata
-// with body's.
+// with body's, in place: the members both have are overwritten, not
+// deleted and added again.
 func setBody(obj, body map[string]any) {
 	for k := range obj {
 		switch k {
 		case "apiVersion", "kind", "metadata":
 		default:
-			delete(obj, k)
+			if _, ok := body[k]; !ok {
+				delete(obj, k)
+			}
 		}
 	}
 	for k, v := range body {
@@ -170,11 +210,29 @@ func setBody(obj, body map[string]any) {
 // decode returns the error of decoding obj, metadata and all, into the
 // Go type; nil when it decodes.
 func (tf *typedFields) decode(obj map[string]any) error {
-	data, err := json.Marshal(obj)
+	data, err := marshalMembers(obj, func(string, any) bool { return true })
 	if err != nil {
 		return err
 	}
 	return kjson.UnmarshalCaseSensitivePreserveInts(data, reflect.New(tf.typ).Interface())
+}
+
+// holdsTyped reports whether obj has a member the Go type may drop or
+// refuse and plainFields does not look at: one other than metadata, the
+// strings apiVersion and kind, and the members that hold no object.
+func (tf *typedFields) holdsTyped(obj map[string]any) bool {
+	for k, v := range obj {
+		switch {
+		case k == "metadata" || tf.noFields[k]:
+		case k == "apiVersion" || k == "kind":
+			if _, ok := v.(string); !ok {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // plainFields reports whether every member of obj that cannot hold an

@@ -3,6 +3,7 @@ package kinds
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -154,10 +155,11 @@ func TestCoerceBuiltinNestedUnknownFields(t *testing.T) {
 	}
 }
 
-// TestPruneBuiltinWithSchema checks that pruning gives the same with and
-// without the kind's parsed structured-merge-diff schema, which only spares
-// decoding objects it finds no unknown field in: it finds them in each
-// object that has some, and none in the objects once pruned.
+// TestPruneBuiltinWithSchema checks that the walk of the kind's
+// structured-merge-diff schema, which spares decoding the objects it
+// passes, passes none the decoder would prune: it finds unknown fields in
+// each object that has some and none in the objects once pruned, and
+// pruning with it gives what the decoding alone gives.
 func TestPruneBuiltinWithSchema(t *testing.T) {
 	r := NewRegistry()
 	for _, tc := range unknownFieldCases {
@@ -181,7 +183,7 @@ func TestPruneBuiltinWithSchema(t *testing.T) {
 				if schema != nil && !schema.hasUnknown(obj, sv.typed.noFields) {
 					t.Error("the schema finds no unknown field")
 				}
-				unknown, err := sv.typed.prune(obj, schema)
+				unknown, err := sv.typed.prune(obj, func() *builtinTypes { return schema })
 				if err != nil {
 					t.Fatalf("the object does not decode: %v", err)
 				}
@@ -305,8 +307,8 @@ var mistypedCases = []struct {
 
 // TestCoerceBuiltinMistyped checks that an object that does not decode
 // into its Go type is refused with the decoder's error, 400 BadRequest, as
-// kube-apiserver refuses it, whether or not the kind's schema is parsed
-// (which spares the decoding only of objects it finds well typed).
+// kube-apiserver refuses it: the schema walk, which spares the decoding
+// of objects it finds well typed, hands these to the decoder.
 func TestCoerceBuiltinMistyped(t *testing.T) {
 	r := NewRegistry()
 	for _, tc := range mistypedCases {
@@ -318,18 +320,6 @@ func TestCoerceBuiltinMistyped(t *testing.T) {
 			_, err := sv.Coerce(fromRequestYAML(t, tc.in))
 			if !apierrors.IsBadRequest(err) || err.Error() != tc.want {
 				t.Errorf("Coerce = %v, want BadRequest %q", err, tc.want)
-			}
-			if tc.name == "ConfigMap labels" {
-				return // metadata is not the Go type's to prune
-			}
-			bt, ok := newBuiltinTypes(sv)
-			if !ok {
-				t.Fatal("no schema")
-			}
-			obj := fromRequestYAML(t, tc.in).Object
-			delete(obj, "metadata")
-			if _, err := sv.typed.prune(obj, &bt); err == nil || sv.DecodeError(err).Error() != tc.want {
-				t.Errorf("with the schema: %v, want %q", err, tc.want)
 			}
 		})
 	}
@@ -392,6 +382,39 @@ func TestPlainBase64(t *testing.T) {
 		}
 		if _, err := base64.StdEncoding.DecodeString(tc.in); tc.want && err != nil {
 			t.Errorf("%q: the decoder says %v", tc.in, err)
+		}
+	}
+}
+
+// TestMarshalMembers checks that the JSON prune decodes is what
+// encoding/json writes for the members kept, objjson's types or not.
+func TestMarshalMembers(t *testing.T) {
+	obj := map[string]any{
+		"metadata": map[string]any{"name": "x"},
+		"b":        []any{"<&>", int64(-3), 1.5, true, nil, map[string]any{"z": "\u00e9", "a": []any{}}},
+		"a":        "plain",
+		"c":        map[string]any{},
+		"typed":    int32(7),
+	}
+	for name, keep := range map[string]func(string, any) bool{
+		"all":         func(string, any) bool { return true },
+		"no metadata": func(k string, _ any) bool { return k != "metadata" },
+		"json types":  func(k string, _ any) bool { return k != "typed" },
+		"none":        func(string, any) bool { return false },
+	} {
+		in := map[string]any{}
+		for k, v := range obj {
+			if keep(k, v) {
+				in[k] = v
+			}
+		}
+		want, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := marshalMembers(obj, keep)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s: %s %v, want %s", name, got, err, want)
 		}
 	}
 }

@@ -152,6 +152,10 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 	}
 	now := metav1.Now()
 	key := strings.Join([]string{plugin, regarding.UID, ns, regarding.Kind, regarding.Name, typ, ev.Reason, ev.Message}, "\x00")
+	// The Event is built here in the shape the Event kind stores
+	// (pluginEvent), and counted on as stored: the engine skips decoding
+	// it again, as it does the controllers' Events.
+	ctx = kinds.WithBuiltShape(ctx)
 	w := auditClient(o.audit, authorizeClient(o.authz, plugin, o.svc))
 	bumped, err := o.events.Bump(ctx, w, key, now.UTC().Format(time.RFC3339))
 	if bumped {
@@ -162,6 +166,21 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 	}
 	// None recent, or deleted or counted by a concurrent call meanwhile:
 	// record anew.
+	u, err := pluginEvent(plugin, ns, regarding, typ, ev, now)
+	if err != nil {
+		return err
+	}
+	stored, err := w.Create(ctx, kinds.EventResource, u, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("plugins: record event: %w", err)
+	}
+	o.events.Add(key, stored)
+	return nil
+}
+
+// pluginEvent returns the core/v1 Event plugin's event ev about regarding
+// is recorded as, in namespace ns, encoded as corev1.Event encodes it.
+func pluginEvent(plugin, ns string, regarding abi.ObjectRef, typ string, ev abi.Event, now metav1.Time) (*unstructured.Unstructured, error) {
 	e := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      strings.ToLower(regarding.Name + "." + rand.String(10)),
@@ -180,17 +199,12 @@ func (o *Objects) RecordEvent(ctx context.Context, plugin string, regarding abi.
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(e)
 	if err != nil {
-		return fmt.Errorf("plugins: encode event: %w", err)
+		return nil, fmt.Errorf("plugins: encode event: %w", err)
 	}
 	u := &unstructured.Unstructured{Object: m}
 	u.SetAPIVersion("v1")
 	u.SetKind("Event")
-	stored, err := w.Create(ctx, kinds.EventResource, u, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("plugins: record event: %w", err)
-	}
-	o.events.Add(key, stored)
-	return nil
+	return u, nil
 }
 
 func typesUID(s string) types.UID { return types.UID(s) }
