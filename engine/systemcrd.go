@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,7 +40,13 @@ const systemCRDServedTimeout = 30 * time.Second
 // it: the losers find it written and wait for their CRD follower (Run, which
 // must be running) to serve it.
 func (s *Service) EnsureCRD(ctx context.Context, definition []byte, resource schema.GroupVersionResource) error {
-	ctx = WithSystemUser(ctx, APIServerUser)
+	// The definition is decoded strictly into the CRD's Go type first, so
+	// that the engine may take it as built in its stored shape and not
+	// decode it again (which would parse the API's schema at every start).
+	if err := yaml.UnmarshalStrict(definition, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+		return fmt.Errorf("decode the CustomResourceDefinition: %w", err)
+	}
+	ctx = kinds.WithBuiltShape(WithSystemUser(ctx, APIServerUser))
 	want := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal(definition, &want.Object); err != nil {
 		return fmt.Errorf("decode the CustomResourceDefinition: %w", err)

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -45,18 +46,27 @@ var builtinScheme = sync.OnceValue(func() *runtime.Scheme {
 // Parsing a schema takes a while (some 100-150 ms of CPU for client-go's,
 // which holds every built-in API type; about 1 MiB of heap once parsed, and
 // some 15 MiB more RSS after), so each is parsed once, on first use:
-// client-go's on the first write of a built-in object with typed fields
-// (the default RBAC roles, on a server's first start; a server restarted
-// on its data parses it later, if ever), apiextensions-apiserver's on the
-// first CRD written.
+// client-go's on the first write from a request of a built-in object with
+// typed fields, apiextensions-apiserver's on the first CRD written from a
+// request. The server's own writes at start (default RBAC roles, system
+// CRDs) are built in their kinds' stored shape (WithBuiltShape) and parse
+// neither.
 var (
 	coreTypeConverter = sync.OnceValue(func() managedfields.TypeConverter {
+		schemaParses.Add(1)
 		return applyconfigurations.NewTypeConverter(builtinScheme())
 	})
 	apiextensionsTypeConverter = sync.OnceValue(func() managedfields.TypeConverter {
+		schemaParses.Add(1)
 		return extapply.NewTypeConverter(builtinScheme())
 	})
+	schemaParses atomic.Int32
 )
+
+// SchemaParses reports how many of the built-in APIs' schemas (client-go's,
+// apiextensions-apiserver's) this process has parsed: at most two. Tests
+// use it to keep the server's own writes from parsing them.
+func SchemaParses() int { return int(schemaParses.Load()) }
 
 // builtinTypes is the typing of a built-in kind's objects: its type
 // converter, and the schema and type it gives the kind's objects.

@@ -138,6 +138,8 @@ func writeRules(ctx context.Context, c Client, name string, rules []rbacv1.Polic
 		list = append(list, m)
 	}
 	cur.Object["rules"] = list
-	_, err = c.Update(ctx, kinds.ClusterRoleResource, cur, metav1.UpdateOptions{FieldManager: aggregationFieldManager})
+	// Read from the store and given rules encoded from their Go type, the
+	// ClusterRole is in the shape its kind stores.
+	_, err = c.Update(kinds.WithBuiltShape(ctx), kinds.ClusterRoleResource, cur, metav1.UpdateOptions{FieldManager: aggregationFieldManager})
 	return err
 }

@@ -169,6 +169,10 @@ func addDefaultMeta(m *metav1.ObjectMeta) {
 // rbac.authorization.kubernetes.io/autoupdate: "false" is left alone.
 // A write that conflicts with another server's is retried.
 func EnsureDefaults(ctx context.Context, c Client) error {
+	// The objects written are encoded from rbacv1 types, in the shape the
+	// kinds store: the engine need not decode them into their Go types
+	// again (which would parse the API's schema at every first start).
+	ctx = kinds.WithBuiltShape(ctx)
 	roles := clusterRoles{ctx: ctx, c: c}
 	for _, r := range DefaultClusterRoles() {
 		opts := reconciliation.ReconcileRoleOptions{
