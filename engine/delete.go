@@ -91,26 +91,6 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 				return nil, false, err
 			}
 		}
-		if dry && gvr == kinds.NamespaceResource {
-			// A namespace's first delete answers it marked, a later one
-			// while spec.finalizers hold it as it is.
-			upd := cur.DeepCopy()
-			mark, held, err := deleteNamespace(cur, upd, opts)
-			switch {
-			case err != nil:
-				return nil, false, apierrors.NewInternalError(err)
-			case held:
-				return cur, false, nil
-			case mark:
-				now := metav1.NewTime(s.opts.Now())
-				upd.SetDeletionTimestamp(&now)
-				return upd, false, nil
-			}
-		}
-		if dry {
-			return cur, true, nil
-		}
-
 		upd := cur.DeepCopy()
 		// mark keeps the object, marked deleted, whatever its finalizers.
 		mark := false
@@ -145,6 +125,9 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 			fins = slices.DeleteFunc(fins, func(f string) bool { return f == metav1.FinalizerOrphanDependents })
 		}
 		if len(fins) == 0 && !mark {
+			if dry {
+				return cur, true, nil
+			}
 			_, rev, err := s.store.Delete(ctx, k, kv.ModRevision)
 			if errors.Is(err, store.ErrConflict) && attempt < maxPatchAttempts {
 				continue
@@ -168,7 +151,19 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 			if !mark { // Kubernetes' namespace deletion sets no grace period
 				zero := int64(0)
 				upd.SetDeletionGracePeriodSeconds(&zero)
+				// Marking it deleted changes what the object is to do:
+				// as Kubernetes' registry does, it counts as a new
+				// generation where the kind counts them (but not for a
+				// CRD, whose storage marks it without the registry).
+				if g := upd.GetGeneration(); g > 0 && gvr != kinds.CRDResource {
+					upd.SetGeneration(g + 1)
+				}
 			}
+		}
+		if dry {
+			// Answered as the write would be, with the stored
+			// resourceVersion, as Kubernetes' dry-run update answers.
+			return upd, false, nil
 		}
 		b, err := sv.Encode(upd)
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 )
 
 // namespaceHooks gives namespaces their phase and finalizers and protects
-// the default one.
+// the system ones.
 type namespaceHooks struct{}
 
 // prepare sets what Kubernetes' namespace strategy sets: on create the
@@ -202,13 +202,47 @@ func (namespaceHooks) committed(_ context.Context, s *Service, obj, old map[stri
 	}
 }
 
-// deleting refuses to delete the default namespace. Otherwise, from now on
+// SystemNamespaces are the namespaces kube-apiserver creates as it starts,
+// which tools expect to find (kubectl -n kube-system, leader election
+// leases in kube-system, node leases in kube-node-lease). The server
+// creates those missing each time it starts, so that a data directory
+// written without them has them too.
+var SystemNamespaces = []string{kinds.DefaultNamespace, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
+
+// immortalNamespace tells whether the namespace name may not be deleted:
+// those Kubernetes' NamespaceLifecycle admission protects. kube-node-lease
+// may be.
+func immortalNamespace(name string) bool {
+	switch name {
+	case kinds.DefaultNamespace, metav1.NamespaceSystem, metav1.NamespacePublic:
+		return true
+	}
+	return false
+}
+
+// createSystemNamespaces creates the SystemNamespaces that are missing.
+func (s *Service) createSystemNamespaces(ctx context.Context) error {
+	ctx = WithSystemUser(ctx, APIServerUser)
+	for _, name := range SystemNamespaces {
+		ns := &unstructured.Unstructured{}
+		ns.SetAPIVersion("v1")
+		ns.SetKind("Namespace")
+		ns.SetName(name)
+		if _, err := s.Create(ctx, kinds.NamespaceResource, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("engine: create namespace %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// deleting refuses to delete the namespaces kube-apiserver refuses to
+// (immortalNamespace), dry run or not. Otherwise, from now on
 // for namespaceLiveLookup, creates in the namespace read it from the store
 // (checkNamespace), whatever the cache says, so that none is admitted in a
 // namespace this server is deleting from a cache that has not seen it yet.
 func (namespaceHooks) deleting(_ context.Context, s *Service, obj map[string]any, dryRun bool) error {
 	name, _, _ := unstructured.NestedString(obj, "metadata", "name")
-	if name == kinds.DefaultNamespace {
+	if immortalNamespace(name) {
 		return apierrors.NewForbidden(kinds.NamespaceResource.GroupResource(), name, fmt.Errorf("this namespace may not be deleted"))
 	}
 	if !dryRun {

@@ -160,7 +160,8 @@ func TestNamespaceFieldSelectorPhase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	for range 2 {
+	// ns-a, ns-b and the system namespaces but default.
+	for range 2 + len(SystemNamespaces) - 1 {
 		if ev := nextEvent(t, w); ev.Type != watch.Added {
 			t.Fatalf("initial event %s, want ADDED", ev.Type)
 		}
@@ -174,7 +175,7 @@ func TestNamespaceFieldSelectorPhase(t *testing.T) {
 	}
 	for _, tc := range []struct{ sel, want string }{
 		{"status.phase=Terminating", "[ns-b]"},
-		{"status.phase=Active", "[default ns-a]"},
+		{"status.phase=Active", "[default kube-node-lease kube-public kube-system ns-a]"},
 		{"status.phase!=Active", "[ns-b]"},
 		{"status.phase=Active,metadata.name=ns-a", "[ns-a]"},
 		{"metadata.name=ns-b", "[ns-b]"},

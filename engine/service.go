@@ -81,7 +81,8 @@ type Service struct {
 type admitterBox struct{ a Admitter }
 
 // New returns a Service on opts.Store: it serves the built-in kinds and every
-// CRD already stored, and makes sure the default namespace exists.
+// CRD already stored, and makes sure the system namespaces exist
+// (SystemNamespaces).
 func New(ctx context.Context, opts Options) (*Service, error) {
 	if opts.Store == nil {
 		return nil, errors.New("engine: Options.Store is required")
@@ -117,12 +118,8 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	if _, err := s.loadCRDs(ctx); err != nil {
 		return nil, err
 	}
-	ns := &unstructured.Unstructured{}
-	ns.SetAPIVersion("v1")
-	ns.SetKind("Namespace")
-	ns.SetName(kinds.DefaultNamespace)
-	if _, err := s.Create(WithSystemUser(ctx, APIServerUser), kinds.NamespaceResource, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("engine: create default namespace: %w", err)
+	if err := s.createSystemNamespaces(ctx); err != nil {
+		return nil, err
 	}
 	if err := s.upgradeNamespaces(ctx); err != nil {
 		return nil, fmt.Errorf("engine: upgrade stored namespaces: %w", err)

@@ -344,7 +344,6 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 	obj.SetCreationTimestamp(old.GetCreationTimestamp())
 	obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
 	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
-	obj.SetGeneration(old.GetGeneration())
 	obj.SetSelfLink("")
 	obj.SetResourceVersion(old.GetResourceVersion())
 
@@ -363,6 +362,11 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
 		return nil, nil, err
 	}
+	// A client cannot set metadata.generation. As in Kubernetes'
+	// rest.BeforeUpdate it is put back after mutating admission, which
+	// sees what the client sent, and before the strategy, which counts
+	// from the stored one.
+	obj.SetGeneration(old.GetGeneration())
 	sv.PrepareForUpdate(ctx, sub, obj, old)
 	obj.SetResourceVersion(old.GetResourceVersion())
 	if h := hooksOf(sv); h != nil {

@@ -336,7 +336,8 @@ func TestCLI(t *testing.T) {
 		if got := ok(t, s, "get", "widgets,namespaces", "-o", "name"); !strings.Contains(got, "widget.example.setpoint.dev/beta\nnamespace/default\n") {
 			t.Errorf("get widgets,namespaces -o name:\n%s", got)
 		}
-		if got := ok(t, s, "get", "ns,wd", "-o", "jsonpath={.items[*].kind}"); got != "Namespace Widget Widget" {
+		// The four namespaces a server starts with, and the two widgets.
+		if got := ok(t, s, "get", "ns,wd", "-o", "jsonpath={.items[*].kind}"); got != "Namespace Namespace Namespace Namespace Widget Widget" {
 			t.Errorf("get ns,wd -o jsonpath: %q", got)
 		}
 		if got := ok(t, s, "get", "ns", "default", "-o", "name"); got != "namespace/default\n" {

@@ -107,14 +107,14 @@ func newServiceAccountTokens(ctx context.Context, st store.Store, svc *engine.Se
 		return nil, err
 	}
 	cache := serviceaccount.NewCache(svc, log)
-	auth, err := serviceaccount.NewAuthenticator(serviceaccount.AuthenticatorOptions{Keys: keys, Accounts: cache, Issuer: s.issuer, Audiences: s.audiences})
+	auth, err := serviceaccount.NewAuthenticator(serviceaccount.AuthenticatorOptions{Keys: keys, Accounts: cache, Secrets: svc, Issuer: s.issuer, Audiences: s.audiences})
 	if err != nil {
 		return nil, err
 	}
 	handler, err := apiserver.NewTokenRequestHandler(apiserver.TokenRequestOptions{
 		Engine: svc, Audiences: auth.Audiences(), MaxLifetime: s.maxExpiration,
-		Issue: func(_ context.Context, ns, name, uid string, auds []string, lifetime time.Duration) (string, time.Time, error) {
-			return issuer.Issue(serviceaccount.Request{Namespace: ns, Name: name, UID: uid, Audiences: auds, Lifetime: lifetime})
+		Issue: func(_ context.Context, req serviceaccount.Request) (string, time.Time, error) {
+			return issuer.Issue(req)
 		},
 	})
 	if err != nil {

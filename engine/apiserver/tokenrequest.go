@@ -17,6 +17,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
+	"github.com/setpoint-dev/setpoint/engine/auth/serviceaccount"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 )
 
@@ -36,10 +37,9 @@ const (
 type TokenRequestOptions struct {
 	// Engine serves the ServiceAccounts; required.
 	Engine *engine.Service
-	// Issue signs a token for the ServiceAccount namespace/name with uid,
-	// for audiences, valid for lifetime, and tells when it expires;
-	// required.
-	Issue func(ctx context.Context, namespace, name, uid string, audiences []string, lifetime time.Duration) (string, time.Time, error)
+	// Issue signs a token for the ServiceAccount the request names (bound
+	// to a Secret when it says so) and tells when it expires; required.
+	Issue func(ctx context.Context, req serviceaccount.Request) (string, time.Time, error)
 	// Audiences are a token's audiences when the request names none (the
 	// server's own); required.
 	Audiences []string
@@ -56,8 +56,12 @@ type tokenRequestHandler struct{ opts TokenRequestOptions }
 
 // NewTokenRequestHandler returns the handler of TokenRequestPattern. It
 // answers 405 to anything but POST, 404 for a ServiceAccount that does not
-// exist, 400 for a TokenRequest that binds the token to an object (not
-// supported) and 422 for a lifetime under ten minutes.
+// exist and 422 for a lifetime under ten minutes. A TokenRequest may bind
+// the token to a Secret of the ServiceAccount's namespace, as
+// kube-apiserver's does (boundObjectRef): the token carries the Secret's
+// name and UID and stops working once it is deleted or replaced. Pods and
+// Nodes, which Setpoint does not serve, are answered as kube-apiserver
+// answers one that does not exist (404); any other kind is a 400.
 func NewTokenRequestHandler(opts TokenRequestOptions) (http.Handler, error) {
 	if opts.Engine == nil || opts.Issue == nil || len(opts.Audiences) == 0 {
 		return nil, errors.New("apiserver: TokenRequestOptions needs Engine, Issue and Audiences")
@@ -106,9 +110,6 @@ func (h tokenRequestHandler) issue(w http.ResponseWriter, r *http.Request, names
 	if req.Name != "" && req.Name != name || req.Namespace != "" && req.Namespace != namespace {
 		return nil, apierrors.NewBadRequest("the TokenRequest's name and namespace must be empty or those of the ServiceAccount in the path")
 	}
-	if req.Spec.BoundObjectRef != nil {
-		return nil, apierrors.NewBadRequest("spec.boundObjectRef is not supported: Setpoint does not bind tokens to objects; leave it out")
-	}
 	seconds := int64(defaultTokenSeconds)
 	if req.Spec.ExpirationSeconds != nil {
 		seconds = *req.Spec.ExpirationSeconds
@@ -134,7 +135,13 @@ func (h tokenRequestHandler) issue(w http.ResponseWriter, r *http.Request, names
 	if sa.GetDeletionTimestamp() != nil {
 		return nil, apierrors.NewConflict(kinds.ServiceAccountResource.GroupResource(), name, errors.New("the ServiceAccount is being deleted"))
 	}
-	tok, exp, err := h.opts.Issue(r.Context(), namespace, name, string(sa.GetUID()), req.Spec.Audiences, time.Duration(seconds)*time.Second)
+	issue := serviceaccount.Request{Namespace: namespace, Name: name, UID: string(sa.GetUID()), Audiences: req.Spec.Audiences, Lifetime: time.Duration(seconds) * time.Second}
+	if ref := req.Spec.BoundObjectRef; ref != nil {
+		if issue.Secret, err = h.boundSecret(r.Context(), namespace, ref); err != nil {
+			return nil, err
+		}
+	}
+	tok, exp, err := h.opts.Issue(r.Context(), issue)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -144,4 +151,31 @@ func (h tokenRequestHandler) issue(w http.ResponseWriter, r *http.Request, names
 	req.Spec.ExpirationSeconds = &seconds
 	req.Status = authenticationv1.TokenRequestStatus{Token: tok, ExpirationTimestamp: metav1.NewTime(exp)}
 	return &req, nil
+}
+
+// boundSecret resolves the object a TokenRequest binds its token to, as
+// kube-apiserver's TokenRequest storage does: a Secret of the namespace
+// (404 when there is none, 409 when the reference's UID is another's); a
+// Pod or a Node is looked up where Setpoint serves none, so that it is
+// the 404 kube-apiserver answers for one that does not exist.
+func (h tokenRequestHandler) boundSecret(ctx context.Context, namespace string, ref *authenticationv1.BoundObjectReference) (*serviceaccount.BoundObject, error) {
+	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+	switch {
+	case gvk.Group == "" && gvk.Kind == "Secret":
+	case gvk.Group == "" && gvk.Kind == "Pod":
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, ref.Name)
+	case gvk.Group == "" && gvk.Kind == "Node":
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, ref.Name)
+	default:
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("cannot bind token to object of type %s", gvk.String()))
+	}
+	secret, err := h.opts.Engine.Get(ctx, kinds.SecretResource, namespace, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if ref.UID != "" && secret.GetUID() != ref.UID {
+		return nil, apierrors.NewConflict(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, ref.Name,
+			fmt.Errorf("the UID in the bound object reference (%s) does not match the UID in record. The object might have been deleted and then recreated", ref.UID))
+	}
+	return &serviceaccount.BoundObject{Name: secret.GetName(), UID: string(secret.GetUID())}, nil
 }

@@ -13,6 +13,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/auth/serviceaccount"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
 
@@ -39,11 +40,11 @@ func TestTokenRequest(t *testing.T) {
 	h, err := NewTokenRequestHandler(TokenRequestOptions{
 		Engine: eng, Audiences: []string{"https://kubernetes.default.svc"}, MaxLifetime: 48 * time.Hour,
 		Now: func() time.Time { return now },
-		Issue: func(_ context.Context, ns, name, uid string, auds []string, lifetime time.Duration) (string, time.Time, error) {
+		Issue: func(_ context.Context, req serviceaccount.Request) (string, time.Time, error) {
 			mu.Lock()
 			defer mu.Unlock()
-			last = issued{ns, name, uid, auds, lifetime}
-			return "signed", now.Add(lifetime), nil
+			last = issued{req.Namespace, req.Name, req.UID, req.Audiences, req.Lifetime}
+			return "signed", now.Add(req.Lifetime), nil
 		},
 	})
 	if err != nil {
@@ -81,7 +82,14 @@ func TestTokenRequest(t *testing.T) {
 			code: http.StatusCreated, want: issued{"default", "robot", sa.Metadata.UID, []string{"https://kubernetes.default.svc"}, 48 * time.Hour}},
 		{name: "too short", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":599}}`, code: http.StatusUnprocessableEntity,
 			msg: `TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 10 minutes`},
-		{name: "bound to an object", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"boundObjectRef":{"kind":"Pod","apiVersion":"v1","name":"p"}}}`, code: http.StatusBadRequest},
+		{name: "bound to a Pod", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"boundObjectRef":{"kind":"Pod","apiVersion":"v1","name":"p"}}}`,
+			code: http.StatusNotFound, msg: `pods "p" not found`},
+		{name: "bound to a Node", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"boundObjectRef":{"kind":"Node","apiVersion":"v1","name":"n"}}}`,
+			code: http.StatusNotFound, msg: `nodes "n" not found`},
+		{name: "bound to a missing Secret", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"boundObjectRef":{"kind":"Secret","apiVersion":"v1","name":"s"}}}`,
+			code: http.StatusNotFound, msg: `secrets "s" not found`},
+		{name: "bound to a ConfigMap", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"boundObjectRef":{"kind":"ConfigMap","apiVersion":"v1","name":"c"}}}`,
+			code: http.StatusBadRequest, msg: `cannot bind token to object of type /v1, Kind=ConfigMap`},
 		{name: "not a TokenRequest", body: `{"apiVersion":"v1","kind":"ServiceAccount"}`, code: http.StatusBadRequest},
 		{name: "another name", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","metadata":{"name":"other"}}`, code: http.StatusBadRequest},
 		{name: "no such ServiceAccount", path: "/api/v1/namespaces/default/serviceaccounts/ghost/token", body: `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest"}`, code: http.StatusNotFound},

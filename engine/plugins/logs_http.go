@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 )
 
 // PluginsPath is where Plugins are served; a Plugin's log is served at
@@ -37,14 +39,21 @@ func LogPluginName(path string) (string, bool) {
 // sinceTime (RFC 3339, fractional seconds allowed; inclusive) and sinceSeconds keep the newer lines, tailLines the
 // last lines, object=KIND/NAME (NAME may be namespace/name) the lines about
 // one object; follow=true keeps the response open and writes new lines as
-// they come, until the client goes. A Plugin that does not exist is a 404.
+// they come, until the client goes. Each batch of lines must reach the
+// client within the server's write timeout for long-running requests
+// (serving.WatchWriteTimeout), as a watch's events must, or the response
+// ends: a client that stops reading holds nothing for long. A Plugin that
+// does not exist is a 404.
 func NewLogHandler(logs *Logs, svc *engine.Service) http.Handler {
-	return &logServer{logs: logs, svc: svc}
+	return &logServer{logs: logs, svc: svc, writeTimeout: serving.DefaultWatchWriteTimeout}
 }
 
 type logServer struct {
 	logs *Logs
 	svc  *engine.Service
+	// writeTimeout bounds each batch when the request does not say
+	// (serving.WatchWriteTimeout).
+	writeTimeout time.Duration
 }
 
 func (s *logServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -76,8 +85,16 @@ func (s *logServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
+	timeout := s.writeTimeout
+	if d, ok := serving.WatchWriteTimeout(r.Context()); ok {
+		timeout = d
+	}
+	rc := http.NewResponseController(errorFlusher(w))
 	bw := bufio.NewWriter(w)
 	write := func(lines []LogLine) error {
+		// The deadline holds only while a batch is written: over HTTP/2 one
+		// left set would end a follow idle for that long.
+		deadline := rc.SetWriteDeadline(time.Now().Add(timeout)) == nil
 		for _, l := range lines {
 			bw.WriteString(l.String())
 			bw.WriteByte('\n')
@@ -85,8 +102,11 @@ func (s *logServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err := bw.Flush(); err != nil {
 			return err
 		}
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
+		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		if deadline {
+			return rc.SetWriteDeadline(time.Time{})
 		}
 		return nil
 	}
@@ -94,6 +114,25 @@ func (s *logServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = s.logs.Follow(r.Context(), name, q, next, write)
+}
+
+// errorFlusher is the first ResponseWriter, from w inwards through Unwrap,
+// whose flush reports its error (FlushError): the server's own at the
+// latest. A ResponseController flushes through the first http.Flusher it
+// finds, and a wrapper's Flush (the request instrumentation's) drops the
+// error: a flush that failed on the expired write deadline would look
+// done, and a follow would go on writing to a client that is not reading.
+func errorFlusher(w http.ResponseWriter) http.ResponseWriter {
+	for {
+		if _, ok := w.(interface{ FlushError() error }); ok {
+			return w
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
+	}
 }
 
 // logQuery reads the query parameters of a log request; now is the clock of

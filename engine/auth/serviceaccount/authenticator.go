@@ -10,6 +10,10 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	apiserverserviceaccount "k8s.io/apiserver/pkg/authentication/serviceaccount"
@@ -30,6 +34,15 @@ type Accounts interface {
 	UID(ctx context.Context, namespace, name string) (string, bool, error)
 }
 
+// Secrets reads the Secrets tokens are bound to; engine.Service
+// implements it.
+type Secrets interface {
+	Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.GetOptions) (*unstructured.Unstructured, error)
+}
+
+// secrets is the resource a token may be bound to.
+var secrets = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+
 // Authenticator verifies ServiceAccount tokens; it is an
 // authenticator.Token. A token of another issuer, or no JWT at all, is not
 // its to judge: it answers false with no error, so that the next
@@ -40,6 +53,7 @@ type Authenticator struct {
 	issuer    string
 	audiences []string
 	accounts  Accounts
+	secrets   Secrets
 	now       func() time.Time
 	// verified holds the tokens whose signature and claims verified, by
 	// SHA-256, until they expire.
@@ -54,6 +68,9 @@ type AuthenticatorOptions struct {
 	Keys *Keys
 	// Accounts tells which ServiceAccounts exist; required.
 	Accounts Accounts
+	// Secrets reads the Secrets tokens are bound to; without it a token
+	// bound to a Secret is refused.
+	Secrets Secrets
 	// Issuer is the iss a token must carry; DefaultIssuer when empty.
 	Issuer string
 	// Audiences are those the server accepts: a token must name one of
@@ -79,7 +96,7 @@ func NewAuthenticator(opts AuthenticatorOptions) (*Authenticator, error) {
 		opts.Now = time.Now
 	}
 	return &Authenticator{
-		keys: opts.Keys, issuer: opts.Issuer, audiences: slices.Clone(opts.Audiences), accounts: opts.Accounts, now: opts.Now,
+		keys: opts.Keys, issuer: opts.Issuer, audiences: slices.Clone(opts.Audiences), accounts: opts.Accounts, secrets: opts.Secrets, now: opts.Now,
 		verified: utilcache.NewLRUExpireCacheWithClock(verifiedCacheSize, clockFunc(opts.Now)),
 	}, nil
 }
@@ -97,6 +114,7 @@ type verified struct {
 	namespace, name, uid, id string
 	audiences                []string
 	exp                      time.Time
+	secret                   *ref // the Secret it is bound to, if any
 }
 
 // AuthenticateToken verifies raw and returns the ServiceAccount's user:
@@ -131,6 +149,11 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, raw string) (*aut
 	}
 	if !ok || have != v.uid {
 		return nil, false, fmt.Errorf("%w: %s/%s with UID %s", ErrAccountGone, v.namespace, v.name, v.uid)
+	}
+	if v.secret != nil {
+		if err := a.checkSecret(ctx, v, now); err != nil {
+			return nil, false, err
+		}
 	}
 	info := (&apiserverserviceaccount.ServiceAccountInfo{Namespace: v.namespace, Name: v.name, UID: v.uid, CredentialID: credentialID(v.id)}).UserInfo()
 	u := info.(*user.DefaultInfo)
@@ -176,11 +199,36 @@ func (a *Authenticator) verify(ctx context.Context, raw string, now time.Time) (
 		return nil, ErrAudience
 	}
 	k := c.Kubernetes
-	v := &verified{namespace: k.Namespace, name: k.ServiceAccount.Name, uid: k.ServiceAccount.UID, id: c.ID, audiences: auds, exp: c.Expiry.Time()}
+	v := &verified{namespace: k.Namespace, name: k.ServiceAccount.Name, uid: k.ServiceAccount.UID, id: c.ID, audiences: auds, exp: c.Expiry.Time(), secret: k.Secret}
 	if v.namespace == "" || v.name == "" || v.uid == "" || c.Subject != apiserverserviceaccount.MakeUsername(v.namespace, v.name) {
 		return nil, fmt.Errorf("%w: the claims name no ServiceAccount", ErrInvalidToken)
 	}
+	if v.secret != nil && (v.secret.Name == "" || v.secret.UID == "") {
+		return nil, fmt.Errorf("%w: the claims name no Secret", ErrInvalidToken)
+	}
 	return v, nil
+}
+
+// checkSecret checks that the Secret v is bound to exists with its UID
+// and was not deleted more than the leeway ago, as Kubernetes checks it.
+// It reads the Secret on every request: only bound tokens pay for it.
+func (a *Authenticator) checkSecret(ctx context.Context, v *verified, now time.Time) error {
+	if a.secrets == nil {
+		return fmt.Errorf("%w: tokens bound to a Secret are not accepted here", ErrInvalidToken)
+	}
+	s, err := a.secrets.Get(ctx, secrets, v.namespace, v.secret.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: service account token has been invalidated", ErrInvalidToken)
+	case err != nil:
+		return err
+	case string(s.GetUID()) != v.secret.UID:
+		return fmt.Errorf("%w: secret UID (%s) does not match service account secret ref claim (%s)", ErrInvalidToken, s.GetUID(), v.secret.UID)
+	}
+	if d := s.GetDeletionTimestamp(); d != nil && d.Time.Before(now.Add(-clockSkew)) {
+		return fmt.Errorf("%w: service account token has been invalidated", ErrInvalidToken)
+	}
+	return nil
 }
 
 // clockFunc is a clock for the cache of verified tokens.

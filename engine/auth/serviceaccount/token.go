@@ -41,6 +41,9 @@ type claims struct {
 type kubernetesClaims struct {
 	Namespace      string `json:"namespace"`
 	ServiceAccount ref    `json:"serviceaccount"`
+	// Secret is the Secret the token is bound to, if any: the token
+	// works while it exists with this UID.
+	Secret *ref `json:"secret,omitempty"`
 }
 
 type ref struct {
@@ -87,6 +90,15 @@ type Request struct {
 	Audiences []string
 	// Lifetime is how long the token is valid from now.
 	Lifetime time.Duration
+	// Secret, when set, binds the token to the Secret of this name and
+	// UID in Namespace, as a TokenRequest's boundObjectRef does: the
+	// token stops working once the Secret is deleted or replaced.
+	Secret *BoundObject
+}
+
+// BoundObject names the object a token is bound to.
+type BoundObject struct {
+	Name, UID string
 }
 
 // Issue returns a signed token for req and when it expires.
@@ -104,6 +116,9 @@ func (i *Issuer) Issue(req Request) (string, time.Time, error) {
 	// Whole seconds, as every JWT time is.
 	now := i.now().Truncate(time.Second)
 	exp := now.Add(req.Lifetime)
+	if req.Secret != nil && (req.Secret.Name == "" || req.Secret.UID == "") {
+		return "", time.Time{}, errors.New("serviceaccount: a token bound to a Secret needs its name and UID")
+	}
 	c := claims{
 		Claims: jwt.Claims{
 			Issuer:    i.issuer,
@@ -118,6 +133,9 @@ func (i *Issuer) Issue(req Request) (string, time.Time, error) {
 			Namespace:      req.Namespace,
 			ServiceAccount: ref{Name: req.Name, UID: req.UID},
 		},
+	}
+	if req.Secret != nil {
+		c.Kubernetes.Secret = &ref{Name: req.Secret.Name, UID: req.Secret.UID}
 	}
 	tok, err := jwt.Signed(signer).Claims(c).Serialize()
 	if err != nil {
