@@ -112,14 +112,15 @@ func (s *Service) readThroughCRD(gvr schema.GroupVersionResource) (*kinds.Kind, 
 	ctx, cancel := context.WithTimeout(context.Background(), crdReadTimeout)
 	defer cancel()
 	kv, err := s.store.Get(ctx, store.ObjectKey(kinds.CRDResource.Group, kinds.CRDResource.Resource, "", name), store.GetOptions{})
-	if err != nil || kv.ModRevision <= s.reg.CRDRevision(name) {
-		return nil, false
+	if err == nil && kv.ModRevision > s.reg.CRDRevision(name) {
+		if u, err := kinds.DecodeMap(kv.Value); err == nil {
+			s.serveCRD(ctx, u, kv.ModRevision)
+		}
 	}
-	u, err := kinds.DecodeMap(kv.Value)
-	if err != nil {
-		return nil, false
-	}
-	s.serveCRD(ctx, u, kv.ModRevision)
+	// Whatever the read found, the registry is asked again: the CRD
+	// follower may have served the CRD while the store was read (the
+	// registry then has the revision read, or a newer one, and the
+	// caller's miss is out of date).
 	return s.reg.Get(gvr)
 }
 

@@ -2,9 +2,13 @@ package engine
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -111,5 +115,141 @@ func TestUnknownResourceAloneNoStoreRead(t *testing.T) {
 		if shared && reads == 0 {
 			t.Error("sharing its store: no store read for an unknown resource, want the CRD read through")
 		}
+	}
+}
+
+// laggingCRDStore holds back each event of its CRD watches until the CRD
+// is let go (release), as a replica's watch that lags behind the store,
+// and calls onGet, when set, before each read of a CRD's key.
+type laggingCRDStore struct {
+	store.Store
+	watching chan struct{} // closed when a CRD watch starts
+	once     sync.Once
+	onGet    atomic.Pointer[func(key string)]
+
+	mu    sync.Mutex
+	gates map[string]chan struct{} // by CRD key, closed once let go
+}
+
+func newLaggingCRDStore(st store.Store) *laggingCRDStore {
+	return &laggingCRDStore{Store: st, watching: make(chan struct{}), gates: map[string]chan struct{}{}}
+}
+
+func (l *laggingCRDStore) gate(key string) chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g, ok := l.gates[key]
+	if !ok {
+		g = make(chan struct{})
+		l.gates[key] = g
+	}
+	return g
+}
+
+// release lets the watches deliver the events of the CRD key.
+func (l *laggingCRDStore) release(key string) {
+	g := l.gate(key)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-g:
+	default:
+		close(g)
+	}
+}
+
+func (l *laggingCRDStore) Get(ctx context.Context, key string, opts store.GetOptions) (*store.KeyValue, error) {
+	if f := l.onGet.Load(); f != nil && strings.HasPrefix(key, crdPrefix) {
+		(*f)(key)
+	}
+	return l.Store.Get(ctx, key, opts)
+}
+
+func (l *laggingCRDStore) Watch(ctx context.Context, prefix string, from int64) (store.Watcher, error) {
+	w, err := l.Store.Watch(ctx, prefix, from)
+	if err != nil || prefix != crdPrefix {
+		return w, err
+	}
+	hw := &heldWatcher{Watcher: w, events: make(chan store.Event)}
+	go func() {
+		defer close(hw.events)
+		for ev := range w.Events() {
+			<-l.gate(ev.Object.Key)
+			hw.events <- ev
+		}
+	}()
+	l.once.Do(func() { close(l.watching) })
+	return hw, nil
+}
+
+type heldWatcher struct {
+	store.Watcher
+	events chan store.Event
+}
+
+func (h *heldWatcher) Events() <-chan store.Event { return h.events }
+
+// TestCRDReadThroughFollowerFirst: a request that misses a CRD another
+// Service just created reads it through; when the Service's own CRD
+// follower serves the CRD while that read is under way, the request is
+// served all the same, not answered 404 because the registry has the
+// revision it read already.
+func TestCRDReadThroughFollowerFirst(t *testing.T) {
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	a := sharedService(t, db, time.Hour)
+	ls := newLaggingCRDStore(db)
+	c := sharedService(t, ls, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-ls.watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the CRD follower did not start its watch")
+	}
+	for _, crd := range []*unstructured.Unstructured{kindstest.WidgetCRD(t), doodadCRD.Unstructured()} {
+		if _, err := a.Create(context.Background(), kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := c.reg.Get(widgets); ok {
+		t.Fatal("the follower served the CRD before its watch was released")
+	}
+	// A request's read of a CRD lets the watch deliver its event, and
+	// returns once the follower has served it.
+	onGet := func(key string) {
+		ls.release(key)
+		name := strings.TrimPrefix(key, crdPrefix)
+		deadline := time.Now().Add(10 * time.Second)
+		for !c.reg.ServesCRD(name) {
+			if time.Now().After(deadline) {
+				t.Errorf("the follower did not serve %s within 10s", name)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	ls.onGet.Store(&onGet)
+	// The API resolves a request's resource through Resource.
+	if r, ok := c.Resource(widgets); !ok || r.Kind != "Widget" {
+		t.Errorf("Resource(widgets) while the follower serves the CRD: %+v %v, want the Widget kind", r, ok)
+	}
+	// The Service's own calls look the resource up themselves.
+	if c.reg.ServesCRD("doodads.test.setpoint.dev") {
+		t.Fatal("the follower served the doodad CRD before its watch was let go")
+	}
+	_, err = c.Get(context.Background(), doodads, "", "missing", metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) || strings.Contains(err.Error(), "could not find the requested resource") {
+		t.Errorf("get of a missing doodad while the follower serves the CRD: %v, want the doodad not found", err)
 	}
 }
