@@ -17,6 +17,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // TestCRDReadThrough: Services share a store, as replicas do. A CRD created
@@ -170,12 +171,24 @@ func (l *laggingCRDStore) Watch(ctx context.Context, prefix string, from int64) 
 	if err != nil || prefix != crdPrefix {
 		return w, err
 	}
-	hw := &heldWatcher{Watcher: w, events: make(chan store.Event)}
+	hw := &heldWatcher{Watcher: w, events: make(chan store.Event), stop: make(chan struct{})}
 	go func() {
 		defer close(hw.events)
 		for ev := range w.Events() {
-			<-l.gate(ev.Object.Key)
-			hw.events <- ev
+			select {
+			case <-l.gate(ev.Object.Key):
+			case <-ctx.Done():
+				return
+			case <-hw.stop:
+				return
+			}
+			select {
+			case hw.events <- ev:
+			case <-ctx.Done():
+				return
+			case <-hw.stop:
+				return
+			}
 		}
 	}()
 	l.once.Do(func() { close(l.watching) })
@@ -184,10 +197,17 @@ func (l *laggingCRDStore) Watch(ctx context.Context, prefix string, from int64) 
 
 type heldWatcher struct {
 	store.Watcher
-	events chan store.Event
+	events   chan store.Event
+	stop     chan struct{}
+	stopOnce sync.Once
 }
 
 func (h *heldWatcher) Events() <-chan store.Event { return h.events }
+
+func (h *heldWatcher) Stop() {
+	h.stopOnce.Do(func() { close(h.stop) })
+	h.Watcher.Stop()
+}
 
 // TestCRDReadThroughFollowerFirst: a request that misses a CRD another
 // Service just created reads it through; when the Service's own CRD
@@ -195,28 +215,7 @@ func (h *heldWatcher) Events() <-chan store.Event { return h.events }
 // served all the same, not answered 404 because the registry has the
 // revision it read already.
 func TestCRDReadThroughFollowerFirst(t *testing.T) {
-	db, err := badger.Open(t.TempDir(), badger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	a := sharedService(t, db, time.Hour)
-	ls := newLaggingCRDStore(db)
-	c := sharedService(t, ls, time.Hour)
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-ran; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	select {
-	case <-ls.watching:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the CRD follower did not start its watch")
-	}
+	a, c, ls := laggingReplicas(t)
 	for _, crd := range []*unstructured.Unstructured{kindstest.WidgetCRD(t), doodadCRD.Unstructured()} {
 		if _, err := a.Create(context.Background(), kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -248,8 +247,91 @@ func TestCRDReadThroughFollowerFirst(t *testing.T) {
 	if c.reg.ServesCRD("doodads.test.setpoint.dev") {
 		t.Fatal("the follower served the doodad CRD before its watch was let go")
 	}
-	_, err = c.Get(context.Background(), doodads, "", "missing", metav1.GetOptions{})
+	_, err := c.Get(context.Background(), doodads, "", "missing", metav1.GetOptions{})
 	if !apierrors.IsNotFound(err) || strings.Contains(err.Error(), "could not find the requested resource") {
 		t.Errorf("get of a missing doodad while the follower serves the CRD: %v, want the doodad not found", err)
+	}
+}
+
+// laggingReplicas returns two Services sharing one Badger store: a reads it
+// directly, c through ls, whose CRD watch (that of c's follower, running
+// until the end of the test) delivers nothing until ls lets a CRD go.
+func laggingReplicas(t *testing.T) (a, c *Service, ls *laggingCRDStore) {
+	t.Helper()
+	db, err := badger.Open(t.TempDir(), badger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	a = sharedService(t, db, time.Hour)
+	ls = newLaggingCRDStore(db)
+	c = sharedService(t, ls, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-ls.watching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the CRD follower did not start its watch")
+	}
+	return a, c, ls
+}
+
+// serves reports whether rs holds gvr.
+func serves(rs []kinds.Resource, gvr schema.GroupVersionResource) bool {
+	for _, r := range rs {
+		if r.GVR == gvr {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDiscoveryCatchesUpWithCRDs: discovery (Resources) on a Service whose
+// CRD watch lags lists a CRD another Service just created, and no longer
+// lists one another Service deleted, without waiting for the watch.
+func TestDiscoveryCatchesUpWithCRDs(t *testing.T) {
+	a, c, ls := laggingReplicas(t)
+	ctx := context.Background()
+	for _, crd := range []*unstructured.Unstructured{kindstest.WidgetCRD(t), doodadCRD.Unstructured()} {
+		if _, err := a.Create(ctx, kinds.CRDResource, crd, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs := c.Resources()
+	if !serves(rs, widgets) || !serves(rs, doodads) {
+		t.Fatalf("discovery just after two CRDs were created through another Service: widgets %v, doodads %v; want both",
+			serves(rs, widgets), serves(rs, doodads))
+	}
+	deleteDoodadCRD(t, a)
+	if rs := c.Resources(); serves(rs, doodads) || !serves(rs, widgets) {
+		t.Errorf("discovery just after the doodad CRD was deleted through another Service: widgets %v, doodads %v; want widgets only",
+			serves(rs, widgets), serves(rs, doodads))
+	}
+	// The watch's late events change nothing. A third CRD, served by the
+	// follower alone, tells when it has handled the events before it.
+	marker := testsupport.CRD{Group: "test.setpoint.dev", Kind: "Marker", Scope: "Cluster"}
+	if _, err := a.Create(ctx, kinds.CRDResource, marker.Unstructured(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"widgets.example.setpoint.dev", doodadCRDName, "markers.test.setpoint.dev"} {
+		ls.release(crdPrefix + name)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.reg.ServesCRD("markers.test.setpoint.dev") {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower did not serve the marker CRD within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if rs := c.Resources(); serves(rs, doodads) || !serves(rs, widgets) {
+		t.Errorf("discovery after the watch caught up: widgets %v, doodads %v; want widgets only",
+			serves(rs, widgets), serves(rs, doodads))
 	}
 }
