@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
@@ -112,15 +113,63 @@ func (s *Service) readThroughCRD(gvr schema.GroupVersionResource) (*kinds.Kind, 
 	ctx, cancel := context.WithTimeout(context.Background(), crdReadTimeout)
 	defer cancel()
 	kv, err := s.store.Get(ctx, store.ObjectKey(kinds.CRDResource.Group, kinds.CRDResource.Resource, "", name), store.GetOptions{})
-	if err != nil || kv.ModRevision <= s.reg.CRDRevision(name) {
-		return nil, false
+	if err == nil && kv.ModRevision > s.reg.CRDRevision(name) {
+		if u, err := kinds.DecodeMap(kv.Value); err == nil {
+			s.serveCRD(ctx, u, kv.ModRevision)
+		}
 	}
-	u, err := kinds.DecodeMap(kv.Value)
-	if err != nil {
-		return nil, false
-	}
-	s.serveCRD(ctx, u, kv.ModRevision)
+	// Whatever the read found, the registry is asked again: the CRD
+	// follower may have served the CRD while the store was read (the
+	// registry then has the revision read, or a newer one, and the
+	// caller's miss is out of date).
 	return s.reg.Get(gvr)
+}
+
+// catchUpCRDs brings the registry up to the CRDs stored now, when other
+// servers share the store: it serves each CRD stored at a newer revision
+// than the registry has seen, and stops serving those no longer stored, as
+// the CRD follower will once its watch delivers their events. Discovery
+// calls it (through Resources), so that a client that created a CRD
+// through another replica, its answer already Established, finds the
+// CRD's resources in this replica's discovery as readThroughCRD finds
+// them for its requests. It reads the CRDs' keys and revisions, and only
+// the CRDs that changed; a store that fails the read leaves the registry
+// as it is.
+func (s *Service) catchUpCRDs() {
+	if !s.opts.SharedStore {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), crdReadTimeout)
+	defer cancel()
+	stored := map[string]bool{}
+	var newer []string
+	rev, err := store.ListPages(ctx, s.store, crdPrefix, store.ListOptions{KeysOnly: true, Limit: 500}, func(items []store.KeyValue) error {
+		for _, kv := range items {
+			name := strings.TrimPrefix(kv.Key, crdPrefix)
+			stored[name] = true
+			if kv.ModRevision > s.reg.CRDRevision(name) {
+				newer = append(newer, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	for _, name := range newer {
+		kv, err := s.store.Get(ctx, crdPrefix+name, store.GetOptions{})
+		if err != nil || kv.ModRevision <= s.reg.CRDRevision(name) {
+			continue
+		}
+		if u, err := kinds.DecodeMap(kv.Value); err == nil {
+			s.serveCRD(ctx, u, kv.ModRevision)
+		}
+	}
+	for _, c := range s.reg.CRDs() {
+		if !stored[c.Name] {
+			s.reg.RemoveCRD(c.Name, rev)
+		}
+	}
 }
 
 // revisionOf is the store revision an object's resourceVersion names.

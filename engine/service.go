@@ -135,8 +135,13 @@ func (s *Service) setAdmitter(a Admitter) {
 }
 
 // Resources returns every served resource version, sorted by group, resource
-// and version priority.
-func (s *Service) Resources() []kinds.Resource { return s.reg.Resources() }
+// and version priority. On a shared store it first catches up with the
+// stored CRDs (catchUpCRDs), so that discovery lists what another server
+// just served.
+func (s *Service) Resources() []kinds.Resource {
+	s.catchUpCRDs()
+	return s.reg.Resources()
+}
 
 // Resource returns the served resource gvr, read through to the store when
 // another server sharing it may have just created its CRD (readThroughCRD).
