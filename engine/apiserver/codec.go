@@ -336,32 +336,8 @@ func tooDeep() error {
 
 // checkJSONDepth refuses JSON nested deeper than MaxDepth, without parsing it.
 func checkJSONDepth(b []byte) error {
-	depth, inString, escaped := 0, false, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			default:
-				// Step over the string's plain bytes at once.
-				i += objjson.Plain(b[i+1:])
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > MaxDepth {
-				return tooDeep()
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
+	if objjson.Deeper(b, MaxDepth) {
+		return tooDeep()
 	}
 	return nil
 }

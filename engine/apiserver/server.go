@@ -30,8 +30,10 @@ import (
 // 3 MiB; a server with another object bound takes bodies of twice that.
 const DefaultMaxBodyBytes = 2 * engine.DefaultMaxObjectBytes
 
-// MaxDepth caps the nesting of JSON and YAML request bodies: deeper ones get 400.
-const MaxDepth = 100
+// MaxDepth caps the nesting of JSON and YAML request bodies: deeper ones get
+// 400. It is the engine's bound on the objects a patch makes
+// (engine.MaxNestingDepth).
+const MaxDepth = engine.MaxNestingDepth
 
 // Options configures New. Zero values get defaults.
 type Options struct {
