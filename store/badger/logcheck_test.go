@@ -3,14 +3,46 @@ package badger_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/setpoint-dev/setpoint/store"
 	"github.com/setpoint-dev/setpoint/store/badger"
 )
+
+// uncleanLargeDirEnv selects uncleanLargeChild in TestMain.
+const uncleanLargeDirEnv = "SETPOINT_UNCLEAN_LARGE_CHILD_DIR"
+
+// largeDoc is the document uncleanLargeChild writes as its ith: larger
+// than the value threshold of spaceOptions, so kept in the value log.
+func largeDoc(i int) []byte {
+	return []byte(`{"n":"` + strings.Repeat(strconv.Itoa(i), 600<<10) + `"}`)
+}
+
+// uncleanLargeChild writes 4 large documents to the store in dir and exits
+// without closing it: their values are in the value log, which the next
+// Open replays.
+func uncleanLargeChild(dir string) {
+	db, err := badger.Open(dir, spaceOptions())
+	if err == nil {
+		for i := range 4 {
+			if _, err = db.Create(context.Background(), damageKey(i), largeDoc(i)); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		println("unclean child:", err.Error())
+		os.Exit(3)
+	}
+	os.Exit(0)
+}
 
 // uncleanStore runs uncleanChild on a new directory: 100 documents written
 // and acknowledged, the process gone without closing the store, so that
@@ -30,15 +62,23 @@ func uncleanStore(t *testing.T) (dir, memLog string) {
 	return dir, mems[0]
 }
 
-// editLog applies edit to the bytes of path.
+// editLog applies edit to the first 64 MiB of path, in place: the logs
+// are large sparse files with their data at the start.
 func editLog(t *testing.T, path string, edit func(b []byte)) {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close()
+	b := make([]byte, 64<<20)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	b = b[:n]
 	edit(b)
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if _, err := f.WriteAt(b, 0); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -88,6 +128,31 @@ func TestOpenRefusesDamagedLog(t *testing.T) {
 			t.Fatalf("Open succeeded, serving %d of 100 acknowledged documents", len(l.Items))
 		}
 		assertDamage(t, err, mem)
+	})
+	t.Run("value log damaged mid-log", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "store")
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), uncleanLargeDirEnv+"="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("child: %v %s", err, out)
+		}
+		vlogs, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
+		if len(vlogs) != 1 {
+			t.Fatalf("value logs %v, want one", vlogs)
+		}
+		editLog(t, vlogs[0], func(b []byte) {
+			i := bytes.Index(b, largeDoc(1))
+			if i < 0 {
+				t.Fatal("document not in the value log")
+			}
+			b[i+1000] ^= 0xff
+		})
+		db, err := badger.Open(dir, spaceOptions())
+		if err == nil {
+			db.Close()
+			t.Fatal("Open succeeded over a value log damaged before its end")
+		}
+		assertDamage(t, err, vlogs[0])
 	})
 	t.Run("last entry cut off", func(t *testing.T) {
 		dir, mem := uncleanStore(t)
