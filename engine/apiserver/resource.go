@@ -272,6 +272,13 @@ func (s *Server) table(r *http.Request, t target, obj runtime.Object) (*metav1.T
 	if err := decodeParams(r, &topts); err != nil {
 		return nil, err
 	}
+	switch topts.IncludeObject {
+	case "", metav1.IncludeNone, metav1.IncludeMetadata, metav1.IncludeObject:
+	default:
+		// kube-apiserver's words; rows of whole objects would be an
+		// answer to includeObject=Object.
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("unrecognized includeObject value: %q", topts.IncludeObject))
+	}
 	tbl, err := s.eng.ConvertToTable(r.Context(), t.gvr(), obj, &topts)
 	if err != nil {
 		return nil, err
