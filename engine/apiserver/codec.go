@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -237,6 +238,11 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", max)) // kube-apiserver's words
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The request timeout passed with the body still arriving
+		// (serving.Limit cuts the read there).
+		return nil, apierrors.NewTimeoutError("request did not complete within the allowed duration", 0)
 	}
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("read request body: %v", err))
