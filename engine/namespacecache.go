@@ -205,6 +205,43 @@ func (s *Service) checkNamespace(ctx context.Context, gr schema.GroupResource, n
 	return nil
 }
 
+// recheckNamespace checks, once a create of name (of gr, stored at k) has
+// committed at rev, that its namespace ns is still active. checkNamespace
+// ran before admission and validation: a namespace whose deletion began
+// since may have been emptied (the collector lists its content) before the
+// create committed, and then finalized and removed, leaving the object
+// behind in a namespace that is gone, its client told it was created. So a
+// create into a namespace the cache does not know as active reads the
+// namespace again; terminating or gone, the create is undone (the object
+// deleted) and refused as checkNamespace refuses it. A namespace
+// still active here holds the object when its deletion later begins,
+// which this server's cache learns before the deletion commits (the
+// deleting hook): the collector's list, after that, finds it.
+func (s *Service) recheckNamespace(ctx context.Context, gr schema.GroupResource, k, name, ns string, rev int64) error {
+	if s.namespaces.active(ns, s.opts.Now()) {
+		return nil
+	}
+	kv, err := s.store.Get(ctx, store.ObjectKey("", kinds.NamespaceResource.Resource, "", ns), store.GetOptions{})
+	switch {
+	case err == nil && !terminating(kv.Value):
+		return nil
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return storeError(err, kinds.NamespaceResource.GroupResource(), ns)
+	}
+	_, _, derr := s.store.Delete(ctx, k, rev)
+	if errors.Is(derr, store.ErrConflict) {
+		// Written again since, in a namespace going away: it goes too.
+		_, _, derr = s.store.Delete(ctx, k, 0)
+	}
+	if derr != nil && !errors.Is(derr, store.ErrNotFound) {
+		return storeError(derr, gr, name)
+	}
+	if err != nil {
+		return storeError(err, kinds.NamespaceResource.GroupResource(), ns)
+	}
+	return namespaceTerminatingError(gr, name, ns)
+}
+
 // followNamespaces keeps the namespace cache in step with the store until
 // ctx is done: a list, then a watch from its revision, again after a second
 // when the watch ends. The cache answers nothing outside the watch.

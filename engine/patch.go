@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
 	"github.com/setpoint-dev/setpoint/engine/kinds"
 	"github.com/setpoint-dev/setpoint/store"
 )
@@ -30,6 +31,14 @@ func (s *Service) maxPatchedBytes() int { return 2 * s.maxObjectBytes() }
 // maxJSONPatchOperations caps the operations of one JSON patch, as
 // Kubernetes does.
 const maxJSONPatchOperations = 10000
+
+// MaxNestingDepth caps the nesting of the objects a patch makes, as the API
+// caps that of request bodies (apiserver.MaxDepth): a JSON patch whose
+// paths reach below it would otherwise build, an operation at a time, an
+// object nested thousands deep that no create or update could write back,
+// each operation walking its path through the whole depth (seconds of CPU
+// for a few hundred kilobytes of patch).
+const MaxNestingDepth = 100
 
 func init() {
 	// The JSON patch library lets "copy" operations grow a document without
@@ -174,15 +183,24 @@ func applyPatch(sv *kinds.Kind, old *unstructured.Unstructured, pt types.PatchTy
 		if len(p) > maxJSONPatchOperations {
 			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the JSON patch has %d operations, more than %d", len(p), maxJSONPatchOperations))
 		}
-		patched, err = p.Apply(cur)
-		if err != nil {
+		notApplied := func(err error) error {
 			// Kubernetes answers 422 with a generic message here; the
 			// library's reason (a missing path, a failed test) is what the
 			// client needs to fix its patch, so it is the cause.
-			return nil, apierrors.NewInvalid(schema.GroupKind{Group: sv.GVR.Group, Kind: sv.Kind}, old.GetName(), field.ErrorList{{
+			return apierrors.NewInvalid(schema.GroupKind{Group: sv.GVR.Group, Kind: sv.Kind}, old.GetName(), field.ErrorList{{
 				Type: field.ErrorTypeInvalid, Field: "patch", BadValue: field.OmitValueType{},
 				Detail: fmt.Sprintf("the JSON patch could not be applied: %v", err),
 			}})
+		}
+		if err := patchPathsWithin(p, MaxNestingDepth); err != nil {
+			return nil, notApplied(err)
+		}
+		patched, err = p.Apply(cur)
+		if err != nil {
+			return nil, notApplied(err)
+		}
+		if objjson.Deeper(patched, MaxNestingDepth) {
+			return nil, notApplied(fmt.Errorf("the patched object nests deeper than %d levels", MaxNestingDepth))
 		}
 	case types.StrategicMergePatchType:
 		if sv.StrategicPatchType() == nil {
@@ -203,6 +221,23 @@ func applyPatch(sv *kinds.Kind, old *unstructured.Unstructured, pt types.PatchTy
 		return nil, apierrors.NewBadRequest("the patched object is not a JSON object")
 	}
 	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// patchPathsWithin refuses a JSON patch with a path (or a from) of more
+// than max segments: it could only name a place below an object's bound.
+func patchPathsWithin(p jsonpatch.Patch, max int) error {
+	for _, op := range p {
+		for _, get := range []func() (string, error){op.Path, op.From} {
+			path, err := get()
+			if err != nil {
+				continue // none: the library reports what an op lacks
+			}
+			if n := strings.Count(path, "/"); n > max {
+				return fmt.Errorf("the path %.64q... has %d segments, more than the %d an object may nest", path, n, max)
+			}
+		}
+	}
+	return nil
 }
 
 // unsupportedPatch is the 415 of a patch of a type sv does not

@@ -184,6 +184,11 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 		if err != nil {
 			return nil, nil, storeError(err, gvr.GroupResource(), obj.GetName())
 		}
+		if sv.Namespaced {
+			if err := s.recheckNamespace(ctx, gvr.GroupResource(), key(sv, ns, obj.GetName()), obj.GetName(), ns, rev); err != nil {
+				return nil, nil, err
+			}
+		}
 		obj.SetResourceVersion(strconv.FormatInt(rev, 10))
 		body = sv.ServedJSON(b, rev)
 		break

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -238,6 +239,11 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	if errors.As(err, &tooLarge) {
 		return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", max)) // kube-apiserver's words
 	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The request timeout passed with the body still arriving
+		// (serving.Limit cuts the read there).
+		return nil, apierrors.NewTimeoutError("request did not complete within the allowed duration", 0)
+	}
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("read request body: %v", err))
 	}
@@ -336,32 +342,8 @@ func tooDeep() error {
 
 // checkJSONDepth refuses JSON nested deeper than MaxDepth, without parsing it.
 func checkJSONDepth(b []byte) error {
-	depth, inString, escaped := 0, false, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			default:
-				// Step over the string's plain bytes at once.
-				i += objjson.Plain(b[i+1:])
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > MaxDepth {
-				return tooDeep()
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
+	if objjson.Deeper(b, MaxDepth) {
+		return tooDeep()
 	}
 	return nil
 }

@@ -7,7 +7,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metainternalscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	metainternalvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -177,9 +179,35 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, t target) error {
 	return s.respond(w, r, t, http.StatusOK, obj)
 }
 
+// validListOptions refuses, as kube-apiserver does (422 Invalid), the
+// combinations of list and watch options it refuses: resourceVersionMatch
+// on a watch without sendInitialEvents, sendInitialEvents without
+// resourceVersionMatch=NotOlderThan or on a list, resourceVersionMatch
+// without resourceVersion or with continue, among others. Served, they
+// would be answered with something other than what they ask for (the
+// current objects for resourceVersionMatch=Exact, for one).
+func validListOptions(opts *metav1.ListOptions) error {
+	// The fields the validation reads; the selectors are parsed later.
+	in := metainternalversion.ListOptions{
+		Watch:                opts.Watch,
+		ResourceVersion:      opts.ResourceVersion,
+		ResourceVersionMatch: opts.ResourceVersionMatch,
+		SendInitialEvents:    opts.SendInitialEvents,
+		Continue:             opts.Continue,
+	}
+	// Setpoint serves sendInitialEvents: the WatchList feature is on.
+	if errs := metainternalvalidation.ValidateListOptions(&in, true); len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
+	}
+	return nil
+}
+
 func (s *Server) list(w http.ResponseWriter, r *http.Request, t target) error {
 	var opts metav1.ListOptions
 	if err := decodeParams(r, &opts); err != nil {
+		return err
+	}
+	if err := validListOptions(&opts); err != nil {
 		return err
 	}
 	if opts.Watch {
@@ -243,6 +271,13 @@ func (s *Server) table(r *http.Request, t target, obj runtime.Object) (*metav1.T
 	var topts metav1.TableOptions
 	if err := decodeParams(r, &topts); err != nil {
 		return nil, err
+	}
+	switch topts.IncludeObject {
+	case "", metav1.IncludeNone, metav1.IncludeMetadata, metav1.IncludeObject:
+	default:
+		// kube-apiserver's words; rows of whole objects would be an
+		// answer to includeObject=Object.
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("unrecognized includeObject value: %q", topts.IncludeObject))
 	}
 	tbl, err := s.eng.ConvertToTable(r.Context(), t.gvr(), obj, &topts)
 	if err != nil {
@@ -473,6 +508,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, t target) error 
 func (s *Server) deleteCollection(w http.ResponseWriter, r *http.Request, t target) error {
 	var lopts metav1.ListOptions
 	if err := decodeParams(r, &lopts); err != nil {
+		return err
+	}
+	if err := validListOptions(&lopts); err != nil {
 		return err
 	}
 	dopts, err := s.deleteOptions(w, r)

@@ -30,8 +30,10 @@ import (
 // 3 MiB; a server with another object bound takes bodies of twice that.
 const DefaultMaxBodyBytes = 2 * engine.DefaultMaxObjectBytes
 
-// MaxDepth caps the nesting of JSON and YAML request bodies: deeper ones get 400.
-const MaxDepth = 100
+// MaxDepth caps the nesting of JSON and YAML request bodies: deeper ones get
+// 400. It is the engine's bound on the objects a patch makes
+// (engine.MaxNestingDepth).
+const MaxDepth = engine.MaxNestingDepth
 
 // Options configures New. Zero values get defaults.
 type Options struct {
@@ -251,7 +253,7 @@ func (s *Server) serveHealth(endpoint, only string) http.HandlerFunc {
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(recoverPanics(s.log), recordWarnings)
+	r.Use(recoverPanics(s.log), recordWarnings, routeDecodedPath)
 	for _, name := range []string{"healthz", "readyz", "livez"} {
 		r.Get("/"+name, s.serveHealth(name, ""))
 		for _, c := range s.healthChecks(name) {
@@ -285,6 +287,20 @@ func (s *Server) routes() chi.Router {
 		writeStatus(w, http.StatusMethodNotAllowed, "MethodNotAllowed", fmt.Sprintf("%s is not supported here", r.Method))
 	})
 	return r
+}
+
+// routeDecodedPath routes r on its decoded path, as kube-apiserver reads a
+// request's path and as the authorizer read it (RequestInfo): chi would
+// route on the escaped path where the client escaped a byte it need not
+// have, so that .../clusterroles/system%3Aview named "system%3Aview", an
+// object that cannot exist, and got a 404 for the one that does.
+func routeDecodedPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath == "" && r.URL.RawPath != "" {
+			rctx.RoutePath = r.URL.Path
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // recoverPanics turns a panic in a handler into a 500 Status.

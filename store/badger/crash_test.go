@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(uncleanDirEnv); dir != "" {
 		uncleanChild(dir)
 	}
+	if dir := os.Getenv(uncleanLargeDirEnv); dir != "" {
+		uncleanLargeChild(dir)
+	}
 	if dir := os.Getenv(crashDirEnv); dir != "" {
 		cycle, _ := strconv.Atoi(os.Getenv(crashCycleEnv))
 		if err := crashChild(dir, cycle); err != nil {

@@ -73,7 +73,8 @@ type DB struct {
 // Open opens (creating if needed) the store in dir and recovers its revision
 // and history. It takes an exclusive lock on dir (a second Open fails with
 // ErrLocked), checks the checksums of every table file first (a damaged one
-// fails Open with a *DamageError naming it), and opens the store read-only
+// fails Open with a *DamageError naming it) and the logs Badger replays (an
+// entry damaged before the log's end fails Open so too), and opens the store read-only
 // when the disk has less free space than the reserve.
 func Open(dir string, opts Options) (*DB, error) {
 	opts = opts.withDefaults()
@@ -97,6 +98,11 @@ func Open(dir string, opts Options) (*DB, error) {
 			return nil, err
 		}
 		opts.Logger.Info("store tables verified", "dir", dir, "took", time.Since(start).Round(time.Millisecond))
+	}
+	// Badger replays its logs itself, cutting each at its first bad
+	// entry; damage there must not drop the writes logged after it.
+	if err := verifyLogs(dir); err != nil {
+		return nil, err
 	}
 	db := &DB{
 		bo:       bo,

@@ -319,6 +319,24 @@ func Limit(next http.Handler, opts LimitOptions, m *Metrics) http.Handler {
 		if r.ProtoMajor >= 2 {
 			defer cutStreamAt(rc, deadline.Add(statusGrace(timeout))).stop()
 		} else if rc.SetWriteDeadline(deadline.Add(statusGrace(timeout))) == nil {
+			// A body still arriving at the deadline is cut there: the
+			// context's end does not stop a read, and a client sending
+			// its body a byte at a time would hold its seat for as long
+			// as it liked. (Over HTTP/2 the stream's cut ends the read.)
+			// It is left set: net/http clears it once the body is read
+			// (and its read for the connection's end begins) and sets its
+			// own for the next request, and a body still unread when the
+			// handler returns, which net/http reads to its end before it
+			// answers, must not hold the 504 back. A request without a
+			// body sets none: that read has begun already, and a deadline
+			// would end it, and the request's context, as if the client
+			// had gone; for the same reason (a body read whole before
+			// Limit, by the audit) the read deadline falls after the
+			// context's, so that a handler still running sees its
+			// timeout first.
+			if r.Body != nil && r.Body != http.NoBody {
+				_ = rc.SetReadDeadline(deadline.Add(statusGrace(timeout) / 2))
+			}
 			// The connection outlives the request under keep-alive.
 			defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 		}
