@@ -46,6 +46,11 @@ func TestEventsAndSelectorsAsKubeAPIServer(t *testing.T) {
 			"involvedObject: {kind: ConfigMap, name: cm1, namespace: default}\n", "create", "-f", "-"); errOut != "" {
 			t.Errorf("kubectl create -f - of an Event named Pod_X.1: %s", errOut)
 		}
+		// Such an Event may be updated through events.k8s.io/v1 too,
+		// whose DNS subdomain rule holds on create only.
+		if _, errOut := run("", "label", "events.v1.events.k8s.io", "Pod_X.1", "seen=yes"); errOut != "" {
+			t.Errorf("kubectl label events.v1.events.k8s.io Pod_X.1: %s", errOut)
+		}
 		for _, tc := range []struct{ apiVersion, doc, want string }{
 			{"v1", "involvedObject: {kind: ConfigMap, name: cm1, namespace: other}\n",
 				`The Event "e2" is invalid: involvedObject.namespace: Invalid value: "other": does not match event.namespace` + "\n"},

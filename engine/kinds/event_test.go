@@ -94,6 +94,29 @@ func TestEventNameValidation(t *testing.T) {
 	}
 }
 
+// TestEventNameValidationUpdate: on update kube-apiserver checks an
+// Event's name only as any object's, a path segment, through either API:
+// an Event a client named as core/v1 allows may be updated through
+// events.k8s.io/v1 too.
+func TestEventNameValidationUpdate(t *testing.T) {
+	const body = `"regarding": {"kind": "ConfigMap", "name": "c"}, "eventTime": "2026-11-27T01:00:00.000000Z", ` +
+		`"reportingController": "example.com/ctl", "reportingInstance": "i", "action": "A", "reason": "R", "type": "Normal"}`
+	for _, tc := range []struct{ name, want string }{
+		{"Pod_X.1", ""},
+		{"a%b", `metadata.name: Invalid value: "a%b": may not contain '%'`},
+	} {
+		old := eventObject(t, `{"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "`+tc.name+`", "namespace": "default", "resourceVersion": "7"}, `+body)
+		obj := old.DeepCopy()
+		got := ""
+		if errs := kindOf(t, EventsV1Resource).ValidateUpdate(context.Background(), "", obj, old); len(errs) > 0 {
+			got = errorsText(errs)
+		}
+		if got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestEventEncoding: an Event is stored as corev1.Event encodes it, as
 // kube-apiserver stores it: the fields without omitempty present when
 // unset, a timestamp in UTC, metadata untouched; Coerce gives that shape

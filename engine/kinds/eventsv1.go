@@ -9,6 +9,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -191,8 +192,14 @@ func (s eventsV1Strategy) Validate(ctx context.Context, obj runtime.Object) fiel
 	return validateEventsV1(u, nil, meta)
 }
 
+// ValidateUpdate validates an update through events.k8s.io/v1 as
+// kube-apiserver does: its generic checks take any name that is a path
+// segment, as for every kind (a core/v1 Event may have one), and the
+// DNS subdomain rule holds on create only.
 func (s eventsV1Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	errs := s.builtinStrategy.ValidateUpdate(ctx, obj, old)
+	b := s.builtinStrategy
+	b.nameFn = path.ValidatePathSegmentName
+	errs := b.ValidateUpdate(ctx, obj, old)
 	return append(errs, validateEventsV1(obj.(*unstructured.Unstructured), old.(*unstructured.Unstructured), nil)...)
 }
 
