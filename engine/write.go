@@ -124,13 +124,6 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if generated {
 		obj.SetName(names.SimpleNameGenerator.GenerateName(obj.GetGenerateName()))
 	}
-	obj.SetUID(uuid.NewUUID())
-	obj.SetCreationTimestamp(metav1.NewTime(s.opts.Now()))
-	obj.SetResourceVersion("")
-	obj.SetDeletionTimestamp(nil)
-	obj.SetDeletionGracePeriodSeconds(nil)
-	obj.SetSelfLink("")
-
 	unknown, err := coerce(ctx, sv, obj)
 	if err != nil {
 		return nil, nil, err
@@ -149,6 +142,14 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
 		return nil, nil, err
 	}
+	// The server's metadata is set after mutating admission, which sees
+	// what the client sent, as kube-apiserver's rest.BeforeCreate sets it.
+	obj.SetUID(uuid.NewUUID())
+	obj.SetCreationTimestamp(metav1.NewTime(s.opts.Now()))
+	obj.SetResourceVersion("")
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	obj.SetSelfLink("")
 	sv.PrepareForCreate(ctx, obj)
 	if h := hooksOf(sv); h != nil {
 		if err := h.prepare(ctx, s, "", obj.Object, nil); err != nil {
@@ -372,12 +373,6 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 			fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, old.GetUID()))
 	}
 	obj.SetNamespace(old.GetNamespace())
-	obj.SetUID(old.GetUID())
-	obj.SetCreationTimestamp(old.GetCreationTimestamp())
-	obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
-	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
-	obj.SetSelfLink("")
-	obj.SetResourceVersion(old.GetResourceVersion())
 
 	reset := u.fields == trackWrite && kinds.ResetsManagedFields(obj)
 	unknown, err := coerce(ctx, sv, obj)
@@ -394,10 +389,15 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
 		return nil, nil, err
 	}
-	// A client cannot set metadata.generation. As in Kubernetes'
+	// A client cannot set the server's metadata. As in Kubernetes'
 	// rest.BeforeUpdate it is put back after mutating admission, which
 	// sees what the client sent, and before the strategy, which counts
-	// from the stored one.
+	// generation from the stored one.
+	obj.SetUID(old.GetUID())
+	obj.SetCreationTimestamp(old.GetCreationTimestamp())
+	obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
+	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
+	obj.SetSelfLink("")
 	obj.SetGeneration(old.GetGeneration())
 	sv.PrepareForUpdate(ctx, sub, obj, old)
 	obj.SetResourceVersion(old.GetResourceVersion())
