@@ -105,9 +105,16 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 			}
 		}
 		fins := upd.GetFinalizers()
+		// crdFirst is the first delete of a CRD, which kube-apiserver's
+		// CRD storage does itself, not its generic registry: it marks
+		// the CRD deleted with its cleanup finalizer and sets neither a
+		// grace period nor the propagation policy's finalizer. A delete
+		// of a CRD already marked goes through the registry, as any
+		// other object's does.
+		crdFirst := gvr == kinds.CRDResource && cur.GetDeletionTimestamp() == nil
 		switch gvr {
 		case kinds.CRDResource:
-			if cur.GetDeletionTimestamp() == nil {
+			if crdFirst {
 				fins = addFinalizer(fins, apiextensionsv1.CustomResourceCleanupFinalizer)
 				if err := setCRDCondition(upd.Object, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionPending",
 					"CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon", s.opts.Now()); err != nil {
@@ -116,7 +123,7 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 			}
 		}
 		switch {
-		case mark:
+		case mark, crdFirst:
 		case policy == metav1.DeletePropagationOrphan:
 			fins = addFinalizer(fins, metav1.FinalizerOrphanDependents)
 			fins = slices.DeleteFunc(fins, func(f string) bool { return f == metav1.FinalizerDeleteDependents })
@@ -141,14 +148,21 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 			}
 			return cur, true, nil
 		}
-		if cur.GetDeletionTimestamp() != nil && slices.Equal(fins, cur.GetFinalizers()) {
+		// The registry gives an object marked deleted without a grace
+		// period (a CRD marked by its storage) a grace period of 0.
+		graceless := !mark && upd.GetDeletionTimestamp() != nil && upd.GetDeletionGracePeriodSeconds() == nil
+		if cur.GetDeletionTimestamp() != nil && slices.Equal(fins, cur.GetFinalizers()) && !graceless {
 			return cur, false, nil // already waiting for its finalizers
 		}
 		upd.SetFinalizers(fins)
+		if graceless {
+			zero := int64(0)
+			upd.SetDeletionGracePeriodSeconds(&zero)
+		}
 		if upd.GetDeletionTimestamp() == nil {
 			now := metav1.NewTime(s.opts.Now())
 			upd.SetDeletionTimestamp(&now)
-			if !mark { // Kubernetes' namespace deletion sets no grace period
+			if !mark && !crdFirst { // Kubernetes' namespace deletion sets no grace period
 				zero := int64(0)
 				upd.SetDeletionGracePeriodSeconds(&zero)
 				// Marking it deleted changes what the object is to do:

@@ -42,9 +42,13 @@ func validFieldValidation(v string) error {
 // Create stores a new object. Its namespace is the object's; server-owned
 // metadata (uid, creationTimestamp, resourceVersion, generation, deletion
 // fields) is set by the server whatever the client sent. It leaves obj as
-// it is: it is CreateJSON on a copy.
+// it is: it is CreateJSON on a copy whose numbers are normalised
+// (objjson.NormalizeNumbers), so that an object built with encoding/json,
+// all of whose numbers are float64, is taken as its integers.
 func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.CreateJSON(ctx, gvr, obj.DeepCopy(), opts)
+	obj = obj.DeepCopy()
+	objjson.NormalizeNumbers(obj.Object)
+	out, _, err := s.CreateJSON(ctx, gvr, obj, opts)
 	return out, err
 }
 
@@ -54,7 +58,10 @@ func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, o
 // nil after a dry run; the caller then encodes the object. Unlike Create,
 // CreateJSON takes obj over: it works on obj itself rather than a copy, so
 // the caller must not use obj afterwards (the API hands it a freshly decoded
-// request body).
+// request body). Its numbers are taken as the request wrote them: as
+// objjson.Decode gives them, a number written with a fraction or an
+// exponent (1.0, 1e0) is a float64, which an integer field of a built-in
+// kind refuses, as kube-apiserver's decoder refuses it.
 func (s *Service) CreateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (out *unstructured.Unstructured, doc []byte, err error) {
 	if u := s.auditUser(ctx); u != nil {
 		done := s.audit(ctx, u, "create", gvr, namespaceOf(obj), "", "", auditObject(obj.DeepCopy()))
@@ -103,7 +110,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err := kinds.ValidFieldManager("CreateOptions", opts.FieldManager); err != nil {
 		return nil, nil, err
 	}
-	objjson.NormalizeNumbers(obj.Object)
+	normalizeNumbers(sv, obj)
 	if err := sv.CheckType(obj); err != nil {
 		return nil, nil, err
 	}
@@ -117,13 +124,6 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if generated {
 		obj.SetName(names.SimpleNameGenerator.GenerateName(obj.GetGenerateName()))
 	}
-	obj.SetUID(uuid.NewUUID())
-	obj.SetCreationTimestamp(metav1.NewTime(s.opts.Now()))
-	obj.SetResourceVersion("")
-	obj.SetDeletionTimestamp(nil)
-	obj.SetDeletionGracePeriodSeconds(nil)
-	obj.SetSelfLink("")
-
 	unknown, err := coerce(ctx, sv, obj)
 	if err != nil {
 		return nil, nil, err
@@ -142,6 +142,14 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
 		return nil, nil, err
 	}
+	// The server's metadata is set after mutating admission, which sees
+	// what the client sent, as kube-apiserver's rest.BeforeCreate sets it.
+	obj.SetUID(uuid.NewUUID())
+	obj.SetCreationTimestamp(metav1.NewTime(s.opts.Now()))
+	obj.SetResourceVersion("")
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	obj.SetSelfLink("")
 	sv.PrepareForCreate(ctx, obj)
 	if h := hooksOf(sv); h != nil {
 		if err := h.prepare(ctx, s, "", obj.Object, nil); err != nil {
@@ -219,15 +227,17 @@ func namespaceTerminatingError(gr schema.GroupResource, name, ns string) error {
 // CustomResourceDefinitions a missing resourceVersion is invalid (422), so
 // that a client cannot overwrite a change it has not seen. Patches need none.
 // When the kind has a status subresource, status is kept as stored.
+// Its numbers are normalised first, as Create's are.
 func (s *Service) Update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.UpdateJSON(ctx, gvr, obj, opts)
+	out, _, err := s.UpdateJSON(ctx, gvr, normalizedCopy(obj), opts)
 	return out, err
 }
 
 // UpdateJSON is Update that also returns the object as JSON, made from the
 // document written to the store (see CreateJSON); the JSON is nil when
 // nothing was written (a dry run, or no change). Update is UpdateJSON with
-// the JSON dropped. Both leave obj as it is.
+// the JSON dropped. Both leave obj as it is. UpdateJSON takes obj's
+// numbers as the request wrote them (see CreateJSON).
 func (s *Service) UpdateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (out *unstructured.Unstructured, doc []byte, err error) {
 	if u := s.auditUser(ctx); u != nil {
 		done := s.audit(ctx, u, "update", gvr, namespaceOf(obj), nameOf(obj), "", auditObject(obj))
@@ -239,7 +249,7 @@ func (s *Service) UpdateJSON(ctx context.Context, gvr schema.GroupVersionResourc
 // UpdateStatus replaces the status of an object through its /status
 // subresource; everything else is kept as stored.
 func (s *Service) UpdateStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.UpdateStatusJSON(ctx, gvr, obj, opts)
+	out, _, err := s.UpdateStatusJSON(ctx, gvr, normalizedCopy(obj), opts)
 	return out, err
 }
 
@@ -265,7 +275,7 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 		return nil, nil, notServed(gvr)
 	}
 	obj = obj.DeepCopy()
-	objjson.NormalizeNumbers(obj.Object)
+	normalizeNumbers(sv, obj)
 	if err := sv.CheckType(obj); err != nil {
 		return nil, nil, err
 	}
@@ -294,6 +304,29 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 		return nil, nil, apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), errors.New(conflictMessage))
 	}
 	return s.writeUpdate(ctx, storedUpdate{kind: sv, stored: kv, old: old, obj: obj, sub: sub, opts: opts})
+}
+
+// normalizeNumbers normalises the numbers of obj, an object of sv
+// (objjson.NormalizeNumbers), unless sv is a built-in kind: its objects
+// are decoded into Go types, whose integer fields refuse a number written
+// with a fraction or an exponent, which a request body's decoding keeps
+// as a float64 (CreateJSON). The callers that build objects in Go
+// normalise them first (Create, Update).
+func normalizeNumbers(sv *kinds.Kind, obj *unstructured.Unstructured) {
+	if !sv.Builtin {
+		objjson.NormalizeNumbers(obj.Object)
+	}
+}
+
+// normalizedCopy returns a copy of obj with its numbers normalised
+// (objjson.NormalizeNumbers); nil for nil.
+func normalizedCopy(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	if obj == nil {
+		return nil
+	}
+	obj = obj.DeepCopy()
+	objjson.NormalizeNumbers(obj.Object)
+	return obj
 }
 
 // decodeFirst returns the error decoding obj gives (a value of the wrong
@@ -345,12 +378,6 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 			fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, old.GetUID()))
 	}
 	obj.SetNamespace(old.GetNamespace())
-	obj.SetUID(old.GetUID())
-	obj.SetCreationTimestamp(old.GetCreationTimestamp())
-	obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
-	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
-	obj.SetSelfLink("")
-	obj.SetResourceVersion(old.GetResourceVersion())
 
 	reset := u.fields == trackWrite && kinds.ResetsManagedFields(obj)
 	unknown, err := coerce(ctx, sv, obj)
@@ -367,10 +394,15 @@ func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructure
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
 		return nil, nil, err
 	}
-	// A client cannot set metadata.generation. As in Kubernetes'
+	// A client cannot set the server's metadata. As in Kubernetes'
 	// rest.BeforeUpdate it is put back after mutating admission, which
 	// sees what the client sent, and before the strategy, which counts
-	// from the stored one.
+	// generation from the stored one.
+	obj.SetUID(old.GetUID())
+	obj.SetCreationTimestamp(old.GetCreationTimestamp())
+	obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
+	obj.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
+	obj.SetSelfLink("")
 	obj.SetGeneration(old.GetGeneration())
 	sv.PrepareForUpdate(ctx, sub, obj, old)
 	obj.SetResourceVersion(old.GetResourceVersion())

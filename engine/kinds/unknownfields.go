@@ -154,7 +154,9 @@ func (tf *typedFields) prune(obj map[string]any, schema func() *builtinTypes) (u
 }
 
 // marshalMembers returns the JSON of the members of obj that keep
-// reports true for, as encoding/json writes that object: without
+// reports true for, as encoding/json writes that object but for integral
+// floats, written 1.0 (objjson.AppendMarkingFloats), so that the decoder
+// refuses them in an integer field as it refuses a request's 1.0: without
 // reflection when they hold only the types JSON decoding produces
 // (objjson), through encoding/json otherwise.
 func marshalMembers(obj map[string]any, keep func(k string, v any) bool) ([]byte, error) {
@@ -174,7 +176,7 @@ func marshalMembers(obj map[string]any, keep func(k string, v any) bool) ([]byte
 		b = objjson.AppendString(b, k)
 		b = append(b, ':')
 		var ok bool
-		if b, ok = objjson.Append(b, obj[k]); !ok {
+		if b, ok = objjson.AppendMarkingFloats(b, obj[k]); !ok {
 			in := make(map[string]any, len(keys))
 			for _, k := range keys {
 				in[k] = obj[k]

@@ -24,6 +24,20 @@ import (
 // []any, string, int64, float64, bool and nil, or a float encoding/json
 // refuses (NaN, infinities).
 func Append(b []byte, v any) ([]byte, bool) {
+	return appendValue(b, v, false)
+}
+
+// AppendMarkingFloats is Append, except that a float64 is written with a
+// fraction or an exponent even when integral (1.0, not 1). A request
+// body's number written so (1.0, 1e0) decodes into a float64 (Decode), and
+// a decoder into a Go integer refuses it, as kube-apiserver's decoder
+// refuses the request's own bytes; Append would write it as an integer
+// the decoder accepts.
+func AppendMarkingFloats(b []byte, v any) ([]byte, bool) {
+	return appendValue(b, v, true)
+}
+
+func appendValue(b []byte, v any, markFloats bool) ([]byte, bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		if x == nil {
@@ -42,7 +56,7 @@ func Append(b []byte, v any) ([]byte, bool) {
 			b = AppendString(b, k)
 			b = append(b, ':')
 			var ok bool
-			if b, ok = Append(b, x[k]); !ok {
+			if b, ok = appendValue(b, x[k], markFloats); !ok {
 				return nil, false
 			}
 		}
@@ -57,7 +71,7 @@ func Append(b []byte, v any) ([]byte, bool) {
 				b = append(b, ',')
 			}
 			var ok bool
-			if b, ok = Append(b, e); !ok {
+			if b, ok = appendValue(b, e, markFloats); !ok {
 				return nil, false
 			}
 		}
@@ -75,7 +89,11 @@ func Append(b []byte, v any) ([]byte, bool) {
 		if err != nil {
 			return nil, false
 		}
-		return append(b, f...), true
+		b = append(b, f...)
+		if markFloats && !strings.ContainsAny(string(f), ".eE") {
+			b = append(b, ".0"...)
+		}
+		return b, true
 	}
 	return nil, false
 }

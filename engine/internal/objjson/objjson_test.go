@@ -111,3 +111,29 @@ func randomAppendString(r *rand.Rand) string {
 	}
 	return s
 }
+
+// TestAppendMarkingFloats: a float64 is written so that it decodes again
+// as a float64 (Decode), integral or not; anything else as Append writes it.
+func TestAppendMarkingFloats(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"integral float", map[string]any{"a": 1.0, "b": []any{float64(-2), int64(3)}}, `{"a":1.0,"b":[-2.0,3]}`},
+		{"zero", 0.0, `0.0`},
+		{"fraction", 1.5, `1.5`},
+		{"exponent", 1e21, `1e+21`},
+		{"integer", int64(7), `7`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := AppendMarkingFloats(nil, tc.v)
+			if !ok || string(got) != tc.want {
+				t.Fatalf("AppendMarkingFloats(%#v) = %s, %v; want %s", tc.v, got, ok, tc.want)
+			}
+			if m, ok := Decode([]byte(`{"v":` + string(got) + `}`)); !ok || !DeepEqual(m["v"], tc.v) {
+				t.Fatalf("Decode(%s) = %#v, want %#v", got, m["v"], tc.v)
+			}
+		})
+	}
+}
