@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -255,6 +256,9 @@ type pluginAPIOptions struct {
 	// writes.
 	hostLimits   hostLimits
 	pluginLimits pluginLimitOptions
+	// watchWriteTimeout bounds each write of a followed Plugin log, as of
+	// a watch's event (serving.DefaultWatchWriteTimeout when zero).
+	watchWriteTimeout time.Duration
 	// maxObjectBytes bounds every stored object
 	// (engine.DefaultMaxObjectBytes when zero).
 	maxObjectBytes int
@@ -445,7 +449,7 @@ func newPluginAPI(ctx context.Context, o pluginAPIOptions) (*pluginAPI, error) {
 		Routes: append([]apiserver.Route{
 			{Pattern: plugins.ModulesPath, Handler: upload},
 			{Pattern: plugins.ModulesPath + "/*", Handler: upload},
-			{Pattern: plugins.PluginsPath + "/{name}/log", Handler: plugins.NewLogHandler(logs, svc)},
+			{Pattern: plugins.PluginsPath + "/{name}/log", Handler: plugins.NewLogHandler(logs, svc, cmp.Or(o.watchWriteTimeout, serving.DefaultWatchWriteTimeout))},
 			{Pattern: snapshotPath, Handler: snapshotHandler{st: o.store, log: log.With("component", "snapshot")}},
 			{Pattern: serving.ClientCertificatesPath, Handler: clientCertHandler(o.clientCerts)},
 			{Pattern: apiserver.TokenRequestPattern, Handler: tokens.handler},

@@ -280,7 +280,7 @@ func runServer(ctx context.Context, stopSignals func(), o *serverOptions, stdout
 		hostLimits: o.hostLimits, pluginLimits: o.pluginLimits, maxObjectBytes: o.maxObjectBytes,
 		election: o.leaderElect.options(identity), serviceAccounts: o.serviceAccounts, audit: auditor,
 		clientCerts: material.ClientCertSigner(), encryption: encryption, sharedStore: o.storeEtcd.kind == "etcd",
-		bookmarkInterval: o.watchBookmarkInterval,
+		bookmarkInterval: o.watchBookmarkInterval, watchWriteTimeout: o.limits.watchWriteTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)

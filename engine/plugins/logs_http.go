@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/setpoint-dev/setpoint/engine"
-	"github.com/setpoint-dev/setpoint/engine/apiserver/serving"
 )
 
 // PluginsPath is where Plugins are served; a Plugin's log is served at
@@ -40,19 +39,18 @@ func LogPluginName(path string) (string, bool) {
 // last lines, object=KIND/NAME (NAME may be namespace/name) the lines about
 // one object; follow=true keeps the response open and writes new lines as
 // they come, until the client goes. Each batch of lines must reach the
-// client within the server's write timeout for long-running requests
-// (serving.WatchWriteTimeout), as a watch's events must, or the response
-// ends: a client that stops reading holds nothing for long. A Plugin that
-// does not exist is a 404.
-func NewLogHandler(logs *Logs, svc *engine.Service) http.Handler {
-	return &logServer{logs: logs, svc: svc, writeTimeout: serving.DefaultWatchWriteTimeout}
+// client within writeTimeout (the server's write timeout of watches, which
+// the caller passes), as a watch's events must, or the response ends: a
+// client that stops reading holds nothing for long. A Plugin that does not
+// exist is a 404.
+func NewLogHandler(logs *Logs, svc *engine.Service, writeTimeout time.Duration) http.Handler {
+	return &logServer{logs: logs, svc: svc, writeTimeout: writeTimeout}
 }
 
 type logServer struct {
 	logs *Logs
 	svc  *engine.Service
-	// writeTimeout bounds each batch when the request does not say
-	// (serving.WatchWriteTimeout).
+	// writeTimeout bounds the write of each batch of lines.
 	writeTimeout time.Duration
 }
 
@@ -86,9 +84,6 @@ func (s *logServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	timeout := s.writeTimeout
-	if d, ok := serving.WatchWriteTimeout(r.Context()); ok {
-		timeout = d
-	}
 	rc := http.NewResponseController(errorFlusher(w))
 	bw := bufio.NewWriter(w)
 	write := func(lines []LogLine) error {
