@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // A mutating plugin (host/testdata/guests/sysfields) that sets uid (to
@@ -40,6 +41,17 @@ func TestMutatingPluginCannotSetSystemFields(t *testing.T) {
     uid: `+otherUID+`
 `))
 	waitPlugin(t, s, "sysfields", time.Minute, loadedWith(digest))
+	// Loaded is what the replica that wrote the status saw; another may
+	// not have seen the Plugin yet (docs/RATIONALE.md, "Why does a replica
+	// hold the writes a new Plugin binds until it has loaded it?"), as a
+	// kube-apiserver may not have seen a new webhook configuration. Each
+	// server mutates a dry-run create before the test relies on it.
+	for _, r := range s.Servers() {
+		testsupport.Poll(t, time.Minute, "the plugin's admission on "+r.Addr, func() (bool, string) {
+			out, errOut, err := r.KubectlInput(plWidget("probe", ""), "create", "--dry-run=server", "-o", "jsonpath={.metadata.labels.mutated}", "-f", "-")
+			return err == nil && out == "yes", out + errOut
+		})
+	}
 
 	const fields = `{.metadata.labels.mutated}|{.metadata.uid}|{.metadata.creationTimestamp}|{.metadata.deletionTimestamp}|{.metadata.generation}|{.metadata.resourceVersion}`
 	get := func(name string) []string {

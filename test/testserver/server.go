@@ -390,6 +390,15 @@ func (s *Server) Logs() string {
 	return s.logs.String()
 }
 
+// Servers returns the servers s stands for: each replica of a deployment,
+// or s itself.
+func (s *Server) Servers() []*Server {
+	if s.replicas != nil {
+		return s.replicas
+	}
+	return []*Server{s}
+}
+
 // single fails the test when s stands for a deployment, which op does not
 // apply to.
 func (s *Server) single(op string) {
