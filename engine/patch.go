@@ -199,7 +199,10 @@ func applyPatch(sv *kinds.Kind, old *unstructured.Unstructured, pt types.PatchTy
 		if err != nil {
 			return nil, notApplied(err)
 		}
-		if objjson.Deeper(patched, MaxNestingDepth) {
+		// An object may nest past the bound already, in its managed
+		// fields (which mirror its fields a few levels down) when not in
+		// its own: the patch must not take it deeper than it was.
+		if objjson.Deeper(patched, MaxNestingDepth) && objjson.Depth(patched) > objjson.Depth(cur) {
 			return nil, notApplied(fmt.Errorf("the patched object nests deeper than %d levels", MaxNestingDepth))
 		}
 	case types.StrategicMergePatchType:

@@ -84,3 +84,47 @@ func TestJSONPatchCannotNestDeep(t *testing.T) {
 		t.Fatalf("patch nesting 90 deep: %d %.300s", code, b)
 	}
 }
+
+// TestJSONPatchOnObjectNearDepthBound patches an object applied within the
+// body nesting bound (97 levels) whose managed fields, which mirror its
+// fields a few levels further down, nest past it: a JSON patch that adds
+// nothing deep must still apply.
+func TestJSONPatchOnObjectNearDepthBound(t *testing.T) {
+	s := testserver.Start(t, testserver.Options{})
+	do := func(method, path, ct, body string) (int, []byte) {
+		t.Helper()
+		code, b, err := s.DoWith(method, path, s.Token, strings.NewReader(body), testserver.DoOptions{
+			Header: map[string][]string{"Content-Type": {ct}}, Timeout: time.Minute,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code, b
+	}
+	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"blobs.deep.example"},
+	"spec":{"group":"deep.example","scope":"Namespaced","names":{"plural":"blobs","singular":"blob","kind":"Blob","listKind":"BlobList"},
+	"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+	if code, b := do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", crd); code != 201 {
+		t.Fatalf("create CRD: %d %s", code, b)
+	}
+	const blobs = "/apis/deep.example/v1/namespaces/default/blobs"
+	var v any = map[string]any{"leaf": "x"}
+	for range 94 {
+		v = map[string]any{"a": v}
+	}
+	obj, _ := json.Marshal(map[string]any{"apiVersion": "deep.example/v1", "kind": "Blob", "metadata": map[string]any{"name": "b"}, "spec": v})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, b := do("PATCH", blobs+"/b?fieldManager=applier", "application/apply-patch+yaml", string(obj))
+		if code == 201 || code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create blob: %d %.300s", code, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, b := do("PATCH", blobs+"/b", "application/json-patch+json", `[{"op":"add","path":"/metadata/labels","value":{"k":"v"}}]`); code != 200 {
+		t.Fatalf("patch adding a label: %d %.300s", code, b)
+	}
+}

@@ -32,3 +32,33 @@ func Deeper(b []byte, max int) bool {
 	}
 	return false
 }
+
+// Depth is how deep the JSON document b nests objects and arrays, counted
+// as Deeper counts them.
+func Depth(b []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			default:
+				i += Plain(b[i+1:])
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}

@@ -27,3 +27,14 @@ func TestDeeper(t *testing.T) {
 		})
 	}
 }
+
+func TestDepth(t *testing.T) {
+	for doc, want := range map[string]int{
+		`1`: 0, `{}`: 1, `{"a":[{"b":"[{"}]}`: 3, `["\"[",{"x":{}}]`: 3,
+		`{"a":{}}` + strings.Repeat("[", 5) + strings.Repeat("]", 5): 5,
+	} {
+		if got := Depth([]byte(doc)); got != want {
+			t.Errorf("Depth(%s) = %d, want %d", doc, got, want)
+		}
+	}
+}
