@@ -90,9 +90,10 @@ func verifyLogs(dir string) error {
 //     is synced before it is answered);
 //   - a header whose key or value runs past the file, or a sound entry
 //     after the bad one (the next one in line, or, when the bad entry's
-//     length may be wrong, any within logResyncWindow past it): damage,
-//     since a crash cuts off only the last write, and Badger would drop
-//     every entry from there on;
+//     length may be wrong, any within logResyncWindow past it that starts
+//     a run of sound entries up to the log's end): damage, since a crash
+//     cuts off only the last write, and Badger would drop every entry from
+//     there on;
 //   - otherwise the last entry was cut off mid-copy by a crash.
 //
 // Damage is a *DamageError naming the file.
@@ -304,11 +305,31 @@ func soundEntryWithin(f *os.File, from, to, size int64) (bool, error) {
 		if end > int64(len(b)) {
 			continue
 		}
-		if entrySound(b[i:end]) {
-			return true, nil
+		if !entrySound(b[i:end]) {
+			continue
+		}
+		if ok, err := chainReachesEnd(f, from+int64(i), size); err != nil || ok {
+			return ok, err
 		}
 	}
 	return false, nil
+}
+
+// chainReachesEnd tells whether the entries from off read back one after
+// another up to the log's end, nothing but zeros after the last. Entries a
+// damaged one hid do; an entry-shaped run of bytes inside a value, which a
+// client may write and a crash may leave in a cut-off last entry, is
+// followed by more of that value, not by the log's end, and does not make
+// a crash look like damage.
+func chainReachesEnd(f *os.File, off, size int64) (bool, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(f, off, size-off), 1<<20)
+	for {
+		n, ok := readLogEntry(r, off, size)
+		if !ok {
+			return zerosFrom(f, off, size)
+		}
+		off += n
+	}
 }
 
 // zerosFrom tells whether f holds nothing but zeros from off to size,
