@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/setpoint-dev/setpoint/engine/apiserver/wswatch"
+	"github.com/setpoint-dev/setpoint/engine/internal/httpflush"
 )
 
 // eventWriter streams one watch's encoded events over chunked HTTP. The
@@ -141,28 +142,7 @@ type httpStream struct {
 // writeTimeout once deadlines is set.
 func newHTTPStream(w http.ResponseWriter, writeTimeout time.Duration) *httpStream {
 	_, flusher := w.(http.Flusher)
-	return &httpStream{w: w, rc: http.NewResponseController(errorFlusher(w)), flusher: flusher, writeTimeout: writeTimeout}
-}
-
-// errorFlusher is the first ResponseWriter, from w inwards through
-// Unwrap, whose flush reports its error (FlushError): the server's own at
-// the latest. A ResponseController flushes through the first http.Flusher
-// it finds, and a wrapper's Flush (httpsnoop's, which the request's
-// instrumentation puts in front) drops the error: a flush that failed on
-// the expired write deadline would then look done, and the watch would end
-// on its request's context, canceled by the failed write, rather than as a
-// slow client. Writes still go through w, so that what wraps it sees them.
-func errorFlusher(w http.ResponseWriter) http.ResponseWriter {
-	for {
-		if _, ok := w.(interface{ FlushError() error }); ok {
-			return w
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return w
-		}
-		w = u.Unwrap()
-	}
+	return &httpStream{w: w, rc: http.NewResponseController(httpflush.ErrorFlusher(w)), flusher: flusher, writeTimeout: writeTimeout}
 }
 
 // write writes one event and a newline; false when a write failed.

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/internal/httpflush"
 )
 
 // PluginsPath is where Plugins are served; a Plugin's log is served at
@@ -84,7 +85,7 @@ func (s *logServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	timeout := s.writeTimeout
-	rc := http.NewResponseController(errorFlusher(w))
+	rc := http.NewResponseController(httpflush.ErrorFlusher(w))
 	bw := bufio.NewWriter(w)
 	write := func(lines []LogLine) error {
 		// The deadline holds only while a batch is written: over HTTP/2 one
@@ -109,25 +110,6 @@ func (s *logServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = s.logs.Follow(r.Context(), name, q, next, write)
-}
-
-// errorFlusher is the first ResponseWriter, from w inwards through Unwrap,
-// whose flush reports its error (FlushError): the server's own at the
-// latest. A ResponseController flushes through the first http.Flusher it
-// finds, and a wrapper's Flush (the request instrumentation's) drops the
-// error: a flush that failed on the expired write deadline would look
-// done, and a follow would go on writing to a client that is not reading.
-func errorFlusher(w http.ResponseWriter) http.ResponseWriter {
-	for {
-		if _, ok := w.(interface{ FlushError() error }); ok {
-			return w
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return w
-		}
-		w = u.Unwrap()
-	}
 }
 
 // logQuery reads the query parameters of a log request; now is the clock of
