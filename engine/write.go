@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,12 +42,15 @@ func validFieldValidation(v string) error {
 
 // Create stores a new object. Its namespace is the object's; server-owned
 // metadata (uid, creationTimestamp, resourceVersion, generation, deletion
-// fields) is set by the server whatever the client sent. It leaves obj as
+// fields) is set by the server whatever the client sent (CreateJSON, the
+// API's create, refuses a resourceVersion as kube-apiserver does; Create,
+// for the engine's own callers, drops it). It leaves obj as
 // it is: it is CreateJSON on a copy whose numbers are normalised
 // (objjson.NormalizeNumbers), so that an object built with encoding/json,
 // all of whose numbers are float64, is taken as its integers.
 func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
 	obj = obj.DeepCopy()
+	obj.SetResourceVersion("")
 	objjson.NormalizeNumbers(obj.Object)
 	out, _, err := s.CreateJSON(ctx, gvr, obj, opts)
 	return out, err
@@ -146,6 +150,7 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	// what the client sent, as kube-apiserver's rest.BeforeCreate sets it.
 	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(s.opts.Now()))
+	sentRV := obj.GetResourceVersion()
 	obj.SetResourceVersion("")
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
@@ -171,6 +176,16 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 			return nil, nil, apierrors.NewAlreadyExists(gvr.GroupResource(), obj.GetName())
 		}
 		return obj, nil, nil
+	}
+	// kube-apiserver's storage refuses a create that carries a
+	// resourceVersion, as a plain error (500 with no reason), after
+	// admission and validation and not on a dry run; one that is not a
+	// positive integer it ignores. kubectl create and apply clear it.
+	if rv, err := strconv.ParseUint(sentRV, 10, 64); err == nil && rv != 0 && fields == trackWrite {
+		return nil, nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+			Message: "resourceVersion should not be set on objects to be created",
+		}}
 	}
 	var body []byte
 	for attempt := 0; ; attempt++ {
