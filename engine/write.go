@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -22,22 +23,14 @@ import (
 	"github.com/setpoint-dev/setpoint/store"
 )
 
-// dryRun checks the dryRun option: only "All" is known.
-func dryRun(values []string) (bool, error) {
-	for _, v := range values {
-		if v != metav1.DryRunAll {
-			return false, apierrors.NewBadRequest(fmt.Sprintf("invalid dryRun value %q: only %q is supported", v, metav1.DryRunAll))
-		}
-	}
-	return len(values) > 0, nil
-}
-
-func validFieldValidation(v string) error {
-	switch v {
-	case "", metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict:
+// invalidOptions is the 422 kube-apiserver's handlers answer for a
+// write's options that its validation refuses (an unknown dryRun or
+// fieldValidation value, a bad fieldManager); kind names the options.
+func invalidOptions(kind string, errs field.ErrorList) error {
+	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewBadRequest(fmt.Sprintf("invalid fieldValidation %q", v))
+	return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 }
 
 // Create stores a new object. Its namespace is the object's; server-owned
@@ -104,16 +97,10 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 		err.ErrStatus.Message = "create not allowed while custom resource definition is terminating"
 		return nil, nil, err
 	}
-	dry, err := dryRun(opts.DryRun)
-	if err != nil {
+	if err := invalidOptions("CreateOptions", metav1validation.ValidateCreateOptions(&opts)); err != nil {
 		return nil, nil, err
 	}
-	if err := validFieldValidation(opts.FieldValidation); err != nil {
-		return nil, nil, err
-	}
-	if err := kinds.ValidFieldManager("CreateOptions", opts.FieldManager); err != nil {
-		return nil, nil, err
-	}
+	dry := len(opts.DryRun) > 0
 	normalizeNumbers(sv, obj)
 	if err := sv.CheckType(obj); err != nil {
 		return nil, nil, err
@@ -375,16 +362,10 @@ type storedUpdate struct {
 func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructured.Unstructured, []byte, error) {
 	sv, old, obj, opts, sub := u.kind, u.old, u.obj, u.opts, u.sub
 	rev := u.stored.ModRevision
-	dry, err := dryRun(opts.DryRun)
-	if err != nil {
+	if err := invalidOptions("UpdateOptions", metav1validation.ValidateUpdateOptions(&opts)); err != nil {
 		return nil, nil, err
 	}
-	if err := validFieldValidation(opts.FieldValidation); err != nil {
-		return nil, nil, err
-	}
-	if err := kinds.ValidFieldManager("UpdateOptions", opts.FieldManager); err != nil {
-		return nil, nil, err
-	}
+	dry := len(opts.DryRun) > 0
 	if obj.GetName() != old.GetName() {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name of the stored object (%s)", obj.GetName(), old.GetName()))
 	}
