@@ -111,10 +111,6 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 			return nil, nil, err
 		}
 	}
-	generated := obj.GetName() == "" && obj.GetGenerateName() != ""
-	if generated {
-		obj.SetName(names.SimpleNameGenerator.GenerateName(obj.GetGenerateName()))
-	}
 	unknown, err := coerce(ctx, sv, obj)
 	if err != nil {
 		return nil, nil, err
@@ -132,6 +128,15 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	req := newAdmissionRequest(ctx, OpCreate, sv, "", obj, nil, dry)
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
 		return nil, nil, err
+	}
+	// The name is generated after mutating admission, which sees the
+	// name the client sent ("") and the generateName it may change, as
+	// kube-apiserver's rest.BeforeCreate generates it; validating
+	// admission is asked about the generated name.
+	generated := obj.GetName() == "" && obj.GetGenerateName() != ""
+	if generated {
+		obj.SetName(names.SimpleNameGenerator.GenerateName(obj.GetGenerateName()))
+		req.Name = obj.GetName()
 	}
 	// The server's metadata is set after mutating admission, which sees
 	// what the client sent, as kube-apiserver's rest.BeforeCreate sets it.
