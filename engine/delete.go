@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -47,21 +48,16 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 	if err != nil {
 		return nil, false, err
 	}
-	dry, err := dryRun(opts.DryRun)
-	if err != nil {
+	if err := validDeleteOptions(&opts); err != nil {
 		return nil, false, err
 	}
+	dry := len(opts.DryRun) > 0
 	policy := metav1.DeletePropagationBackground
 	if opts.OrphanDependents != nil && *opts.OrphanDependents {
 		policy = metav1.DeletePropagationOrphan
 	}
 	if opts.PropagationPolicy != nil {
 		policy = *opts.PropagationPolicy
-	}
-	switch policy {
-	case metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan:
-	default:
-		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("unknown propagationPolicy %q", policy))
 	}
 	gr := gvr.GroupResource()
 	k := key(sv, namespace, name)
@@ -221,6 +217,9 @@ func (s *Service) DeleteCollection(ctx context.Context, gvr schema.GroupVersionR
 			done(out, err)
 		}()
 	}
+	if err := validDeleteOptions(&del); err != nil {
+		return nil, err
+	}
 	if gvr == kinds.NamespaceResource {
 		// Kubernetes serves no deletecollection for namespaces: its router
 		// answers the method with this 405.
@@ -264,4 +263,14 @@ func (s *Service) purgeResource(ctx context.Context, group, resource string) err
 			return nil
 		}
 	}
+}
+
+// validDeleteOptions refuses options kube-apiserver's delete handlers
+// refuse, with their 422: an unknown propagationPolicy, one set together
+// with orphanDependents, a dryRun value other than All.
+func validDeleteOptions(opts *metav1.DeleteOptions) error {
+	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
+	}
+	return nil
 }

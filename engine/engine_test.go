@@ -106,7 +106,7 @@ func TestCreateValidation(t *testing.T) {
 			code: 400, reason: metav1.StatusReasonBadRequest},
 		{name: "missing namespace", mutate: func(u *unstructured.Unstructured) { u.SetNamespace("nowhere") },
 			code: 404, reason: metav1.StatusReasonNotFound},
-		{name: "bad dryRun", opts: metav1.CreateOptions{DryRun: []string{"Some"}}, code: 400, reason: metav1.StatusReasonBadRequest},
+		{name: "bad dryRun", opts: metav1.CreateOptions{DryRun: []string{"Some"}}, code: 422, reason: metav1.StatusReasonInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

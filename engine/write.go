@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -21,32 +23,27 @@ import (
 	"github.com/setpoint-dev/setpoint/store"
 )
 
-// dryRun checks the dryRun option: only "All" is known.
-func dryRun(values []string) (bool, error) {
-	for _, v := range values {
-		if v != metav1.DryRunAll {
-			return false, apierrors.NewBadRequest(fmt.Sprintf("invalid dryRun value %q: only %q is supported", v, metav1.DryRunAll))
-		}
-	}
-	return len(values) > 0, nil
-}
-
-func validFieldValidation(v string) error {
-	switch v {
-	case "", metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict:
+// invalidOptions is the 422 kube-apiserver's handlers answer for a
+// write's options that its validation refuses (an unknown dryRun or
+// fieldValidation value, a bad fieldManager); kind names the options.
+func invalidOptions(kind string, errs field.ErrorList) error {
+	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewBadRequest(fmt.Sprintf("invalid fieldValidation %q", v))
+	return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 }
 
 // Create stores a new object. Its namespace is the object's; server-owned
 // metadata (uid, creationTimestamp, resourceVersion, generation, deletion
-// fields) is set by the server whatever the client sent. It leaves obj as
+// fields) is set by the server whatever the client sent (CreateJSON, the
+// API's create, refuses a resourceVersion as kube-apiserver does; Create,
+// for the engine's own callers, drops it). It leaves obj as
 // it is: it is CreateJSON on a copy whose numbers are normalised
 // (objjson.NormalizeNumbers), so that an object built with encoding/json,
 // all of whose numbers are float64, is taken as its integers.
 func (s *Service) Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.CreateOptions) (*unstructured.Unstructured, error) {
 	obj = obj.DeepCopy()
+	obj.SetResourceVersion("")
 	objjson.NormalizeNumbers(obj.Object)
 	out, _, err := s.CreateJSON(ctx, gvr, obj, opts)
 	return out, err
@@ -100,16 +97,10 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 		err.ErrStatus.Message = "create not allowed while custom resource definition is terminating"
 		return nil, nil, err
 	}
-	dry, err := dryRun(opts.DryRun)
-	if err != nil {
+	if err := invalidOptions("CreateOptions", metav1validation.ValidateCreateOptions(&opts)); err != nil {
 		return nil, nil, err
 	}
-	if err := validFieldValidation(opts.FieldValidation); err != nil {
-		return nil, nil, err
-	}
-	if err := kinds.ValidFieldManager("CreateOptions", opts.FieldManager); err != nil {
-		return nil, nil, err
-	}
+	dry := len(opts.DryRun) > 0
 	normalizeNumbers(sv, obj)
 	if err := sv.CheckType(obj); err != nil {
 		return nil, nil, err
@@ -119,10 +110,6 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 		if err := s.checkNamespace(ctx, gvr.GroupResource(), obj.GetName(), ns); err != nil {
 			return nil, nil, err
 		}
-	}
-	generated := obj.GetName() == "" && obj.GetGenerateName() != ""
-	if generated {
-		obj.SetName(names.SimpleNameGenerator.GenerateName(obj.GetGenerateName()))
 	}
 	unknown, err := coerce(ctx, sv, obj)
 	if err != nil {
@@ -142,10 +129,20 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 	if err := s.mutateAndCoerce(ctx, sv, req, obj); err != nil {
 		return nil, nil, err
 	}
+	// The name is generated after mutating admission, which sees the
+	// name the client sent ("") and the generateName it may change, as
+	// kube-apiserver's rest.BeforeCreate generates it; validating
+	// admission is asked about the generated name.
+	generated := obj.GetName() == "" && obj.GetGenerateName() != ""
+	if generated {
+		obj.SetName(names.SimpleNameGenerator.GenerateName(obj.GetGenerateName()))
+		req.Name = obj.GetName()
+	}
 	// The server's metadata is set after mutating admission, which sees
 	// what the client sent, as kube-apiserver's rest.BeforeCreate sets it.
 	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(s.opts.Now()))
+	sentRV := obj.GetResourceVersion()
 	obj.SetResourceVersion("")
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
@@ -171,6 +168,16 @@ func (s *Service) create(ctx context.Context, gvr schema.GroupVersionResource, o
 			return nil, nil, apierrors.NewAlreadyExists(gvr.GroupResource(), obj.GetName())
 		}
 		return obj, nil, nil
+	}
+	// kube-apiserver's storage refuses a create that carries a
+	// resourceVersion, as a plain error (500 with no reason), after
+	// admission and validation and not on a dry run; one that is not a
+	// positive integer it ignores. kubectl create and apply clear it.
+	if rv, err := strconv.ParseUint(sentRV, 10, 64); err == nil && rv != 0 && fields == trackWrite {
+		return nil, nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+			Message: "resourceVersion should not be set on objects to be created",
+		}}
 	}
 	var body []byte
 	for attempt := 0; ; attempt++ {
@@ -360,16 +367,10 @@ type storedUpdate struct {
 func (s *Service) writeUpdate(ctx context.Context, u storedUpdate) (*unstructured.Unstructured, []byte, error) {
 	sv, old, obj, opts, sub := u.kind, u.old, u.obj, u.opts, u.sub
 	rev := u.stored.ModRevision
-	dry, err := dryRun(opts.DryRun)
-	if err != nil {
+	if err := invalidOptions("UpdateOptions", metav1validation.ValidateUpdateOptions(&opts)); err != nil {
 		return nil, nil, err
 	}
-	if err := validFieldValidation(opts.FieldValidation); err != nil {
-		return nil, nil, err
-	}
-	if err := kinds.ValidFieldManager("UpdateOptions", opts.FieldManager); err != nil {
-		return nil, nil, err
-	}
+	dry := len(opts.DryRun) > 0
 	if obj.GetName() != old.GetName() {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name of the stored object (%s)", obj.GetName(), old.GetName()))
 	}

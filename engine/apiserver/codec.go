@@ -10,8 +10,10 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 
+	"github.com/munnerz/goautoneg"
 	yamlv3 "go.yaml.in/yaml/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -167,6 +169,37 @@ func statusOf(err error) metav1.Status {
 func writeError(w http.ResponseWriter, err error) {
 	st := statusOf(err)
 	writeJSON(w, int(st.Code), &st)
+}
+
+// acceptedTypes are the media types kube-apiserver names when it finds
+// none it can answer in among a request's Accept. Setpoint answers a
+// request for protobuf in JSON, as it does one that also takes JSON.
+var acceptedTypes = []string{"application/json", "application/yaml", protobufType}
+
+// negotiate refuses a resource request whose Accept names no media type
+// Setpoint answers in, with the 406 Not Acceptable kube-apiserver's
+// handlers answer (negotiation.NegotiateOutputMediaType). No Accept takes
+// anything.
+func negotiate(r *http.Request) error {
+	accept := r.Header.Get("Accept")
+	if accept == "" {
+		return nil
+	}
+	for _, c := range goautoneg.ParseAccept(accept) {
+		if c.Type == "*" && c.SubType == "*" {
+			return nil
+		}
+		if c.Type != "application" {
+			continue
+		}
+		if c.SubType == "*" || slices.Contains(acceptedTypes, "application/"+c.SubType) {
+			return nil
+		}
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
+		Message: "only the following media types are accepted: " + strings.Join(acceptedTypes, ", "),
+	}}
 }
 
 // wantsYAML tells whether the client prefers YAML to JSON.

@@ -110,6 +110,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	serving.MarkServed(r.Context())
+	if err := negotiate(r); err != nil {
+		writeError(w, err)
+		return
+	}
 	if t.res.DeprecationWarning != "" {
 		warning.AddWarning(r.Context(), "", t.res.DeprecationWarning)
 	}

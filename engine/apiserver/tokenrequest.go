@@ -155,11 +155,18 @@ func (h tokenRequestHandler) issue(w http.ResponseWriter, r *http.Request, names
 
 // boundSecret resolves the object a TokenRequest binds its token to, as
 // kube-apiserver's TokenRequest storage does: a Secret of the namespace
-// (404 when there is none, 409 when the reference's UID is another's); a
+// (400 when the reference names none, 404 when there is none, 409 when
+// the reference's UID is another's); a
 // Pod or a Node is looked up where Setpoint serves none, so that it is
 // the 404 kube-apiserver answers for one that does not exist.
 func (h tokenRequestHandler) boundSecret(ctx context.Context, namespace string, ref *authenticationv1.BoundObjectReference) (*serviceaccount.BoundObject, error) {
 	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+	bindable := gvk.Group == "" && (gvk.Kind == "Secret" || gvk.Kind == "Pod" || gvk.Kind == "Node")
+	if bindable && ref.Name == "" {
+		// kube-apiserver looks the object up by its name, and its
+		// storage's key function refuses an empty one.
+		return nil, apierrors.NewBadRequest("Name parameter required.")
+	}
 	switch {
 	case gvk.Group == "" && gvk.Kind == "Secret":
 	case gvk.Group == "" && gvk.Kind == "Pod":
