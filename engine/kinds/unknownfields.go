@@ -125,8 +125,16 @@ func (tf *typedFields) prune(obj map[string]any, schema func() *builtinTypes) (u
 			return nil, nil
 		}
 	}
+	return tf.pruneDecoded(obj, false)
+}
+
+// pruneDecoded is prune without the walk: it decodes obj into the Go type,
+// whatever obj holds; with whole, the members that hold no object too,
+// even those plainField passes (the exact answer, which prune's tests
+// check it against).
+func (tf *typedFields) pruneDecoded(obj map[string]any, whole bool) (unknown []string, err error) {
 	data, err := marshalMembers(obj, func(k string, v any) bool {
-		return k != "metadata" && (tf.encode || !tf.noFields[k] || !tf.plainField(k, v))
+		return k != "metadata" && (whole || tf.encode || !tf.noFields[k] || !tf.plainField(k, v))
 	})
 	if err != nil {
 		return nil, err
