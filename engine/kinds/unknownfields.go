@@ -10,8 +10,10 @@ import (
 	"strings"
 	"sync"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	kjson "sigs.k8s.io/json"
 
 	"github.com/setpoint-dev/setpoint/engine/internal/objjson"
@@ -51,6 +53,101 @@ type typedFields struct {
 	// timestamps as null, reportingInstance as ""), from the same decoding
 	// that finds its unknown fields.
 	encode bool
+	// selfDecoding is whether the type holds a CRD schema's items,
+	// additionalProperties, additionalItems or dependencies (see
+	// reencodeSchemas).
+	selfDecoding bool
+}
+
+// schemaUnions are the types of a CRD schema that decode themselves, with
+// the lenient decoder (k8s.io/apimachinery/pkg/util/json): the strict
+// decoder that calls them reports no unknown field inside them, and
+// kube-apiserver, which stores the object as its Go type encodes it, drops
+// those fields without a word, under fieldValidation=Strict too.
+var schemaUnions = map[reflect.Type]bool{
+	reflect.TypeFor[apiextensionsv1.JSONSchemaPropsOrArray]():       true,
+	reflect.TypeFor[apiextensionsv1.JSONSchemaPropsOrBool]():        true,
+	reflect.TypeFor[apiextensionsv1.JSONSchemaPropsOrStringArray](): true,
+}
+
+// holdsSchemaUnions reports whether a value of type t may hold one of
+// schemaUnions.
+func holdsSchemaUnions(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if schemaUnions[t] {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return holdsSchemaUnions(t.Elem(), seen)
+	case reflect.Struct:
+		if seen[t] {
+			return false
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			if holdsSchemaUnions(t.Field(i).Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// reencodeSchemas replaces each value in v, the JSON of which typed is
+// the decoding, that decoded into one of schemaUnions with what that
+// decoding encodes to: without the fields it dropped, as kube-apiserver
+// stores it.
+func reencodeSchemas(v any, typed reflect.Value) any {
+	for typed.Kind() == reflect.Pointer || typed.Kind() == reflect.Interface {
+		if typed.IsNil() {
+			return v
+		}
+		typed = typed.Elem()
+	}
+	if schemaUnions[typed.Type()] {
+		b, err := json.Marshal(typed.Interface())
+		var out any
+		if err != nil || utiljson.Unmarshal(b, &out) != nil {
+			return v
+		}
+		return out
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		switch typed.Kind() {
+		case reflect.Struct:
+			t := typed.Type()
+			for i := range t.NumField() {
+				f := t.Field(i)
+				name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+				switch {
+				case f.Anonymous && (name == "" || strings.Contains(opts, "inline")):
+					reencodeSchemas(v, typed.Field(i))
+				case name == "" || name == "-" || name == "metadata":
+				default:
+					if e, ok := v[name]; ok && holdsSchemaUnions(f.Type, map[reflect.Type]bool{}) {
+						v[name] = reencodeSchemas(e, typed.Field(i))
+					}
+				}
+			}
+		case reflect.Map:
+			if typed.Type().Key().Kind() != reflect.String {
+				return v
+			}
+			for k, e := range v {
+				if ev := typed.MapIndex(reflect.ValueOf(k).Convert(typed.Type().Key())); ev.IsValid() {
+					v[k] = reencodeSchemas(e, ev)
+				}
+			}
+		}
+	case []any:
+		if typed.Kind() == reflect.Slice && typed.Len() == len(v) {
+			for i := range v {
+				v[i] = reencodeSchemas(v[i], typed.Index(i))
+			}
+		}
+	}
+	return v
 }
 
 // schemaOf returns the typing of sv's objects by its API's schema, made
@@ -72,7 +169,8 @@ func newTypedFields(typed any) *typedFields {
 		return nil
 	}
 	t := reflect.TypeOf(typed).Elem()
-	tf := &typedFields{typ: t, noFields: map[string]bool{}, fieldTypes: map[string]reflect.Type{}}
+	tf := &typedFields{typ: t, noFields: map[string]bool{}, fieldTypes: map[string]reflect.Type{},
+		selfDecoding: holdsSchemaUnions(t, map[reflect.Type]bool{})}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -125,8 +223,16 @@ func (tf *typedFields) prune(obj map[string]any, schema func() *builtinTypes) (u
 			return nil, nil
 		}
 	}
+	return tf.pruneDecoded(obj, false)
+}
+
+// pruneDecoded is prune without the walk: it decodes obj into the Go type,
+// whatever obj holds; with whole, the members that hold no object too,
+// even those plainField passes (the exact answer, which prune's tests
+// check it against).
+func (tf *typedFields) pruneDecoded(obj map[string]any, whole bool) (unknown []string, err error) {
 	data, err := marshalMembers(obj, func(k string, v any) bool {
-		return k != "metadata" && (tf.encode || !tf.noFields[k] || !tf.plainField(k, v))
+		return k != "metadata" && (whole || tf.encode || !tf.noFields[k] || !tf.plainField(k, v))
 	})
 	if err != nil {
 		return nil, err
@@ -143,6 +249,9 @@ func (tf *typedFields) prune(obj map[string]any, schema func() *builtinTypes) (u
 		}
 	}
 	slices.Sort(unknown)
+	if !tf.encode && tf.selfDecoding {
+		reencodeSchemas(obj, reflect.ValueOf(typed).Elem())
+	}
 	if tf.encode {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(typed)
 		if err != nil {

@@ -128,6 +128,40 @@ var unknownFieldCases = []struct {
 	},
 }
 
+// The unknown fields inside a CRD schema's items, additionalProperties,
+// additionalItems or dependencies, which decode themselves leniently, are
+// dropped without being reported, as kube-apiserver stores the schema its
+// Go type encodes; the unknown field beside them is reported.
+func init() {
+	unknownFieldCases = append(unknownFieldCases, struct {
+		name    string
+		gvr     schema.GroupVersionResource
+		in      string
+		unknown []string
+		want    string
+	}{
+		name: "CRD schema unions",
+		gvr:  CRDResource,
+		in: `{apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, metadata: {name: boxes.example.setpoint.dev},
+			spec: {group: example.setpoint.dev, scope: Namespaced, names: {plural: boxes, kind: Box},
+			versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, properties: {
+				l: {type: array, bogus: 1, items: {type: object, typo: 2, properties: {a: {type: string, deep: 3}}}},
+				t: {type: array, items: [{type: string, tuple: 4}]},
+				m: {type: object, additionalProperties: {type: string, maxLenght: 5}},
+				d: {type: object, dependencies: {a: {required: [b], dep: 6}, c: [e]}},
+				b: {type: object, additionalProperties: false}}}}}]}}`,
+		unknown: []string{"spec.versions[0].schema.openAPIV3Schema.properties.l.bogus"},
+		want: `{apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, metadata: {name: boxes.example.setpoint.dev},
+			spec: {group: example.setpoint.dev, scope: Namespaced, names: {plural: boxes, kind: Box},
+			versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, properties: {
+				l: {type: array, items: {type: object, properties: {a: {type: string}}}},
+				t: {type: array, items: [{type: string}]},
+				m: {type: object, additionalProperties: {type: string}},
+				d: {type: object, dependencies: {a: {required: [b]}, c: [e]}},
+				b: {type: object, additionalProperties: false}}}}}]}}`,
+	})
+}
+
 func TestCoerceBuiltinNestedUnknownFields(t *testing.T) {
 	r := NewRegistry()
 	for _, tc := range unknownFieldCases {
@@ -174,7 +208,9 @@ func TestPruneBuiltinWithSchema(t *testing.T) {
 			}
 			want := fromRequestYAML(t, tc.want).Object
 			delete(want, "metadata")
-			if bt.hasUnknown(want, sv.typed.noFields) {
+			// A CRD schema's unions decode themselves: the walk leaves
+			// them to the decoder.
+			if tc.name != "CRD schema unions" && bt.hasUnknown(want, sv.typed.noFields) {
 				t.Error("the schema finds unknown fields in the pruned object")
 			}
 			for _, schema := range []*builtinTypes{nil, &bt} {
