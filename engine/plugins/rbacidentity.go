@@ -161,6 +161,12 @@ func (m *Manager) ensureRole(ctx context.Context, obj *unstructured.Unstructured
 		}
 		if r, ok := o.v.(*rbacv1.ClusterRole); ok {
 			r.Rules = append(slices.Clone(rules), addedRules(cur, rules)...)
+			// The rules kept are those of the role as read: applied
+			// under its resourceVersion, an administrator's edit since
+			// is a conflict (the reconcile is retried), not lost.
+			if cur != nil {
+				r.ResourceVersion = cur.GetResourceVersion()
+			}
 		}
 		data, err := json.Marshal(o.v)
 		if err != nil {
