@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/cache"
 
@@ -95,7 +94,11 @@ func (c *Controller) newEvent(obj *unstructured.Unstructured, typ, reason, messa
 		ns = metav1.NamespaceDefault
 	}
 	component := "setpoint/" + c.opts.Name
-	body, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.Event{
+	return kinds.BuiltEvent(&corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s.%x", obj.GetName(), uint64(now.UnixNano())+eventSeq.Add(1)),
+			Namespace: ns,
+		},
 		InvolvedObject: corev1.ObjectReference{
 			APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName(), Namespace: obj.GetNamespace(),
 			UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
@@ -105,15 +108,6 @@ func (c *Controller) newEvent(obj *unstructured.Unstructured, typ, reason, messa
 		Source:              corev1.EventSource{Component: component, Host: reportingInstance},
 		ReportingController: component, ReportingInstance: reportingInstance,
 	})
-	if err != nil {
-		return nil, err
-	}
-	body["apiVersion"], body["kind"] = "v1", "Event"
-	body["metadata"] = map[string]any{
-		"name":      fmt.Sprintf("%s.%x", obj.GetName(), uint64(now.UnixNano())+eventSeq.Add(1)),
-		"namespace": ns,
-	}
-	return &unstructured.Unstructured{Object: body}, nil
 }
 
 // Repeated events are aggregated the way Kubernetes' event recorders do: an

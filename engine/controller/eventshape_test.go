@@ -1,15 +1,13 @@
 package controller
 
 import (
-	"encoding/json"
-	"reflect"
+	"fmt"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	kjson "sigs.k8s.io/json"
+
+	"github.com/setpoint-dev/setpoint/engine/kinds/kindstest"
 )
 
 // TestEventBuiltShape: the controller's Events are built in the shape the
@@ -43,30 +41,6 @@ func TestEventBuiltShape(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := map[string]any{}
-		for k, v := range ev.Object {
-			if k != "apiVersion" && k != "kind" && k != "metadata" {
-				body[k] = v
-			}
-		}
-		data, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var typed corev1.Event
-		strict, err := kjson.UnmarshalStrict(data, &typed, kjson.DisallowUnknownFields)
-		if err != nil || len(strict) > 0 {
-			t.Fatalf("%+v: the Event does not decode strictly: %v %v", tc, err, strict)
-		}
-		want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&typed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range []string{"apiVersion", "kind", "metadata"} {
-			delete(want, k)
-		}
-		if !reflect.DeepEqual(body, want) {
-			t.Errorf("%+v: built\n%v\nwant corev1.Event's encoding\n%v", tc, body, want)
-		}
+		kindstest.CheckBuiltEvent(t, ev, fmt.Sprintf("%+v", tc))
 	}
 }

@@ -165,3 +165,19 @@ func requiredWithin(path *field.Path, v string, limit int) field.ErrorList {
 	}
 	return nil
 }
+
+// BuiltEvent encodes e as the Event kind stores it, corev1.Event's
+// encoding with its apiVersion and kind, the shape a write marked
+// WithBuiltShape promises; metadata holds e's name and namespace only (the
+// server sets the rest on create).
+func BuiltEvent(e *corev1.Event) (*unstructured.Unstructured, error) {
+	c := *e // metadata apart: ObjectMeta encodes a null creationTimestamp
+	c.ObjectMeta = metav1.ObjectMeta{}
+	body, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
+	if err != nil {
+		return nil, fmt.Errorf("encode the Event: %w", err)
+	}
+	body["apiVersion"], body["kind"] = "v1", "Event"
+	body["metadata"] = map[string]any{"name": e.Name, "namespace": e.Namespace}
+	return &unstructured.Unstructured{Object: body}, nil
+}

@@ -197,13 +197,10 @@ func pluginEvent(plugin, ns string, regarding abi.ObjectRef, typ string, ev abi.
 		// component.
 		ReportingController: "plugin/" + plugin,
 	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(e)
+	u, err := kinds.BuiltEvent(e)
 	if err != nil {
-		return nil, fmt.Errorf("plugins: encode event: %w", err)
+		return nil, fmt.Errorf("plugins: %w", err)
 	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetAPIVersion("v1")
-	u.SetKind("Event")
 	return u, nil
 }
 
