@@ -182,8 +182,8 @@ var acceptedTypes = []string{"application/json", "application/yaml", protobufTyp
 // anything.
 func negotiate(r *http.Request) error {
 	accept := r.Header.Get("Accept")
-	if accept == "" {
-		return nil
+	if accept == "" || takesJSON(accept) {
+		return nil // what kubectl and client-go send: no parsing
 	}
 	for _, c := range goautoneg.ParseAccept(accept) {
 		if c.Type == "*" && c.SubType == "*" {
@@ -200,6 +200,24 @@ func negotiate(r *http.Request) error {
 		Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable,
 		Message: "only the following media types are accepted: " + strings.Join(acceptedTypes, ", "),
 	}}
+}
+
+// takesJSON tells whether accept plainly names application/json, */* or
+// application/*.
+func takesJSON(accept string) bool {
+	for _, t := range [...]string{"application/json", "*/*", "application/*"} {
+		for rest := accept; ; {
+			i := strings.Index(rest, t)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(t):]
+			if rest == "" || rest[0] == ',' || rest[0] == ';' || rest[0] == ' ' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // wantsYAML tells whether the client prefers YAML to JSON.
