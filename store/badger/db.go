@@ -101,9 +101,11 @@ func Open(dir string, opts Options) (*DB, error) {
 	}
 	// Badger replays its logs itself, cutting each at its first bad
 	// entry; damage there must not drop the writes logged after it.
+	start := time.Now()
 	if err := verifyLogs(dir); err != nil {
 		return nil, err
 	}
+	opts.Logger.Info("store logs verified", "dir", dir, "took", time.Since(start).Round(time.Millisecond))
 	db := &DB{
 		bo:       bo,
 		opts:     opts,

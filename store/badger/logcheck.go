@@ -229,7 +229,7 @@ func hasZeroSector(f *os.File, from, to int64) (bool, error) {
 	buf := make([]byte, 0, 1<<20)
 	for off := from; off < to; {
 		// Read up to a sector boundary, so each sector's part is whole.
-		n := min(to-off, int64(cap(buf))-(off+int64(cap(buf)))%logSector)
+		n := min(to-off, int64(cap(buf))-off%logSector)
 		b := buf[:n]
 		if _, err := f.ReadAt(b, off); err != nil {
 			return false, err
