@@ -89,7 +89,7 @@ func (s *Service) UpdateFinalizeJSON(ctx context.Context, obj *unstructured.Unst
 		done := s.audit(ctx, u, "update", kinds.NamespaceResource, "", nameOf(obj), "finalize", auditObject(obj))
 		defer func() { done(auditObject(out), err) }()
 	}
-	return s.update(ctx, kinds.NamespaceResource, obj, opts, "finalize")
+	return s.update(ctx, kinds.NamespaceResource, obj, opts, "finalize", false)
 }
 
 // deleteNamespace is what a delete of the namespace cur does, as

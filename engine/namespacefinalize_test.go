@@ -138,7 +138,7 @@ func TestNamespaceFinalizeSubresource(t *testing.T) {
 
 	// /finalize is a namespace's only.
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "namespace": "default"}}}
-	if _, _, err := s.update(ctx, kinds.ConfigMapResource, cm, metav1.UpdateOptions{}, "finalize"); !apierrors.IsNotFound(err) {
+	if _, _, err := s.update(ctx, kinds.ConfigMapResource, cm, metav1.UpdateOptions{}, "finalize", false); !apierrors.IsNotFound(err) {
 		t.Errorf("finalize of a ConfigMap: %v, want 404", err)
 	}
 }

@@ -236,7 +236,7 @@ func namespaceTerminatingError(gr schema.GroupResource, name, ns string) error {
 // When the kind has a status subresource, status is kept as stored.
 // Its numbers are normalised first, as Create's are.
 func (s *Service) Update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.UpdateJSON(ctx, gvr, normalizedCopy(obj), opts)
+	out, _, err := s.updateAudited(ctx, gvr, obj, opts, "", true)
 	return out, err
 }
 
@@ -246,31 +246,35 @@ func (s *Service) Update(ctx context.Context, gvr schema.GroupVersionResource, o
 // the JSON dropped. Both leave obj as it is. UpdateJSON takes obj's
 // numbers as the request wrote them (see CreateJSON).
 func (s *Service) UpdateJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (out *unstructured.Unstructured, doc []byte, err error) {
-	if u := s.auditUser(ctx); u != nil {
-		done := s.audit(ctx, u, "update", gvr, namespaceOf(obj), nameOf(obj), "", auditObject(obj))
-		defer func() { done(auditObject(out), err) }()
-	}
-	return s.update(ctx, gvr, obj, opts, "")
+	return s.updateAudited(ctx, gvr, obj, opts, "", false)
 }
 
 // UpdateStatus replaces the status of an object through its /status
 // subresource; everything else is kept as stored.
 func (s *Service) UpdateStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
-	out, _, err := s.UpdateStatusJSON(ctx, gvr, normalizedCopy(obj), opts)
+	out, _, err := s.updateAudited(ctx, gvr, obj, opts, "status", true)
 	return out, err
 }
 
 // UpdateStatusJSON is UpdateStatus that also returns the object as JSON (see
 // UpdateJSON); UpdateStatus is UpdateStatusJSON with the JSON dropped.
 func (s *Service) UpdateStatusJSON(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (out *unstructured.Unstructured, doc []byte, err error) {
-	if u := s.auditUser(ctx); u != nil {
-		done := s.audit(ctx, u, "update", gvr, namespaceOf(obj), nameOf(obj), "status", auditObject(obj))
-		defer func() { done(auditObject(out), err) }()
-	}
-	return s.update(ctx, gvr, obj, opts, "status")
+	return s.updateAudited(ctx, gvr, obj, opts, "status", false)
 }
 
-func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string) (*unstructured.Unstructured, []byte, error) {
+// updateAudited is update, audited when the request's user is.
+func (s *Service) updateAudited(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string, goNumbers bool) (out *unstructured.Unstructured, doc []byte, err error) {
+	if u := s.auditUser(ctx); u != nil {
+		done := s.audit(ctx, u, "update", gvr, namespaceOf(obj), nameOf(obj), sub, auditObject(obj))
+		defer func() { done(auditObject(out), err) }()
+	}
+	return s.update(ctx, gvr, obj, opts, sub, goNumbers)
+}
+
+// update writes a copy of obj (left as it is). goNumbers says obj was built
+// in Go (Update, UpdateStatus): all its numbers are normalised, where a
+// request's are only for custom resources (normalizeNumbers).
+func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub string, goNumbers bool) (*unstructured.Unstructured, []byte, error) {
 	if obj == nil || obj.Object == nil {
 		return nil, nil, apierrors.NewBadRequest("no object to update")
 	}
@@ -282,7 +286,11 @@ func (s *Service) update(ctx context.Context, gvr schema.GroupVersionResource, o
 		return nil, nil, notServed(gvr)
 	}
 	obj = obj.DeepCopy()
-	normalizeNumbers(sv, obj)
+	if goNumbers {
+		objjson.NormalizeNumbers(obj.Object)
+	} else {
+		normalizeNumbers(sv, obj)
+	}
 	if err := sv.CheckType(obj); err != nil {
 		return nil, nil, err
 	}
@@ -323,17 +331,6 @@ func normalizeNumbers(sv *kinds.Kind, obj *unstructured.Unstructured) {
 	if !sv.Builtin {
 		objjson.NormalizeNumbers(obj.Object)
 	}
-}
-
-// normalizedCopy returns a copy of obj with its numbers normalised
-// (objjson.NormalizeNumbers); nil for nil.
-func normalizedCopy(obj *unstructured.Unstructured) *unstructured.Unstructured {
-	if obj == nil {
-		return nil
-	}
-	obj = obj.DeepCopy()
-	objjson.NormalizeNumbers(obj.Object)
-	return obj
 }
 
 // decodeFirst returns the error decoding obj gives (a value of the wrong
