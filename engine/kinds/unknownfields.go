@@ -70,6 +70,20 @@ var schemaUnions = map[reflect.Type]bool{
 	reflect.TypeFor[apiextensionsv1.JSONSchemaPropsOrStringArray](): true,
 }
 
+// unionHolders caches holdsSchemaUnions by type: reencodeSchemas asks it of
+// every field of every schema node it walks.
+var unionHolders sync.Map // reflect.Type -> bool
+
+// holdsUnions is holdsSchemaUnions, cached.
+func holdsUnions(t reflect.Type) bool {
+	if v, ok := unionHolders.Load(t); ok {
+		return v.(bool)
+	}
+	holds := holdsSchemaUnions(t, map[reflect.Type]bool{})
+	unionHolders.Store(t, holds)
+	return holds
+}
+
 // holdsSchemaUnions reports whether a value of type t may hold one of
 // schemaUnions.
 func holdsSchemaUnions(t reflect.Type, seen map[reflect.Type]bool) bool {
@@ -125,7 +139,7 @@ func reencodeSchemas(v any, typed reflect.Value) any {
 					reencodeSchemas(v, typed.Field(i))
 				case name == "" || name == "-" || name == "metadata":
 				default:
-					if e, ok := v[name]; ok && holdsSchemaUnions(f.Type, map[reflect.Type]bool{}) {
+					if e, ok := v[name]; ok && holdsUnions(f.Type) {
 						v[name] = reencodeSchemas(e, typed.Field(i))
 					}
 				}
