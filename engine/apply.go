@@ -23,10 +23,7 @@ import (
 // validPatchOptions checks a patch's options as kube-apiserver does: an
 // apply names its field manager, only an apply may force.
 func validPatchOptions(opts metav1.PatchOptions, pt types.PatchType) error {
-	if errs := metav1validation.ValidatePatchOptions(&opts, pt); len(errs) > 0 {
-		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "", errs)
-	}
-	return nil
+	return invalidOptions("PatchOptions", metav1validation.ValidatePatchOptions(&opts, pt))
 }
 
 // Apply is server-side apply (a patch of type application/apply-patch+yaml,

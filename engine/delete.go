@@ -108,14 +108,11 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 		// of a CRD already marked goes through the registry, as any
 		// other object's does.
 		crdFirst := gvr == kinds.CRDResource && cur.GetDeletionTimestamp() == nil
-		switch gvr {
-		case kinds.CRDResource:
-			if crdFirst {
-				fins = addFinalizer(fins, apiextensionsv1.CustomResourceCleanupFinalizer)
-				if err := setCRDCondition(upd.Object, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionPending",
-					"CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon", s.opts.Now()); err != nil {
-					return nil, false, apierrors.NewInternalError(err)
-				}
+		if crdFirst {
+			fins = addFinalizer(fins, apiextensionsv1.CustomResourceCleanupFinalizer)
+			if err := setCRDCondition(upd.Object, apiextensionsv1.Terminating, apiextensionsv1.ConditionTrue, "InstanceDeletionPending",
+				"CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon", s.opts.Now()); err != nil {
+				return nil, false, apierrors.NewInternalError(err)
 			}
 		}
 		switch {
@@ -163,9 +160,9 @@ func (s *Service) deleteObject(ctx context.Context, gvr schema.GroupVersionResou
 				upd.SetDeletionGracePeriodSeconds(&zero)
 				// Marking it deleted changes what the object is to do:
 				// as Kubernetes' registry does, it counts as a new
-				// generation where the kind counts them (but not for a
-				// CRD, whose storage marks it without the registry).
-				if g := upd.GetGeneration(); g > 0 && gvr != kinds.CRDResource {
+				// generation where the kind counts them (a CRD, whose
+				// storage marks it without the registry, is crdFirst here).
+				if g := upd.GetGeneration(); g > 0 {
 					upd.SetGeneration(g + 1)
 				}
 			}
@@ -269,8 +266,5 @@ func (s *Service) purgeResource(ctx context.Context, group, resource string) err
 // refuse, with their 422: an unknown propagationPolicy, one set together
 // with orphanDependents, a dryRun value other than All.
 func validDeleteOptions(opts *metav1.DeleteOptions) error {
-	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
-		return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "DeleteOptions"}, "", errs)
-	}
-	return nil
+	return invalidOptions("DeleteOptions", metav1validation.ValidateDeleteOptions(opts))
 }

@@ -202,12 +202,12 @@ func (namespaceHooks) committed(_ context.Context, s *Service, obj, old map[stri
 	}
 }
 
-// SystemNamespaces are the namespaces kube-apiserver creates as it starts,
+// systemNamespaces are the namespaces kube-apiserver creates as it starts,
 // which tools expect to find (kubectl -n kube-system, leader election
 // leases in kube-system, node leases in kube-node-lease). The server
 // creates those missing each time it starts, so that a data directory
 // written without them has them too.
-var SystemNamespaces = []string{kinds.DefaultNamespace, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
+var systemNamespaces = []string{kinds.DefaultNamespace, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
 
 // immortalNamespace tells whether the namespace name may not be deleted:
 // those Kubernetes' NamespaceLifecycle admission protects. kube-node-lease
@@ -220,10 +220,10 @@ func immortalNamespace(name string) bool {
 	return false
 }
 
-// createSystemNamespaces creates the SystemNamespaces that are missing.
+// createSystemNamespaces creates the systemNamespaces that are missing.
 func (s *Service) createSystemNamespaces(ctx context.Context) error {
 	ctx = WithSystemUser(ctx, APIServerUser)
-	for _, name := range SystemNamespaces {
+	for _, name := range systemNamespaces {
 		ns := &unstructured.Unstructured{}
 		ns.SetAPIVersion("v1")
 		ns.SetKind("Namespace")

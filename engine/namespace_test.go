@@ -161,7 +161,7 @@ func TestNamespaceFieldSelectorPhase(t *testing.T) {
 	}
 	defer w.Stop()
 	// ns-a, ns-b and the system namespaces but default.
-	for range 2 + len(SystemNamespaces) - 1 {
+	for range 2 + len(systemNamespaces) - 1 {
 		if ev := nextEvent(t, w); ev.Type != watch.Added {
 			t.Fatalf("initial event %s, want ADDED", ev.Type)
 		}

@@ -82,7 +82,7 @@ type admitterBox struct{ a Admitter }
 
 // New returns a Service on opts.Store: it serves the built-in kinds and every
 // CRD already stored, and makes sure the system namespaces exist
-// (SystemNamespaces).
+// (systemNamespaces).
 func New(ctx context.Context, opts Options) (*Service, error) {
 	if opts.Store == nil {
 		return nil, errors.New("engine: Options.Store is required")
