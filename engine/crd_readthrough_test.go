@@ -293,7 +293,7 @@ func serves(rs []kinds.Resource, gvr schema.GroupVersionResource) bool {
 	return false
 }
 
-// TestDiscoveryCatchesUpWithCRDs: discovery (Resources) on a Service whose
+// TestDiscoveryCatchesUpWithCRDs: discovery (CaughtUpResources) on a Service whose
 // CRD watch lags lists a CRD another Service just created, and no longer
 // lists one another Service deleted, without waiting for the watch.
 func TestDiscoveryCatchesUpWithCRDs(t *testing.T) {
@@ -304,13 +304,13 @@ func TestDiscoveryCatchesUpWithCRDs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rs := c.Resources()
+	rs := c.CaughtUpResources()
 	if !serves(rs, widgets) || !serves(rs, doodads) {
 		t.Fatalf("discovery just after two CRDs were created through another Service: widgets %v, doodads %v; want both",
 			serves(rs, widgets), serves(rs, doodads))
 	}
 	deleteDoodadCRD(t, a)
-	if rs := c.Resources(); serves(rs, doodads) || !serves(rs, widgets) {
+	if rs := c.CaughtUpResources(); serves(rs, doodads) || !serves(rs, widgets) {
 		t.Errorf("discovery just after the doodad CRD was deleted through another Service: widgets %v, doodads %v; want widgets only",
 			serves(rs, widgets), serves(rs, doodads))
 	}
@@ -330,7 +330,7 @@ func TestDiscoveryCatchesUpWithCRDs(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if rs := c.Resources(); serves(rs, doodads) || !serves(rs, widgets) {
+	if rs := c.CaughtUpResources(); serves(rs, doodads) || !serves(rs, widgets) {
 		t.Errorf("discovery after the watch caught up: widgets %v, doodads %v; want widgets only",
 			serves(rs, widgets), serves(rs, doodads))
 	}

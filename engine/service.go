@@ -135,10 +135,14 @@ func (s *Service) setAdmitter(a Admitter) {
 }
 
 // Resources returns every served resource version, sorted by group, resource
-// and version priority. On a shared store it first catches up with the
-// stored CRDs (catchUpCRDs), so that discovery lists what another server
-// just served.
-func (s *Service) Resources() []kinds.Resource {
+// and version priority, as this server serves them now.
+func (s *Service) Resources() []kinds.Resource { return s.reg.Resources() }
+
+// CaughtUpResources is Resources after, on a shared store, catching up with
+// the stored CRDs (catchUpCRDs: a read of their keys), so that discovery
+// lists what another server just served. Discovery calls it; other callers
+// call it on a miss in Resources.
+func (s *Service) CaughtUpResources() []kinds.Resource {
 	s.catchUpCRDs()
 	return s.reg.Resources()
 }

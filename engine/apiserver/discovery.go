@@ -94,7 +94,7 @@ func wantsAggregated(r *http.Request) bool {
 func (s *Server) groupVersions() (groups []string, versions map[string][]string, resources map[schema.GroupVersion][]kinds.Resource) {
 	versions = map[string][]string{}
 	resources = map[schema.GroupVersion][]kinds.Resource{}
-	for _, res := range append(s.eng.Resources(), reviewResources...) {
+	for _, res := range append(s.eng.CaughtUpResources(), reviewResources...) {
 		gv := res.GVR.GroupVersion()
 		if _, ok := resources[gv]; !ok {
 			if _, ok := versions[gv.Group]; !ok {

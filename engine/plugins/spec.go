@@ -177,12 +177,15 @@ func groupKind(gk schema.GroupKind) string {
 }
 
 // resolve finds the served resource named "plural.group" ("plural" for the
-// core group), at its preferred version.
+// core group), at its preferred version; one not served yet is looked for
+// again after catching up with CRDs another server stored.
 func resolve(svc *engine.Service, name string) (kinds.Resource, error) {
 	gr := schema.ParseGroupResource(name)
-	for _, r := range svc.Resources() { // preferred version first
-		if r.GVR.GroupResource() == gr {
-			return r, nil
+	for _, resources := range []func() []kinds.Resource{svc.Resources, svc.CaughtUpResources} {
+		for _, r := range resources() { // preferred version first
+			if r.GVR.GroupResource() == gr {
+				return r, nil
+			}
 		}
 	}
 	return kinds.Resource{}, fmt.Errorf("%w: %q", ErrNotServed, name)
