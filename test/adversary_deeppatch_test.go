@@ -2,11 +2,13 @@ package test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/test/testserver"
+	"github.com/setpoint-dev/setpoint/test/testsupport"
 )
 
 // TestJSONPatchCannotNestDeep sends the built server JSON patches whose
@@ -17,35 +19,11 @@ import (
 // could then write back. Such a patch must be refused with 422 and leave
 // the object as it was; one that stays within the bound still applies.
 func TestJSONPatchCannotNestDeep(t *testing.T) {
-	s := testserver.Start(t, testserver.Options{})
-	do := func(method, path, ct, body string) (int, []byte) {
-		t.Helper()
-		code, b, err := s.DoWith(method, path, s.Token, strings.NewReader(body), testserver.DoOptions{
-			Header: map[string][]string{"Content-Type": {ct}}, Timeout: time.Minute,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return code, b
-	}
-	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"blobs.deep.example"},
-	"spec":{"group":"deep.example","scope":"Namespaced","names":{"plural":"blobs","singular":"blob","kind":"Blob","listKind":"BlobList"},
-	"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
-	if code, b := do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", crd); code != 201 {
-		t.Fatalf("create CRD: %d %s", code, b)
-	}
-	const blobs = "/apis/deep.example/v1/namespaces/default/blobs"
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, b := do("POST", blobs, "application/json", `{"apiVersion":"deep.example/v1","kind":"Blob","metadata":{"name":"b"},"spec":{}}`)
-		if code == 201 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create blob: %d %s", code, b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	do := deepBlobs(t)
+	testsupport.Poll(t, 30*time.Second, "create blob", func() (bool, string) {
+		code, b := do("POST", deepBlobsPath, "application/json", `{"apiVersion":"deep.example/v1","kind":"Blob","metadata":{"name":"b"},"spec":{}}`)
+		return code == 201, fmt.Sprintf("%d %s", code, b)
+	})
 	nest := func(n int) any {
 		var v any = map[string]any{}
 		for range n {
@@ -66,10 +44,10 @@ func TestJSONPatchCannotNestDeep(t *testing.T) {
 		b, _ := json.Marshal(out)
 		return string(b)
 	}
-	_, before := do("GET", blobs+"/b", "application/json", "")
+	_, before := do("GET", deepBlobsPath+"/b", "application/json", "")
 	for _, n := range []int{2, 60} {
 		start := time.Now()
-		code, b := do("PATCH", blobs+"/b", "application/json-patch+json", ops(n))
+		code, b := do("PATCH", deepBlobsPath+"/b", "application/json-patch+json", ops(n))
 		if code != 422 || !strings.Contains(string(b), "nests deeper than 100 levels") && !strings.Contains(string(b), "more than the 100 an object may nest") {
 			t.Fatalf("patch of %d operations nesting %d deep: %d %.300s", n, 90*n, code, b)
 		}
@@ -77,10 +55,10 @@ func TestJSONPatchCannotNestDeep(t *testing.T) {
 			t.Errorf("refusing a patch of %d operations took %v", n, d)
 		}
 	}
-	if _, after := do("GET", blobs+"/b", "application/json", ""); string(after) != string(before) {
+	if _, after := do("GET", deepBlobsPath+"/b", "application/json", ""); string(after) != string(before) {
 		t.Fatalf("the refused patches changed the object:\n%.300s\n%.300s", before, after)
 	}
-	if code, b := do("PATCH", blobs+"/b", "application/json-patch+json", ops(1)); code != 200 {
+	if code, b := do("PATCH", deepBlobsPath+"/b", "application/json-patch+json", ops(1)); code != 200 {
 		t.Fatalf("patch nesting 90 deep: %d %.300s", code, b)
 	}
 }
@@ -90,6 +68,28 @@ func TestJSONPatchCannotNestDeep(t *testing.T) {
 // fields a few levels further down, nest past it: a JSON patch that adds
 // nothing deep must still apply.
 func TestJSONPatchOnObjectNearDepthBound(t *testing.T) {
+	do := deepBlobs(t)
+	var v any = map[string]any{"leaf": "x"}
+	for range 94 {
+		v = map[string]any{"a": v}
+	}
+	obj, _ := json.Marshal(map[string]any{"apiVersion": "deep.example/v1", "kind": "Blob", "metadata": map[string]any{"name": "b"}, "spec": v})
+	testsupport.Poll(t, 30*time.Second, "create blob", func() (bool, string) {
+		code, b := do("PATCH", deepBlobsPath+"/b?fieldManager=applier", "application/apply-patch+yaml", string(obj))
+		return code == 201 || code == 200, fmt.Sprintf("%d %.300s", code, b)
+	})
+	if code, b := do("PATCH", deepBlobsPath+"/b", "application/json-patch+json", `[{"op":"add","path":"/metadata/labels","value":{"k":"v"}}]`); code != 200 {
+		t.Fatalf("patch adding a label: %d %.300s", code, b)
+	}
+}
+
+// deepBlobsPath is where deepBlobs serves its Blobs.
+const deepBlobsPath = "/apis/deep.example/v1/namespaces/default/blobs"
+
+// deepBlobs starts a server serving Blobs (deep.example/v1, any fields)
+// and returns how to send it a request with a body of type ct.
+func deepBlobs(t *testing.T) func(method, path, ct, body string) (int, []byte) {
+	t.Helper()
 	s := testserver.Start(t, testserver.Options{})
 	do := func(method, path, ct, body string) (int, []byte) {
 		t.Helper()
@@ -101,30 +101,9 @@ func TestJSONPatchOnObjectNearDepthBound(t *testing.T) {
 		}
 		return code, b
 	}
-	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"blobs.deep.example"},
-	"spec":{"group":"deep.example","scope":"Namespaced","names":{"plural":"blobs","singular":"blob","kind":"Blob","listKind":"BlobList"},
-	"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
-	if code, b := do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", crd); code != 201 {
+	crd := testsupport.CRD{Group: "deep.example", Kind: "Blob", Schema: `{"type":"object","x-kubernetes-preserve-unknown-fields":true}`}
+	if code, b := do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", crd.String()); code != 201 {
 		t.Fatalf("create CRD: %d %s", code, b)
 	}
-	const blobs = "/apis/deep.example/v1/namespaces/default/blobs"
-	var v any = map[string]any{"leaf": "x"}
-	for range 94 {
-		v = map[string]any{"a": v}
-	}
-	obj, _ := json.Marshal(map[string]any{"apiVersion": "deep.example/v1", "kind": "Blob", "metadata": map[string]any{"name": "b"}, "spec": v})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, b := do("PATCH", blobs+"/b?fieldManager=applier", "application/apply-patch+yaml", string(obj))
-		if code == 201 || code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create blob: %d %.300s", code, b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if code, b := do("PATCH", blobs+"/b", "application/json-patch+json", `[{"op":"add","path":"/metadata/labels","value":{"k":"v"}}]`); code != 200 {
-		t.Fatalf("patch adding a label: %d %.300s", code, b)
-	}
+	return do
 }

@@ -1,8 +1,6 @@
 package test
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -38,24 +36,9 @@ func TestKubectlTokenBoundToSecret(t *testing.T) {
 	}
 
 	tok := strings.TrimSpace(kubectl("", "create", "token", "robot", "--bound-object-kind", "Secret", "--bound-object-name", "s"))
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		t.Fatalf("not a JWT: %d parts", len(parts))
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var claims struct {
-		Kubernetes struct {
-			Secret *struct{ Name, UID string } `json:"secret"`
-		} `json:"kubernetes.io"`
-	}
-	if err := json.Unmarshal(payload, &claims); err != nil {
-		t.Fatal(err)
-	}
+	claims := decodeClaims(t, tok)
 	if sec := claims.Kubernetes.Secret; sec == nil || sec.Name != "s" || sec.UID != uid {
-		t.Errorf("claims %s: want kubernetes.io.secret {name: s, uid: %s}", payload, uid)
+		t.Errorf("claims %+v: want kubernetes.io.secret {name: s, uid: %s}", claims.Kubernetes, uid)
 	}
 	if code := whoami(tok); code != http.StatusCreated {
 		t.Fatalf("the bound token while its Secret exists: %d, want 201", code)

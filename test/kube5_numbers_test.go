@@ -27,19 +27,12 @@ func TestBuiltinIntegerWrittenAsFloat(t *testing.T) {
 	}
 	const prefix = `Event in version "v1" cannot be handled as a Event: json: cannot unmarshal number `
 	const suffix = ` into Go struct field Event.count of type int32`
-	status := func(t *testing.T, b []byte) (msg, reason string) {
-		var st struct{ Message, Reason string }
-		if err := json.Unmarshal(b, &st); err != nil {
-			t.Fatalf("%v: %s", err, b)
-		}
-		return st.Message, st.Reason
-	}
 	for _, count := range []string{"1.0", "1e0", "2.000", "1.5"} {
 		code, b, err := s.Do("POST", path, s.Token, strings.NewReader(event("e", count, "")))
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg, reason := status(t, b)
+		reason, msg := decodeStatus(t, b)
 		if code != http.StatusBadRequest || reason != "BadRequest" || !strings.HasPrefix(msg, prefix) || !strings.HasSuffix(msg, suffix) {
 			t.Errorf("create with count %s: %d %s, want 400 %q", count, code, b, prefix+count+suffix)
 		}
@@ -58,7 +51,7 @@ func TestBuiltinIntegerWrittenAsFloat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg, _ := status(t, b); code != http.StatusBadRequest || msg != prefix+"2.0"+suffix {
+	if _, msg := decodeStatus(t, b); code != http.StatusBadRequest || msg != prefix+"2.0"+suffix {
 		t.Errorf("update with count 2.0: %d %s, want 400 %q", code, b, prefix+"2.0"+suffix)
 	}
 	code, b, err = s.Do("PUT", path+"/e", s.Token, strings.NewReader(event("e", "2", created.Metadata.ResourceVersion)))

@@ -40,7 +40,7 @@ func TestAcceptNotAcceptable(t *testing.T) {
 			continue
 		}
 		if code == http.StatusNotAcceptable {
-			if reason, msg := kube6Status(t, b); reason != "NotAcceptable" || msg != message {
+			if reason, msg := decodeStatus(t, b); reason != "NotAcceptable" || msg != message {
 				t.Errorf("GET %s with Accept %q: %s, want reason NotAcceptable, message %q", c.path, c.accept, b, message)
 			}
 		}

@@ -9,8 +9,8 @@ import (
 	"github.com/setpoint-dev/setpoint/test/testserver"
 )
 
-// kube6Status decodes a Status answer.
-func kube6Status(t *testing.T, b []byte) (reason, message string) {
+// decodeStatus decodes a Status answer.
+func decodeStatus(t *testing.T, b []byte) (reason, message string) {
 	t.Helper()
 	var st struct{ Reason, Message string }
 	if err := json.Unmarshal(b, &st); err != nil {
@@ -33,7 +33,7 @@ func TestCreateWithResourceVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reason, msg := kube6Status(t, b)
+	reason, msg := decodeStatus(t, b)
 	if code != http.StatusInternalServerError || reason != "" || msg != "resourceVersion should not be set on objects to be created" {
 		t.Errorf("create with resourceVersion 5: %d %s", code, b)
 	}

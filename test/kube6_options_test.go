@@ -41,7 +41,7 @@ func TestWriteOptionsRefusedAsKube(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reason, msg := kube6Status(t, b)
+		reason, msg := decodeStatus(t, b)
 		if code != http.StatusUnprocessableEntity || reason != "Invalid" || msg != c.message {
 			t.Errorf("%s %s: %d %s\nwant 422 Invalid %q", c.method, c.query, code, b, c.message)
 		}

@@ -21,7 +21,7 @@ func TestTokenRequestBoundToNoName(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reason, msg := kube6Status(t, b)
+		reason, msg := decodeStatus(t, b)
 		if code != http.StatusBadRequest || reason != "BadRequest" || msg != "Name parameter required." {
 			t.Errorf("bound to a %s with no name: %d %s, want 400 \"Name parameter required.\"", kind, code, b)
 		}

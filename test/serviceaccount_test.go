@@ -35,6 +35,11 @@ type tokenClaims struct {
 			Name string `json:"name"`
 			UID  string `json:"uid"`
 		} `json:"serviceaccount"`
+		// Secret is the Secret a bound token is bound to.
+		Secret *struct {
+			Name string `json:"name"`
+			UID  string `json:"uid"`
+		} `json:"secret"`
 	} `json:"kubernetes.io"`
 }
 
